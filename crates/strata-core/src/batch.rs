@@ -1,0 +1,94 @@
+use crate::{Key, Value};
+
+/// One operation inside a [`WriteBatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchOp {
+    Put { key: Key, value: Value },
+    Delete { key: Key },
+}
+
+impl BatchOp {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+        }
+    }
+
+    /// The value written, or `None` for a delete.
+    pub fn value(&self) -> Option<&[u8]> {
+        match self {
+            BatchOp::Put { value, .. } => Some(value),
+            BatchOp::Delete { .. } => None,
+        }
+    }
+}
+
+/// A group of puts and deletes applied atomically: after a crash either all of them are visible or
+/// none is. When a key appears more than once, the last operation on it wins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    ops: Vec<BatchOp>,
+    payload_bytes: usize,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn put(&mut self, key: impl Into<Key>, value: impl Into<Value>) -> &mut Self {
+        let (key, value) = (key.into(), value.into());
+        self.payload_bytes += key.len() + value.len();
+        self.ops.push(BatchOp::Put { key, value });
+        self
+    }
+
+    pub fn delete(&mut self, key: impl Into<Key>) -> &mut Self {
+        let key = key.into();
+        self.payload_bytes += key.len();
+        self.ops.push(BatchOp::Delete { key });
+        self
+    }
+
+    pub fn push(&mut self, op: BatchOp) -> &mut Self {
+        self.payload_bytes += op.key().len() + op.value().map_or(0, <[u8]>::len);
+        self.ops.push(op);
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Sum of key and value lengths over all operations.
+    pub fn payload_bytes(&self) -> usize {
+        self.payload_bytes
+    }
+
+    pub fn ops(&self) -> &[BatchOp] {
+        &self.ops
+    }
+
+    pub fn into_ops(self) -> Vec<BatchOp> {
+        self.ops
+    }
+
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.payload_bytes = 0;
+    }
+}
+
+impl FromIterator<BatchOp> for WriteBatch {
+    fn from_iter<T: IntoIterator<Item = BatchOp>>(iter: T) -> Self {
+        let mut batch = WriteBatch::new();
+        for op in iter {
+            batch.push(op);
+        }
+        batch
+    }
+}

@@ -1,0 +1,122 @@
+use crate::{Direction, KeyRange, Result, Stats, Value, WriteBatch};
+
+/// How durable a write must be before the call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// On stable storage (fdatasync) before returning: survives power loss.
+    Sync,
+    /// Handed to the operating system before returning: survives a process crash, not power loss.
+    #[default]
+    Buffered,
+    /// May stay in process memory until the next `flush`, a `Sync` write, or a full buffer.
+    None,
+}
+
+/// How recovery treats a log whose tail does not verify.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// A torn or partly written tail (writes that were never acknowledged as durable) is dropped.
+    /// Corruption before the tail — a bad record followed by records written after it was
+    /// synced — is still an error.
+    #[default]
+    TolerateTornTail,
+    /// Any record that does not verify is an error, including a torn tail.
+    AbsoluteConsistency,
+}
+
+/// Size limits an engine enforces with `Error::InvalidArgument`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_key_bytes: usize,
+    pub max_value_bytes: usize,
+    /// Upper bound on the summed key + value bytes of one write batch.
+    pub max_batch_bytes: usize,
+}
+
+/// Settings every engine understands; engine-specific knobs live in the engine crates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Total memory the engine may use for caches, buffers and indexes.
+    pub memory_budget_bytes: u64,
+    pub recovery_mode: RecoveryMode,
+    /// Size of one write-ahead-log segment file.
+    pub wal_segment_bytes: u64,
+    /// Open data files with O_DIRECT where the engine supports it.
+    pub direct_io: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_budget_bytes: 256 << 20,
+            recovery_mode: RecoveryMode::default(),
+            wal_segment_bytes: 64 << 20,
+            direct_io: false,
+        }
+    }
+}
+
+/// What `verify` found: every persisted byte it read passed its checksum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub files_checked: u64,
+    pub bytes_checked: u64,
+    pub records_checked: u64,
+}
+
+/// An owning iterator over `(key, value)` pairs in key order (or reverse key order).
+pub type KvIter = Box<dyn Iterator<Item = Result<(crate::Key, Value)>> + Send>;
+
+/// The contract every storage engine implements. The facade (`strata::Db`) validates sizes and
+/// dispatches here; engines may assume keys and values are within `limits()`.
+///
+/// Concurrency: all methods take `&self`; an engine is shared by many threads.
+pub trait Engine: Send + Sync {
+    /// The engine's `EngineKind` name, e.g. `"memory"`.
+    fn name(&self) -> &'static str;
+
+    fn limits(&self) -> Limits;
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>>;
+
+    /// Applies every operation of `batch` atomically.
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()>;
+
+    /// Atomic read-modify-write of one key: `f` sees the current value (`None` if absent) and
+    /// returns the new one (`None` deletes). `f` may be called more than once (on retry).
+    /// Returns the value now stored.
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>>;
+
+    /// Ordered scan. Unordered engines return `Error::Unsupported` with the reason.
+    /// The iterator owns what it needs; it is not a point-in-time snapshot unless the engine says so,
+    /// but it always yields keys in strictly increasing (or decreasing) order.
+    fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter>;
+
+    /// Makes every write acknowledged so far durable.
+    fn flush(&self) -> Result<()>;
+
+    /// Flushes and releases resources; later calls return `Error::Closed`.
+    fn close(&self) -> Result<()>;
+
+    fn stats(&self) -> Stats;
+
+    /// Reads every persisted byte and checks every checksum.
+    fn verify(&self) -> Result<VerifyReport>;
+
+    fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch, durability)
+    }
+
+    fn delete(&self, key: &[u8], durability: Durability) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, durability)
+    }
+}

@@ -1,0 +1,19 @@
+//! Strata's shared vocabulary. Every engine and every shared crate speaks these types; nothing here
+//! does I/O.
+
+mod batch;
+mod engine;
+mod error;
+mod range;
+mod stats;
+
+pub use batch::{BatchOp, WriteBatch};
+pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
+pub use error::{Error, Result};
+pub use range::{Direction, KeyRange};
+pub use stats::{IoStats, Stats};
+
+/// Keys are arbitrary byte strings, ordered lexicographically.
+pub type Key = Vec<u8>;
+/// Values are arbitrary byte strings; the empty value is a value, not a deletion.
+pub type Value = Vec<u8>;

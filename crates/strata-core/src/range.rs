@@ -1,0 +1,128 @@
+use std::ops::{Bound, RangeBounds};
+
+use crate::Key;
+
+/// Scan direction for ordered engines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Direction {
+    #[default]
+    Forward,
+    Reverse,
+}
+
+/// An owned key range with arbitrary bounds; the engines' common currency for scans.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    pub start: Bound<Key>,
+    pub end: Bound<Key>,
+}
+
+impl KeyRange {
+    pub fn all() -> Self {
+        KeyRange { start: Bound::Unbounded, end: Bound::Unbounded }
+    }
+
+    /// Every key that starts with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        let end = match prefix_successor(prefix) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        };
+        KeyRange { start: Bound::Included(prefix.to_vec()), end }
+    }
+
+    /// Builds an owned range from any `RangeBounds` over byte slices or vectors.
+    pub fn from_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(bounds: R) -> Self {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        KeyRange { start: own(bounds.start_bound()), end: own(bounds.end_bound()) }
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let after_start = match &self.start {
+            Bound::Included(s) => key >= s.as_slice(),
+            Bound::Excluded(s) => key > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let before_end = match &self.end {
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        after_start && before_end
+    }
+
+    /// True when no key can fall inside the range.
+    pub fn is_empty(&self) -> bool {
+        match (&self.start, &self.end) {
+            (Bound::Included(s), Bound::Included(e)) => s > e,
+            (Bound::Included(s), Bound::Excluded(e))
+            | (Bound::Excluded(s), Bound::Included(e))
+            | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+            _ => false,
+        }
+    }
+
+    /// The borrowed form, usable with `BTreeMap::range`.
+    pub fn as_bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        (borrow(&self.start), borrow(&self.end))
+    }
+}
+
+impl RangeBounds<[u8]> for KeyRange {
+    fn start_bound(&self) -> Bound<&[u8]> {
+        borrow(&self.start)
+    }
+    fn end_bound(&self) -> Bound<&[u8]> {
+        borrow(&self.end)
+    }
+}
+
+fn borrow(b: &Bound<Key>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The smallest key greater than every key with this prefix, or `None` if no such key exists
+/// (the prefix is empty or all 0xFF).
+fn prefix_successor(prefix: &[u8]) -> Option<Key> {
+    let mut succ = prefix.to_vec();
+    while let Some(last) = succ.pop() {
+        if last < u8::MAX {
+            succ.push(last + 1);
+            return Some(succ);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_range_covers_exactly_the_prefix() {
+        let r = KeyRange::prefix(b"ab\xff");
+        assert!(r.contains(b"ab\xff"));
+        assert!(r.contains(b"ab\xff\x00"));
+        assert!(!r.contains(b"ac"));
+        assert!(r.contains(b"ab\xff\xff\xff"));
+        assert!(!r.contains(b"ab"));
+        assert_eq!(KeyRange::prefix(b""), KeyRange { start: Bound::Included(vec![]), end: Bound::Unbounded });
+        assert_eq!(KeyRange::prefix(b"\xff\xff").end, Bound::Unbounded);
+    }
+
+    #[test]
+    fn emptiness() {
+        assert!(KeyRange::from_bounds(b"b".as_slice()..b"a".as_slice()).is_empty());
+        assert!(KeyRange::from_bounds(b"a".as_slice()..b"a".as_slice()).is_empty());
+        assert!(!KeyRange::from_bounds(b"a".as_slice()..=b"a".as_slice()).is_empty());
+        assert!(!KeyRange::all().is_empty());
+    }
+}
