@@ -2,6 +2,7 @@
 //! does I/O.
 
 mod batch;
+pub mod batch_codec;
 mod engine;
 mod error;
 mod range;

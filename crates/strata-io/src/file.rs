@@ -1,1 +1,413 @@
-//! Placeholder: being written.
+//! Real files in one directory, buffered or O_DIRECT.
+//!
+//! O_DIRECT fallback: some filesystems (tmpfs, some overlay and FUSE mounts) reject `O_DIRECT` at
+//! open time with EINVAL. Such a file is then opened buffered and behaves exactly like a file
+//! opened without `direct` (no alignment rules); [`FileStorage::direct_io_fallbacks`] counts how
+//! often that happened, so a benchmark can tell the page cache was not bypassed.
+
+mod aligned;
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub use aligned::{AlignedBuf, DIRECT_IO_ALIGNMENT_BYTES};
+use strata_core::{Error, IoStats, Result};
+
+use crate::{check_name, Counters, OpenOptions, Storage, StorageFile, StorageLock};
+
+const ALIGNMENT_BYTES_U64: u64 = DIRECT_IO_ALIGNMENT_BYTES as u64;
+
+/// Real files in one directory. Cloning shares the directory and the counters.
+#[derive(Clone, Debug)]
+pub struct FileStorage {
+    inner: Arc<DirInner>,
+}
+
+#[derive(Debug)]
+struct DirInner {
+    /// Absolute, so every error message names the full path.
+    dir: PathBuf,
+    counters: Arc<Counters>,
+    direct_io_fallbacks: AtomicU64,
+}
+
+fn os_error(code: i32) -> io::Error {
+    io::Error::from_raw_os_error(code)
+}
+
+impl FileStorage {
+    /// Opens the directory `path`; with `create`, creates it (and missing parents) first.
+    pub fn open_dir(path: impl AsRef<Path>, create: bool) -> Result<FileStorage> {
+        let given = path.as_ref();
+        let dir = std::path::absolute(given)
+            .map_err(|e| Error::io(format!("resolving the directory path {}", given.display()), e))?;
+        if create && !dir.exists() {
+            fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(format!("creating directory {}", dir.display()), e))?;
+            // The new directory entry is durable only once its parent is synced.
+            if let Some(parent) = dir.parent() {
+                sync_directory(parent)?;
+            }
+        }
+        let meta = fs::metadata(&dir)
+            .map_err(|e| Error::io(format!("opening storage directory {}", dir.display()), e))?;
+        if !meta.is_dir() {
+            return Err(Error::io(
+                format!("opening storage directory {}", dir.display()),
+                os_error(libc::ENOTDIR),
+            ));
+        }
+        Ok(FileStorage {
+            inner: Arc::new(DirInner {
+                dir,
+                counters: Arc::new(Counters::default()),
+                direct_io_fallbacks: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The directory (absolute).
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// How many `direct` opens fell back to buffered I/O because the filesystem rejected O_DIRECT.
+    pub fn direct_io_fallbacks(&self) -> u64 {
+        self.inner.direct_io_fallbacks.load(Relaxed)
+    }
+
+    fn file_path(&self, name: &str) -> Result<PathBuf> {
+        check_name(name)?;
+        Ok(self.inner.dir.join(name))
+    }
+}
+
+fn sync_directory(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
+fn open_file(path: &Path, create: bool, direct: bool) -> io::Result<File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true).write(true).create(create).truncate(false);
+    #[cfg(target_os = "linux")]
+    if direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    options.open(path)
+}
+
+impl Storage for FileStorage {
+    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
+        let path = self.file_path(name)?;
+        // O_DIRECT exists only on Linux; elsewhere `direct` is ignored.
+        let want_direct = opts.direct && cfg!(target_os = "linux");
+        let opened = match open_file(&path, opts.create, want_direct) {
+            Err(e) if want_direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                self.inner.direct_io_fallbacks.fetch_add(1, Relaxed);
+                open_file(&path, opts.create, false).map(|file| (file, false))
+            }
+            other => other.map(|file| (file, want_direct)),
+        };
+        let (file, direct) = opened.map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        Ok(Arc::new(FileHandle {
+            name: name.to_string(),
+            path,
+            file,
+            direct,
+            counters: self.inner.counters.clone(),
+        }))
+    }
+
+    fn exists(&self, name: &str) -> Result<bool> {
+        let path = self.file_path(name)?;
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(!meta.is_dir()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(format!("checking whether {} exists", path.display()), e)),
+        }
+    }
+
+    fn remove(&self, name: &str) -> Result<()> {
+        let path = self.file_path(name)?;
+        fs::remove_file(&path).map_err(|e| Error::io(format!("removing {}", path.display()), e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (from_path, to_path) = (self.file_path(from)?, self.file_path(to)?);
+        fs::rename(&from_path, &to_path).map_err(|e| {
+            Error::io(format!("renaming {} to {}", from_path.display(), to_path.display()), e)
+        })
+    }
+
+    /// Regular files only; names that are not UTF-8 cannot be storage names and are skipped.
+    fn list(&self) -> Result<Vec<String>> {
+        let dir = &self.inner.dir;
+        let context = || format!("listing directory {}", dir.display());
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| Error::io(context(), e))? {
+            let entry = entry.map_err(|e| Error::io(context(), e))?;
+            if entry.file_type().map_err(|e| Error::io(context(), e))?.is_dir() {
+                continue;
+            }
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        sync_directory(&self.inner.dir)?;
+        self.inner.counters.on_sync();
+        Ok(())
+    }
+
+    /// An advisory `flock` on the file `name` (created if missing). flock locks belong to the open
+    /// file description, so a second `lock` in the same process fails too.
+    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
+        let path = self.file_path(name)?;
+        let file = open_file(&path, true, false)
+            .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))?;
+        loop {
+            // SAFETY: the descriptor belongs to `file`, which outlives the call.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.display().to_string())),
+                _ => return Err(Error::io(format!("locking {}", path.display()), err)),
+            }
+        }
+        Ok(Box::new(FileLock { path, _file: file }))
+    }
+
+    fn io_stats(&self) -> IoStats {
+        self.inner.counters.snapshot()
+    }
+
+    fn location(&self) -> String {
+        self.inner.dir.display().to_string()
+    }
+}
+
+/// Holds the flock; closing the file (on drop) releases it.
+#[derive(Debug)]
+struct FileLock {
+    #[expect(dead_code, reason = "read only by Debug, to show which lock is held")]
+    path: PathBuf,
+    _file: File,
+}
+
+impl StorageLock for FileLock {}
+
+#[derive(Debug)]
+struct FileHandle {
+    name: String,
+    path: PathBuf,
+    file: File,
+    /// True only if O_DIRECT is really in effect (false after a fallback).
+    direct: bool,
+    counters: Arc<Counters>,
+}
+
+fn is_aligned(value: u64) -> bool {
+    value % ALIGNMENT_BYTES_U64 == 0
+}
+
+fn is_aligned_address(bytes: &[u8]) -> bool {
+    bytes.as_ptr() as usize % DIRECT_IO_ALIGNMENT_BYTES == 0
+}
+
+fn read_past_eof() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file")
+}
+
+/// Reads into an aligned `buf` at an aligned `offset` until it is full or the file ends; returns
+/// the bytes read. Under O_DIRECT a read covering EOF returns a short count that may not be a
+/// multiple of the alignment; continuing at that unaligned offset would fail with EINVAL, so a
+/// short unaligned count ends the read.
+fn read_aligned_until_eof(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0;
+    while let Some(rest) = buf.get_mut(done..).filter(|rest| !rest.is_empty()) {
+        match file.read_at(rest, offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                if done % DIRECT_IO_ALIGNMENT_BYTES != 0 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+impl FileHandle {
+    fn read_direct(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let len_bytes = buf.len() as u64;
+        if is_aligned(offset) && is_aligned(len_bytes) && is_aligned_address(buf) {
+            let got = read_aligned_until_eof(&self.file, offset, buf)?;
+            return if got == buf.len() { Ok(()) } else { Err(read_past_eof()) };
+        }
+        // Bounce through an aligned buffer covering the aligned range around the request.
+        let end = offset.checked_add(len_bytes).ok_or_else(read_past_eof)?;
+        let aligned_start = offset - offset % ALIGNMENT_BYTES_U64;
+        let aligned_end = end.checked_next_multiple_of(ALIGNMENT_BYTES_U64).ok_or_else(read_past_eof)?;
+        let span_bytes = usize::try_from(aligned_end - aligned_start)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read too large"))?;
+        let mut bounce = AlignedBuf::new(span_bytes);
+        let got = read_aligned_until_eof(&self.file, aligned_start, &mut bounce)?;
+        // Less than one alignment unit, so it fits in usize.
+        let skip = (offset - aligned_start) as usize;
+        let wanted = bounce.get(skip..skip + buf.len()).filter(|_| skip + buf.len() <= got);
+        buf.copy_from_slice(wanted.ok_or_else(read_past_eof)?);
+        Ok(())
+    }
+
+    fn write_direct(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if !is_aligned(offset) || !is_aligned(data.len() as u64) {
+            return Err(Error::invalid(format!(
+                "O_DIRECT write of {} bytes at offset {offset} of {}: offset and length must be \
+                 multiples of {DIRECT_IO_ALIGNMENT_BYTES} bytes",
+                data.len(),
+                self.path.display()
+            )));
+        }
+        let written = if is_aligned_address(data) {
+            self.file.write_all_at(data, offset)
+        } else {
+            let mut bounce = AlignedBuf::new(data.len());
+            bounce.copy_from_slice(data);
+            self.file.write_all_at(&bounce, offset)
+        };
+        written.map_err(|e| self.write_error(offset, data.len(), e))
+    }
+
+    fn write_error(&self, offset: u64, len: usize, e: io::Error) -> Error {
+        Error::io(format!("writing {len} bytes at offset {offset} of {}", self.path.display()), e)
+    }
+
+    fn current_len(&self) -> Result<u64> {
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading the length of {}", self.path.display()), e))?;
+        Ok(meta.len())
+    }
+}
+
+impl StorageFile for FileHandle {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let read =
+            if self.direct { self.read_direct(offset, buf) } else { self.file.read_exact_at(buf, offset) };
+        read.map_err(|e| {
+            Error::io(format!("reading {} bytes at offset {offset} of {}", buf.len(), self.path.display()), e)
+        })?;
+        self.counters.on_read(buf.len());
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if self.direct {
+            self.write_direct(offset, data)?;
+        } else {
+            self.file.write_all_at(data, offset).map_err(|e| self.write_error(offset, data.len(), e))?;
+        }
+        self.counters.on_write(data.len());
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        self.counters.on_sync();
+        Ok(())
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.current_len()
+    }
+
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        self.file.set_len(len_bytes).map_err(|e| {
+            Error::io(format!("setting the length of {} to {len_bytes} bytes", self.path.display()), e)
+        })
+    }
+
+    fn allocate(&self, len_bytes: u64) -> Result<()> {
+        if len_bytes <= self.current_len()? {
+            return Ok(());
+        }
+        let context = || format!("allocating {len_bytes} bytes for {}", self.path.display());
+        #[cfg(target_os = "linux")]
+        {
+            let len = libc::off_t::try_from(len_bytes)
+                .map_err(|_| Error::invalid(format!("{}: length does not fit in off_t", context())))?;
+            loop {
+                // SAFETY: the descriptor belongs to `self.file`, which outlives the call.
+                // Mode 0 allocates the range and extends the file size.
+                let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+                if rc == 0 {
+                    return Ok(());
+                }
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EOPNOTSUPP) => break,
+                    _ => return Err(Error::io(context(), err)),
+                }
+            }
+        }
+        // The filesystem cannot preallocate: extending the size is the best available.
+        self.file.set_len(len_bytes).map_err(|e| Error::io(context(), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment_check() {
+        assert!(is_aligned(0));
+        assert!(is_aligned(8192));
+        assert!(!is_aligned(4095));
+        assert!(!is_aligned(4097));
+    }
+
+    #[test]
+    fn bounce_read_handles_short_last_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = FileStorage::open_dir(dir.path(), false).unwrap();
+        let file = storage.open("f", OpenOptions::create().with_direct(true)).unwrap();
+        let block: Vec<u8> = (0..DIRECT_IO_ALIGNMENT_BYTES * 2).map(|i| (i % 251) as u8).collect();
+        file.write_at(0, &block).unwrap();
+        file.set_len(5000).unwrap();
+        let mut buf = vec![0u8; 4990];
+        file.read_at(10, &mut buf).unwrap();
+        assert_eq!(buf, &block[10..5000]);
+        let mut past = vec![0u8; 20];
+        let err = file.read_at(4990, &mut past).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof));
+        // An aligned read of a block that is only partly present is also EOF.
+        let mut aligned = AlignedBuf::new(DIRECT_IO_ALIGNMENT_BYTES);
+        let err = file.read_at(4096, &mut aligned).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof));
+    }
+}

@@ -1,0 +1,124 @@
+//! The `strata` command forms that scripts depend on.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("run strata")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn assert_one_line_error(o: &Output, needle: &str) {
+    assert!(!o.status.success(), "expected failure, got {o:?}");
+    let err = stderr(o);
+    assert_eq!(err.trim_end().lines().count(), 1, "error must be one line: {err}");
+    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
+}
+
+#[test]
+fn create_put_get_delete_scan_stats_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = p(&dir);
+    let o = strata(&["create", d, "--engine", "memory"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (k, v) in [("b", "2"), ("a", "1"), ("c", "3"), ("ab", "x\ty")] {
+        let o = strata(&["put", d, k, v]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = strata(&["get", d, "a"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "1\n");
+
+    let o = strata(&["scan", d]);
+    assert_eq!(stdout(&o), "a\t1\nab\tx\\x09y\nb\t2\nc\t3\n");
+    let o = strata(&["scan", d, "--reverse", "--limit", "2"]);
+    assert_eq!(stdout(&o), "c\t3\nb\t2\n");
+    let o = strata(&["scan", d, "--prefix", "a"]);
+    assert_eq!(stdout(&o), "a\t1\nab\tx\\x09y\n");
+    let o = strata(&["scan", d, "--from", "ab", "--to", "c"]);
+    assert_eq!(stdout(&o), "ab\tx\\x09y\nb\t2\n");
+
+    let o = strata(&["delete", d, "a"]);
+    assert!(o.status.success());
+    let o = strata(&["get", d, "a"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not found"), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+
+    let o = strata(&["stats", d]);
+    assert!(stdout(&o).contains("engine\tmemory"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("live_keys\t3"), "{}", stdout(&o));
+    let o = strata(&["verify", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("ok:"));
+}
+
+#[test]
+fn errors_are_one_line_with_nonzero_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = p(&dir);
+    assert_one_line_error(&strata(&["get", d, "k"]), "does not exist");
+    assert_one_line_error(&strata(&["create", d, "--engine", "flex"]), "'flex' is not implemented");
+    assert!(strata(&["create", d, "--engine", "memory"]).status.success());
+    assert_one_line_error(&strata(&["create", d, "--engine", "memory"]), "already holds");
+    let huge_key = "k".repeat(70 * 1024);
+    assert_one_line_error(&strata(&["put", d, &huge_key, "v"]), "too large");
+    let o = strata(&["create", d, "--engine", "nosuch"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown engine"), "{}", stderr(&o));
+}
+
+#[test]
+fn verify_fails_on_a_flipped_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = p(&dir);
+    assert!(strata(&["create", d, "--engine", "memory"]).status.success());
+    for i in 0..20 {
+        assert!(strata(&["put", d, &format!("key{i}"), "some value"]).status.success());
+    }
+    let wal = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
+        .find(|p| std::fs::metadata(p).unwrap().len() > 100)
+        .expect("a WAL segment with records");
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes[32 + 24 + 4] ^= 0x10;
+    std::fs::write(&wal, bytes).unwrap();
+    let o = strata(&["verify", d]);
+    assert_one_line_error(&o, "corruption");
+}
+
+#[test]
+fn a_directory_open_in_another_process_is_locked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = strata::Db::open(&dir, strata::Options::new(strata::EngineKind::Memory)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert_one_line_error(&strata(&["get", p(&dir), "k"]), "locked");
+    drop(db);
+    assert_eq!(stdout(&strata(&["get", p(&dir), "k"])), "v\n");
+}
+
+#[test]
+fn demo_runs_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let o = strata(&["demo", "--dir", p(&dir), "--records", "5000"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("all 4999 remaining records intact: true"), "{}", stdout(&o));
+}

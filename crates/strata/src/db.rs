@@ -1,0 +1,330 @@
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use strata_core::{
+    Direction, Durability, Engine, Error, KeyRange, KvIter, Limits, Result, Stats, Value, VerifyReport,
+    WriteBatch,
+};
+use strata_io::{FileStorage, Storage, StorageLock};
+
+use crate::{EngineKind, Manifest, Options, MANIFEST_FILE_NAME};
+
+const LOCK_FILE_NAME: &str = "LOCK";
+
+/// An open database. `Send + Sync`: share it between threads by reference or in an `Arc`.
+/// Dropping it closes it (flushing buffered writes; errors on that path are ignored — call
+/// [`Db::close`] to see them).
+pub struct Db {
+    engine: Box<dyn Engine>,
+    kind: EngineKind,
+    limits: Limits,
+    default_durability: Durability,
+    closed: AtomicBool,
+    location: String,
+    // Declared after `engine` so it is released only once the engine is gone.
+    _lock: Box<dyn StorageLock>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("engine", &self.kind).field("location", &self.location).finish()
+    }
+}
+
+impl Db {
+    /// Opens the database in directory `path` (see [`Options`]).
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let storage: Arc<dyn Storage> = match &options.storage {
+            Some(s) => s.clone(),
+            None => {
+                let path = path.as_ref();
+                if !options.create_if_missing && !path.exists() {
+                    return Err(Error::invalid(format!("{} does not exist", path.display())));
+                }
+                Arc::new(FileStorage::open_dir(path, options.create_if_missing)?)
+            }
+        };
+        Db::open_on(storage, options)
+    }
+
+    fn open_on(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        let location = storage.location();
+        if let Some(kind) = options.engine {
+            ensure_available(kind)?;
+        }
+        let lock = storage.lock(LOCK_FILE_NAME)?;
+        let kind = match (Manifest::load(storage.as_ref())?, options.engine) {
+            (Some(_), _) if options.error_if_exists => {
+                return Err(Error::invalid(format!("{location} already holds a Strata database")));
+            }
+            (Some(manifest), Some(wanted)) if manifest.engine != wanted => {
+                return Err(Error::Incompatible(format!(
+                    "{location} holds a '{}' database; it cannot be opened as '{wanted}'",
+                    manifest.engine
+                )));
+            }
+            (Some(manifest), _) => manifest.engine,
+            (None, None) => {
+                return Err(Error::invalid(format!(
+                    "{location} is not a Strata database (no {MANIFEST_FILE_NAME}); create it with an engine kind"
+                )));
+            }
+            (None, Some(_)) if !options.create_if_missing => {
+                return Err(Error::invalid(format!("{location} holds no database and create_if_missing is off")));
+            }
+            (None, Some(wanted)) => {
+                let foreign: Vec<String> =
+                    storage.list()?.into_iter().filter(|n| n != LOCK_FILE_NAME && !n.ends_with(".tmp")).collect();
+                if !foreign.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "{location} is not empty and is not a Strata database (found {}); refusing to create one there",
+                        foreign.first().map(String::as_str).unwrap_or_default()
+                    )));
+                }
+                Manifest::new(wanted).store(storage.as_ref())?;
+                wanted
+            }
+        };
+        ensure_available(kind)?;
+        let engine = open_engine(kind, storage, &options)?;
+        Ok(Db {
+            limits: engine.limits(),
+            engine,
+            kind,
+            default_durability: options.default_durability,
+            closed: AtomicBool::new(false),
+            location,
+            _lock: lock,
+        })
+    }
+
+    pub fn kind(&self) -> EngineKind {
+        self.kind
+    }
+
+    /// Largest key, value and batch this engine accepts.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Where the database lives (a path, or `mem:`/`sim:`).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.ensure_open()?;
+        let key = key.as_ref();
+        self.check_key(key)?;
+        self.engine.get(key)
+    }
+
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_with(key, value, self.default_durability)
+    }
+
+    pub fn put_with(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, durability: Durability) -> Result<()> {
+        self.ensure_open()?;
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.check_key(key)?;
+        self.check_value(value)?;
+        self.engine.put(key, value, durability)
+    }
+
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_with(key, self.default_durability)
+    }
+
+    pub fn delete_with(&self, key: impl AsRef<[u8]>, durability: Durability) -> Result<()> {
+        self.ensure_open()?;
+        let key = key.as_ref();
+        self.check_key(key)?;
+        self.engine.delete(key, durability)
+    }
+
+    /// Applies every operation of `batch` atomically (all or none survive a crash).
+    pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.ensure_open()?;
+        if batch.payload_bytes() > self.limits.max_batch_bytes {
+            return Err(Error::invalid(format!(
+                "write batch holds {} bytes of keys and values; the '{}' engine accepts at most {}",
+                batch.payload_bytes(),
+                self.kind,
+                self.limits.max_batch_bytes
+            )));
+        }
+        for op in batch.ops() {
+            self.check_key(op.key())?;
+            if let Some(value) = op.value() {
+                self.check_value(value)?;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.engine.write(batch, durability)
+    }
+
+    /// Atomic read-modify-write: `f` gets the current value (`None` if absent) and returns the new
+    /// one (`None` deletes). `f` may run more than once. Returns the value now stored.
+    pub fn rmw<F>(&self, key: impl AsRef<[u8]>, f: F) -> Result<Option<Value>>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Value>,
+    {
+        self.rmw_with(key, f, self.default_durability)
+    }
+
+    pub fn rmw_with<F>(&self, key: impl AsRef<[u8]>, mut f: F, durability: Durability) -> Result<Option<Value>>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Value>,
+    {
+        self.ensure_open()?;
+        let key = key.as_ref();
+        self.check_key(key)?;
+        let max_value_bytes = self.limits.max_value_bytes;
+        let mut oversized = None;
+        // An oversized result cannot be stored: keep the old value and report the error afterwards.
+        let mut checked = |old: Option<&[u8]>| {
+            let new = f(old);
+            match new {
+                Some(v) if v.len() > max_value_bytes => {
+                    oversized = Some(v.len());
+                    old.map(<[u8]>::to_vec)
+                }
+                other => {
+                    oversized = None;
+                    other
+                }
+            }
+        };
+        let stored = self.engine.rmw(key, &mut checked, durability)?;
+        match oversized {
+            Some(len) => Err(self.value_too_large(len)),
+            None => Ok(stored),
+        }
+    }
+
+    /// Forward scan over `bounds`, e.g. `db.range(b"a".as_slice()..b"m".as_slice())`.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, bounds: R) -> Result<Iter> {
+        self.scan(KeyRange::from_bounds(bounds), Direction::Forward)
+    }
+
+    /// Reverse scan over `bounds` (largest key first).
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, bounds: R) -> Result<Iter> {
+        self.scan(KeyRange::from_bounds(bounds), Direction::Reverse)
+    }
+
+    /// Every key starting with `prefix`, in order.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Iter> {
+        self.scan(KeyRange::prefix(prefix.as_ref()), Direction::Forward)
+    }
+
+    pub fn prefix_rev(&self, prefix: impl AsRef<[u8]>) -> Result<Iter> {
+        self.scan(KeyRange::prefix(prefix.as_ref()), Direction::Reverse)
+    }
+
+    /// Every key, in order.
+    pub fn iter(&self) -> Result<Iter> {
+        self.scan(KeyRange::all(), Direction::Forward)
+    }
+
+    pub fn scan(&self, range: KeyRange, direction: Direction) -> Result<Iter> {
+        self.ensure_open()?;
+        Ok(Iter { inner: self.engine.range(range, direction)? })
+    }
+
+    /// Makes every write acknowledged so far durable.
+    pub fn flush(&self) -> Result<()> {
+        self.ensure_open()?;
+        self.engine.flush()
+    }
+
+    pub fn stats(&self) -> Result<Stats> {
+        self.ensure_open()?;
+        Ok(self.engine.stats())
+    }
+
+    /// Reads every persisted byte and checks every checksum.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.ensure_open()?;
+        self.engine.verify()
+    }
+
+    /// Flushes and closes. Later calls return `Error::Closed`.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.engine.close()
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.limits.max_key_bytes {
+            return Err(Error::invalid(format!(
+                "key of {} bytes is too large; the '{}' engine accepts keys up to {} bytes",
+                key.len(),
+                self.kind,
+                self.limits.max_key_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.limits.max_value_bytes {
+            return Err(self.value_too_large(value.len()));
+        }
+        Ok(())
+    }
+
+    fn value_too_large(&self, len: usize) -> Error {
+        Error::invalid(format!(
+            "value of {len} bytes is too large; the '{}' engine accepts values up to {} bytes",
+            self.kind, self.limits.max_value_bytes
+        ))
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// Iterator over `(key, value)` pairs of a scan. Owns what it needs; the `Db` may be used (and
+/// written) while it is alive.
+pub struct Iter {
+    inner: KvIter,
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
+    }
+}
+
+fn ensure_available(kind: EngineKind) -> Result<()> {
+    if kind.is_available() {
+        Ok(())
+    } else {
+        Err(Error::unsupported(format!("engine '{kind}' is not implemented in this build of Strata yet")))
+    }
+}
+
+fn open_engine(kind: EngineKind, storage: Arc<dyn Storage>, options: &Options) -> Result<Box<dyn Engine>> {
+    match kind {
+        EngineKind::Memory => Ok(Box::new(engine_memory::MemoryEngine::open(storage, &options.engine_config)?)),
+        other => Err(Error::unsupported(format!("engine '{other}' is not implemented in this build of Strata yet"))),
+    }
+}

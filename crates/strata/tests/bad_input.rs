@@ -1,0 +1,147 @@
+//! Bad input gets a clear, one-line error — never a panic.
+
+use std::sync::Arc;
+
+use strata::storage::MemStorage;
+use strata::{Db, Durability, EngineKind, Error, Options, WriteBatch};
+
+fn mem_db() -> (Arc<MemStorage>, Db) {
+    let storage = Arc::new(MemStorage::new());
+    let db = Db::open("unused", Options::new(EngineKind::Memory).storage(storage.clone())).unwrap();
+    (storage, db)
+}
+
+fn one_line(e: &Error) -> String {
+    let text = e.to_string();
+    assert!(!text.contains('\n'), "error spans lines: {text}");
+    text
+}
+
+#[test]
+fn oversized_key_value_and_batch_are_invalid_arguments() {
+    let (_s, db) = mem_db();
+    let limits = db.limits();
+    let big_key = vec![b'k'; limits.max_key_bytes + 1];
+    let err = db.put(&big_key, b"v").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(one_line(&err).contains("key of"), "{err}");
+    assert!(matches!(db.get(&big_key).unwrap_err(), Error::InvalidArgument(_)));
+    assert!(matches!(db.delete(&big_key).unwrap_err(), Error::InvalidArgument(_)));
+
+    let big_value = vec![0u8; limits.max_value_bytes + 1];
+    let err = db.put(b"k", &big_value).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(one_line(&err).contains("value of"), "{err}");
+
+    let mut batch = WriteBatch::new();
+    batch.put(b"ok".to_vec(), b"v".to_vec()).put(big_key.clone(), b"v".to_vec());
+    assert!(matches!(db.write(batch, Durability::Sync).unwrap_err(), Error::InvalidArgument(_)));
+    assert_eq!(db.get(b"ok").unwrap(), None, "a rejected batch must not be partly applied");
+
+    // A read-modify-write whose result is too large keeps the old value and reports the error.
+    db.put(b"n", b"old").unwrap();
+    let err = db.rmw(b"n", |_| Some(vec![0u8; limits.max_value_bytes + 1])).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(db.get(b"n").unwrap().as_deref(), Some(&b"old"[..]));
+
+    // Exactly at the limit is fine.
+    db.put(vec![b'k'; limits.max_key_bytes], b"").unwrap();
+}
+
+#[test]
+fn unsupported_engines_name_themselves() {
+    for kind in [EngineKind::Treeline, EngineKind::Turtle, EngineKind::Laser, EngineKind::Flex, EngineKind::F2] {
+        let storage = Arc::new(MemStorage::new());
+        let err = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{err}");
+        assert!(one_line(&err).contains(kind.name()), "{err}");
+        assert!(storage.list_names().is_empty(), "a failed open must not leave a manifest behind");
+    }
+}
+
+trait ListNames {
+    fn list_names(&self) -> Vec<String>;
+}
+
+impl ListNames for MemStorage {
+    fn list_names(&self) -> Vec<String> {
+        use strata::storage::Storage;
+        self.list().unwrap().into_iter().filter(|n| n != "LOCK").collect()
+    }
+}
+
+#[test]
+fn second_open_in_the_same_process_is_locked_until_the_first_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap();
+    let err = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    assert!(one_line(&err).contains("locked"), "{err}");
+    drop(db);
+    Db::open(dir.path(), Options::existing()).unwrap();
+}
+
+#[test]
+fn manifest_records_the_engine_and_existing_opens_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Db::open(dir.path(), Options::existing()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    {
+        let db = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap();
+        db.put(b"k", b"v").unwrap();
+    }
+    let db = Db::open(dir.path(), Options::existing()).unwrap();
+    assert_eq!(db.kind(), EngineKind::Memory);
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(db);
+    let err = Db::open(dir.path(), Options::new(EngineKind::Memory).error_if_exists(true)).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn wrong_engine_for_a_directory_is_incompatible() {
+    // Write a manifest naming another engine, as a future build with that engine would.
+    let storage = Arc::new(MemStorage::new());
+    strata::Manifest::new(EngineKind::Flex).store(storage.as_ref()).unwrap();
+    let err = Db::open("unused", Options::new(EngineKind::Memory).storage(storage)).unwrap_err();
+    assert!(matches!(err, Error::Incompatible(_)), "{err}");
+    assert!(one_line(&err).contains("'flex'"), "{err}");
+}
+
+#[test]
+fn refuses_to_create_a_database_in_a_non_empty_foreign_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("precious.txt"), b"user data").unwrap();
+    let err = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(dir.path().join("precious.txt").exists());
+}
+
+#[test]
+fn closed_database_rejects_operations() {
+    let (_s, db) = mem_db();
+    db.put(b"a", b"1").unwrap();
+    let mut scan = db.iter().unwrap();
+    db.close().unwrap();
+    assert!(matches!(db.get(b"a").unwrap_err(), Error::Closed));
+    assert!(matches!(db.put(b"a", b"2").unwrap_err(), Error::Closed));
+    assert!(matches!(db.flush().unwrap_err(), Error::Closed));
+    assert!(matches!(scan.next(), Some(Err(Error::Closed))));
+    db.close().unwrap();
+}
+
+#[test]
+fn empty_values_are_values_and_empty_batches_are_no_ops() {
+    let (_s, db) = mem_db();
+    db.put(b"e", b"").unwrap();
+    assert_eq!(db.get(b"e").unwrap(), Some(vec![]));
+    db.write(WriteBatch::new(), Durability::Sync).unwrap();
+    let all: Vec<_> = db.iter().unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(all, vec![(b"e".to_vec(), vec![])]);
+}
+
+#[test]
+fn db_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+}
