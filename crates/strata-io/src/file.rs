@@ -5,6 +5,8 @@
 //! opened without `direct` (no alignment rules); [`FileStorage::direct_io_fallbacks`] counts how
 //! often that happened, so a benchmark can tell the page cache was not bypassed.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
 mod aligned;
 
 use std::fs::{self, File};
@@ -141,9 +143,8 @@ impl Storage for FileStorage {
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let (from_path, to_path) = (self.file_path(from)?, self.file_path(to)?);
-        fs::rename(&from_path, &to_path).map_err(|e| {
-            Error::io(format!("renaming {} to {}", from_path.display(), to_path.display()), e)
-        })
+        fs::rename(&from_path, &to_path)
+            .map_err(|e| Error::io(format!("renaming {} to {}", from_path.display(), to_path.display()), e))
     }
 
     /// Regular files only; names that are not UTF-8 cannot be storage names and are skipped.
@@ -221,12 +222,15 @@ struct FileHandle {
     counters: Arc<Counters>,
 }
 
+// The alignment is a power of two, so a mask tests divisibility.
+const _: () = assert!(DIRECT_IO_ALIGNMENT_BYTES.is_power_of_two());
+
 fn is_aligned(value: u64) -> bool {
-    value % ALIGNMENT_BYTES_U64 == 0
+    value & (ALIGNMENT_BYTES_U64 - 1) == 0
 }
 
 fn is_aligned_address(bytes: &[u8]) -> bool {
-    bytes.as_ptr() as usize % DIRECT_IO_ALIGNMENT_BYTES == 0
+    is_aligned(bytes.as_ptr() as usize as u64)
 }
 
 fn read_past_eof() -> io::Error {
@@ -244,7 +248,7 @@ fn read_aligned_until_eof(file: &File, offset: u64, buf: &mut [u8]) -> io::Resul
             Ok(0) => break,
             Ok(n) => {
                 done += n;
-                if done % DIRECT_IO_ALIGNMENT_BYTES != 0 {
+                if !is_aligned(done as u64) {
                     break;
                 }
             }

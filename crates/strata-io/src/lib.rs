@@ -15,9 +15,9 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use counters::Counters;
-// pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
+pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
 pub use mem::MemStorage;
-// pub use sim::{CrashMode, Fault, FaultKind, SimStorage};
+pub use sim::{CrashMode, Fault, FaultKind, SimStorage};
 pub use strata_core::IoStats;
 use strata_core::{Error, Result};
 

@@ -74,3 +74,8 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         "<non-string panic payload>".to_string()
     }
 }
+
+/// Runs `f`, turning a panic into its message.
+pub(crate) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| panic_message(payload.as_ref()))
+}

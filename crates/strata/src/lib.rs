@@ -30,5 +30,7 @@ pub use strata_core::{
 
 /// Storage backends, for tests and tools that want to run a `Db` on simulated or in-memory disks.
 pub mod storage {
-    pub use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
+    pub use strata_io::{
+        CrashMode, Fault, FaultKind, FileStorage, MemStorage, OpenOptions, SimStorage, Storage, StorageFile,
+    };
 }

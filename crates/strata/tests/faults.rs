@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use strata::storage::Storage;
+use strata::storage::{CrashMode, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, Options};
-use strata_io::SimStorage;
 
 fn open(sim: &SimStorage) -> strata::Result<Db> {
     Db::open("sim", Options::new(EngineKind::Memory).storage(Arc::new(sim.clone())).wal_segment_bytes(64 << 10))
@@ -30,7 +29,7 @@ fn full_disk_is_a_clear_no_space_error_and_acked_writes_survive() {
     assert!(!err.to_string().contains('\n'));
     drop(db);
     sim.set_capacity_bytes(None);
-    sim.crash(strata_io::CrashMode::DropUnsynced);
+    sim.crash(CrashMode::DropUnsynced);
     let db = open(&sim).unwrap();
     for i in 0..acked {
         assert!(db.get(i.to_be_bytes()).unwrap().is_some(), "acknowledged key {i} lost");

@@ -106,7 +106,7 @@ mod tests {
         assert_eq!(got, vec![None, EIO, EIO]);
         plan.clear();
         assert_eq!(plan.on_op(OpClass::Other), None);
-        assert_eq!(plan.op_count(), 8);
+        assert_eq!(plan.op_count(), 9);
     }
 
     #[test]

@@ -1,0 +1,335 @@
+//! The canary: a small, correct engine (plus switchable bugs) that proves the kit's checks pass
+//! legal engines and catch broken ones.
+//!
+//! The engine keeps a `BTreeMap` in memory. Every `Sync` write, `flush` and `close` persists the
+//! whole map (checksummed) with `write_file_atomic`; `open` loads it. Buffered/None writes live in
+//! memory only, which is legal: until the next durability point they are pending.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use strata_core::{
+    BatchOp, Direction, Durability, Engine, Error, Key, KeyRange, KvIter, Limits, Result, Stats, Value,
+    VerifyReport, WriteBatch,
+};
+use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
+use strata_testkit::conformance::{self, Config};
+use strata_testkit::{StorageKind, Target};
+
+const DATA_FILE: &str = "canary.data";
+const LOCK_FILE: &str = "LOCK";
+
+/// Deliberate bugs the checks must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bug {
+    None,
+    /// Acknowledges every n-th put but never applies it.
+    LoseEveryNthPut(u64),
+    /// Swaps the first two items of every range result with at least two.
+    MisorderScan,
+    /// Acknowledges `Sync` writes without persisting them (only flush and close persist).
+    AckSyncWithoutPersist,
+    /// Read-modify-write reads and writes under separate lock acquisitions: lost updates.
+    RacyRmw,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Options {
+    bug: Bug,
+    ordered: bool,
+    /// Persist on every write, so Buffered writes survive a process kill.
+    persist_every_write: bool,
+}
+
+const CORRECT: Options = Options { bug: Bug::None, ordered: true, persist_every_write: false };
+
+struct Canary {
+    storage: Arc<dyn Storage>,
+    options: Options,
+    state: Mutex<State>,
+    _lock: Box<dyn StorageLock>,
+}
+
+#[derive(Default)]
+struct State {
+    map: BTreeMap<Key, Value>,
+    closed: bool,
+    /// Set when persisting failed: the durable state is unknown until reopen.
+    poisoned: Option<String>,
+    puts_seen: u64,
+}
+
+impl Canary {
+    fn open(storage: Arc<dyn Storage>, options: Options) -> Result<Canary> {
+        let lock = storage.lock(LOCK_FILE)?;
+        let map = if storage.exists(DATA_FILE)? {
+            let file = storage.open(DATA_FILE, OpenOptions::existing())?;
+            codec::decode(&read_all(&*file)?)?
+        } else {
+            BTreeMap::new()
+        };
+        Ok(Canary { storage, options, state: Mutex::new(State { map, ..State::default() }), _lock: lock })
+    }
+
+    fn usable(state: &State) -> Result<()> {
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        match &state.poisoned {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn persist(&self, state: &mut State) -> Result<()> {
+        let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map));
+        if let Err(e) = &result {
+            state.poisoned = Some(e.to_string());
+        }
+        result
+    }
+
+    fn after_write(&self, state: &mut State, durability: Durability) -> Result<()> {
+        let sync = durability == Durability::Sync && self.options.bug != Bug::AckSyncWithoutPersist;
+        if sync || self.options.persist_every_write {
+            self.persist(state)?;
+        }
+        Ok(())
+    }
+}
+
+impl Engine for Canary {
+    fn name(&self) -> &'static str {
+        "canary"
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { max_key_bytes: 1024, max_value_bytes: 64 << 10, max_batch_bytes: 1 << 20 }
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        let state = self.state.lock();
+        Canary::usable(&state)?;
+        Ok(state.map.get(key).cloned())
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        let mut state = self.state.lock();
+        Canary::usable(&state)?;
+        for op in batch.into_ops() {
+            match op {
+                BatchOp::Put { key, value } => {
+                    state.puts_seen += 1;
+                    if let Bug::LoseEveryNthPut(n) = self.options.bug {
+                        if state.puts_seen % n == 0 {
+                            continue;
+                        }
+                    }
+                    state.map.insert(key, value);
+                }
+                BatchOp::Delete { key } => {
+                    state.map.remove(&key);
+                }
+            }
+        }
+        self.after_write(&mut state, durability)
+    }
+
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        let mut state = self.state.lock();
+        Canary::usable(&state)?;
+        let new = if self.options.bug == Bug::RacyRmw {
+            let old = state.map.get(key).cloned();
+            drop(state);
+            std::thread::yield_now();
+            let new = f(old.as_deref());
+            state = self.state.lock();
+            new
+        } else {
+            f(state.map.get(key).map(Vec::as_slice))
+        };
+        match &new {
+            Some(v) => state.map.insert(key.to_vec(), v.clone()),
+            None => state.map.remove(key),
+        };
+        self.after_write(&mut state, durability)?;
+        Ok(new)
+    }
+
+    fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
+        if !self.options.ordered {
+            return Err(Error::unsupported("this canary is configured as an unordered (hash) engine"));
+        }
+        let state = self.state.lock();
+        Canary::usable(&state)?;
+        let mut items: Vec<(Key, Value)> = if range.is_empty() {
+            Vec::new()
+        } else {
+            state.map.range::<[u8], _>(range.as_bounds()).map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        if direction == Direction::Reverse {
+            items.reverse();
+        }
+        if self.options.bug == Bug::MisorderScan && items.len() >= 2 {
+            items.swap(0, 1);
+        }
+        Ok(Box::new(items.into_iter().map(Ok)))
+    }
+
+    fn flush(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        Canary::usable(&state)?;
+        self.persist(&mut state)
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        Canary::usable(&state)?;
+        state.closed = true;
+        self.persist(&mut state)
+    }
+
+    fn stats(&self) -> Stats {
+        let state = self.state.lock();
+        Stats {
+            engine: "canary".into(),
+            live_keys: Some(state.map.len() as u64),
+            io: self.storage.io_stats(),
+            ..Stats::default()
+        }
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        if !self.storage.exists(DATA_FILE)? {
+            return Ok(VerifyReport::default());
+        }
+        let bytes = read_all(&*self.storage.open(DATA_FILE, OpenOptions::existing())?)?;
+        let map = codec::decode(&bytes)?;
+        Ok(VerifyReport { files_checked: 1, bytes_checked: bytes.len() as u64, records_checked: map.len() as u64 })
+    }
+}
+
+/// `CNRY`, u64 entry count, entries (u32 key length, key, u32 value length, value), crc32c of
+/// everything before it; all little-endian.
+mod codec {
+    #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+    use std::collections::BTreeMap;
+
+    use strata_core::{Error, Key, Result, Value};
+
+    const MAGIC: &[u8; 4] = b"CNRY";
+
+    pub fn encode(map: &BTreeMap<Key, Value>) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(map.len() as u64).to_le_bytes());
+        for (k, v) in map {
+            out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            out.extend_from_slice(k);
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<BTreeMap<Key, Value>> {
+        let corrupt = |offset: usize, what: &str| Error::corruption(super::DATA_FILE, offset as u64, what);
+        let body_len = bytes.len().checked_sub(4).ok_or_else(|| corrupt(0, "file shorter than its checksum"))?;
+        let (body, crc) = bytes.split_at(body_len);
+        let stored = u32::from_le_bytes(crc.try_into().map_err(|_| corrupt(body_len, "short checksum"))?);
+        if crc32c::crc32c(body) != stored {
+            return Err(corrupt(body_len, "checksum mismatch"));
+        }
+        let mut pos = 0usize;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            let slice = body.get(pos..pos.checked_add(n).unwrap_or(usize::MAX)).ok_or_else(|| corrupt(pos, "truncated entry"))?;
+            pos += n;
+            Ok(slice)
+        };
+        if take(4)? != MAGIC {
+            return Err(corrupt(0, "bad magic"));
+        }
+        let count = u64::from_le_bytes(take(8)?.try_into().map_err(|_| corrupt(4, "short count"))?);
+        let mut map = BTreeMap::new();
+        for _ in 0..count {
+            let len = u32::from_le_bytes(take(4)?.try_into().map_err(|_| corrupt(0, "short length"))?);
+            let key = take(len as usize)?.to_vec();
+            let len = u32::from_le_bytes(take(4)?.try_into().map_err(|_| corrupt(0, "short length"))?);
+            let value = take(len as usize)?.to_vec();
+            map.insert(key, value);
+        }
+        Ok(map)
+    }
+}
+
+fn target(options: Options) -> Target {
+    Target {
+        name: "canary",
+        open: Arc::new(move |storage: Arc<dyn Storage>| Ok(Box::new(Canary::open(storage, options)?) as Box<dyn Engine>)),
+        ordered: options.ordered,
+        prefix_consistent: true,
+    }
+}
+
+/// Fixed seeds for the "catches" tests, so they are deterministic.
+const BITE_SEEDS: [u64; 3] = [1, 2, 3];
+
+#[test]
+fn canary_correct_engine_passes_conformance() {
+    conformance::check(&target(CORRECT), StorageKind::Mem);
+    conformance::check(&target(CORRECT), StorageKind::Sim);
+}
+
+#[test]
+fn canary_unordered_engine_passes_the_weak_crash_oracle() {
+    let target = Target { prefix_consistent: false, ..target(Options { ordered: false, ..CORRECT }) };
+    conformance::check(&target, StorageKind::Sim);
+}
+
+#[test]
+fn conformance_catches_lost_write() {
+    let target = target(Options { bug: Bug::LoseEveryNthPut(7), ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = conformance::run(&target, &Config::new(StorageKind::Mem, seed));
+        assert!(
+            matches!(&result, Err(f) if f.description.contains("the model holds") || f.description.contains("differs from the model")),
+            "{result:?}"
+        );
+    }
+}
+
+#[test]
+fn conformance_catches_misordered_scan() {
+    let target = target(Options { bug: Bug::MisorderScan, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = conformance::run(&target, &Config::new(StorageKind::Mem, seed));
+        assert!(matches!(&result, Err(f) if f.description.contains("not strictly ordered")), "{result:?}");
+    }
+}
+
+#[test]
+fn conformance_catches_sync_write_lost_in_a_crash() {
+    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = conformance::run(&target, &Config::new(StorageKind::Sim, seed));
+        assert!(
+            matches!(&result, Err(f) if f.description.contains("after the crash") && f.op_index.is_some()),
+            "{result:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore]
+fn show_failure() {
+    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
+    conformance::check(&target, StorageKind::Sim);
+}

@@ -1,0 +1,384 @@
+//! Recovery: reads the segments, replays valid records, tells a torn tail from mid-log corruption,
+//! and (when opening) repairs a tolerated torn tail. The rules are in `docs/format/wal.md`.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use strata_core::{Error, RecoveryMode, Result};
+use strata_io::{OpenOptions, Storage, StorageFile};
+
+use crate::format::{
+    decode_record, record_field, RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use crate::options::{RecoveryReport, WalOptions};
+use crate::Lsn;
+
+/// A `.log` segment that exists after recovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentMeta {
+    pub id: u64,
+    pub name: String,
+    /// `None` for a segment with a bad header that recovery skipped (it precedes every needed record).
+    pub first_lsn: Option<Lsn>,
+    pub len_bytes: u64,
+}
+
+/// A `.free` segment waiting for reuse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FreeSegment {
+    pub name: String,
+    pub len_bytes: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub report: RecoveryReport,
+    pub segments: Vec<SegmentMeta>,
+    pub free: Vec<FreeSegment>,
+    pub next_segment_id: u64,
+    pub records_checked: u64,
+    pub bytes_checked: u64,
+}
+
+/// What the scan is for.
+pub(crate) struct ScanParams<'a> {
+    pub min_lsn: Lsn,
+    /// The first lsn the caller needs; `None` checks whatever the log holds (verify).
+    pub required_from: Option<Lsn>,
+    /// Repair a tolerated torn tail and sync what is kept (open); `false` changes nothing (verify).
+    pub repair: bool,
+    pub replay: &'a mut dyn FnMut(Lsn, &[u8]) -> Result<()>,
+}
+
+struct SegmentFile {
+    id: u64,
+    name: String,
+    file: Arc<dyn StorageFile>,
+    len_bytes: u64,
+    header: std::result::Result<SegmentHeader, String>,
+}
+
+/// Where the chain of records broke.
+enum Break {
+    /// Bad record at `offset` of segment `index`, where lsn `expected` should be.
+    Record { index: usize, offset: usize, what: String },
+    /// Bad header on segment `index`.
+    Header { index: usize, what: String },
+}
+
+pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanParams<'_>) -> Result<Recovered> {
+    let mut names = storage.list()?;
+    names.sort();
+    let mut segment_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_segment_name(n)).collect();
+    segment_ids.sort_unstable();
+    let free_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_free_segment_name(n)).collect();
+    let next_segment_id = segment_ids.iter().chain(&free_ids).max().map_or(1, |max| max + 1);
+
+    let mut segments = Vec::with_capacity(segment_ids.len());
+    for id in segment_ids {
+        segments.push(open_segment(storage, opts, id)?);
+    }
+    let mut scan = Scan { opts, params, segments, report: RecoveryReport::default(), records_checked: 0, bytes_checked: 0 };
+    let (kept_len, expected) = scan.run(storage)?;
+
+    let free = collect_free_segments(storage, opts, &free_ids, scan.params.repair)?;
+    let required = scan.params.required_from.unwrap_or(0);
+    let next_lsn = expected.unwrap_or(1).max(scan.params.min_lsn).max(required).max(1);
+    scan.report.next_lsn = next_lsn;
+    let segments = scan
+        .segments
+        .into_iter()
+        .take(kept_len)
+        .map(|s| SegmentMeta {
+            id: s.id,
+            name: s.name,
+            first_lsn: s.header.ok().map(|h| h.first_lsn),
+            len_bytes: s.len_bytes,
+        })
+        .collect();
+    Ok(Recovered {
+        report: scan.report,
+        segments,
+        free,
+        next_segment_id,
+        records_checked: scan.records_checked,
+        bytes_checked: scan.bytes_checked,
+    })
+}
+
+fn open_segment(storage: &dyn Storage, opts: &WalOptions, id: u64) -> Result<SegmentFile> {
+    let name = opts.segment_name(id);
+    let file = storage.open(&name, OpenOptions::existing())?;
+    let len_bytes = file.len()?;
+    let header_len = len_bytes.min(SEGMENT_HEADER_BYTES as u64) as usize;
+    let mut header_bytes = vec![0u8; header_len];
+    file.read_at(0, &mut header_bytes)?;
+    let header = SegmentHeader::decode(&header_bytes, id);
+    Ok(SegmentFile { id, name, file, len_bytes, header })
+}
+
+fn collect_free_segments(
+    storage: &dyn Storage,
+    opts: &WalOptions,
+    free_ids: &[u64],
+    repair: bool,
+) -> Result<Vec<FreeSegment>> {
+    let mut free = Vec::new();
+    let mut removed_any = false;
+    for &id in free_ids {
+        let name = opts.free_segment_name(id);
+        if !repair {
+            continue;
+        }
+        if free.len() >= opts.recycle_segments {
+            storage.remove(&name)?;
+            removed_any = true;
+            continue;
+        }
+        let len_bytes = storage.open(&name, OpenOptions::existing())?.len()?;
+        free.push(FreeSegment { name, len_bytes });
+    }
+    if removed_any {
+        storage.sync_dir()?;
+    }
+    Ok(free)
+}
+
+struct Scan<'a, 'p> {
+    opts: &'a WalOptions,
+    params: ScanParams<'p>,
+    segments: Vec<SegmentFile>,
+    report: RecoveryReport,
+    records_checked: u64,
+    bytes_checked: u64,
+}
+
+impl Scan<'_, '_> {
+    /// Walks the chain of records. Returns how many segments (a prefix of `self.segments`) remain
+    /// and the lsn after the last record the log accounts for.
+    fn run(&mut self, storage: &dyn Storage) -> Result<(usize, Option<Lsn>)> {
+        let required = self.params.required_from.unwrap_or(0);
+        let start = self
+            .segments
+            .iter()
+            .rposition(|s| s.header.as_ref().is_ok_and(|h| h.first_lsn <= required))
+            .unwrap_or(0);
+        let mut expected: Option<Lsn> = None;
+        let mut broken = None;
+        for index in start..self.segments.len() {
+            let Some(segment) = self.segments.get(index) else { break };
+            let first_lsn = match &segment.header {
+                Err(what) => {
+                    broken = Some(Break::Header { index, what: what.clone() });
+                    break;
+                }
+                Ok(header) => header.first_lsn,
+            };
+            match expected {
+                None => {
+                    if let Some(required) = self.params.required_from.filter(|&r| first_lsn > r) {
+                        return Err(Error::corruption(
+                            &segment.name,
+                            0,
+                            format!(
+                                "the log starts at lsn {first_lsn} but records from lsn {required} are needed \
+                                 (missing segment, or min_lsn is below an earlier truncate_before)"
+                            ),
+                        ));
+                    }
+                }
+                // Verify (no lsn required) checks each run of segments on its own.
+                Some(expected) if expected != first_lsn && self.params.required_from.is_some() => {
+                    return Err(Error::corruption(
+                        &segment.name,
+                        0,
+                        format!(
+                            "segment starts at lsn {first_lsn} but the previous segment ends before lsn \
+                             {expected} (missing or out-of-place segment)"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            let bytes = read_segment(segment)?;
+            let (next, bad) = self.replay_segment(&bytes, first_lsn)?;
+            expected = Some(next);
+            self.report.segments_read += 1;
+            self.bytes_checked += bytes.len() as u64;
+            if let Some((offset, what)) = bad {
+                broken = Some(Break::Record { index, offset, what });
+                break;
+            }
+        }
+        let kept_len = match broken {
+            None => self.segments.len(),
+            Some(broken) => self.resolve_break(storage, broken, expected)?,
+        };
+        if self.params.repair {
+            for segment in self.segments.iter().take(kept_len).skip(start) {
+                segment.file.sync()?;
+            }
+        }
+        Ok((kept_len, expected))
+    }
+
+    /// Replays the records of one segment. Returns the lsn after its last record and, if the chain
+    /// broke inside it, the offset of the bad record and what is wrong with it.
+    fn replay_segment(&mut self, bytes: &[u8], first_lsn: Lsn) -> Result<(Lsn, Option<(usize, String)>)> {
+        let mut expected = first_lsn;
+        let mut offset = SEGMENT_HEADER_BYTES;
+        loop {
+            match decode_record(bytes, offset) {
+                RecordSlot::EndOfFile | RecordSlot::EndMarker => return Ok((expected, None)),
+                RecordSlot::Valid { lsn, .. } if lsn < expected => return Ok((expected, None)),
+                RecordSlot::Valid { lsn, payload, record_bytes, .. } if lsn == expected => {
+                    if lsn >= self.params.min_lsn {
+                        let payload = bytes.get(payload).unwrap_or_default();
+                        (self.params.replay)(lsn, payload)?;
+                        self.report.records_replayed += 1;
+                    }
+                    self.report.last_lsn = lsn;
+                    self.records_checked += 1;
+                    expected = lsn + 1;
+                    offset += record_bytes;
+                }
+                RecordSlot::Valid { lsn, .. } => {
+                    return Ok((expected, Some((offset, format!("found lsn {lsn} where lsn {expected} belongs")))))
+                }
+                RecordSlot::Invalid(what) => return Ok((expected, Some((offset, what)))),
+            }
+        }
+    }
+
+    /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.
+    /// Returns how many segments remain.
+    fn resolve_break(&mut self, storage: &dyn Storage, broken: Break, expected: Option<Lsn>) -> Result<usize> {
+        let broken_lsn = expected.or(self.params.required_from).unwrap_or(1).max(1);
+        let last_index = self.segments.len().saturating_sub(1);
+        let mode = self.opts.recovery_mode;
+        let (index, offset, what) = match broken {
+            Break::Header { index, what } if index != last_index => {
+                let name = self.segment_name(index);
+                return Err(Error::corruption(name, 0, format!("{what} (not the last segment)")));
+            }
+            Break::Header { index, what } => {
+                let bytes = read_segment(self.segment(index)?)?;
+                let body = scan_records(&bytes, SEGMENT_HEADER_BYTES, &self.plausible_lsns(broken_lsn));
+                let name = self.segment_name(index);
+                if let Some(found) = body.iter().find(|r| r.synced_lsn >= broken_lsn) {
+                    return Err(Error::corruption(&name, 0, found.evidence(&what, broken_lsn, &name)));
+                }
+                let holds_records = body.iter().any(|r| r.lsn >= broken_lsn);
+                if holds_records && mode == RecoveryMode::AbsoluteConsistency {
+                    return Err(Error::corruption(name, 0, format!("torn tail: {what}")));
+                }
+                self.report.torn_tail_bytes_dropped += nonzero_prefix_bytes(&bytes, 0);
+                if self.params.repair {
+                    storage.remove(&name)?;
+                    storage.sync_dir()?;
+                }
+                return Ok(index);
+            }
+            Break::Record { index, offset, what } => (index, offset, what),
+        };
+        let name = self.segment_name(index);
+        let bytes = read_segment(self.segment(index)?)?;
+        let mut dropped_bytes = nonzero_prefix_bytes(&bytes, offset);
+        let plausible = self.plausible_lsns(broken_lsn);
+        let same_segment = scan_records(&bytes, offset + RECORD_ALIGNMENT_BYTES, &plausible);
+        if let Some(found) = same_segment.iter().find(|r| r.synced_lsn >= broken_lsn) {
+            return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &name)));
+        }
+        for later in self.segments.iter().skip(index + 1) {
+            let later_bytes = read_segment(later)?;
+            let records = scan_records(&later_bytes, SEGMENT_HEADER_BYTES, &plausible);
+            if let Some(found) = records.iter().find(|r| r.synced_lsn >= broken_lsn) {
+                return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &later.name)));
+            }
+            dropped_bytes += nonzero_prefix_bytes(&later_bytes, 0);
+        }
+        if mode == RecoveryMode::AbsoluteConsistency {
+            return Err(Error::corruption(&name, offset as u64, format!("torn tail at lsn {broken_lsn}: {what}")));
+        }
+        self.report.torn_tail_bytes_dropped += dropped_bytes;
+        if self.params.repair {
+            let later: Vec<&SegmentFile> = self.segments.iter().skip(index + 1).collect();
+            for segment in &later {
+                storage.remove(&segment.name)?;
+            }
+            if !later.is_empty() {
+                storage.sync_dir()?;
+            }
+            let segment = self.segment(index)?;
+            segment.file.set_len(offset as u64)?;
+            segment.file.sync()?;
+        }
+        if let Some(segment) = self.segments.get_mut(index) {
+            segment.len_bytes = offset as u64;
+        }
+        Ok(index + 1)
+    }
+
+    /// Lsns a real record at or after the break can have: each record takes at least a header's
+    /// bytes, so the log's size bounds how far past `broken_lsn` they go.
+    fn plausible_lsns(&self, broken_lsn: Lsn) -> RangeInclusive<Lsn> {
+        let log_bytes: u64 = self.segments.iter().map(|s| s.len_bytes).sum();
+        broken_lsn..=broken_lsn.saturating_add(log_bytes / RECORD_HEADER_BYTES as u64 + 1)
+    }
+
+    fn segment(&self, index: usize) -> Result<&SegmentFile> {
+        self.segments.get(index).ok_or_else(|| Error::invalid(format!("WAL recovery lost track of segment #{index}")))
+    }
+
+    fn segment_name(&self, index: usize) -> String {
+        self.segments.get(index).map_or_else(String::new, |s| s.name.clone())
+    }
+}
+
+fn read_segment(segment: &SegmentFile) -> Result<Vec<u8>> {
+    strata_io::read_all(segment.file.as_ref())
+}
+
+/// A valid record found by scanning aligned offsets.
+struct FoundRecord {
+    offset: usize,
+    lsn: Lsn,
+    synced_lsn: Lsn,
+}
+
+impl FoundRecord {
+    fn evidence(&self, what: &str, broken_lsn: Lsn, file: &str) -> String {
+        format!(
+            "{what}; lsn {broken_lsn} had been made durable (the record with lsn {} at offset {} of {file} \
+             says lsn {} was synced), so this is corruption, not a torn tail",
+            self.lsn, self.offset, self.synced_lsn
+        )
+    }
+}
+
+/// Every valid record with an lsn in `lsns` starting at an 8-byte aligned offset from `from` on.
+/// Cheap on garbage and on payload bytes: the lsn field must be in range before the record's
+/// checksum is computed.
+fn scan_records(bytes: &[u8], from: usize, lsns: &RangeInclusive<Lsn>) -> Vec<FoundRecord> {
+    let mut found = Vec::new();
+    let mut offset = from.next_multiple_of(RECORD_ALIGNMENT_BYTES);
+    while offset.saturating_add(RECORD_HEADER_BYTES) <= bytes.len() {
+        let lsn_field = offset + record_field::LSN.0;
+        let lsn = bytes.get(lsn_field..lsn_field + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        if lsn.is_some_and(|lsn| lsns.contains(&lsn)) {
+            if let RecordSlot::Valid { lsn, synced_lsn, .. } = decode_record(bytes, offset) {
+                found.push(FoundRecord { offset, lsn, synced_lsn });
+            }
+        }
+        offset += RECORD_ALIGNMENT_BYTES;
+    }
+    found
+}
+
+/// Bytes from `from` up to the last non-zero byte (trailing zeros are preallocated space).
+fn nonzero_prefix_bytes(bytes: &[u8], from: usize) -> u64 {
+    let tail = bytes.get(from..).unwrap_or_default();
+    tail.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1)
+}

@@ -1,0 +1,262 @@
+//! The segment files while the log is open: placing encoded records into segments (rollover),
+//! creating or recycling segments, and releasing old ones. One writer at a time (the commit
+//! leader, or `truncate_before`) holds the `SegmentWriter`.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use strata_core::{Error, Result};
+use strata_io::{OpenOptions, Storage, StorageFile};
+
+use crate::counters::{bump, Counters};
+use crate::format::{encoded_record_bytes_at, SegmentHeader, END_MARKER, SEGMENT_HEADER_BYTES};
+use crate::options::WalOptions;
+use crate::recovery::{FreeSegment, SegmentMeta};
+use crate::Lsn;
+
+#[derive(Debug)]
+struct ActiveSegment {
+    file: Arc<dyn StorageFile>,
+    /// Where the next record goes; the end marker sits here.
+    write_offset: u64,
+    holds_records: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct SegmentWriter {
+    storage: Arc<dyn Storage>,
+    opts: WalOptions,
+    /// Segment files in id order. When `active` is set it is the last one.
+    segments: Vec<SegmentMeta>,
+    active: Option<ActiveSegment>,
+    free: Vec<FreeSegment>,
+    next_segment_id: u64,
+    counters: Arc<Counters>,
+}
+
+impl SegmentWriter {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        opts: WalOptions,
+        segments: Vec<SegmentMeta>,
+        free: Vec<FreeSegment>,
+        next_segment_id: u64,
+        counters: Arc<Counters>,
+    ) -> SegmentWriter {
+        let disk_bytes = segments.iter().map(|s| s.len_bytes).chain(free.iter().map(|f| f.len_bytes)).sum();
+        counters.disk_bytes.store(disk_bytes, Relaxed);
+        SegmentWriter { storage, opts, segments, active: None, free, next_segment_id, counters }
+    }
+
+    /// Writes `records` (encoded records with lsns `first_lsn..=last_lsn`, back to back) to the
+    /// log, rolling over to new segments as they fill. `on_segment_synced(lsn)` is called after a
+    /// full segment (holding records up to `lsn`) has been synced at rollover.
+    pub fn write_records(
+        &mut self,
+        records: &mut Vec<u8>,
+        first_lsn: Lsn,
+        last_lsn: Lsn,
+        on_segment_synced: &dyn Fn(Lsn),
+    ) -> Result<()> {
+        let records_len = records.len();
+        records.extend_from_slice(&END_MARKER);
+        let (mut pos, mut lsn) = (0usize, first_lsn);
+        while pos < records_len {
+            if self.active.is_none() {
+                self.start_segment(lsn)?;
+            }
+            let Some(active) = self.active.as_mut() else { continue };
+            let room = self.opts.record_space_end().saturating_sub(active.write_offset);
+            let (chunk_len, chunk_records) = if (records_len - pos) as u64 <= room {
+                (records_len - pos, last_lsn + 1 - lsn)
+            } else {
+                fitting_records(records, pos, records_len, room, !active.holds_records)
+            };
+            if chunk_len == 0 && !active.holds_records {
+                return Err(Error::invalid(format!("WAL buffer holds a malformed record at lsn {lsn}")));
+            }
+            if chunk_len > 0 {
+                let chunk_end = pos + chunk_len;
+                let written = if chunk_end == records_len {
+                    let with_marker = records.get(pos..).unwrap_or_default();
+                    active.file.write_at(active.write_offset, with_marker)?;
+                    with_marker.len()
+                } else {
+                    let mut with_marker = records.get(pos..chunk_end).unwrap_or_default().to_vec();
+                    with_marker.extend_from_slice(&END_MARKER);
+                    active.file.write_at(active.write_offset, &with_marker)?;
+                    with_marker.len()
+                };
+                active.write_offset += chunk_len as u64;
+                active.holds_records = true;
+                let reach_bytes = active.write_offset + END_MARKER.len() as u64;
+                bump(&self.counters.bytes_written, written as u64);
+                bump(&self.counters.record_writes, 1);
+                self.note_active_len(reach_bytes);
+                pos = chunk_end;
+                lsn += chunk_records;
+            }
+            if pos < records_len {
+                self.finish_segment()?;
+                on_segment_synced(lsn - 1);
+            }
+        }
+        records.truncate(records_len);
+        Ok(())
+    }
+
+    /// fdatasync of the active segment (every earlier segment is already durable).
+    pub fn sync_active(&self) -> Result<()> {
+        if let Some(active) = &self.active {
+            active.file.sync()?;
+            bump(&self.counters.syncs, 1);
+        }
+        Ok(())
+    }
+
+    /// Releases (recycles or removes) every segment whose records are all below `lsn`, never the
+    /// last segment, then syncs the directory.
+    pub fn truncate_before(&mut self, lsn: Lsn) -> Result<()> {
+        let mut released_any = false;
+        let result = self.release_segments_before(lsn, &mut released_any);
+        if released_any {
+            self.storage.sync_dir()?;
+        }
+        result
+    }
+
+    fn release_segments_before(&mut self, lsn: Lsn, released_any: &mut bool) -> Result<()> {
+        while self.segments.len() > 1 {
+            // Records of the first segment are all below the next known first lsn.
+            let bound = self.segments.iter().skip(1).find_map(|s| s.first_lsn);
+            if !bound.is_some_and(|bound| bound <= lsn) {
+                break;
+            }
+            let segment = self.segments.remove(0);
+            let recycle =
+                self.free.len() < self.opts.recycle_segments && segment.len_bytes <= self.opts.segment_bytes;
+            if recycle {
+                let free_name = self.opts.free_segment_name(segment.id);
+                if let Err(e) = self.storage.rename(&segment.name, &free_name) {
+                    self.segments.insert(0, segment);
+                    return Err(e);
+                }
+                self.free.push(FreeSegment { name: free_name, len_bytes: segment.len_bytes });
+            } else {
+                if let Err(e) = self.storage.remove(&segment.name) {
+                    self.segments.insert(0, segment);
+                    return Err(e);
+                }
+                self.counters.disk_bytes.fetch_sub(segment.len_bytes, Relaxed);
+                bump(&self.counters.segments_removed, 1);
+            }
+            *released_any = true;
+        }
+        Ok(())
+    }
+
+    /// Drops the file handles (the log is closed).
+    pub fn release_files(&mut self) {
+        self.active = None;
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Makes a new segment (recycled when a `.free` file is available) the active one. Its header
+    /// and end marker are durable, and its name is in the durable directory, before it returns.
+    fn start_segment(&mut self, first_lsn: Lsn) -> Result<&mut ActiveSegment> {
+        let id = self.next_segment_id;
+        self.next_segment_id += 1;
+        let name = self.opts.segment_name(id);
+        let mut start = SegmentHeader { segment_id: id, first_lsn }.encode().to_vec();
+        start.extend_from_slice(&END_MARKER);
+        let (file, len_bytes) = match self.free.pop() {
+            Some(free) => {
+                self.counters.disk_bytes.fetch_sub(free.len_bytes, Relaxed);
+                let file = self.storage.open(&free.name, OpenOptions::existing())?;
+                if self.opts.preallocate {
+                    file.allocate(self.opts.segment_bytes)?;
+                }
+                file.write_at(0, &start)?;
+                file.sync()?;
+                let len_bytes = file.len()?;
+                drop(file);
+                self.storage.rename(&free.name, &name)?;
+                self.storage.sync_dir()?;
+                bump(&self.counters.segments_recycled, 1);
+                (self.storage.open(&name, OpenOptions::existing())?, len_bytes)
+            }
+            None => {
+                let file = self.storage.open(&name, OpenOptions::create())?;
+                let prepared = self.prepare_new_segment(file.as_ref(), &start);
+                if let Err(e) = prepared {
+                    drop(file);
+                    // Best effort: an unfinished segment left behind is removed by recovery too.
+                    let _ = self.storage.remove(&name);
+                    return Err(e);
+                }
+                bump(&self.counters.segments_created, 1);
+                let len_bytes = file.len()?;
+                (file, len_bytes)
+            }
+        };
+        bump(&self.counters.bytes_written, start.len() as u64);
+        bump(&self.counters.syncs, 1);
+        self.counters.disk_bytes.fetch_add(len_bytes, Relaxed);
+        self.segments.push(SegmentMeta { id, name, first_lsn: Some(first_lsn), len_bytes });
+        Ok(self.active.insert(ActiveSegment {
+            file,
+            write_offset: SEGMENT_HEADER_BYTES as u64,
+            holds_records: false,
+        }))
+    }
+
+    fn prepare_new_segment(&self, file: &dyn StorageFile, start: &[u8]) -> Result<()> {
+        if self.opts.preallocate {
+            file.allocate(self.opts.segment_bytes)?;
+        }
+        file.write_at(0, start)?;
+        file.sync()?;
+        self.storage.sync_dir()
+    }
+
+    /// Syncs the full active segment and forgets it; the next write starts a new segment.
+    fn finish_segment(&mut self) -> Result<()> {
+        self.sync_active()?;
+        self.active = None;
+        Ok(())
+    }
+
+    fn note_active_len(&mut self, reach_bytes: u64) {
+        if let Some(meta) = self.segments.last_mut() {
+            if reach_bytes > meta.len_bytes {
+                self.counters.disk_bytes.fetch_add(reach_bytes - meta.len_bytes, Relaxed);
+                meta.len_bytes = reach_bytes;
+            }
+        }
+    }
+}
+
+/// How many bytes (and records) starting at `pos` fit into `room` bytes. When nothing fits and
+/// the segment is still empty, the first record is taken anyway: it gets the segment to itself.
+fn fitting_records(records: &[u8], pos: usize, end: usize, room: u64, segment_empty: bool) -> (usize, u64) {
+    let (mut len, mut count) = (0usize, 0u64);
+    while pos + len < end {
+        let Some(next) = encoded_record_bytes_at(records, pos + len) else { break };
+        if (len + next) as u64 > room {
+            if count == 0 && segment_empty {
+                return (next.min(end - pos), 1);
+            }
+            break;
+        }
+        len += next;
+        count += 1;
+    }
+    (len, count)
+}

@@ -1,0 +1,330 @@
+//! The open log: appends into a memory buffer, group commit, checkpoint truncation.
+//!
+//! Locks (never taken in the other order): `writer` then `buffer`. `commit_state` is only held on
+//! its own. Invariants:
+//! - `durable_lsn <= written_lsn <= last_lsn`; a record is on the storage once `lsn <=
+//!   written_lsn` and durable once `lsn <= durable_lsn`, which is published only after a successful
+//!   fdatasync of every segment holding records up to it.
+//! - Only the commit leader (`commit_state.leader_active`) or `truncate_before` touches files.
+//! - Once poisoned, nothing is written or reported durable any more.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use strata_core::{Durability, Error, Result, VerifyReport};
+use strata_io::Storage;
+
+use crate::counters::{bump, Counters};
+use crate::format::{encode_record, MAX_PAYLOAD_BYTES};
+use crate::options::{RecoveryReport, WalOptions, WalStats};
+use crate::recovery::{recover, ScanParams};
+use crate::segments::SegmentWriter;
+use crate::Lsn;
+
+/// The shared write-ahead log. See the crate documentation for how engines use it.
+#[derive(Debug)]
+pub struct Wal {
+    opts: WalOptions,
+    buffer: Mutex<AppendBuffer>,
+    writer: Mutex<SegmentWriter>,
+    commit_state: Mutex<CommitState>,
+    commit_done: Condvar,
+    last_lsn: AtomicU64,
+    written_lsn: AtomicU64,
+    durable_lsn: AtomicU64,
+    poisoned: AtomicBool,
+    poison_text: Mutex<String>,
+    /// Set by `close` once everything is durable.
+    closed: AtomicBool,
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug)]
+struct AppendBuffer {
+    /// Encoded records not yet taken by a commit leader.
+    records: Vec<u8>,
+    /// Lsn of the first record in `records` (meaningless while it is empty).
+    first_lsn: Lsn,
+    next_lsn: Lsn,
+    /// The leader's emptied buffer from the previous round, reused to avoid reallocating.
+    spare: Vec<u8>,
+    /// `close` has begun: no more appends.
+    closing: bool,
+}
+
+#[derive(Debug, Default)]
+struct CommitState {
+    leader_active: bool,
+    /// Lsns of `commit(.., Sync)` callers waiting for durability.
+    sync_waiters: Vec<Lsn>,
+}
+
+impl Wal {
+    /// Recovers the log in `storage`: calls `replay(lsn, payload)` for every valid record with
+    /// `lsn >= min_lsn`, in lsn order, applies `opts.recovery_mode`, repairs a tolerated torn tail,
+    /// and prepares for appends at `max(last valid lsn + 1, min_lsn)`.
+    ///
+    /// `min_lsn` must not be below an lsn passed to `truncate_before` earlier: records the caller
+    /// needs but the log no longer holds are reported as corruption. When `open` fails, `replay`
+    /// may already have seen a prefix of the records; discard what it built.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        opts: WalOptions,
+        min_lsn: Lsn,
+        replay: &mut dyn FnMut(Lsn, &[u8]) -> Result<()>,
+    ) -> Result<(Wal, RecoveryReport)> {
+        opts.validate()?;
+        let params = ScanParams { min_lsn, required_from: Some(min_lsn.max(1)), repair: true, replay };
+        let recovered = recover(storage.as_ref(), &opts, params)?;
+        let next_lsn = recovered.report.next_lsn;
+        let counters = Arc::new(Counters::default());
+        let writer = SegmentWriter::new(
+            storage,
+            opts.clone(),
+            recovered.segments,
+            recovered.free,
+            recovered.next_segment_id,
+            counters.clone(),
+        );
+        let wal = Wal {
+            opts,
+            buffer: Mutex::new(AppendBuffer {
+                records: Vec::new(),
+                first_lsn: next_lsn,
+                next_lsn,
+                spare: Vec::new(),
+                closing: false,
+            }),
+            writer: Mutex::new(writer),
+            commit_state: Mutex::new(CommitState::default()),
+            commit_done: Condvar::new(),
+            last_lsn: AtomicU64::new(next_lsn - 1),
+            written_lsn: AtomicU64::new(next_lsn - 1),
+            durable_lsn: AtomicU64::new(next_lsn - 1),
+            poisoned: AtomicBool::new(false),
+            poison_text: Mutex::new(String::new()),
+            closed: AtomicBool::new(false),
+            counters,
+        };
+        Ok((wal, recovered.report))
+    }
+
+    /// Buffers one record (an atomic unit: the engine's encoded batch) and returns its lsn. No
+    /// I/O unless `buffer_bytes` are buffered, in which case the buffer is written to the OS.
+    pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(Error::invalid(format!(
+                "WAL record of {} bytes exceeds the maximum of {MAX_PAYLOAD_BYTES}",
+                payload.len()
+            )));
+        }
+        self.check_poisoned()?;
+        let mut buffer = self.buffer.lock();
+        if buffer.closing {
+            return Err(Error::Closed);
+        }
+        let lsn = buffer.next_lsn;
+        if buffer.records.is_empty() {
+            buffer.first_lsn = lsn;
+        }
+        // Every lsn up to durable_lsn (< lsn) is durable now; the record may say so.
+        let synced_lsn = self.durable_lsn.load(Acquire);
+        encode_record(lsn, synced_lsn, payload, &mut buffer.records);
+        buffer.next_lsn = lsn + 1;
+        self.last_lsn.store(lsn, Release);
+        let buffer_full = buffer.records.len() >= self.opts.buffer_bytes;
+        drop(buffer);
+        bump(&self.counters.records_appended, 1);
+        bump(&self.counters.payload_bytes_appended, payload.len() as u64);
+        if buffer_full {
+            self.commit(lsn, Durability::Buffered)?;
+        }
+        Ok(lsn)
+    }
+
+    /// Waits until record `lsn` and every record before it are as durable as `durability` asks:
+    /// `Sync` fdatasync'ed, `Buffered` written to the OS, `None` no wait.
+    ///
+    /// Group commit: the first waiter becomes the leader, takes the whole buffer, writes it, syncs
+    /// if anyone asked for `Sync`, publishes the progress and wakes the others; records appended
+    /// meanwhile are written by the next leader in one go.
+    pub fn commit(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        if lsn > self.last_lsn.load(Acquire) {
+            return Err(Error::invalid(format!(
+                "commit of WAL lsn {lsn}, but the last appended lsn is {}",
+                self.last_lsn()
+            )));
+        }
+        let need_sync = match durability {
+            Durability::None => return self.check_poisoned(),
+            Durability::Buffered => false,
+            Durability::Sync => true,
+        };
+        let mut state = self.commit_state.lock();
+        let mut registered = false;
+        loop {
+            if self.poisoned.load(Acquire) {
+                return Err(self.poisoned_error());
+            }
+            let reached = if need_sync { &self.durable_lsn } else { &self.written_lsn };
+            if reached.load(Acquire) >= lsn {
+                return Ok(());
+            }
+            if self.closed.load(Acquire) {
+                return Err(Error::Closed);
+            }
+            if need_sync && !registered {
+                state.sync_waiters.push(lsn);
+                registered = true;
+            }
+            if state.leader_active {
+                self.commit_done.wait(&mut state);
+                continue;
+            }
+            state.leader_active = true;
+            let sync = need_sync || !state.sync_waiters.is_empty();
+            let led = MutexGuard::unlocked(&mut state, || self.lead(sync));
+            state.leader_active = false;
+            self.count_covered_sync_waiters(&mut state);
+            if led.is_err() {
+                state.sync_waiters.clear();
+            }
+            self.commit_done.notify_all();
+            led?;
+        }
+    }
+
+    /// Makes every appended record durable; returns the last lsn.
+    pub fn sync(&self) -> Result<Lsn> {
+        if self.closed.load(Acquire) {
+            return Err(Error::Closed);
+        }
+        let lsn = self.last_lsn();
+        self.commit(lsn, Durability::Sync)?;
+        Ok(lsn)
+    }
+
+    /// Releases segments whose records are all `< lsn` (recycled up to `recycle_segments`, else
+    /// removed). Never touches the last (active) segment. Call it once everything below `lsn` is
+    /// in the engine's own durable state.
+    pub fn truncate_before(&self, lsn: Lsn) -> Result<()> {
+        if self.closed.load(Acquire) {
+            return Err(Error::Closed);
+        }
+        self.writer.lock().truncate_before(lsn)
+    }
+
+    /// The last appended lsn; right after `open`, the last lsn the log accounts for (0 if none).
+    pub fn last_lsn(&self) -> Lsn {
+        self.last_lsn.load(Acquire)
+    }
+
+    /// Every record up to this lsn is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.durable_lsn.load(Acquire)
+    }
+
+    pub fn stats(&self) -> WalStats {
+        self.counters.snapshot()
+    }
+
+    /// Segment files (`.log`) and released files kept for reuse (`.free`) right now.
+    pub fn segment_counts(&self) -> (usize, usize) {
+        let writer = self.writer.lock();
+        (writer.segment_count(), writer.free_count())
+    }
+
+    /// Makes everything durable and closes the log: later appends, syncs and truncations return
+    /// `Error::Closed`. Closing twice is fine.
+    pub fn close(&self) -> Result<()> {
+        {
+            let mut buffer = self.buffer.lock();
+            if buffer.closing && self.closed.load(Acquire) {
+                return Ok(());
+            }
+            buffer.closing = true;
+        }
+        let synced = self.commit(self.last_lsn(), Durability::Sync);
+        self.closed.store(true, Release);
+        self.writer.lock().release_files();
+        synced
+    }
+
+    /// Reads every segment and checks every checksum and the recovery rules of
+    /// `opts.recovery_mode`, changing nothing (a torn tail that mode tolerates is accepted).
+    /// Meant for a log that is not open for writing.
+    pub fn verify(storage: &dyn Storage, opts: &WalOptions) -> Result<VerifyReport> {
+        opts.validate()?;
+        let mut ignore = |_: Lsn, _: &[u8]| Ok(());
+        let params = ScanParams { min_lsn: Lsn::MAX, required_from: None, repair: false, replay: &mut ignore };
+        let recovered = recover(storage, opts, params)?;
+        Ok(VerifyReport {
+            files_checked: recovered.report.segments_read,
+            bytes_checked: recovered.bytes_checked,
+            records_checked: recovered.records_checked,
+        })
+    }
+
+    /// One leader round: write out the buffer, then sync if asked. Any failure poisons the log.
+    fn lead(&self, sync: bool) -> Result<()> {
+        let mut writer = self.writer.lock();
+        let (mut records, first_lsn, last_lsn) = {
+            let mut buffer = self.buffer.lock();
+            let spare = std::mem::take(&mut buffer.spare);
+            (std::mem::replace(&mut buffer.records, spare), buffer.first_lsn, buffer.next_lsn - 1)
+        };
+        if !records.is_empty() {
+            let publish = |lsn: Lsn| {
+                self.durable_lsn.fetch_max(lsn, Release);
+            };
+            if let Err(e) = writer.write_records(&mut records, first_lsn, last_lsn, &publish) {
+                return Err(self.poison(e));
+            }
+            self.written_lsn.store(last_lsn, Release);
+            records.clear();
+            self.buffer.lock().spare = records;
+        }
+        let written = self.written_lsn.load(Acquire);
+        if sync && self.durable_lsn.load(Acquire) < written {
+            if let Err(e) = writer.sync_active() {
+                return Err(self.poison(e));
+            }
+            self.durable_lsn.fetch_max(written, Release);
+        }
+        Ok(())
+    }
+
+    fn count_covered_sync_waiters(&self, state: &mut CommitState) {
+        let durable = self.durable_lsn.load(Acquire);
+        let before = state.sync_waiters.len();
+        state.sync_waiters.retain(|&lsn| lsn > durable);
+        let covered = (before - state.sync_waiters.len()) as u64;
+        bump(&self.counters.sync_commits, covered);
+        if covered > 1 {
+            bump(&self.counters.group_commits, 1);
+        }
+    }
+
+    /// Records the first failure; returns it for the caller that hit it.
+    fn poison(&self, error: Error) -> Error {
+        let mut text = self.poison_text.lock();
+        if !self.poisoned.load(Relaxed) {
+            *text = error.to_string();
+            self.poisoned.store(true, Release);
+        }
+        error
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Acquire) {
+            return Err(self.poisoned_error());
+        }
+        Ok(())
+    }
+
+    fn poisoned_error(&self) -> Error {
+        Error::Poisoned(format!("WAL: {}", self.poison_text.lock()))
+    }
+}
