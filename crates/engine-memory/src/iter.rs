@@ -33,7 +33,9 @@ impl ChunkedRange {
         let range = map.entries.range::<[u8], _>(self.remaining.as_bounds());
         let chunk: Vec<(Key, Value)> = match self.direction {
             Direction::Forward => range.take(CHUNK_ENTRIES).map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Direction::Reverse => range.rev().take(CHUNK_ENTRIES).map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Direction::Reverse => {
+                range.rev().take(CHUNK_ENTRIES).map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
         };
         drop(map);
         if chunk.len() < CHUNK_ENTRIES {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
-    BatchOp, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits, Result, Stats,
-    Value, VerifyReport, WriteBatch,
+    BatchOp, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits, Result,
+    Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
@@ -118,15 +118,17 @@ impl MemoryEngine {
         }
         // 3. Replay the WAL after the snapshot; every record is one whole batch.
         let mut replayed_bytes = 0u64;
-        let (wal, report) = Wal::open(storage.clone(), wal_options.clone(), snapshot_lsn + 1, &mut |lsn, payload| {
-            let batch = decode_batch(payload)
-                .map_err(|what| Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}")))?;
-            replayed_bytes += payload.len() as u64;
-            for op in batch.into_ops() {
-                map.apply(op);
-            }
-            Ok(())
-        })?;
+        let (wal, report) =
+            Wal::open(storage.clone(), wal_options.clone(), snapshot_lsn + 1, &mut |lsn, payload| {
+                let batch = decode_batch(payload).map_err(|what| {
+                    Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+                })?;
+                replayed_bytes += payload.len() as u64;
+                for op in batch.into_ops() {
+                    map.apply(op);
+                }
+                Ok(())
+            })?;
         let inner = Inner {
             storage,
             wal_options,
@@ -175,7 +177,13 @@ impl Inner {
         self.after_append(lsn, payload.len() as u64, user_bytes, durability)
     }
 
-    fn after_append(&self, lsn: u64, payload_bytes: u64, user_bytes: u64, durability: Durability) -> Result<()> {
+    fn after_append(
+        &self,
+        lsn: u64,
+        payload_bytes: u64,
+        user_bytes: u64,
+        durability: Durability,
+    ) -> Result<()> {
         self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
         self.wal.commit(lsn, durability)?;
         let since = self.wal_bytes_since_snapshot.fetch_add(payload_bytes, Relaxed) + payload_bytes;
@@ -311,7 +319,6 @@ impl Engine for MemoryEngine {
             let map = inner.map.read();
             (map.entries.len() as u64, map.data_bytes)
         };
-        let wal = inner.wal.stats();
         let c = &inner.counters;
         Stats {
             engine: "memory".into(),
@@ -323,15 +330,16 @@ impl Engine for MemoryEngine {
             cache_misses: 0,
             memory_bytes: data_bytes + live_keys * ENTRY_OVERHEAD_BYTES,
             disk_bytes: inner.disk_bytes(),
-            engine_counters: vec![
-                ("snapshots_written".into(), c.snapshots_written.load(Relaxed)),
-                ("last_snapshot_bytes".into(), c.last_snapshot_bytes.load(Relaxed)),
-                ("records_replayed_at_open".into(), c.records_replayed.load(Relaxed)),
-                ("wal_bytes_since_snapshot".into(), inner.wal_bytes_since_snapshot.load(Relaxed)),
-                ("wal_records".into(), wal.records),
-                ("wal_syncs".into(), wal.syncs),
-                ("wal_group_commits".into(), wal.group_commits),
-            ],
+            engine_counters: [
+                ("snapshots_written", c.snapshots_written.load(Relaxed)),
+                ("last_snapshot_bytes", c.last_snapshot_bytes.load(Relaxed)),
+                ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
+                ("wal_bytes_since_snapshot", inner.wal_bytes_since_snapshot.load(Relaxed)),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .chain(inner.wal.stats().counters())
+            .collect(),
         }
     }
 

@@ -35,7 +35,6 @@ fn encode_header(lsn: u64) -> [u8; HEADER_BYTES] {
     h
 }
 
-#[expect(clippy::indexing_slicing, reason = "fixed-size array, constant in-bounds ranges")]
 fn header_crc(h: &[u8; HEADER_BYTES]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&h[0..12]), &h[16..32])
 }
@@ -143,7 +142,9 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     }
     let version = le_u32(header, 8).unwrap_or_default();
     if version != FORMAT_VERSION {
-        return Err(Error::Incompatible(format!("{name}: snapshot format version {version} is not supported")));
+        return Err(Error::Incompatible(format!(
+            "{name}: snapshot format version {version} is not supported"
+        )));
     }
     let lsn = le_u64(header, 16).unwrap_or_default();
 
@@ -216,7 +217,10 @@ mod tests {
             w.add(k, v).unwrap();
         }
         w.finish().unwrap();
-        storage.open("s.tmp", OpenOptions::existing()).map(|f| strata_io::read_all(f.as_ref()).unwrap()).unwrap()
+        storage
+            .open("s.tmp", OpenOptions::existing())
+            .map(|f| strata_io::read_all(f.as_ref()).unwrap())
+            .unwrap()
     }
 
     fn sample() -> BTreeMap<Key, Value> {
@@ -261,13 +265,13 @@ mod tests {
     #[test]
     fn every_bit_flip_and_truncation_is_detected() {
         let storage = MemStorage::new();
-        let map: BTreeMap<Key, Value> =
-            (0..20u8).map(|i| (vec![b'k', i], vec![i; usize::from(i)])).collect();
+        let map: BTreeMap<Key, Value> = (0..20u8).map(|i| (vec![b'k', i], vec![i; usize::from(i)])).collect();
         let good = write(&storage, 3, &map);
         for bit in 0..good.len() * 8 {
             let mut bad = good.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
-            let err = decode("snap", &bad).err().unwrap_or_else(|| panic!("flip of bit {bit} went unnoticed"));
+            let err =
+                decode("snap", &bad).err().unwrap_or_else(|| panic!("flip of bit {bit} went unnoticed"));
             assert!(matches!(err, Error::Corruption { .. } | Error::Incompatible(_)), "{err}");
         }
         for len in 0..good.len() {

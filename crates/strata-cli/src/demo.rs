@@ -23,7 +23,12 @@ fn value(i: u64) -> String {
     format!("{{\"id\":{i},\"name\":\"user {i}\",\"visits\":0}}")
 }
 
-pub fn run(dir: Option<PathBuf>, engine: EngineKind, records: u64, out: &mut impl Write) -> Result<(), Error> {
+pub fn run(
+    dir: Option<PathBuf>,
+    engine: EngineKind,
+    records: u64,
+    out: &mut impl Write,
+) -> Result<(), Error> {
     let (dir, _cleanup) = match dir {
         Some(d) => (d, None),
         None => {
@@ -71,7 +76,10 @@ pub fn run(dir: Option<PathBuf>, engine: EngineKind, records: u64, out: &mut imp
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    say(format!("3. read {reads} records back: {found} matched ({:.0} reads/s)", reads as f64 / secs.max(1e-9)))?;
+    say(format!(
+        "3. read {reads} records back: {found} matched ({:.0} reads/s)",
+        reads as f64 / secs.max(1e-9)
+    ))?;
 
     for _ in 0..10 {
         db.rmw(b"counter:visits", |old| {

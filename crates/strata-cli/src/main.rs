@@ -115,7 +115,9 @@ fn run(command: Command) -> Result<Outcome, Error> {
             let db = open_existing(&dir)?;
             match db.get(&key)? {
                 Some(v) => writeln!(out, "{}", escape::bytes(&v)).map_err(io_err)?,
-                None => return Ok(Outcome::NotFound(format!("key {} not found", escape::bytes(key.as_bytes())))),
+                None => {
+                    return Ok(Outcome::NotFound(format!("key {} not found", escape::bytes(key.as_bytes()))))
+                }
             }
             db.close()?;
         }

@@ -4,21 +4,57 @@
 //! read-modify-write, forward and reverse ranges (random, empty, inverted, prefix, limited),
 //! flush, clean reopen, and on sim storage simulated power loss. Reads between crashes must
 //! match the model exactly; after a crash the pending-aware oracle decides (see `oracle`). A run
-//! ends with a clean reopen that must return everything acknowledged.
+//! ends with a clean reopen that must return everything acknowledged, and a passing `verify`.
+
+use std::fmt;
 
 use crate::backend::Backend;
-use crate::failure::catch;
 use crate::ops::{Generator, Op, OpMix};
 use crate::runner::Runner;
 use crate::{seed, StorageKind, Target};
 
-pub use crate::runner::Report;
 pub use crate::Failure;
 
 /// Seeds per `check` unless `STRATA_SEEDS` says otherwise.
 pub const DEFAULT_SEEDS: usize = 3;
 /// Operations per seed unless `STRATA_OPS` says otherwise.
 pub const DEFAULT_OPS_PER_SEED: usize = 1500;
+
+/// What a run did; the crash counts show the oracle was exercised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub seed: u64,
+    pub ops: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub scans: u64,
+    pub flushes: u64,
+    pub reopens: u64,
+    pub crashes: u64,
+    /// Write units not yet durable when a crash hit, summed over crashes.
+    pub pending_units_at_crashes: u64,
+    /// Of those, units the recovered state kept.
+    pub pending_units_recovered: u64,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ops ({} reads, {} writes, {} scans), {} flushes, {} reopens, {} crashes keeping {} of {} \
+             pending write units",
+            self.ops,
+            self.reads,
+            self.writes,
+            self.scans,
+            self.flushes,
+            self.reopens,
+            self.crashes,
+            self.pending_units_recovered,
+            self.pending_units_at_crashes
+        )
+    }
+}
 
 /// One conformance run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,17 +100,14 @@ pub fn run(target: &Target, cfg: &Config) -> Result<Report, Failure> {
         StorageKind::Mem => OpMix::CONFORMANCE.without_crashes(),
     };
     let mut generator = Generator::new(seed::derive(cfg.seed, 2), mix, runner.limits());
-    let outcome = catch(|| {
+    runner.guarded(|runner| {
         for _ in 0..cfg.ops {
             let op = generator.next_op(&runner.keys);
             runner.exec(&op)?;
         }
         runner.exec(&Op::Reopen)?;
-        runner.close()
-    });
-    match outcome {
-        Ok(Ok(())) => Ok(runner.report),
-        Ok(Err(e)) => Err(runner.failure(e.describe())),
-        Err(panic) => Err(runner.failure(format!("the engine panicked: {panic}"))),
-    }
+        runner.verify_and_stats()?;
+        runner.close()?;
+        Ok(runner.report)
+    })
 }

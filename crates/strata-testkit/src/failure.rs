@@ -77,5 +77,6 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 /// Runs `f`, turning a panic into its message.
 pub(crate) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| panic_message(payload.as_ref()))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|payload| panic_message(payload.as_ref()))
 }

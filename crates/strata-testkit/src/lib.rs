@@ -6,17 +6,41 @@
 //! - [`faults`]: EIO, ENOSPC, fsync failure and bit flips on `SimStorage`;
 //! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks.
 //!
-//! Every check prints its seed; `STRATA_SEED=<u64>` replays it (see [`seed`]).
+//! Every check prints its seed; `STRATA_SEED=<u64>` replays it, `STRATA_SEEDS=<n>` runs more
+//! seeds, `STRATA_OPS=<n>` changes the ops per seed (see [`seed`]). A failure panics with the
+//! seed, the op index, what differed, the last ops and the replay command.
+//!
+//! An engine's test file:
+//! ```ignore
+//! fn target() -> Target {
+//!     Target {
+//!         name: "memory",
+//!         open: Arc::new(|storage: Arc<dyn Storage>| {
+//!             Ok(Box::new(MemoryEngine::open(storage, &EngineConfig::default())?) as Box<dyn Engine>)
+//!         }),
+//!         ordered: true,
+//!         prefix_consistent: true,
+//!     }
+//! }
+//! #[test] fn conformance_mem() { strata_testkit::conformance::check(&target(), StorageKind::Mem) }
+//! #[test] fn conformance_sim() { strata_testkit::conformance::check(&target(), StorageKind::Sim) }
+//! #[test] fn faults() { strata_testkit::faults::check(&target()) }
+//! #[test] fn stress() { strata_testkit::stress::check(&target(), 4, 2000) }
+//! #[test] fn process_kill() { strata_testkit::crash::process_kill(&target(), "process_kill", 10) }
+//! ```
 
 mod backend;
 pub mod conformance;
+pub mod crash;
 mod escape;
 mod failure;
+pub mod faults;
 mod keyspace;
 mod ops;
 mod oracle;
 mod runner;
 pub mod seed;
+pub mod stress;
 mod target;
 
 pub use failure::Failure;

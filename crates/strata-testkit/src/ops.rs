@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use strata_core::{BatchOp, Direction, Durability, Key, KeyRange, Limits, Value, WriteBatch};
+use strata_core::{BatchOp, Direction, Durability, Engine, Key, KeyRange, Limits, Result, Value, WriteBatch};
 
 use crate::escape;
 use crate::keyspace::KeySpace;
@@ -30,18 +30,39 @@ pub(crate) enum CrashKind {
 
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
-    Get { key: Key },
-    Put { key: Key, value: Value, durability: Durability },
-    Delete { key: Key, durability: Durability },
-    Batch { batch: WriteBatch, durability: Durability },
+    Get {
+        key: Key,
+    },
+    Put {
+        key: Key,
+        value: Value,
+        durability: Durability,
+    },
+    Delete {
+        key: Key,
+        durability: Durability,
+    },
+    Batch {
+        batch: WriteBatch,
+        durability: Durability,
+    },
     /// Read-modify-write with [`rmw_step`].
-    Rmw { key: Key, durability: Durability },
-    Range { range: KeyRange, direction: Direction, limit: Option<usize> },
+    Rmw {
+        key: Key,
+        durability: Durability,
+    },
+    Range {
+        range: KeyRange,
+        direction: Direction,
+        limit: Option<usize>,
+    },
     Flush,
     /// `close()`, drop, open again.
     Reopen,
     /// Simulated power loss, drop, open again.
-    Crash { kind: CrashKind },
+    Crash {
+        kind: CrashKind,
+    },
 }
 
 /// The deterministic closure every `Op::Rmw` applies: create when absent, append a byte, delete
@@ -81,6 +102,17 @@ impl Op {
             Op::Get { .. } | Op::Range { .. } | Op::Flush | Op::Reopen | Op::Crash { .. } => return None,
         }
         Some(unit)
+    }
+
+    /// Issues this op's write to `engine` (rmw with [`rmw_step`]); reads and other ops do nothing.
+    pub(crate) fn execute_write(&self, engine: &dyn Engine) -> Result<()> {
+        match self {
+            Op::Put { key, value, durability } => engine.put(key, value, *durability),
+            Op::Delete { key, durability } => engine.delete(key, *durability),
+            Op::Batch { batch, durability } => engine.write(batch.clone(), *durability),
+            Op::Rmw { key, durability } => engine.rmw(key, &mut |old| rmw_step(old), *durability).map(drop),
+            Op::Get { .. } | Op::Range { .. } | Op::Flush | Op::Reopen | Op::Crash { .. } => Ok(()),
+        }
     }
 
     pub(crate) fn durability(&self) -> Option<Durability> {
@@ -162,6 +194,37 @@ impl OpMix {
         unbuffered_percent: 50,
     };
 
+    /// Fault phases: no crashes (the check crashes once a call fails), more reopens and flushes so
+    /// faults also hit open, recovery and sync paths.
+    pub(crate) const FAULTS: OpMix = OpMix {
+        get: 14,
+        put: 22,
+        delete: 6,
+        batch: 10,
+        rmw: 6,
+        range: 8,
+        flush: 5,
+        reopen: 3,
+        crash: 0,
+        sync_percent: 25,
+        unbuffered_percent: 50,
+    };
+
+    /// Mostly Sync writes, for fsync-failure phases.
+    pub(crate) const SYNC_HEAVY: OpMix = OpMix {
+        get: 4,
+        put: 20,
+        delete: 3,
+        batch: 4,
+        rmw: 3,
+        range: 0,
+        flush: 3,
+        reopen: 0,
+        crash: 0,
+        sync_percent: 60,
+        unbuffered_percent: 50,
+    };
+
     /// Writes only (plus flushes), for building up state before a bit flip.
     pub(crate) const WRITES: OpMix = OpMix {
         get: 0,
@@ -199,6 +262,15 @@ impl Generator {
 
     pub(crate) fn rng(&mut self) -> &mut SmallRng {
         &mut self.rng
+    }
+
+    /// A put of a `value_len`-byte value with a random durability.
+    pub(crate) fn sized_put(&mut self, keys: &KeySpace, value_len: usize) -> Op {
+        self.value_serial += 1;
+        let key = keys.write_key(&mut self.rng);
+        let value =
+            crate::keyspace::filled_value(value_len.min(self.limits.max_value_bytes), self.value_serial);
+        Op::Put { key, value, durability: self.durability() }
     }
 
     pub(crate) fn next_op(&mut self, keys: &KeySpace) -> Op {
@@ -278,9 +350,14 @@ impl Generator {
     /// Prefix ranges, full ranges, and ranges with random bounds — some empty or inverted.
     fn range(&mut self, keys: &KeySpace) -> Op {
         let rng = &mut self.rng;
-        let range = match rng.gen_range(0..10) {
+        let range = match rng.gen_range(0..12) {
             0 | 1 => KeyRange::prefix(&keys.scan_prefix(rng)),
             2 => KeyRange::all(),
+            // One key at both ends: a single-key range, or empty when either end is excluded.
+            3 => {
+                let key = keys.bound_key(rng);
+                KeyRange { start: random_bound(rng, key.clone()), end: random_bound(rng, key) }
+            }
             _ => {
                 let (mut low, mut high) = (keys.bound_key(rng), keys.bound_key(rng));
                 if low > high {

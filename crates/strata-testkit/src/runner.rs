@@ -2,11 +2,11 @@
 //! conformance and fault-injection checks.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
-use strata_core::{Direction, Engine, Error, Key, KeyRange, Limits, Value};
+use strata_core::{Direction, Durability, Engine, Error, Key, KeyRange, Limits, Value};
 
 use crate::backend::Backend;
+use crate::conformance::Report;
 use crate::escape;
 use crate::failure::{catch, Failure, History};
 use crate::keyspace::KeySpace;
@@ -36,42 +36,6 @@ fn failed(call: &'static str) -> impl FnOnce(Error) -> ExecError {
     move |error| ExecError::Engine { call, error }
 }
 
-/// What a run did; shows the crash oracle was exercised.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Report {
-    pub seed: u64,
-    pub ops: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub scans: u64,
-    pub flushes: u64,
-    pub reopens: u64,
-    pub crashes: u64,
-    /// Write units not yet durable when a crash hit, summed over crashes.
-    pub pending_units_at_crashes: u64,
-    /// Of those, units the recovered state kept.
-    pub pending_units_recovered: u64,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ops ({} reads, {} writes, {} scans), {} flushes, {} reopens, {} crashes keeping {} of {} \
-             pending write units",
-            self.ops,
-            self.reads,
-            self.writes,
-            self.scans,
-            self.flushes,
-            self.reopens,
-            self.crashes,
-            self.pending_units_recovered,
-            self.pending_units_at_crashes
-        )
-    }
-}
-
 pub(crate) struct Runner<'t> {
     target: &'t Target,
     /// Names the check in failures, e.g. `conformance memory/sim`.
@@ -87,9 +51,13 @@ pub(crate) struct Runner<'t> {
 }
 
 impl<'t> Runner<'t> {
-    /// Opens the engine on `backend` (which may already hold data the oracle knows nothing of
-    /// only if it is empty).
-    pub(crate) fn new(target: &'t Target, check: String, seed: u64, backend: Backend) -> Result<Runner<'t>, Failure> {
+    /// Opens the engine on `backend`, which must be empty: the model starts empty.
+    pub(crate) fn new(
+        target: &'t Target,
+        check: String,
+        seed: u64,
+        backend: Backend,
+    ) -> Result<Runner<'t>, Failure> {
         let opened = catch(|| (target.open)(backend.storage()));
         let fail = |description: String| Failure {
             check: check.clone(),
@@ -122,10 +90,6 @@ impl<'t> Runner<'t> {
         self.limits
     }
 
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
     pub(crate) fn target(&self) -> &Target {
         self.target
     }
@@ -141,13 +105,28 @@ impl<'t> Runner<'t> {
         }
     }
 
+    /// Runs `body`; an error or a panic (the engine's or the kit's) becomes a [`Failure`] at the
+    /// current op.
+    pub(crate) fn guarded<T>(
+        &mut self,
+        body: impl FnOnce(&mut Self) -> Result<T, ExecError>,
+    ) -> Result<T, Failure> {
+        match catch(|| body(&mut *self)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.failure(e.describe())),
+            Err(panic) => Err(self.failure(format!("the engine panicked: {panic}"))),
+        }
+    }
+
     /// Notes a step that is not an `Op` (fault injection, a bit flip) in the history.
     pub(crate) fn note(&mut self, what: String) {
         self.history.push(format!("       {what}"));
     }
 
     pub(crate) fn engine(&self) -> Result<&dyn Engine, ExecError> {
-        self.engine.as_deref().ok_or_else(|| ExecError::Wrong("no engine is open (the last open failed)".into()))
+        self.engine
+            .as_deref()
+            .ok_or_else(|| ExecError::Wrong("no engine is open (the last open failed)".into()))
     }
 
     /// Executes one op and checks its result against the model. A write that returns an error
@@ -192,21 +171,18 @@ impl<'t> Runner<'t> {
         let durability = op.durability().unwrap_or_default();
         let engine = self.engine()?;
         let result = match op {
-            Op::Put { key, value, .. } => engine.put(key, value, durability).map_err(failed("put")),
-            Op::Delete { key, .. } => engine.delete(key, durability).map_err(failed("delete")),
-            Op::Batch { batch, .. } => engine.write(batch.clone(), durability).map_err(failed("write (batch)")),
             Op::Rmw { key, .. } => self.rmw(engine, key, durability),
-            _ => Ok(()),
+            _ => op.execute_write(engine).map_err(failed("write")),
         };
         self.oracle.apply(unit);
         result?;
-        if durability == strata_core::Durability::Sync {
+        if durability == Durability::Sync {
             self.oracle.mark_durable();
         }
         Ok(())
     }
 
-    fn rmw(&self, engine: &dyn Engine, key: &[u8], durability: strata_core::Durability) -> Result<(), ExecError> {
+    fn rmw(&self, engine: &dyn Engine, key: &[u8], durability: Durability) -> Result<(), ExecError> {
         let model_old = self.oracle.get(key).cloned();
         let mut last_seen: Option<Option<Value>> = None;
         let mut step = |old: Option<&[u8]>| {
@@ -237,14 +213,23 @@ impl<'t> Runner<'t> {
         Ok(())
     }
 
-    fn range(&mut self, range: &KeyRange, direction: Direction, limit: Option<usize>) -> Result<(), ExecError> {
+    fn range(
+        &mut self,
+        range: &KeyRange,
+        direction: Direction,
+        limit: Option<usize>,
+    ) -> Result<(), ExecError> {
         self.report.scans += 1;
         let engine = self.engine()?;
         if !self.target.ordered {
             return match engine.range(range.clone(), direction) {
                 Err(Error::Unsupported(_)) => Ok(()),
-                Err(e) => Err(ExecError::Wrong(format!("an unordered engine's range must fail with Unsupported, got: {e}"))),
-                Ok(_) => Err(ExecError::Wrong("an unordered engine's range returned Ok, expected Unsupported".into())),
+                Err(e) => Err(ExecError::Wrong(format!(
+                    "an unordered engine's range must fail with Unsupported, got: {e}"
+                ))),
+                Ok(_) => Err(ExecError::Wrong(
+                    "an unordered engine's range returned Ok, expected Unsupported".into(),
+                )),
             };
         }
         let actual = scan(engine, range, direction, limit)?;
@@ -263,7 +248,12 @@ impl<'t> Runner<'t> {
                 escape::value(Some(&expected[i].1))
             ),
             None if actual.len() > expected.len() => {
-                format!("it returned {} items, the model {}; first extra: {}", actual.len(), expected.len(), escape::key(&actual[expected.len()].0))
+                format!(
+                    "it returned {} items, the model {}; first extra: {}",
+                    actual.len(),
+                    expected.len(),
+                    escape::key(&actual[expected.len()].0)
+                )
             }
             None => format!(
                 "it returned {} items, the model {}; first missing: {}",
@@ -277,7 +267,8 @@ impl<'t> Runner<'t> {
 
     fn reopen(&mut self) -> Result<(), ExecError> {
         self.report.reopens += 1;
-        let engine = self.engine.take().ok_or_else(|| ExecError::Wrong("no engine is open to close".into()))?;
+        let engine =
+            self.engine.take().ok_or_else(|| ExecError::Wrong("no engine is open to close".into()))?;
         let closed = engine.close();
         drop(engine);
         closed.map_err(failed("close"))?;
@@ -297,8 +288,8 @@ impl<'t> Runner<'t> {
         self.engine = None;
         self.open_engine()?;
         let observed = self.observe()?;
-        let recovery = self.oracle.check_recovery(&observed, self.target.prefix_consistent).map_err(ExecError::Wrong)?;
-        if recovery.recovered_units > 0 { eprintln!("DEBUG recovered {:?} at op {}", recovery, self.next_op_index); for l in self.history.lines() { eprintln!("DEBUG {l}"); } }
+        let recovery =
+            self.oracle.check_recovery(&observed, self.target.prefix_consistent).map_err(ExecError::Wrong)?;
         self.oracle.reset_to(&observed);
         self.report.crashes += 1;
         self.report.pending_units_at_crashes += recovery.pending_units as u64;
@@ -345,7 +336,10 @@ impl<'t> Runner<'t> {
         }
         let scanned_keys: BTreeSet<&Key> = scanned.iter().map(|(k, _)| k).collect();
         if let Some((key, _)) = observed.iter().find(|(k, v)| v.is_some() && !scanned_keys.contains(k)) {
-            return Err(ExecError::Wrong(format!("get finds {}, but a full scan does not return it", escape::key(key))));
+            return Err(ExecError::Wrong(format!(
+                "get finds {}, but a full scan does not return it",
+                escape::key(key)
+            )));
         }
         Ok(observed)
     }
@@ -364,6 +358,17 @@ impl<'t> Runner<'t> {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// `verify` must pass on an undamaged store (or be unsupported); `stats` must not panic.
+    pub(crate) fn verify_and_stats(&self) -> Result<(), ExecError> {
+        let engine = self.engine()?;
+        match engine.verify() {
+            Ok(_) | Err(Error::Unsupported(_)) => {}
+            Err(error) => return Err(ExecError::Engine { call: "verify", error }),
+        }
+        let _ = engine.stats();
         Ok(())
     }
 
@@ -404,7 +409,11 @@ pub(crate) fn scan(
             }
         }
         if !range.contains(&key) {
-            return Err(ExecError::Wrong(format!("range {} returned {}, which is outside it", shown(), escape::key(&key))));
+            return Err(ExecError::Wrong(format!(
+                "range {} returned {}, which is outside it",
+                shown(),
+                escape::key(&key)
+            )));
         }
         items.push((key, value));
     }

@@ -15,7 +15,7 @@ use strata_core::{
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
-use strata_testkit::{StorageKind, Target};
+use strata_testkit::{crash, faults, stress, StorageKind, Target};
 
 const DATA_FILE: &str = "canary.data";
 const LOCK_FILE: &str = "LOCK";
@@ -32,6 +32,12 @@ enum Bug {
     AckSyncWithoutPersist,
     /// Read-modify-write reads and writes under separate lock acquisitions: lost updates.
     RacyRmw,
+    /// Persisting failures are ignored: the write is acknowledged anyway.
+    SwallowPersistErrors,
+    /// Open does not verify the checksum.
+    SkipChecksum,
+    /// Open treats a file that fails its checksum as empty: silent loss of durable data.
+    CorruptMeansEmpty,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +63,7 @@ struct State {
     closed: bool,
     /// Set when persisting failed: the durable state is unknown until reopen.
     poisoned: Option<String>,
+    /// Puts since the last one `LoseEveryNthPut` dropped.
     puts_seen: u64,
 }
 
@@ -65,7 +72,10 @@ impl Canary {
         let lock = storage.lock(LOCK_FILE)?;
         let map = if storage.exists(DATA_FILE)? {
             let file = storage.open(DATA_FILE, OpenOptions::existing())?;
-            codec::decode(&read_all(&*file)?)?
+            match codec::decode(&read_all(&*file)?, options.bug != Bug::SkipChecksum) {
+                Err(e) if e.is_corruption() && options.bug == Bug::CorruptMeansEmpty => BTreeMap::new(),
+                decoded => decoded?,
+            }
         } else {
             BTreeMap::new()
         };
@@ -84,6 +94,9 @@ impl Canary {
 
     fn persist(&self, state: &mut State) -> Result<()> {
         let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map));
+        if self.options.bug == Bug::SwallowPersistErrors {
+            return Ok(());
+        }
         if let Err(e) = &result {
             state.poisoned = Some(e.to_string());
         }
@@ -120,9 +133,10 @@ impl Engine for Canary {
         for op in batch.into_ops() {
             match op {
                 BatchOp::Put { key, value } => {
-                    state.puts_seen += 1;
                     if let Bug::LoseEveryNthPut(n) = self.options.bug {
-                        if state.puts_seen % n == 0 {
+                        state.puts_seen += 1;
+                        if state.puts_seen == n {
+                            state.puts_seen = 0;
                             continue;
                         }
                     }
@@ -210,8 +224,12 @@ impl Engine for Canary {
             return Ok(VerifyReport::default());
         }
         let bytes = read_all(&*self.storage.open(DATA_FILE, OpenOptions::existing())?)?;
-        let map = codec::decode(&bytes)?;
-        Ok(VerifyReport { files_checked: 1, bytes_checked: bytes.len() as u64, records_checked: map.len() as u64 })
+        let map = codec::decode(&bytes, self.options.bug != Bug::SkipChecksum)?;
+        Ok(VerifyReport {
+            files_checked: 1,
+            bytes_checked: bytes.len() as u64,
+            records_checked: map.len() as u64,
+        })
     }
 }
 
@@ -240,17 +258,19 @@ mod codec {
         out
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<BTreeMap<Key, Value>> {
+    pub fn decode(bytes: &[u8], verify_checksum: bool) -> Result<BTreeMap<Key, Value>> {
         let corrupt = |offset: usize, what: &str| Error::corruption(super::DATA_FILE, offset as u64, what);
-        let body_len = bytes.len().checked_sub(4).ok_or_else(|| corrupt(0, "file shorter than its checksum"))?;
+        let body_len =
+            bytes.len().checked_sub(4).ok_or_else(|| corrupt(0, "file shorter than its checksum"))?;
         let (body, crc) = bytes.split_at(body_len);
         let stored = u32::from_le_bytes(crc.try_into().map_err(|_| corrupt(body_len, "short checksum"))?);
-        if crc32c::crc32c(body) != stored {
+        if verify_checksum && crc32c::crc32c(body) != stored {
             return Err(corrupt(body_len, "checksum mismatch"));
         }
         let mut pos = 0usize;
         let mut take = |n: usize| -> Result<&[u8]> {
-            let slice = body.get(pos..pos.checked_add(n).unwrap_or(usize::MAX)).ok_or_else(|| corrupt(pos, "truncated entry"))?;
+            let slice =
+                body.get(pos..pos.saturating_add(n)).ok_or_else(|| corrupt(pos, "truncated entry"))?;
             pos += n;
             Ok(slice)
         };
@@ -273,7 +293,9 @@ mod codec {
 fn target(options: Options) -> Target {
     Target {
         name: "canary",
-        open: Arc::new(move |storage: Arc<dyn Storage>| Ok(Box::new(Canary::open(storage, options)?) as Box<dyn Engine>)),
+        open: Arc::new(move |storage: Arc<dyn Storage>| {
+            Ok(Box::new(Canary::open(storage, options)?) as Box<dyn Engine>)
+        }),
         ordered: options.ordered,
         prefix_consistent: true,
     }
@@ -290,7 +312,8 @@ fn canary_correct_engine_passes_conformance() {
 
 #[test]
 fn canary_unordered_engine_passes_the_weak_crash_oracle() {
-    let target = Target { prefix_consistent: false, ..target(Options { ordered: false, ..CORRECT }) };
+    let unordered = target(Options { ordered: false, ..CORRECT });
+    let target = Target { name: "canary-unordered", prefix_consistent: false, ..unordered };
     conformance::check(&target, StorageKind::Sim);
 }
 
@@ -328,8 +351,64 @@ fn conformance_catches_sync_write_lost_in_a_crash() {
 }
 
 #[test]
-#[ignore]
-fn show_failure() {
-    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
-    conformance::check(&target, StorageKind::Sim);
+fn canary_passes_fault_injection() {
+    faults::check(&target(CORRECT));
+}
+
+#[test]
+fn canary_passes_stress() {
+    stress::check(&target(CORRECT), 4, 2000);
+}
+
+#[test]
+fn stress_catches_lost_updates() {
+    let target = target(Options { bug: Bug::RacyRmw, ..CORRECT });
+    let result = stress::run(&target, 1, 4, 3000);
+    assert!(matches!(&result, Err(f) if f.description.contains("lost updates")), "{result:?}");
+}
+
+#[test]
+fn faults_catch_swallowed_io_errors() {
+    let target = target(Options { bug: Bug::SwallowPersistErrors, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = faults::run(&target, seed);
+        assert!(matches!(&result, Err(f) if f.description.contains("after the crash")), "{result:?}");
+    }
+}
+
+#[test]
+fn faults_catch_undetected_bit_flips() {
+    let target = target(Options { bug: Bug::SkipChecksum, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = faults::run(&target, seed);
+        assert!(matches!(&result, Err(f) if f.description.contains("undetected corruption")), "{result:?}");
+    }
+}
+
+#[test]
+fn faults_catch_durable_data_silently_dropped_after_a_bit_flip() {
+    let target = target(Options { bug: Bug::CorruptMeansEmpty, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = faults::run(&target, seed);
+        assert!(
+            matches!(&result, Err(f) if f.description.contains("durable data is silently")),
+            "{result:?}"
+        );
+    }
+}
+
+/// The canary persists on every write here, so Buffered writes reach the OS as the contract
+/// requires for surviving a process kill.
+#[test]
+fn process_kill_canary() {
+    let target = target(Options { persist_every_write: true, ..CORRECT });
+    crash::process_kill(&target, "process_kill_canary", 8);
+}
+
+/// The correct canary keeps Buffered writes in memory only: legal under power loss, but a
+/// process kill loses them, and the harness must notice.
+#[test]
+fn process_kill_catches_lost_buffered_writes() {
+    let result = crash::run(&target(CORRECT), "process_kill_catches_lost_buffered_writes", 12, 1);
+    assert!(matches!(&result, Err(f) if f.description.contains("matches neither")), "{result:?}");
 }

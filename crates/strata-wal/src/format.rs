@@ -84,9 +84,9 @@ impl SegmentHeader {
     /// Decodes and checks a header read from the file of segment `expected_id`. The error says
     /// what is wrong with it.
     pub fn decode(bytes: &[u8], expected_id: u64) -> Result<SegmentHeader, String> {
-        let header = bytes
-            .get(..SEGMENT_HEADER_BYTES)
-            .ok_or_else(|| format!("segment header needs {SEGMENT_HEADER_BYTES} bytes, file has {}", bytes.len()))?;
+        let header = bytes.get(..SEGMENT_HEADER_BYTES).ok_or_else(|| {
+            format!("segment header needs {SEGMENT_HEADER_BYTES} bytes, file has {}", bytes.len())
+        })?;
         let (magic_offset, magic_bytes) = segment_field::MAGIC;
         if header.get(magic_offset..magic_offset + magic_bytes) != Some(SEGMENT_MAGIC.as_slice()) {
             return Err("bad segment magic".to_string());
@@ -157,7 +157,10 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         return RecordSlot::EndOfFile;
     }
     let Some(header) = rest.get(..RECORD_HEADER_BYTES) else {
-        return RecordSlot::Invalid(format!("truncated record header: {} bytes left in the file", rest.len()));
+        return RecordSlot::Invalid(format!(
+            "truncated record header: {} bytes left in the file",
+            rest.len()
+        ));
     };
     if header.iter().all(|&b| b == 0) {
         return RecordSlot::EndMarker;
@@ -180,7 +183,8 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         ));
     };
     let payload_end = RECORD_HEADER_BYTES + payload_len;
-    let (Some(payload), Some(padding)) = (record.get(RECORD_HEADER_BYTES..payload_end), record.get(payload_end..))
+    let (Some(payload), Some(padding)) =
+        (record.get(RECORD_HEADER_BYTES..payload_end), record.get(payload_end..))
     else {
         return RecordSlot::Invalid("record length is inconsistent".to_string());
     };
@@ -247,8 +251,13 @@ mod tests {
             (segment_field::FIRST_LSN, "first_lsn"),
         ];
         assert_eq!(header.len(), expected_header.len(), "{header:?}");
-        for ((offset, size, name), ((code_offset, code_size), code_name)) in header.iter().zip(expected_header) {
-            assert_eq!((*offset, size.as_str(), name.as_str()), (code_offset, code_size.to_string().as_str(), code_name));
+        for ((offset, size, name), ((code_offset, code_size), code_name)) in
+            header.iter().zip(expected_header)
+        {
+            assert_eq!(
+                (*offset, size.as_str(), name.as_str()),
+                (code_offset, code_size.to_string().as_str(), code_name)
+            );
         }
         let end = segment_field::FIRST_LSN.0 + segment_field::FIRST_LSN.1;
         assert_eq!(end, SEGMENT_HEADER_BYTES);
@@ -262,8 +271,13 @@ mod tests {
             (record_field::LSN, "lsn"),
             (record_field::SYNCED_LSN, "synced_lsn"),
         ];
-        for ((offset, size, name), ((code_offset, code_size), code_name)) in record.iter().zip(expected_record) {
-            assert_eq!((*offset, size.as_str(), name.as_str()), (code_offset, code_size.to_string().as_str(), code_name));
+        for ((offset, size, name), ((code_offset, code_size), code_name)) in
+            record.iter().zip(expected_record)
+        {
+            assert_eq!(
+                (*offset, size.as_str(), name.as_str()),
+                (code_offset, code_size.to_string().as_str(), code_name)
+            );
         }
         let payload_row = &record[expected_record.len()];
         assert_eq!((payload_row.0, payload_row.2.as_str()), (RECORD_HEADER_BYTES, "payload"));
@@ -278,7 +292,8 @@ mod tests {
 
     #[test]
     fn encoded_fields_sit_at_the_documented_offsets() {
-        let header = SegmentHeader { segment_id: 0x0102_0304_0506_0708, first_lsn: 0x1112_1314_1516_1718 }.encode();
+        let header =
+            SegmentHeader { segment_id: 0x0102_0304_0506_0708, first_lsn: 0x1112_1314_1516_1718 }.encode();
         let field = |(o, s): (usize, usize)| &header[o..o + s];
         assert_eq!(field(segment_field::MAGIC), b"STRWAL01");
         assert_eq!(field(segment_field::FORMAT_VERSION), &1u32.to_le_bytes());

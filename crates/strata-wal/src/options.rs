@@ -87,7 +87,8 @@ fn parse_id(digits: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-const _: () = assert!(MIN_SEGMENT_BYTES as usize > SEGMENT_HEADER_BYTES + END_MARKER_BYTES + RECORD_HEADER_BYTES);
+const _: () =
+    assert!(MIN_SEGMENT_BYTES as usize > SEGMENT_HEADER_BYTES + END_MARKER_BYTES + RECORD_HEADER_BYTES);
 
 /// What `Wal::open` found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -159,7 +160,12 @@ mod tests {
         assert_eq!(opts.segment_name(7), "wal-0000000000000007.log");
         assert_eq!(opts.parse_segment_name("wal-0000000000000007.log"), Some(7));
         assert_eq!(opts.parse_free_segment_name(&opts.free_segment_name(12)), Some(12));
-        for other in ["wal-7.log", "wal-000000000000000x.log", "xwal-0000000000000007.log", "wal-0000000000000007.free"] {
+        for other in [
+            "wal-7.log",
+            "wal-000000000000000x.log",
+            "xwal-0000000000000007.log",
+            "wal-0000000000000007.free",
+        ] {
             assert_eq!(opts.parse_segment_name(other), None, "{other}");
         }
         assert_eq!(opts.parse_free_segment_name("wal-0000000000000007.log"), None);

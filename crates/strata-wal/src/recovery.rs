@@ -10,7 +10,8 @@ use strata_core::{Error, RecoveryMode, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
 use crate::format::{
-    decode_record, record_field, RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    decode_record, record_field, RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::options::{RecoveryReport, WalOptions};
 use crate::Lsn;
@@ -80,7 +81,14 @@ pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanPara
     for id in segment_ids {
         segments.push(open_segment(storage, opts, id)?);
     }
-    let mut scan = Scan { opts, params, segments, report: RecoveryReport::default(), records_checked: 0, bytes_checked: 0 };
+    let mut scan = Scan {
+        opts,
+        params,
+        segments,
+        report: RecoveryReport::default(),
+        records_checked: 0,
+        bytes_checked: 0,
+    };
     let (kept_len, expected) = scan.run(storage)?;
 
     let free = collect_free_segments(storage, opts, &free_ids, scan.params.repair)?;
@@ -245,7 +253,10 @@ impl Scan<'_, '_> {
                     offset += record_bytes;
                 }
                 RecordSlot::Valid { lsn, .. } => {
-                    return Ok((expected, Some((offset, format!("found lsn {lsn} where lsn {expected} belongs")))))
+                    return Ok((
+                        expected,
+                        Some((offset, format!("found lsn {lsn} where lsn {expected} belongs"))),
+                    ))
                 }
                 RecordSlot::Invalid(what) => return Ok((expected, Some((offset, what)))),
             }
@@ -254,7 +265,12 @@ impl Scan<'_, '_> {
 
     /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.
     /// Returns how many segments remain.
-    fn resolve_break(&mut self, storage: &dyn Storage, broken: Break, expected: Option<Lsn>) -> Result<usize> {
+    fn resolve_break(
+        &mut self,
+        storage: &dyn Storage,
+        broken: Break,
+        expected: Option<Lsn>,
+    ) -> Result<usize> {
         let broken_lsn = expected.or(self.params.required_from).unwrap_or(1).max(1);
         let last_index = self.segments.len().saturating_sub(1);
         let mode = self.opts.recovery_mode;
@@ -295,12 +311,20 @@ impl Scan<'_, '_> {
             let later_bytes = read_segment(later)?;
             let records = scan_records(&later_bytes, SEGMENT_HEADER_BYTES, &plausible);
             if let Some(found) = records.iter().find(|r| r.synced_lsn >= broken_lsn) {
-                return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &later.name)));
+                return Err(Error::corruption(
+                    &name,
+                    offset as u64,
+                    found.evidence(&what, broken_lsn, &later.name),
+                ));
             }
             dropped_bytes += nonzero_prefix_bytes(&later_bytes, 0);
         }
         if mode == RecoveryMode::AbsoluteConsistency {
-            return Err(Error::corruption(&name, offset as u64, format!("torn tail at lsn {broken_lsn}: {what}")));
+            return Err(Error::corruption(
+                &name,
+                offset as u64,
+                format!("torn tail at lsn {broken_lsn}: {what}"),
+            ));
         }
         self.report.torn_tail_bytes_dropped += dropped_bytes;
         if self.params.repair {
@@ -329,7 +353,9 @@ impl Scan<'_, '_> {
     }
 
     fn segment(&self, index: usize) -> Result<&SegmentFile> {
-        self.segments.get(index).ok_or_else(|| Error::invalid(format!("WAL recovery lost track of segment #{index}")))
+        self.segments
+            .get(index)
+            .ok_or_else(|| Error::invalid(format!("WAL recovery lost track of segment #{index}")))
     }
 
     fn segment_name(&self, index: usize) -> String {

@@ -128,9 +128,9 @@ impl SegmentWriter {
     fn release_segments_before(&mut self, lsn: Lsn, released_any: &mut bool) -> Result<()> {
         while self.segments.len() > 1 {
             // Records of the first segment are all below the next known first lsn.
-            let bound = self.segments.iter().skip(1).find_map(|s| s.first_lsn);
-            if !bound.is_some_and(|bound| bound <= lsn) {
-                break;
+            match self.segments.iter().skip(1).find_map(|s| s.first_lsn) {
+                Some(bound) if bound <= lsn => {}
+                _ => break,
             }
             let segment = self.segments.remove(0);
             let recycle =

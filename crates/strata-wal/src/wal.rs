@@ -112,7 +112,9 @@ impl Wal {
     }
 
     /// Buffers one record (an atomic unit: the engine's encoded batch) and returns its lsn. No
-    /// I/O unless `buffer_bytes` are buffered, in which case the buffer is written to the OS.
+    /// I/O unless `buffer_bytes` are buffered, in which case the buffer is written to the OS (and
+    /// a failure of that write is returned; the log is then poisoned). Payloads may be empty, or
+    /// larger than a segment (that record gets a segment of its own).
     pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
         if payload.len() > MAX_PAYLOAD_BYTES {
             return Err(Error::invalid(format!(
@@ -258,7 +260,8 @@ impl Wal {
     pub fn verify(storage: &dyn Storage, opts: &WalOptions) -> Result<VerifyReport> {
         opts.validate()?;
         let mut ignore = |_: Lsn, _: &[u8]| Ok(());
-        let params = ScanParams { min_lsn: Lsn::MAX, required_from: None, repair: false, replay: &mut ignore };
+        let params =
+            ScanParams { min_lsn: Lsn::MAX, required_from: None, repair: false, replay: &mut ignore };
         let recovered = recover(storage, opts, params)?;
         Ok(VerifyReport {
             files_checked: recovered.report.segments_read,
@@ -283,8 +286,11 @@ impl Wal {
                 return Err(self.poison(e));
             }
             self.written_lsn.store(last_lsn, Release);
-            records.clear();
-            self.buffer.lock().spare = records;
+            // Keep the allocation for the next round unless one huge record inflated it.
+            if records.capacity() <= self.opts.buffer_bytes.saturating_mul(2) {
+                records.clear();
+                self.buffer.lock().spare = records;
+            }
         }
         let written = self.written_lsn.load(Acquire);
         if sync && self.durable_lsn.load(Acquire) < written {

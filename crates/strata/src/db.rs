@@ -72,11 +72,16 @@ impl Db {
                 )));
             }
             (None, Some(_)) if !options.create_if_missing => {
-                return Err(Error::invalid(format!("{location} holds no database and create_if_missing is off")));
+                return Err(Error::invalid(format!(
+                    "{location} holds no database and create_if_missing is off"
+                )));
             }
             (None, Some(wanted)) => {
-                let foreign: Vec<String> =
-                    storage.list()?.into_iter().filter(|n| n != LOCK_FILE_NAME && !n.ends_with(".tmp")).collect();
+                let foreign: Vec<String> = storage
+                    .list()?
+                    .into_iter()
+                    .filter(|n| n != LOCK_FILE_NAME && !n.ends_with(".tmp"))
+                    .collect();
                 if !foreign.is_empty() {
                     return Err(Error::invalid(format!(
                         "{location} is not empty and is not a Strata database (found {}); refusing to create one there",
@@ -125,7 +130,12 @@ impl Db {
         self.put_with(key, value, self.default_durability)
     }
 
-    pub fn put_with(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, durability: Durability) -> Result<()> {
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        durability: Durability,
+    ) -> Result<()> {
         self.ensure_open()?;
         let (key, value) = (key.as_ref(), value.as_ref());
         self.check_key(key)?;
@@ -176,7 +186,12 @@ impl Db {
         self.rmw_with(key, f, self.default_durability)
     }
 
-    pub fn rmw_with<F>(&self, key: impl AsRef<[u8]>, mut f: F, durability: Durability) -> Result<Option<Value>>
+    pub fn rmw_with<F>(
+        &self,
+        key: impl AsRef<[u8]>,
+        mut f: F,
+        durability: Durability,
+    ) -> Result<Option<Value>>
     where
         F: FnMut(Option<&[u8]>) -> Option<Value>,
     {
@@ -324,7 +339,11 @@ fn ensure_available(kind: EngineKind) -> Result<()> {
 
 fn open_engine(kind: EngineKind, storage: Arc<dyn Storage>, options: &Options) -> Result<Box<dyn Engine>> {
     match kind {
-        EngineKind::Memory => Ok(Box::new(engine_memory::MemoryEngine::open(storage, &options.engine_config)?)),
-        other => Err(Error::unsupported(format!("engine '{other}' is not implemented in this build of Strata yet"))),
+        EngineKind::Memory => {
+            Ok(Box::new(engine_memory::MemoryEngine::open(storage, &options.engine_config)?))
+        }
+        other => Err(Error::unsupported(format!(
+            "engine '{other}' is not implemented in this build of Strata yet"
+        ))),
     }
 }

@@ -68,10 +68,11 @@ impl Manifest {
             )));
         }
         let name = body.get(FIXED_HEADER_BYTES..).ok_or_else(|| bad(FIXED_HEADER_BYTES, "truncated name"))?;
-        let name = std::str::from_utf8(name).map_err(|_| bad(FIXED_HEADER_BYTES, "engine name is not UTF-8"))?;
-        let engine = name
-            .parse::<EngineKind>()
-            .map_err(|_| Error::Incompatible(format!("the directory belongs to an unknown engine {name:?}")))?;
+        let name =
+            std::str::from_utf8(name).map_err(|_| bad(FIXED_HEADER_BYTES, "engine name is not UTF-8"))?;
+        let engine = name.parse::<EngineKind>().map_err(|_| {
+            Error::Incompatible(format!("the directory belongs to an unknown engine {name:?}"))
+        })?;
         Ok(Manifest { format_version: version, engine })
     }
 

@@ -6,7 +6,10 @@ use strata::storage::{CrashMode, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, Options};
 
 fn open(sim: &SimStorage) -> strata::Result<Db> {
-    Db::open("sim", Options::new(EngineKind::Memory).storage(Arc::new(sim.clone())).wal_segment_bytes(64 << 10))
+    Db::open(
+        "sim",
+        Options::new(EngineKind::Memory).storage(Arc::new(sim.clone())).wal_segment_bytes(64 << 10),
+    )
 }
 
 #[test]

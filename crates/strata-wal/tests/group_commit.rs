@@ -1,0 +1,175 @@
+//! Concurrent `commit(.., Sync)` callers share writes and fdatasyncs.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use strata_core::{Durability, IoStats, Result};
+use strata_io::{MemStorage, OpenOptions, Storage, StorageFile, StorageLock};
+
+/// MemStorage whose file syncs take a while, like a disk, and are counted.
+#[derive(Debug)]
+struct SlowSyncStorage {
+    inner: MemStorage,
+    sync_delay: Duration,
+    file_syncs: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct SlowSyncFile {
+    inner: Arc<dyn StorageFile>,
+    sync_delay: Duration,
+    file_syncs: Arc<AtomicU64>,
+}
+
+impl Storage for SlowSyncStorage {
+    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
+        Ok(Arc::new(SlowSyncFile {
+            inner: self.inner.open(name, opts)?,
+            sync_delay: self.sync_delay,
+            file_syncs: self.file_syncs.clone(),
+        }))
+    }
+    fn exists(&self, name: &str) -> Result<bool> {
+        self.inner.exists(name)
+    }
+    fn remove(&self, name: &str) -> Result<()> {
+        self.inner.remove(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn list(&self) -> Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn sync_dir(&self) -> Result<()> {
+        self.inner.sync_dir()
+    }
+    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
+        self.inner.lock(name)
+    }
+    fn io_stats(&self) -> IoStats {
+        self.inner.io_stats()
+    }
+    fn location(&self) -> String {
+        "slow-mem:".to_string()
+    }
+}
+
+impl StorageFile for SlowSyncFile {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn sync(&self) -> Result<()> {
+        thread::sleep(self.sync_delay);
+        self.file_syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync()
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        self.inner.set_len(len_bytes)
+    }
+    fn allocate(&self, len_bytes: u64) -> Result<()> {
+        self.inner.allocate(len_bytes)
+    }
+}
+
+#[test]
+fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
+    const THREADS: u64 = 8;
+    const COMMITS_PER_THREAD: u64 = 60;
+    let file_syncs = Arc::new(AtomicU64::new(0));
+    let slow = SlowSyncStorage {
+        inner: MemStorage::new(),
+        sync_delay: Duration::from_millis(1),
+        file_syncs: file_syncs.clone(),
+    };
+    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let opts = small_opts(64 << 10);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let wal = Arc::new(wal);
+    let engine_lock = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let barrier = Arc::new(Barrier::new(THREADS as usize));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (wal, engine_lock, barrier) = (wal.clone(), engine_lock.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for i in 0..COMMITS_PER_THREAD {
+                    let payload = format!("thread {t} commit {i}").into_bytes();
+                    let lsn = {
+                        let mut applied = engine_lock.lock();
+                        let lsn = wal.append(&payload).unwrap();
+                        applied.push((lsn, payload));
+                        lsn
+                    };
+                    wal.commit(lsn, Durability::Sync).unwrap();
+                    assert!(wal.durable_lsn() >= lsn, "commit(Sync) returned before lsn {lsn} was durable");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let commits = THREADS * COMMITS_PER_THREAD;
+    let stats = wal.stats();
+    assert_eq!(wal.durable_lsn(), commits);
+    assert_eq!(stats.syncs, file_syncs.load(Ordering::Relaxed), "{stats:?}");
+    assert!(stats.syncs < commits / 2, "group commit should share syncs: {stats:?}");
+    assert!(stats.group_commits > 0, "{stats:?}");
+    assert!(stats.record_writes < commits / 2, "group commit should share writes: {stats:?}");
+    assert!(stats.sync_commits <= commits, "{stats:?}");
+    wal.close().unwrap();
+
+    let (_wal, _, replayed) = open(&storage, &opts, 1).unwrap();
+    let mut applied = engine_lock.lock().clone();
+    applied.sort();
+    assert_eq!(replayed, applied, "log order equals apply order");
+}
+
+#[test]
+fn sync_commit_syncs_and_buffered_commit_only_writes() {
+    let file_syncs = Arc::new(AtomicU64::new(0));
+    let slow = SlowSyncStorage {
+        inner: MemStorage::new(),
+        sync_delay: Duration::ZERO,
+        file_syncs: file_syncs.clone(),
+    };
+    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let (wal, _, _) = open(&storage, &small_opts(64 << 10), 1).unwrap();
+    let lsn = wal.append(b"a").unwrap();
+    wal.commit(lsn, Durability::Buffered).unwrap();
+    let after_create = file_syncs.load(Ordering::Relaxed);
+    assert_eq!(after_create, 1, "creating the segment syncs it once");
+    assert_eq!(wal.durable_lsn(), 0);
+    let writes = storage.io_stats().write_ops;
+    let lsn = wal.append(b"b").unwrap();
+    wal.commit(lsn, Durability::Buffered).unwrap();
+    assert_eq!(storage.io_stats().write_ops, writes + 1);
+    assert_eq!(file_syncs.load(Ordering::Relaxed), after_create);
+    wal.commit(lsn, Durability::Sync).unwrap();
+    assert_eq!(file_syncs.load(Ordering::Relaxed), after_create + 1);
+    assert_eq!(storage.io_stats().write_ops, writes + 1, "nothing left to write");
+    assert_eq!(wal.durable_lsn(), 2);
+    let lsn = wal.append(b"c").unwrap();
+    let bytes = common::read_file(storage.as_ref(), "wal-0000000000000001.log");
+    let positions = record_positions(&bytes);
+    assert_eq!(positions.len(), 2, "c is still buffered");
+    wal.commit(lsn, Durability::Sync).unwrap();
+    let bytes = common::read_file(storage.as_ref(), "wal-0000000000000001.log");
+    let positions = record_positions(&bytes);
+    assert_eq!(positions.iter().map(|p| (p.1, p.2)).collect::<Vec<_>>(), vec![(1, 0), (2, 0), (3, 2)]);
+}

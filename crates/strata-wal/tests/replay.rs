@@ -1,0 +1,263 @@
+//! Reopening replays exactly what was appended, in order, across rollovers, recycling and
+//! truncation; `min_lsn` skips what the engine already has.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use strata_core::{Durability, Error};
+use strata_io::{MemStorage, Storage};
+use strata_wal::{WalOptions, MIN_SEGMENT_BYTES};
+
+const MAX_PAYLOAD: usize = 300;
+
+fn mem() -> Arc<dyn Storage> {
+    Arc::new(MemStorage::new())
+}
+
+#[test]
+fn reopen_replays_every_record_in_order_across_many_rollovers() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    let (wal, report, replayed) = open(&storage, &opts, 1).unwrap();
+    assert!(replayed.is_empty());
+    assert_eq!((report.last_lsn, report.next_lsn, report.segments_read), (0, 1, 0));
+    let durabilities = [Durability::None, Durability::Buffered, Durability::Sync];
+    for i in 1..=2000u64 {
+        let lsn = wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        assert_eq!(lsn, i);
+        wal.commit(lsn, durabilities[(i % 3) as usize]).unwrap();
+    }
+    let stats = wal.stats();
+    assert!(stats.segments_created > 30, "{stats:?}");
+    assert_eq!(stats.records_appended, 2000);
+    wal.close().unwrap();
+    assert!(matches!(wal.append(b"late"), Err(Error::Closed)));
+    assert!(matches!(wal.sync(), Err(Error::Closed)));
+    wal.close().unwrap();
+
+    let (wal, report, replayed) = open(&storage, &opts, 1).unwrap();
+    assert_replayed_range(&replayed, 1, 2000, MAX_PAYLOAD);
+    assert_eq!((report.records_replayed, report.last_lsn, report.next_lsn), (2000, 2000, 2001));
+    assert_eq!(report.torn_tail_bytes_dropped, 0);
+    assert_eq!(report.segments_read as usize, segment_names(storage.as_ref(), &opts).len());
+    assert_eq!(wal.last_lsn(), 2000);
+    assert_eq!(wal.durable_lsn(), 2000);
+    let before = segment_names(storage.as_ref(), &opts);
+    assert_eq!(wal.append(b"after reopen").unwrap(), 2001);
+    wal.sync().unwrap();
+    let after = segment_names(storage.as_ref(), &opts);
+    assert_eq!(after.len(), before.len() + 1, "appends after open go to a new segment");
+    drop(wal);
+    let (_wal, _, replayed) = open(&storage, &opts, 1990).unwrap();
+    assert_eq!(replayed.len(), 12);
+    assert_eq!(replayed.last().unwrap(), &(2001, b"after reopen".to_vec()));
+}
+
+#[test]
+fn every_segment_fits_its_size_and_every_record_is_aligned() {
+    let storage = mem();
+    let opts = WalOptions { preallocate: false, ..small_opts(4096) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=500u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        if i % 7 == 0 {
+            wal.commit(i, Durability::Buffered).unwrap();
+        }
+    }
+    wal.close().unwrap();
+    let mut next_lsn = 1;
+    for name in segment_names(storage.as_ref(), &opts) {
+        let bytes = read_file(storage.as_ref(), &name);
+        assert!(bytes.len() as u64 <= opts.segment_bytes, "{name} has {} bytes", bytes.len());
+        for (offset, lsn, synced) in record_positions(&bytes) {
+            assert_eq!(offset % 8, 0);
+            assert_eq!(lsn, next_lsn);
+            assert!(synced < lsn);
+            next_lsn += 1;
+        }
+    }
+    assert_eq!(next_lsn, 501);
+}
+
+#[test]
+fn oversized_and_empty_records_round_trip() {
+    let storage = mem();
+    let opts = small_opts(MIN_SEGMENT_BYTES.max(4096));
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let records = [b"".to_vec(), b"small".to_vec(), big.clone(), b"".to_vec(), big.clone(), b"tail".to_vec()];
+    for record in &records {
+        let lsn = wal.append(record).unwrap();
+        wal.commit(lsn, Durability::Buffered).unwrap();
+    }
+    wal.close().unwrap();
+    let (_wal, _, replayed) = open(&storage, &opts, 1).unwrap();
+    let payloads: Vec<Vec<u8>> = replayed.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(payloads, records);
+}
+
+#[test]
+fn durability_none_stays_in_memory_until_the_buffer_fills() {
+    let storage = mem();
+    let opts = WalOptions { buffer_bytes: 2000, ..small_opts(64 << 10) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let writes_before = storage.io_stats().write_ops;
+    for _ in 0..10 {
+        let lsn = wal.append(&[7u8; 100]).unwrap();
+        wal.commit(lsn, Durability::None).unwrap();
+    }
+    assert_eq!(storage.io_stats().write_ops, writes_before, "no I/O below buffer_bytes");
+    for _ in 0..10 {
+        wal.append(&[7u8; 100]).unwrap();
+    }
+    assert!(storage.io_stats().write_ops > writes_before, "a full buffer is written out");
+    assert!(storage.io_stats().write_ops <= writes_before + 5);
+    let stats = wal.stats();
+    assert_eq!(stats.syncs, 1, "only the new segment's creation synced: {stats:?}");
+}
+
+#[test]
+fn commit_checks_its_arguments() {
+    let storage = mem();
+    let (wal, _, _) = open(&storage, &small_opts(4096), 1).unwrap();
+    assert!(matches!(wal.commit(1, Durability::Sync), Err(Error::InvalidArgument(_))));
+    assert_eq!(wal.sync().unwrap(), 0);
+    let lsn = wal.append(b"x").unwrap();
+    wal.commit(lsn, Durability::Sync).unwrap();
+    wal.commit(lsn, Durability::Sync).unwrap();
+    assert_eq!(wal.durable_lsn(), 1);
+    let tiny = WalOptions { segment_bytes: 64, ..WalOptions::default() };
+    assert!(matches!(open(&storage, &tiny, 1), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn min_lsn_skips_old_records_and_can_move_the_next_lsn_forward() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=600u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+    }
+    wal.close().unwrap();
+
+    let (wal, report, replayed) = open(&storage, &opts, 500).unwrap();
+    assert_replayed_range(&replayed, 500, 600, MAX_PAYLOAD);
+    let all_segments = segment_names(storage.as_ref(), &opts).len() as u64;
+    assert!(report.segments_read < all_segments / 2, "segments before min_lsn are not read: {report:?}");
+    drop(wal);
+
+    let (wal, report, replayed) = open(&storage, &opts, 1000).unwrap();
+    assert!(replayed.is_empty());
+    assert_eq!((report.last_lsn, report.next_lsn), (600, 1000));
+    assert_eq!(wal.append(b"jump").unwrap(), 1000);
+    wal.close().unwrap();
+    let (_wal, _, replayed) = open(&storage, &opts, 1000).unwrap();
+    assert_eq!(replayed, vec![(1000, b"jump".to_vec())]);
+    strata_wal::Wal::verify(storage.as_ref(), &opts).unwrap();
+}
+
+#[test]
+fn truncate_before_releases_only_fully_covered_segments_and_recycles_them() {
+    let storage = mem();
+    let opts = WalOptions { recycle_segments: 2, ..small_opts(4096) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let mut truncated_to = 1;
+    for i in 1..=3000u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        if i % 250 == 0 {
+            let synced = wal.sync().unwrap();
+            truncated_to = synced - 100;
+            wal.truncate_before(truncated_to).unwrap();
+            let names = segment_names(storage.as_ref(), &opts);
+            let first = read_file(storage.as_ref(), &names[0]);
+            let first_lsn = u64::from_le_bytes(first[24..32].try_into().unwrap());
+            assert!(first_lsn <= truncated_to, "segment holding lsn {truncated_to} was released");
+            if names.len() > 1 {
+                let second = read_file(storage.as_ref(), &names[1]);
+                let second_first_lsn = u64::from_le_bytes(second[24..32].try_into().unwrap());
+                assert!(second_first_lsn > truncated_to, "segment {} could have been released", names[0]);
+            }
+            assert!(free_names(storage.as_ref(), &opts).len() <= 2);
+        }
+    }
+    let stats = wal.stats();
+    assert!(stats.segments_recycled > 5, "{stats:?}");
+    assert!(stats.segments_removed > 0, "{stats:?}");
+    assert_eq!(free_names(storage.as_ref(), &opts).len(), 2);
+    let (log_files, free_files) = wal.segment_counts();
+    assert_eq!(log_files, segment_names(storage.as_ref(), &opts).len());
+    assert_eq!(free_files, 2);
+    wal.close().unwrap();
+
+    let (_wal, _, replayed) = open(&storage, &opts, truncated_to).unwrap();
+    assert_replayed_range(&replayed, truncated_to, 3000, MAX_PAYLOAD);
+    let err = open(&storage, &opts, 1).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "records below a truncation are missing: {err}");
+}
+
+#[test]
+fn truncate_never_releases_the_last_segment() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=100u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+    }
+    wal.sync().unwrap();
+    wal.truncate_before(u64::MAX).unwrap();
+    assert_eq!(segment_names(storage.as_ref(), &opts).len(), 1);
+    wal.close().unwrap();
+    assert!(matches!(wal.truncate_before(1), Err(Error::Closed)));
+    let (wal, report, _) = open(&storage, &opts, 101).unwrap();
+    assert_eq!(report.next_lsn, 101);
+    wal.truncate_before(u64::MAX).unwrap();
+    assert_eq!(segment_names(storage.as_ref(), &opts).len(), 1, "the newest segment survives reopen");
+}
+
+#[test]
+fn recycled_segments_left_from_an_earlier_run_are_reused() {
+    let storage = mem();
+    let opts = WalOptions { recycle_segments: 3, ..small_opts(4096) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=400u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+    }
+    let last = wal.sync().unwrap();
+    wal.truncate_before(last).unwrap();
+    wal.close().unwrap();
+    assert_eq!(free_names(storage.as_ref(), &opts).len(), 3);
+
+    let (wal, _, replayed) = open(&storage, &opts, last).unwrap();
+    assert_eq!(replayed.len(), 1);
+    for i in 401..=700u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+    }
+    wal.close().unwrap();
+    assert_eq!(wal.stats().segments_recycled, 3);
+    assert!(free_names(storage.as_ref(), &opts).is_empty());
+    let (_wal, _, replayed) = open(&storage, &opts, last).unwrap();
+    assert_replayed_range(&replayed, last, 700, MAX_PAYLOAD);
+}
+
+#[test]
+fn a_replay_error_aborts_open() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=10u64 {
+        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+    }
+    wal.close().unwrap();
+    let mut seen = 0;
+    let result = strata_wal::Wal::open(storage.clone(), opts, 1, &mut |lsn, _| {
+        seen += 1;
+        if lsn == 4 {
+            return Err(Error::invalid("engine rejects lsn 4"));
+        }
+        Ok(())
+    });
+    assert!(matches!(result, Err(Error::InvalidArgument(msg)) if msg.contains("lsn 4")));
+    assert_eq!(seen, 4);
+}
