@@ -7,6 +7,7 @@ use crate::options::WalStats;
 pub(crate) struct Counters {
     pub records_appended: AtomicU64,
     pub payload_bytes_appended: AtomicU64,
+    pub durability_markers_appended: AtomicU64,
     pub bytes_written: AtomicU64,
     pub record_writes: AtomicU64,
     pub syncs: AtomicU64,
@@ -27,6 +28,7 @@ impl Counters {
         WalStats {
             records_appended: self.records_appended.load(Relaxed),
             payload_bytes_appended: self.payload_bytes_appended.load(Relaxed),
+            durability_markers_appended: self.durability_markers_appended.load(Relaxed),
             bytes_written: self.bytes_written.load(Relaxed),
             record_writes: self.record_writes.load(Relaxed),
             syncs: self.syncs.load(Relaxed),

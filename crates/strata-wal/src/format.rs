@@ -16,8 +16,10 @@ pub const RECORD_ALIGNMENT_BYTES: usize = 8;
 /// An all-zero record header written after the last record of every write.
 pub const END_MARKER_BYTES: usize = RECORD_HEADER_BYTES;
 pub const END_MARKER: [u8; END_MARKER_BYTES] = [0; END_MARKER_BYTES];
-/// `payload_len` is a u32.
-pub const MAX_PAYLOAD_BYTES: usize = u32::MAX as usize;
+/// Bit 31 of `payload_len` marks a durability marker record (empty payload, never replayed).
+pub const DURABILITY_MARKER_FLAG: u32 = 1 << 31;
+/// The largest payload of one record: what fits in `payload_len` below [`DURABILITY_MARKER_FLAG`].
+pub const MAX_PAYLOAD_BYTES: usize = (DURABILITY_MARKER_FLAG - 1) as usize;
 
 /// (offset, size) of each segment header field.
 pub mod segment_field {
@@ -120,12 +122,24 @@ fn segment_header_crc(header: &[u8]) -> u32 {
     mask_crc(crc32c::crc32c_append(crc32c::crc32c(before), after))
 }
 
-/// Appends one encoded record (header, payload, zero padding) to `out`.
+/// Appends one encoded data record (header, payload, zero padding) to `out`.
 /// The caller guarantees `payload.len() <= MAX_PAYLOAD_BYTES` and `synced_lsn < lsn`.
 pub fn encode_record(lsn: Lsn, synced_lsn: Lsn, payload: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(payload.len() <= MAX_PAYLOAD_BYTES && synced_lsn < lsn);
+    debug_assert!(payload.len() <= MAX_PAYLOAD_BYTES);
+    encode(lsn, synced_lsn, payload.len() as u32, payload, out);
+}
+
+/// Appends one encoded durability marker: a record with an empty payload whose `synced_lsn` says
+/// that every lsn up to it was durable before the marker was written. The caller guarantees
+/// `synced_lsn < lsn`.
+pub fn encode_durability_marker(lsn: Lsn, synced_lsn: Lsn, out: &mut Vec<u8>) {
+    encode(lsn, synced_lsn, DURABILITY_MARKER_FLAG, &[], out);
+}
+
+fn encode(lsn: Lsn, synced_lsn: Lsn, payload_len_field: u32, payload: &[u8], out: &mut Vec<u8>) {
+    debug_assert!(synced_lsn < lsn);
     let mut header = [0u8; RECORD_HEADER_BYTES];
-    header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[4..8].copy_from_slice(&payload_len_field.to_le_bytes());
     header[8..16].copy_from_slice(&lsn.to_le_bytes());
     header[16..24].copy_from_slice(&synced_lsn.to_le_bytes());
     let crc = mask_crc(crc32c::crc32c_append(crc32c::crc32c(&header[4..]), payload));
@@ -142,8 +156,14 @@ pub enum RecordSlot {
     EndOfFile,
     /// An all-zero record header: the end marker or preallocated space.
     EndMarker,
-    /// A record that passes every check. `payload` indexes the input slice.
-    Valid { lsn: Lsn, synced_lsn: Lsn, payload: Range<usize>, record_bytes: usize },
+    /// A record that passes every check. `payload` indexes the input slice (empty for a marker).
+    Valid {
+        lsn: Lsn,
+        synced_lsn: Lsn,
+        payload: Range<usize>,
+        record_bytes: usize,
+        is_durability_marker: bool,
+    },
     /// Anything else; the text says what is wrong.
     Invalid(String),
 }
@@ -171,10 +191,14 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         read_u64(header, record_field::LSN),
         read_u64(header, record_field::SYNCED_LSN),
     );
-    let (Some(stored_crc), Some(payload_len), Some(lsn), Some(synced_lsn)) = fields else {
+    let (Some(stored_crc), Some(payload_len_field), Some(lsn), Some(synced_lsn)) = fields else {
         return RecordSlot::Invalid("unreadable record header".to_string());
     };
-    let payload_len = payload_len as usize;
+    let is_durability_marker = payload_len_field & DURABILITY_MARKER_FLAG != 0;
+    let payload_len = (payload_len_field & !DURABILITY_MARKER_FLAG) as usize;
+    if is_durability_marker && payload_len != 0 {
+        return RecordSlot::Invalid(format!("durability marker claims a payload of {payload_len} bytes"));
+    }
     let total_bytes = record_bytes(payload_len);
     let Some(record) = rest.get(..total_bytes) else {
         return RecordSlot::Invalid(format!(
@@ -204,6 +228,7 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         synced_lsn,
         payload: payload_start..payload_start + payload_len,
         record_bytes: total_bytes,
+        is_durability_marker,
     }
 }
 
@@ -211,7 +236,7 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
 /// fewer than a header's bytes remain.
 pub fn encoded_record_bytes_at(bytes: &[u8], offset: usize) -> Option<usize> {
     let header = bytes.get(offset..offset.checked_add(RECORD_HEADER_BYTES)?)?;
-    Some(record_bytes(read_u32(header, record_field::PAYLOAD_LEN)? as usize))
+    Some(record_bytes((read_u32(header, record_field::PAYLOAD_LEN)? & !DURABILITY_MARKER_FLAG) as usize))
 }
 
 #[cfg(test)]
@@ -288,6 +313,11 @@ mod tests {
         assert!(doc.contains(&format!("ASCII `{}`", std::str::from_utf8(&SEGMENT_MAGIC).unwrap())));
         assert!(doc.contains(&format!("currently `{FORMAT_VERSION}`")));
         assert!(doc.contains(&format!("+ 0x{CRC_MASK_DELTA:08x}")));
+        assert!(
+            doc.contains(&format!("bit 31 (`0x{DURABILITY_MARKER_FLAG:08x}`) set marks a durability marker"))
+        );
+        assert!(doc.contains(&format!("at most `0x{MAX_PAYLOAD_BYTES:08x}`")));
+        assert!(doc.contains(&format!("`payload_len` is\nexactly `0x{DURABILITY_MARKER_FLAG:08x}`")));
     }
 
     #[test]
@@ -314,6 +344,59 @@ mod tests {
         assert_eq!(&record[27..], &[0; 5]);
         let crc = mask_crc(crc32c::crc32c(&record[4..27]));
         assert_eq!(field(record_field::CRC), &crc.to_le_bytes());
+
+        let mut marker = Vec::new();
+        encode_durability_marker(9, 8, &mut marker);
+        let field = |(o, s): (usize, usize)| &marker[o..o + s];
+        assert_eq!(marker.len(), RECORD_HEADER_BYTES);
+        assert_eq!(field(record_field::PAYLOAD_LEN), &0x8000_0000u32.to_le_bytes());
+        assert_eq!(field(record_field::LSN), &9u64.to_le_bytes());
+        assert_eq!(field(record_field::SYNCED_LSN), &8u64.to_le_bytes());
+        let crc = mask_crc(crc32c::crc32c(&marker[4..24]));
+        assert_eq!(field(record_field::CRC), &crc.to_le_bytes());
+    }
+
+    #[test]
+    fn durability_markers_decode_as_markers_and_only_without_payload() {
+        assert!(MAX_PAYLOAD_BYTES < DURABILITY_MARKER_FLAG as usize);
+        let mut bytes = Vec::new();
+        encode_durability_marker(5, 4, &mut bytes);
+        encode_record(6, 5, &[], &mut bytes);
+        assert_eq!(
+            decode_record(&bytes, 0),
+            RecordSlot::Valid {
+                lsn: 5,
+                synced_lsn: 4,
+                payload: 24..24,
+                record_bytes: 24,
+                is_durability_marker: true
+            }
+        );
+        assert!(matches!(
+            decode_record(&bytes, 24),
+            RecordSlot::Valid { lsn: 6, is_durability_marker: false, .. }
+        ));
+        assert_eq!(encoded_record_bytes_at(&bytes, 0), Some(24));
+
+        // A marker flag on a record with a payload is invalid even with a matching checksum.
+        let mut flagged = Vec::new();
+        encode_record(7, 6, b"12345678", &mut flagged);
+        flagged[4..8].copy_from_slice(&(8 | DURABILITY_MARKER_FLAG).to_le_bytes());
+        let crc = mask_crc(crc32c::crc32c(&flagged[4..32]));
+        flagged[..4].copy_from_slice(&crc.to_le_bytes());
+        assert!(
+            matches!(decode_record(&flagged, 0), RecordSlot::Invalid(msg) if msg.contains("marker")),
+            "{:?}",
+            decode_record(&flagged, 0)
+        );
+        for bit in 0..8 * RECORD_HEADER_BYTES {
+            let mut damaged = bytes.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                matches!(decode_record(&damaged, 0), RecordSlot::Invalid(_) | RecordSlot::EndMarker),
+                "flip of bit {bit} of a marker went unnoticed"
+            );
+        }
     }
 
     #[test]
@@ -350,8 +433,17 @@ mod tests {
             assert_eq!(bytes.len() % 8, 0);
             assert_eq!(encoded_record_bytes_at(&bytes, 8), Some(record_bytes(len)));
             match decode_record(&bytes, 8) {
-                RecordSlot::Valid { lsn, synced_lsn, payload: range, record_bytes: n } => {
-                    assert_eq!((lsn, synced_lsn, n), (42, 40, record_bytes(len)));
+                RecordSlot::Valid {
+                    lsn,
+                    synced_lsn,
+                    payload: range,
+                    record_bytes: n,
+                    is_durability_marker,
+                } => {
+                    assert_eq!(
+                        (lsn, synced_lsn, n, is_durability_marker),
+                        (42, 40, record_bytes(len), false)
+                    );
                     assert_eq!(&bytes[range], payload.as_slice());
                 }
                 other => panic!("len {len}: {other:?}"),
@@ -393,6 +485,10 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(0x5eed_0001);
         let mut base = SegmentHeader { segment_id: 1, first_lsn: 1 }.encode().to_vec();
         for lsn in 1..=20u64 {
+            if lsn % 5 == 0 {
+                encode_durability_marker(lsn, lsn - 1, &mut base);
+                continue;
+            }
             let payload: Vec<u8> = (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect();
             encode_record(lsn, lsn - 1, &payload, &mut base);
         }

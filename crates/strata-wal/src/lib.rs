@@ -1,7 +1,9 @@
 //! Strata's shared write-ahead log: crc32c-checksummed records in segment files, one record per
 //! atomic batch, group commit, segment recycling, and recovery that tells a torn tail (dropped or
 //! reported, per [`RecoveryMode`](strata_core::RecoveryMode)) from mid-log corruption (always
-//! reported). Byte layout and recovery rules: `docs/format/wal.md`.
+//! reported). `sync` and `close` end with a durability marker record, so damage to the records
+//! they made durable is reported too; after `open`, appends continue the last segment. Byte
+//! layout and recovery rules: `docs/format/wal.md`.
 //!
 //! How an engine uses it — it holds its own write lock around append + apply, so log order equals
 //! apply order, and waits for durability after releasing it, so concurrent writers share syncs:

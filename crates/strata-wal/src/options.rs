@@ -93,9 +93,10 @@ const _: () =
 /// What `Wal::open` found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Records handed to the replay callback (those with `lsn >= min_lsn`).
+    /// Data records handed to the replay callback (those with `lsn >= min_lsn`; markers are
+    /// never replayed).
     pub records_replayed: u64,
-    /// Lsn of the last valid record in the log (0 when it holds none).
+    /// Lsn of the last valid record in the log, data or marker (0 when it holds none).
     pub last_lsn: Lsn,
     /// The lsn the next append gets.
     pub next_lsn: Lsn,
@@ -109,15 +110,19 @@ pub struct RecoveryReport {
 /// Counters since `open`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalStats {
+    /// Data records appended (durability markers not included).
     pub records_appended: u64,
     pub payload_bytes_appended: u64,
+    /// Durability markers appended by `sync` and `close`.
+    pub durability_markers_appended: u64,
     /// Bytes handed to the storage: records, end markers and segment headers.
     pub bytes_written: u64,
     /// Write calls that carried records.
     pub record_writes: u64,
     /// fdatasync calls on segment files (including those at rollover and segment creation).
     pub syncs: u64,
-    /// `commit(.., Sync)` calls whose record was made durable by a sync (not already durable).
+    /// `commit(.., Sync)` calls whose record was made durable by a sync (not already durable),
+    /// including the commits of the durability markers `sync` and `close` write.
     pub sync_commits: u64,
     /// Syncs that made more than one waiting `commit(.., Sync)` durable at once.
     pub group_commits: u64,
@@ -134,6 +139,7 @@ impl WalStats {
         [
             ("records_appended", self.records_appended),
             ("payload_bytes_appended", self.payload_bytes_appended),
+            ("durability_markers_appended", self.durability_markers_appended),
             ("bytes_written", self.bytes_written),
             ("record_writes", self.record_writes),
             ("syncs", self.syncs),

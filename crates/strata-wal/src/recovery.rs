@@ -33,10 +33,25 @@ pub(crate) struct FreeSegment {
     pub len_bytes: u64,
 }
 
+/// Where the last segment's records end, when new records may continue it (see `segments.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LogTail {
+    /// Offset right after the last valid record of the last segment (where the next one goes).
+    pub end_offset: u64,
+    /// The lsn the next record of this segment must have.
+    pub next_lsn: Lsn,
+    /// Every byte from `end_offset` to the end of the file is zero (or there is none). Otherwise
+    /// the bytes there must be cut off before new records are written: they may hold records of
+    /// an earlier, lost attempt to write the same lsns.
+    pub tail_is_zero: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct Recovered {
     pub report: RecoveryReport,
     pub segments: Vec<SegmentMeta>,
+    /// Set when the last segment that existed before `open` survives recovery with a valid header.
+    pub tail: Option<LogTail>,
     pub free: Vec<FreeSegment>,
     pub next_segment_id: u64,
     pub records_checked: u64,
@@ -59,6 +74,16 @@ struct SegmentFile {
     file: Arc<dyn StorageFile>,
     len_bytes: u64,
     header: std::result::Result<SegmentHeader, String>,
+}
+
+/// What reading one segment's chain of records found.
+struct SegmentScan {
+    /// The lsn after the segment's last valid record.
+    next_lsn: Lsn,
+    /// Offset after the last valid record: the clean end, or the bad record.
+    end_offset: usize,
+    /// What is wrong with the record at `end_offset`, when the chain broke there.
+    bad: Option<String>,
 }
 
 /// Where the chain of records broke.
@@ -89,7 +114,7 @@ pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanPara
         records_checked: 0,
         bytes_checked: 0,
     };
-    let (kept_len, expected) = scan.run(storage)?;
+    let (kept_len, expected, tail) = scan.run(storage)?;
 
     let free = collect_free_segments(storage, opts, &free_ids, scan.params.repair)?;
     let required = scan.params.required_from.unwrap_or(0);
@@ -109,6 +134,7 @@ pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanPara
     Ok(Recovered {
         report: scan.report,
         segments,
+        tail,
         free,
         next_segment_id,
         records_checked: scan.records_checked,
@@ -164,9 +190,10 @@ struct Scan<'a, 'p> {
 }
 
 impl Scan<'_, '_> {
-    /// Walks the chain of records. Returns how many segments (a prefix of `self.segments`) remain
-    /// and the lsn after the last record the log accounts for.
-    fn run(&mut self, storage: &dyn Storage) -> Result<(usize, Option<Lsn>)> {
+    /// Walks the chain of records. Returns how many segments (a prefix of `self.segments`) remain,
+    /// the lsn after the last record the log accounts for, and where the last segment ends when it
+    /// remains.
+    fn run(&mut self, storage: &dyn Storage) -> Result<(usize, Option<Lsn>, Option<LogTail>)> {
         let required = self.params.required_from.unwrap_or(0);
         let start = self
             .segments
@@ -175,6 +202,7 @@ impl Scan<'_, '_> {
             .unwrap_or(0);
         let mut expected: Option<Lsn> = None;
         let mut broken = None;
+        let mut tail = None;
         for index in start..self.segments.len() {
             let Some(segment) = self.segments.get(index) else { break };
             let first_lsn = match &segment.header {
@@ -211,12 +239,22 @@ impl Scan<'_, '_> {
                 Some(_) => {}
             }
             let bytes = read_segment(segment)?;
-            let (next, bad) = self.replay_segment(&bytes, first_lsn)?;
-            expected = Some(next);
+            let scanned = self.replay_segment(&bytes, first_lsn)?;
+            expected = Some(scanned.next_lsn);
             self.report.segments_read += 1;
             self.bytes_checked += bytes.len() as u64;
-            if let Some((offset, what)) = bad {
-                broken = Some(Break::Record { index, offset, what });
+            if index + 1 == self.segments.len() {
+                // A bad record here is either an error or a torn tail cut off at `end_offset`.
+                let tail_is_zero = scanned.bad.is_some()
+                    || bytes.get(scanned.end_offset..).unwrap_or_default().iter().all(|&b| b == 0);
+                tail = Some(LogTail {
+                    end_offset: scanned.end_offset as u64,
+                    next_lsn: scanned.next_lsn,
+                    tail_is_zero,
+                });
+            }
+            if let Some(what) = scanned.bad {
+                broken = Some(Break::Record { index, offset: scanned.end_offset, what });
                 break;
             }
         }
@@ -229,20 +267,26 @@ impl Scan<'_, '_> {
                 segment.file.sync()?;
             }
         }
-        Ok((kept_len, expected))
+        if kept_len < self.segments.len() {
+            tail = None;
+        }
+        Ok((kept_len, expected, tail))
     }
 
-    /// Replays the records of one segment. Returns the lsn after its last record and, if the chain
-    /// broke inside it, the offset of the bad record and what is wrong with it.
-    fn replay_segment(&mut self, bytes: &[u8], first_lsn: Lsn) -> Result<(Lsn, Option<(usize, String)>)> {
+    /// Replays the data records of one segment (markers are checked, not replayed): where its
+    /// records end, the lsn after the last one, and what is wrong with the record at `end_offset`
+    /// if the chain broke there.
+    fn replay_segment(&mut self, bytes: &[u8], first_lsn: Lsn) -> Result<SegmentScan> {
         let mut expected = first_lsn;
         let mut offset = SEGMENT_HEADER_BYTES;
-        loop {
+        let bad = loop {
             match decode_record(bytes, offset) {
-                RecordSlot::EndOfFile | RecordSlot::EndMarker => return Ok((expected, None)),
-                RecordSlot::Valid { lsn, .. } if lsn < expected => return Ok((expected, None)),
-                RecordSlot::Valid { lsn, payload, record_bytes, .. } if lsn == expected => {
-                    if lsn >= self.params.min_lsn {
+                RecordSlot::EndOfFile | RecordSlot::EndMarker => break None,
+                RecordSlot::Valid { lsn, .. } if lsn < expected => break None,
+                RecordSlot::Valid { lsn, payload, record_bytes, is_durability_marker, .. }
+                    if lsn == expected =>
+                {
+                    if lsn >= self.params.min_lsn && !is_durability_marker {
                         let payload = bytes.get(payload).unwrap_or_default();
                         (self.params.replay)(lsn, payload)?;
                         self.report.records_replayed += 1;
@@ -253,14 +297,12 @@ impl Scan<'_, '_> {
                     offset += record_bytes;
                 }
                 RecordSlot::Valid { lsn, .. } => {
-                    return Ok((
-                        expected,
-                        Some((offset, format!("found lsn {lsn} where lsn {expected} belongs"))),
-                    ))
+                    break Some(format!("found lsn {lsn} where lsn {expected} belongs"));
                 }
-                RecordSlot::Invalid(what) => return Ok((expected, Some((offset, what)))),
+                RecordSlot::Invalid(what) => break Some(what),
             }
-        }
+        };
+        Ok(SegmentScan { next_lsn: expected, end_offset: offset, bad })
     }
 
     /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.

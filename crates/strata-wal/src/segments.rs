@@ -1,6 +1,6 @@
 //! The segment files while the log is open: placing encoded records into segments (rollover),
-//! creating or recycling segments, and releasing old ones. One writer at a time (the commit
-//! leader, or `truncate_before`) holds the `SegmentWriter`.
+//! continuing the last segment after `open`, creating or recycling segments, and releasing old
+//! ones. One writer at a time (the commit leader, or `truncate_before`) holds the `SegmentWriter`.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use strata_io::{OpenOptions, Storage, StorageFile};
 use crate::counters::{bump, Counters};
 use crate::format::{encoded_record_bytes_at, SegmentHeader, END_MARKER, SEGMENT_HEADER_BYTES};
 use crate::options::WalOptions;
-use crate::recovery::{FreeSegment, SegmentMeta};
+use crate::recovery::{FreeSegment, LogTail, SegmentMeta};
 use crate::Lsn;
 
 #[derive(Debug)]
@@ -29,6 +29,9 @@ pub(crate) struct SegmentWriter {
     /// Segment files in id order. When `active` is set it is the last one.
     segments: Vec<SegmentMeta>,
     active: Option<ActiveSegment>,
+    /// Where the last segment's records ended at `open`: the first write continues there when
+    /// its first lsn is `next_lsn`. Taken by the first write.
+    continuation: Option<LogTail>,
     free: Vec<FreeSegment>,
     next_segment_id: u64,
     counters: Arc<Counters>,
@@ -39,13 +42,14 @@ impl SegmentWriter {
         storage: Arc<dyn Storage>,
         opts: WalOptions,
         segments: Vec<SegmentMeta>,
+        continuation: Option<LogTail>,
         free: Vec<FreeSegment>,
         next_segment_id: u64,
         counters: Arc<Counters>,
     ) -> SegmentWriter {
         let disk_bytes = segments.iter().map(|s| s.len_bytes).chain(free.iter().map(|f| f.len_bytes)).sum();
         counters.disk_bytes.store(disk_bytes, Relaxed);
-        SegmentWriter { storage, opts, segments, active: None, free, next_segment_id, counters }
+        SegmentWriter { storage, opts, segments, active: None, continuation, free, next_segment_id, counters }
     }
 
     /// Writes `records` (encoded records with lsns `first_lsn..=last_lsn`, back to back) to the
@@ -63,7 +67,10 @@ impl SegmentWriter {
         let (mut pos, mut lsn) = (0usize, first_lsn);
         while pos < records_len {
             if self.active.is_none() {
-                self.start_segment(lsn)?;
+                match self.continuation.take() {
+                    Some(tail) if tail.next_lsn == lsn => self.continue_last_segment(tail)?,
+                    _ => self.start_segment(lsn)?,
+                };
             }
             let Some(active) = self.active.as_mut() else { continue };
             let room = self.opts.record_space_end().saturating_sub(active.write_offset);
@@ -217,6 +224,42 @@ impl SegmentWriter {
         }))
     }
 
+    /// Makes the last segment found by recovery the active one, with the next record going right
+    /// after its last valid record. Recovery synced the segment, so what it read is what is
+    /// durable; bytes after the end that are not zero are cut off durably first, because they may
+    /// hold records of an earlier, lost attempt at the same lsns (written out of order before a
+    /// crash), which a torn write of the new records could otherwise expose. A segment shortened
+    /// by a repair (or by that cut) is extended again when preallocation is on.
+    fn continue_last_segment(&mut self, tail: LogTail) -> Result<&mut ActiveSegment> {
+        let Some(meta) = self.segments.last() else {
+            return Err(Error::invalid("WAL has no segment to continue"));
+        };
+        let file = self.storage.open(&meta.name, OpenOptions::existing())?;
+        let mut len_bytes = file.len()?;
+        if len_bytes < tail.end_offset {
+            return Err(Error::invalid(format!(
+                "WAL segment {} shrank to {len_bytes} bytes after recovery read records up to {}",
+                meta.name, tail.end_offset
+            )));
+        }
+        if !tail.tail_is_zero {
+            file.set_len(tail.end_offset)?;
+            file.sync()?;
+            bump(&self.counters.syncs, 1);
+            len_bytes = tail.end_offset;
+        }
+        if self.opts.preallocate && len_bytes < self.opts.segment_bytes {
+            file.allocate(self.opts.segment_bytes)?;
+            len_bytes = self.opts.segment_bytes;
+        }
+        self.set_last_segment_len(len_bytes);
+        Ok(self.active.insert(ActiveSegment {
+            file,
+            write_offset: tail.end_offset,
+            holds_records: tail.end_offset > SEGMENT_HEADER_BYTES as u64,
+        }))
+    }
+
     fn prepare_new_segment(&self, file: &dyn StorageFile, start: &[u8]) -> Result<()> {
         if self.opts.preallocate {
             file.allocate(self.opts.segment_bytes)?;
@@ -231,6 +274,15 @@ impl SegmentWriter {
         self.sync_active()?;
         self.active = None;
         Ok(())
+    }
+
+    /// Records a new length of the last segment file (shorter or longer).
+    fn set_last_segment_len(&mut self, len_bytes: u64) {
+        if let Some(meta) = self.segments.last_mut() {
+            let old = std::mem::replace(&mut meta.len_bytes, len_bytes);
+            self.counters.disk_bytes.fetch_add(len_bytes, Relaxed);
+            self.counters.disk_bytes.fetch_sub(old, Relaxed);
+        }
     }
 
     fn note_active_len(&mut self, reach_bytes: u64) {

@@ -1,12 +1,15 @@
 //! The open log: appends into a memory buffer, group commit, checkpoint truncation.
 //!
-//! Locks (never taken in the other order): `writer` then `buffer`. `commit_state` is only held on
-//! its own. Invariants:
+//! Locks (never taken in the other order): `marked_lsn` (held across a marker's append and
+//! commit), then `writer`, then `buffer`. `commit_state` is never held while taking another lock.
+//! Invariants:
 //! - `durable_lsn <= written_lsn <= last_lsn`; a record is on the storage once `lsn <=
 //!   written_lsn` and durable once `lsn <= durable_lsn`, which is published only after a successful
 //!   fdatasync of every segment holding records up to it.
 //! - Only the commit leader (`commit_state.leader_active`) or `truncate_before` touches files.
 //! - Once poisoned, nothing is written or reported durable any more.
+//! - `sync` and `close` end with a durable marker record whose `synced_lsn` covers every record
+//!   they made durable, so damage to those records is later told apart from a torn tail.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -17,7 +20,7 @@ use strata_core::{Durability, Error, Result, VerifyReport};
 use strata_io::Storage;
 
 use crate::counters::{bump, Counters};
-use crate::format::{encode_record, MAX_PAYLOAD_BYTES};
+use crate::format::{encode_durability_marker, encode_record, MAX_PAYLOAD_BYTES};
 use crate::options::{RecoveryReport, WalOptions, WalStats};
 use crate::recovery::{recover, ScanParams};
 use crate::segments::SegmentWriter;
@@ -36,6 +39,10 @@ pub struct Wal {
     durable_lsn: AtomicU64,
     poisoned: AtomicBool,
     poison_text: Mutex<String>,
+    /// Lsn of the newest durable marker (or, after `open`, of the last record recovery made
+    /// durable): every record up to it is covered by a durable marker or needs none. Held while
+    /// a marker is written, so concurrent `sync` calls write one marker, not one each.
+    marked_lsn: Mutex<Lsn>,
     /// Set by `close` once everything is durable.
     closed: AtomicBool,
     counters: Arc<Counters>,
@@ -64,7 +71,10 @@ struct CommitState {
 impl Wal {
     /// Recovers the log in `storage`: calls `replay(lsn, payload)` for every valid record with
     /// `lsn >= min_lsn`, in lsn order, applies `opts.recovery_mode`, repairs a tolerated torn tail,
-    /// and prepares for appends at `max(last valid lsn + 1, min_lsn)`.
+    /// and prepares for appends at `max(last valid lsn + 1, min_lsn)`. Nothing is written until
+    /// the first record is; that record continues the last segment when it can, else a new one
+    /// is created. Durability markers in the log are checked but never passed to `replay`, so the
+    /// replayed lsns can have gaps.
     ///
     /// `min_lsn` must not be below an lsn passed to `truncate_before` earlier: records the caller
     /// needs but the log no longer holds are reported as corruption. When `open` fails, `replay`
@@ -84,6 +94,7 @@ impl Wal {
             storage,
             opts.clone(),
             recovered.segments,
+            recovered.tail,
             recovered.free,
             recovered.next_segment_id,
             counters.clone(),
@@ -105,6 +116,8 @@ impl Wal {
             durable_lsn: AtomicU64::new(next_lsn - 1),
             poisoned: AtomicBool::new(false),
             poison_text: Mutex::new(String::new()),
+            // Recovery made every record it kept durable; a read-only session writes nothing.
+            marked_lsn: Mutex::new(next_lsn - 1),
             closed: AtomicBool::new(false),
             counters,
         };
@@ -122,9 +135,15 @@ impl Wal {
                 payload.len()
             )));
         }
+        self.append_entry(Some(payload))
+    }
+
+    /// Buffers a data record (`Some(payload)`) or, with `None`, a durability marker. Markers are
+    /// accepted while `close` is in progress.
+    fn append_entry(&self, payload: Option<&[u8]>) -> Result<Lsn> {
         self.check_poisoned()?;
         let mut buffer = self.buffer.lock();
-        if buffer.closing {
+        if buffer.closing && payload.is_some() {
             return Err(Error::Closed);
         }
         let lsn = buffer.next_lsn;
@@ -133,13 +152,21 @@ impl Wal {
         }
         // Every lsn up to durable_lsn (< lsn) is durable now; the record may say so.
         let synced_lsn = self.durable_lsn.load(Acquire);
-        encode_record(lsn, synced_lsn, payload, &mut buffer.records);
+        match payload {
+            Some(payload) => encode_record(lsn, synced_lsn, payload, &mut buffer.records),
+            None => encode_durability_marker(lsn, synced_lsn, &mut buffer.records),
+        }
         buffer.next_lsn = lsn + 1;
         self.last_lsn.store(lsn, Release);
         let buffer_full = buffer.records.len() >= self.opts.buffer_bytes;
         drop(buffer);
-        bump(&self.counters.records_appended, 1);
-        bump(&self.counters.payload_bytes_appended, payload.len() as u64);
+        match payload {
+            Some(payload) => {
+                bump(&self.counters.records_appended, 1);
+                bump(&self.counters.payload_bytes_appended, payload.len() as u64);
+            }
+            None => bump(&self.counters.durability_markers_appended, 1),
+        }
         if buffer_full {
             self.commit(lsn, Durability::Buffered)?;
         }
@@ -198,14 +225,31 @@ impl Wal {
         }
     }
 
-    /// Makes every appended record durable; returns the last lsn.
+    /// Makes every record appended so far durable and returns the last lsn appended before the
+    /// call. When that made records durable that no durable marker covers yet, it then appends a
+    /// durability marker (which takes the next lsn) and syncs again, so that damage to those
+    /// records is later reported as corruption instead of being dropped as a torn tail.
     pub fn sync(&self) -> Result<Lsn> {
         if self.closed.load(Acquire) {
             return Err(Error::Closed);
         }
         let lsn = self.last_lsn();
         self.commit(lsn, Durability::Sync)?;
+        self.write_durability_marker()?;
         Ok(lsn)
+    }
+
+    /// Appends a durability marker naming `durable_lsn` and makes it durable, unless a durable
+    /// marker already covers every durable record.
+    fn write_durability_marker(&self) -> Result<()> {
+        let mut marked_lsn = self.marked_lsn.lock();
+        if self.durable_lsn() <= *marked_lsn {
+            return Ok(());
+        }
+        let marker_lsn = self.append_entry(None)?;
+        self.commit(marker_lsn, Durability::Sync)?;
+        *marked_lsn = marker_lsn;
+        Ok(())
     }
 
     /// Releases segments whose records are all `< lsn` (recycled up to `recycle_segments`, else
@@ -218,7 +262,8 @@ impl Wal {
         self.writer.lock().truncate_before(lsn)
     }
 
-    /// The last appended lsn; right after `open`, the last lsn the log accounts for (0 if none).
+    /// The last lsn handed out, to a record or a durability marker; right after `open`, the last
+    /// lsn the log accounts for (0 if none).
     pub fn last_lsn(&self) -> Lsn {
         self.last_lsn.load(Acquire)
     }
@@ -238,8 +283,8 @@ impl Wal {
         (writer.segment_count(), writer.free_count())
     }
 
-    /// Makes everything durable and closes the log: later appends, syncs and truncations return
-    /// `Error::Closed`. Closing twice is fine.
+    /// Makes everything durable (ending with a durability marker, like `sync`) and closes the
+    /// log: later appends, syncs and truncations return `Error::Closed`. Closing twice is fine.
     pub fn close(&self) -> Result<()> {
         {
             let mut buffer = self.buffer.lock();
@@ -248,7 +293,8 @@ impl Wal {
             }
             buffer.closing = true;
         }
-        let synced = self.commit(self.last_lsn(), Durability::Sync);
+        let synced =
+            self.commit(self.last_lsn(), Durability::Sync).and_then(|()| self.write_durability_marker());
         self.closed.store(true, Release);
         self.writer.lock().release_files();
         synced
@@ -256,7 +302,7 @@ impl Wal {
 
     /// Reads every segment and checks every checksum and the recovery rules of
     /// `opts.recovery_mode`, changing nothing (a torn tail that mode tolerates is accepted).
-    /// Meant for a log that is not open for writing.
+    /// Meant for a log that is not open for writing. `records_checked` counts markers too.
     pub fn verify(storage: &dyn Storage, opts: &WalOptions) -> Result<VerifyReport> {
         opts.validate()?;
         let mut ignore = |_: Lsn, _: &[u8]| Ok(());

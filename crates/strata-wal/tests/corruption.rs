@@ -96,7 +96,7 @@ fn a_damaged_last_record_never_acknowledged_is_a_torn_tail() {
     }
     let last = wal.append(b"the last record, written but never acknowledged").unwrap();
     wal.commit(last, Durability::Buffered).unwrap();
-    wal.close().unwrap(); // makes it durable, but no later record says so
+    drop(wal); // the process ends without flush or close: no later record says `last` is durable
     let offset = position_of(storage.as_ref(), FIRST_SEGMENT, last);
     sim.flip_bit(FIRST_SEGMENT, offset + 30, 6).unwrap();
 
@@ -120,6 +120,9 @@ fn a_damaged_last_record_never_acknowledged_is_a_torn_tail() {
     );
     let lsn = wal.append(b"replacement 21").unwrap();
     wal.commit(lsn, Durability::Sync).unwrap();
+    assert_eq!(segment_names(storage.as_ref(), &opts), [FIRST_SEGMENT], "the repaired segment continues");
+    assert_eq!(sim.durable_contents(FIRST_SEGMENT).unwrap().len() as u64, opts.segment_bytes, "re-extended");
+    assert_eq!(position_of(storage.as_ref(), FIRST_SEGMENT, 21), offset);
     wal.close().unwrap();
     let (_wal, _, replayed) = open(&storage, &strict(&opts), 1).unwrap();
     assert_eq!(replayed.last().unwrap(), &(21, b"replacement 21".to_vec()));
@@ -210,7 +213,7 @@ fn flipped_bits_found_by_verify_through_the_plain_file_interface() {
     let segments = segment_names(storage.as_ref(), &opts);
     let report = Wal::verify(storage.as_ref(), &opts).unwrap();
     assert_eq!(report.files_checked, segments.len() as u64);
-    assert_eq!(report.records_checked, 100);
+    assert_eq!(report.records_checked, 101, "100 records and the durability marker close() wrote");
     let total: u64 = segments.iter().map(|n| read_file(storage.as_ref(), n).len() as u64).sum();
     assert_eq!(report.bytes_checked, total);
     let offset = position_of(storage.as_ref(), &segments[0], 3);
@@ -234,23 +237,40 @@ fn stale_records_in_recycled_segments_end_the_log_cleanly_even_in_strict_mode() 
     wal.close().unwrap();
     assert_eq!(free_names(storage.as_ref(), &opts).len(), 2);
 
+    // The log continues the last segment until it is full, then takes a recycled one.
     let (wal, _, _) = open(&storage, &opts, checkpoint).unwrap();
-    for i in 0..3u8 {
-        let lsn = wal.append(&[i; 60]).unwrap(); // 88-byte records: they end inside a stale one
+    let mut lsns = vec![checkpoint];
+    let mut in_recycled = 0;
+    while in_recycled < 3 {
+        let lsn = wal.append(&[lsns.len() as u8; 60]).unwrap(); // 88-byte records: they end inside a stale one
         wal.commit(lsn, Durability::Buffered).unwrap();
+        lsns.push(lsn);
+        in_recycled += u64::from(wal.stats().segments_recycled == 1);
     }
-    assert_eq!(wal.stats().segments_recycled, 1);
     drop(wal); // no close
     let active = segment_names(storage.as_ref(), &opts).pop().unwrap();
     let bytes = read_file(storage.as_ref(), &active);
     let end = 32 + 3 * 88;
+    assert_eq!(record_positions(&bytes).len(), 3);
     assert!(bytes[end + 24..end + 200].iter().any(|&b| b != 0), "stale records follow the end marker");
 
-    let (_wal, report, replayed) = open(&storage, &opts, checkpoint).unwrap();
-    let lsns: Vec<Lsn> = replayed.iter().map(|r| r.0).collect();
-    assert_eq!(lsns, (checkpoint..=checkpoint + 3).collect::<Vec<_>>());
+    let (wal, report, replayed) = open(&storage, &opts, checkpoint).unwrap();
+    assert_eq!(replayed.iter().map(|r| r.0).collect::<Vec<Lsn>>(), lsns);
     assert_eq!(report.torn_tail_bytes_dropped, 0);
     Wal::verify(storage.as_ref(), &opts).unwrap();
+
+    // Continuing that segment first cuts the stale bytes off, then extends it again.
+    let lsn = wal.append(&[0xEE; 60]).unwrap();
+    wal.commit(lsn, Durability::Buffered).unwrap();
+    lsns.push(lsn);
+    assert_eq!(segment_names(storage.as_ref(), &opts).pop().unwrap(), active);
+    let bytes = read_file(storage.as_ref(), &active);
+    assert_eq!(bytes.len() as u64, opts.segment_bytes);
+    assert!(bytes[end + 88..].iter().all(|&b| b == 0), "stale records were cut off");
+    wal.close().unwrap();
+    let (_wal, report, replayed) = open(&storage, &opts, checkpoint).unwrap();
+    assert_eq!(replayed.iter().map(|r| r.0).collect::<Vec<Lsn>>(), lsns);
+    assert_eq!(report.torn_tail_bytes_dropped, 0);
 }
 
 #[test]
@@ -305,4 +325,74 @@ fn recovery_never_panics_and_never_returns_damaged_records() {
         }
     }
     assert!((30..270).contains(&accepted), "{accepted} of 300 damaged logs were accepted");
+}
+
+/// A flipped bit in the last data records is proven to be corruption by the durability marker
+/// that `sync()` (an engine's flush) or `close()` wrote after them.
+#[test]
+fn a_flipped_bit_in_the_last_records_after_sync_or_close_is_corruption_in_both_modes() {
+    let last_payload = b"the last record before the flush".to_vec();
+    for (case, delta) in [0u64, 5, 9, 17, 30].into_iter().enumerate() {
+        for close in [false, true] {
+            let context = format!("byte +{delta}, {}", if close { "close" } else { "sync" });
+            let sim = SimStorage::new(case as u64);
+            let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+            let opts = small_opts(64 << 10);
+            let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+            for i in 1..=19u64 {
+                let lsn = wal.append(&payload(i, 100)).unwrap();
+                wal.commit(lsn, Durability::Buffered).unwrap();
+            }
+            let last = wal.append(&last_payload).unwrap();
+            wal.commit(last, Durability::Sync).unwrap();
+            if close {
+                wal.close().unwrap();
+            } else {
+                assert_eq!(wal.sync().unwrap(), last);
+            }
+            drop(wal);
+            let offset = position_of(storage.as_ref(), FIRST_SEGMENT, last);
+            sim.flip_bit(FIRST_SEGMENT, offset + delta, 2).unwrap();
+            for opts in [opts.clone(), strict(&opts)] {
+                let (err, replayed) = open_err(&storage, &opts);
+                match &err {
+                    Error::Corruption { file, offset: at, what } => {
+                        assert_eq!((file.as_str(), *at), (FIRST_SEGMENT, offset), "{context}: {what}");
+                        assert!(what.contains("not a torn tail"), "{context}: {what}");
+                    }
+                    other => panic!("{context}: {other}"),
+                }
+                assert_eq!(replayed, (1..last).collect::<Vec<_>>(), "{context}");
+                let err = Wal::verify(storage.as_ref(), &opts).unwrap_err();
+                assert!(
+                    matches!(&err, Error::Corruption { file, offset: at, .. } if file == FIRST_SEGMENT && *at == offset),
+                    "{context}: {err}"
+                );
+            }
+        }
+    }
+}
+
+/// The inherent limit: a `Sync` commit writes no marker, so when the process ends without a
+/// flush or close, nothing after the last records says they were durable, and damage to them
+/// looks exactly like a torn tail.
+#[test]
+fn damage_to_the_last_sync_commits_without_a_flush_still_looks_like_a_torn_tail() {
+    let sim = SimStorage::new(21);
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let opts = small_opts(64 << 10);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    for i in 1..=20u64 {
+        let lsn = wal.append(&payload(i, 100)).unwrap();
+        wal.commit(lsn, Durability::Sync).unwrap();
+    }
+    assert_eq!(wal.stats().durability_markers_appended, 0, "commit(Sync) writes no marker");
+    drop(wal);
+    let offset = position_of(storage.as_ref(), FIRST_SEGMENT, 20);
+    sim.flip_bit(FIRST_SEGMENT, offset + 9, 0).unwrap();
+    let (err, _) = open_err(&storage, &strict(&opts));
+    assert!(matches!(&err, Error::Corruption { what, .. } if what.contains("torn tail")), "{err}");
+    let (_wal, report, replayed) = open(&storage, &opts, 1).unwrap();
+    assert_replayed_range(&replayed, 1, 19, 100);
+    assert!(report.torn_tail_bytes_dropped > 0);
 }

@@ -173,3 +173,66 @@ fn sync_commit_syncs_and_buffered_commit_only_writes() {
     let positions = record_positions(&bytes);
     assert_eq!(positions.iter().map(|p| (p.1, p.2)).collect::<Vec<_>>(), vec![(1, 0), (2, 0), (3, 2)]);
 }
+
+/// Flushes (`sync()`) racing with `Sync` commits: each flush makes everything before it durable
+/// and writes at most one durability marker, syncs are still shared, and markers never reach the
+/// replay.
+#[test]
+fn concurrent_flushes_and_sync_commits_share_syncs() {
+    const THREADS: u64 = 8;
+    const COMMITS_PER_THREAD: u64 = 40;
+    const FLUSH_EVERY: u64 = 5;
+    let file_syncs = Arc::new(AtomicU64::new(0));
+    let slow = SlowSyncStorage {
+        inner: MemStorage::new(),
+        sync_delay: Duration::from_millis(1),
+        file_syncs: file_syncs.clone(),
+    };
+    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let opts = small_opts(64 << 10);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let wal = Arc::new(wal);
+    let engine_lock = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let barrier = Arc::new(Barrier::new(THREADS as usize));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (wal, engine_lock, barrier) = (wal.clone(), engine_lock.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for i in 0..COMMITS_PER_THREAD {
+                    let payload = format!("thread {t} commit {i}").into_bytes();
+                    let lsn = {
+                        let mut applied = engine_lock.lock();
+                        let lsn = wal.append(&payload).unwrap();
+                        applied.push((lsn, payload));
+                        lsn
+                    };
+                    if i % FLUSH_EVERY == 0 {
+                        assert!(wal.sync().unwrap() >= lsn);
+                    } else {
+                        wal.commit(lsn, Durability::Sync).unwrap();
+                    }
+                    assert!(wal.durable_lsn() >= lsn, "lsn {lsn} returned before it was durable");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let commits = THREADS * COMMITS_PER_THREAD;
+    let flushes = THREADS * COMMITS_PER_THREAD / FLUSH_EVERY;
+    let stats = wal.stats();
+    assert_eq!(stats.records_appended, commits);
+    assert_eq!(wal.last_lsn(), commits + stats.durability_markers_appended);
+    assert!((1..=flushes).contains(&stats.durability_markers_appended), "{stats:?}");
+    assert_eq!(stats.syncs, file_syncs.load(Ordering::Relaxed), "{stats:?}");
+    assert!(stats.syncs < commits / 2, "group commit should share syncs: {stats:?}");
+    assert!(stats.group_commits > 0, "{stats:?}");
+    wal.close().unwrap();
+
+    let (_wal, _, replayed) = open(&storage, &opts, 1).unwrap();
+    let mut applied = engine_lock.lock().clone();
+    applied.sort();
+    assert_eq!(replayed, applied, "log order equals apply order; markers are not replayed");
+}

@@ -37,22 +37,33 @@ fn reopen_replays_every_record_in_order_across_many_rollovers() {
     assert!(matches!(wal.sync(), Err(Error::Closed)));
     wal.close().unwrap();
 
+    // close() ended the log with a durability marker at lsn 2001: checked, never replayed.
     let (wal, report, replayed) = open(&storage, &opts, 1).unwrap();
     assert_replayed_range(&replayed, 1, 2000, MAX_PAYLOAD);
-    assert_eq!((report.records_replayed, report.last_lsn, report.next_lsn), (2000, 2000, 2001));
+    assert_eq!((report.records_replayed, report.last_lsn, report.next_lsn), (2000, 2001, 2002));
     assert_eq!(report.torn_tail_bytes_dropped, 0);
     assert_eq!(report.segments_read as usize, segment_names(storage.as_ref(), &opts).len());
-    assert_eq!(wal.last_lsn(), 2000);
-    assert_eq!(wal.durable_lsn(), 2000);
+    assert_eq!(wal.last_lsn(), 2001);
+    assert_eq!(wal.durable_lsn(), 2001);
     let before = segment_names(storage.as_ref(), &opts);
-    assert_eq!(wal.append(b"after reopen").unwrap(), 2001);
-    wal.sync().unwrap();
-    let after = segment_names(storage.as_ref(), &opts);
-    assert_eq!(after.len(), before.len() + 1, "appends after open go to a new segment");
+    let last_segment_bytes = read_file(storage.as_ref(), before.last().unwrap());
+    assert_eq!(wal.append(b"after reopen").unwrap(), 2002);
+    assert_eq!(wal.sync().unwrap(), 2002);
+    assert_eq!(wal.last_lsn(), 2003, "sync() appended a durability marker");
+    assert_eq!(
+        segment_names(storage.as_ref(), &opts),
+        before,
+        "appends after open continue the last segment"
+    );
+    let continued = read_file(storage.as_ref(), before.last().unwrap());
+    let positions = record_positions(&continued);
+    let lsns: Vec<u64> = positions.iter().map(|p| p.1).collect();
+    assert_eq!(lsns[lsns.len() - 3..], [2001, 2002, 2003]);
+    assert!(positions.len() > record_positions(&last_segment_bytes).len());
     drop(wal);
     let (_wal, _, replayed) = open(&storage, &opts, 1990).unwrap();
     assert_eq!(replayed.len(), 12);
-    assert_eq!(replayed.last().unwrap(), &(2001, b"after reopen".to_vec()));
+    assert_eq!(replayed.last().unwrap(), &(2002, b"after reopen".to_vec()));
 }
 
 #[test]
@@ -75,10 +86,11 @@ fn every_segment_fits_its_size_and_every_record_is_aligned() {
             assert_eq!(offset % 8, 0);
             assert_eq!(lsn, next_lsn);
             assert!(synced < lsn);
+            assert_eq!(is_durability_marker_at(&bytes, offset), lsn == 501, "lsn {lsn}");
             next_lsn += 1;
         }
     }
-    assert_eq!(next_lsn, 501);
+    assert_eq!(next_lsn, 502, "500 records and the marker close() wrote");
 }
 
 #[test]
@@ -150,9 +162,14 @@ fn min_lsn_skips_old_records_and_can_move_the_next_lsn_forward() {
 
     let (wal, report, replayed) = open(&storage, &opts, 1000).unwrap();
     assert!(replayed.is_empty());
-    assert_eq!((report.last_lsn, report.next_lsn), (600, 1000));
+    assert_eq!((report.last_lsn, report.next_lsn), (601, 1000), "lsn 601 is close()'s marker");
     assert_eq!(wal.append(b"jump").unwrap(), 1000);
     wal.close().unwrap();
+    assert_eq!(
+        segment_names(storage.as_ref(), &opts).len() as u64,
+        all_segments + 1,
+        "skipped lsns cannot continue the last segment: a new one starts at min_lsn"
+    );
     let (_wal, _, replayed) = open(&storage, &opts, 1000).unwrap();
     assert_eq!(replayed, vec![(1000, b"jump".to_vec())]);
     strata_wal::Wal::verify(storage.as_ref(), &opts).unwrap();
@@ -164,8 +181,10 @@ fn truncate_before_releases_only_fully_covered_segments_and_recycles_them() {
     let opts = WalOptions { recycle_segments: 2, ..small_opts(4096) };
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let mut truncated_to = 1;
+    let mut appended = Vec::new();
     for i in 1..=3000u64 {
-        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        let lsn = wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        appended.push((lsn, payload(i, MAX_PAYLOAD)));
         if i % 250 == 0 {
             let synced = wal.sync().unwrap();
             truncated_to = synced - 100;
@@ -192,7 +211,7 @@ fn truncate_before_releases_only_fully_covered_segments_and_recycles_them() {
     wal.close().unwrap();
 
     let (_wal, _, replayed) = open(&storage, &opts, truncated_to).unwrap();
-    assert_replayed_range(&replayed, truncated_to, 3000, MAX_PAYLOAD);
+    assert_replayed_from(&replayed, &appended, truncated_to);
     let err = open(&storage, &opts, 1).unwrap_err();
     assert!(matches!(err, Error::Corruption { .. }), "records below a truncation are missing: {err}");
 }
@@ -211,7 +230,7 @@ fn truncate_never_releases_the_last_segment() {
     wal.close().unwrap();
     assert!(matches!(wal.truncate_before(1), Err(Error::Closed)));
     let (wal, report, _) = open(&storage, &opts, 101).unwrap();
-    assert_eq!(report.next_lsn, 101);
+    assert_eq!(report.next_lsn, 102, "lsn 101 is sync()'s marker");
     wal.truncate_before(u64::MAX).unwrap();
     assert_eq!(segment_names(storage.as_ref(), &opts).len(), 1, "the newest segment survives reopen");
 }
@@ -230,15 +249,17 @@ fn recycled_segments_left_from_an_earlier_run_are_reused() {
     assert_eq!(free_names(storage.as_ref(), &opts).len(), 3);
 
     let (wal, _, replayed) = open(&storage, &opts, last).unwrap();
-    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed, vec![(last, payload(last, MAX_PAYLOAD))]);
+    let mut appended = replayed;
     for i in 401..=700u64 {
-        wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        let lsn = wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        appended.push((lsn, payload(i, MAX_PAYLOAD)));
     }
     wal.close().unwrap();
     assert_eq!(wal.stats().segments_recycled, 3);
     assert!(free_names(storage.as_ref(), &opts).is_empty());
     let (_wal, _, replayed) = open(&storage, &opts, last).unwrap();
-    assert_replayed_range(&replayed, last, 700, MAX_PAYLOAD);
+    assert_replayed_from(&replayed, &appended, last);
 }
 
 #[test]
@@ -260,4 +281,45 @@ fn a_replay_error_aborts_open() {
     });
     assert!(matches!(result, Err(Error::InvalidArgument(msg)) if msg.contains("lsn 4")));
     assert_eq!(seen, 4);
+}
+
+#[test]
+fn durability_markers_are_written_by_sync_and_close_only_when_needed_and_never_replayed() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    assert_eq!(wal.sync().unwrap(), 0);
+    assert_eq!((wal.last_lsn(), wal.stats().durability_markers_appended), (0, 0), "nothing to cover");
+    assert!(storage.list().unwrap().is_empty());
+
+    wal.append(b"a").unwrap();
+    wal.append(b"b").unwrap();
+    assert_eq!(wal.sync().unwrap(), 2);
+    assert_eq!((wal.last_lsn(), wal.durable_lsn()), (3, 3), "marker 3 is durable");
+    assert_eq!(wal.sync().unwrap(), 3);
+    assert_eq!(wal.last_lsn(), 3, "a marker covers everything durable: no second one");
+
+    let c = wal.append(b"c").unwrap();
+    wal.commit(c, Durability::Sync).unwrap();
+    assert_eq!(wal.last_lsn(), 4, "commit(Sync) writes no marker");
+    wal.close().unwrap();
+    assert_eq!(wal.last_lsn(), 5, "close() covers what the Sync commit made durable");
+    assert_eq!(wal.stats().durability_markers_appended, 2);
+    assert_eq!(wal.stats().records_appended, 3);
+
+    let bytes = read_file(storage.as_ref(), "wal-0000000000000001.log");
+    let positions = record_positions(&bytes);
+    let layout: Vec<(u64, u64, bool)> = positions
+        .iter()
+        .map(|&(offset, lsn, synced)| (lsn, synced, is_durability_marker_at(&bytes, offset)))
+        .collect();
+    assert_eq!(layout, [(1, 0, false), (2, 0, false), (3, 2, true), (4, 3, false), (5, 4, true)]);
+
+    let (wal, report, replayed) = open(&storage, &opts, 1).unwrap();
+    assert_eq!(replayed, vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (4, b"c".to_vec())]);
+    assert_eq!((report.records_replayed, report.last_lsn, report.next_lsn), (3, 5, 6));
+    wal.close().unwrap();
+    assert_eq!(read_file(storage.as_ref(), "wal-0000000000000001.log"), bytes, "nothing new, no marker");
+    let (_wal, _, replayed) = open(&storage, &opts, 3).unwrap();
+    assert_eq!(replayed, vec![(4, b"c".to_vec())]);
 }

@@ -1,12 +1,14 @@
 //! Helpers shared by the WAL integration tests.
 #![allow(dead_code)]
 
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rand::rngs::SmallRng;
 use rand::Rng;
-use strata_core::{Durability, RecoveryMode, Result};
-use strata_io::{OpenOptions, Storage};
+use strata_core::{Durability, Error, IoStats, RecoveryMode, Result};
+use strata_io::{CrashMode, OpenOptions, SimStorage, Storage, StorageFile, StorageLock};
 use strata_wal::{Lsn, RecoveryReport, Wal, WalOptions};
 
 pub type Replayed = Vec<(Lsn, Vec<u8>)>;
@@ -62,8 +64,11 @@ pub fn flip_bit(storage: &dyn Storage, name: &str, offset: u64, bit: u8) {
     file.write_at(offset, &byte).unwrap();
 }
 
-/// `(offset, lsn, synced_lsn)` of each record of a segment image, walking from offset 32 to the
-/// end marker. Parses independently of the crate's decoder.
+/// Bit 31 of `payload_len`: the record is a durability marker (see docs/format/wal.md).
+pub const DURABILITY_MARKER_FLAG: u32 = 0x8000_0000;
+
+/// `(offset, lsn, synced_lsn)` of each record (data or durability marker) of a segment image,
+/// walking from offset 32 to the end marker. Parses independently of the crate's decoder.
 pub fn record_positions(bytes: &[u8]) -> Vec<(u64, Lsn, Lsn)> {
     let mut out = Vec::new();
     let mut offset = 32usize;
@@ -72,7 +77,8 @@ pub fn record_positions(bytes: &[u8]) -> Vec<(u64, Lsn, Lsn)> {
         if header.iter().all(|&b| b == 0) {
             break;
         }
-        let payload_len = u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize;
+        let payload_len_field = u32::from_le_bytes(header[4..8].try_into().unwrap());
+        let payload_len = (payload_len_field & !DURABILITY_MARKER_FLAG) as usize;
         let lsn = u64::from_le_bytes(header[8..16].try_into().unwrap());
         let synced = u64::from_le_bytes(header[16..24].try_into().unwrap());
         out.push((offset as u64, lsn, synced));
@@ -81,7 +87,14 @@ pub fn record_positions(bytes: &[u8]) -> Vec<(u64, Lsn, Lsn)> {
     out
 }
 
-/// Asserts that `replayed` holds exactly the records `from..=to` with their `payload(lsn, max)`.
+/// Whether the record at `offset` of a segment image is a durability marker.
+pub fn is_durability_marker_at(bytes: &[u8], offset: u64) -> bool {
+    let field = &bytes[offset as usize + 4..offset as usize + 8];
+    u32::from_le_bytes(field.try_into().unwrap()) & DURABILITY_MARKER_FLAG != 0
+}
+
+/// Asserts that `replayed` holds exactly the records `from..=to` with their `payload(lsn, max)`
+/// (for logs with no durability marker inside that range).
 pub fn assert_replayed_range(replayed: &Replayed, from: Lsn, to: Lsn, max_bytes: usize) {
     let lsns: Vec<Lsn> = replayed.iter().map(|(lsn, _)| *lsn).collect();
     let expected: Vec<Lsn> = (from..=to).collect();
@@ -91,12 +104,25 @@ pub fn assert_replayed_range(replayed: &Replayed, from: Lsn, to: Lsn, max_bytes:
     }
 }
 
+/// Asserts that `replayed` is exactly the records of `appended` (`(lsn, payload)` in lsn order)
+/// with `lsn >= from`.
+pub fn assert_replayed_from(replayed: &Replayed, appended: &[(Lsn, Vec<u8>)], from: Lsn) {
+    let expected: Vec<&(Lsn, Vec<u8>)> = appended.iter().filter(|(lsn, _)| *lsn >= from).collect();
+    let lsns: Vec<Lsn> = replayed.iter().map(|(lsn, _)| *lsn).collect();
+    let expected_lsns: Vec<Lsn> = expected.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, expected_lsns, "replayed lsns");
+    for ((lsn, bytes), (_, appended)) in replayed.iter().zip(expected) {
+        assert_eq!(bytes, appended, "payload of lsn {lsn}");
+    }
+}
+
 /// What the test knows about the log across crashes.
 #[derive(Default)]
 pub struct Model {
-    /// Payload of lsn `i + 1` for every record appended and not lost since.
-    pub appended: Vec<Vec<u8>>,
-    /// Highest lsn a `commit(Sync)` or `sync()` acknowledged.
+    /// `(lsn, payload)` of every record appended and not lost since, in lsn order. Lsns have gaps
+    /// where durability markers sit.
+    pub appended: Vec<(Lsn, Vec<u8>)>,
+    /// Every record with an lsn up to this was acknowledged durable by `commit(Sync)` or `sync()`.
     pub acked: Lsn,
     /// Highest lsn passed to `truncate_before`; reopen passes it as `min_lsn`.
     pub checkpoint: Lsn,
@@ -109,24 +135,32 @@ impl Model {
         self.checkpoint.max(1)
     }
 
-    /// Checks a recovery against the model and forgets records that did not survive.
+    /// Checks a recovery against the model and forgets records that did not survive: what is
+    /// replayed must be a prefix of the records appended from `min_lsn` on, holding every
+    /// acknowledged one.
     pub fn check_recovery(&mut self, replayed: &Replayed, context: &str) {
         let first = self.min_lsn();
-        let survivors = first + replayed.len() as u64 - 1;
-        for (i, (lsn, bytes)) in replayed.iter().enumerate() {
-            assert_eq!(*lsn, first + i as u64, "{context}: replayed lsns are not contiguous from {first}");
-            let expected = self.appended.get(*lsn as usize - 1);
-            assert_eq!(Some(bytes), expected, "{context}: lsn {lsn} replayed other bytes than appended");
-        }
+        let skipped = self.appended.iter().take_while(|(lsn, _)| *lsn < first).count();
+        let expected = &self.appended[skipped..];
         assert!(
-            survivors >= self.acked,
-            "{context}: lsn {} was acknowledged durable but only {survivors} survived",
-            self.acked
+            replayed.len() <= expected.len(),
+            "{context}: {} records replayed, only {} appended from lsn {first}",
+            replayed.len(),
+            expected.len()
         );
-        if (survivors as usize) < self.appended.len() {
+        for ((lsn, bytes), (expected_lsn, expected_bytes)) in replayed.iter().zip(expected) {
+            assert_eq!(lsn, expected_lsn, "{context}: replayed lsns are not the appended ones");
+            assert_eq!(bytes, expected_bytes, "{context}: lsn {lsn} replayed other bytes than appended");
+        }
+        if let Some((lost_lsn, _)) = expected.get(replayed.len()) {
+            assert!(
+                *lost_lsn > self.acked,
+                "{context}: lsn {lost_lsn} was acknowledged durable (up to {}) but did not survive",
+                self.acked
+            );
             self.recoveries_losing_records += 1;
         }
-        self.appended.truncate(survivors as usize);
+        self.appended.truncate(skipped + replayed.len());
     }
 }
 
@@ -148,9 +182,10 @@ pub fn run_workload(wal: &Wal, model: &mut Model, rng: &mut SmallRng, ops: usize
                 let len = if rng.gen_bool(0.05) { rng.gen_range(500..3000) } else { rng.gen_range(0..120) };
                 let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
                 // A failed append may still have buffered (and written) the record: it is "maybe".
-                model.appended.push(bytes);
-                let lsn = wal.append(model.appended.last().map_or(&[][..], |b| b.as_slice()))?;
-                assert_eq!(lsn as usize, model.appended.len());
+                let expected_lsn = wal.last_lsn() + 1;
+                model.appended.push((expected_lsn, bytes));
+                let lsn = wal.append(model.appended.last().map_or(&[][..], |(_, b)| b.as_slice()))?;
+                assert_eq!(lsn, expected_lsn);
                 let durability = match rng.gen_range(0..10) {
                     0..=2 => Durability::Sync,
                     3..=6 => Durability::Buffered,
@@ -175,4 +210,106 @@ pub fn run_workload(wal: &Wal, model: &mut Model, rng: &mut SmallRng, ops: usize
         }
     }
     Ok(())
+}
+
+/// Encodes a data record the way docs/format/wal.md describes it, independently of the crate.
+pub fn encode_test_record(lsn: Lsn, synced_lsn: Lsn, payload: &[u8]) -> Vec<u8> {
+    let mut record = vec![0u8; 24];
+    record[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    record[8..16].copy_from_slice(&lsn.to_le_bytes());
+    record[16..24].copy_from_slice(&synced_lsn.to_le_bytes());
+    record.extend_from_slice(payload);
+    let crc = crc32c::crc32c(&record[4..]);
+    let masked = crc.rotate_right(15).wrapping_add(0xa282_ead8);
+    record[..4].copy_from_slice(&masked.to_le_bytes());
+    record.resize(record.len().next_multiple_of(8), 0);
+    record
+}
+
+/// A storage whose `crash_at_sync`-th file sync (counting from 1; 0 = never) does not sync but
+/// crashes the simulated machine (`CrashMode::Random`) and fails: a power loss while that
+/// fdatasync was in flight.
+#[derive(Debug)]
+pub struct CrashAtSync {
+    pub sim: SimStorage,
+    pub file_syncs: Arc<AtomicU64>,
+    pub crash_at_sync: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CrashAtSyncFile {
+    inner: Arc<dyn StorageFile>,
+    sim: SimStorage,
+    file_syncs: Arc<AtomicU64>,
+    crash_at_sync: Arc<AtomicU64>,
+}
+
+impl CrashAtSync {
+    pub fn new(sim: SimStorage) -> CrashAtSync {
+        CrashAtSync { sim, file_syncs: Arc::default(), crash_at_sync: Arc::default() }
+    }
+}
+
+impl Storage for CrashAtSync {
+    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
+        Ok(Arc::new(CrashAtSyncFile {
+            inner: self.sim.open(name, opts)?,
+            sim: self.sim.clone(),
+            file_syncs: self.file_syncs.clone(),
+            crash_at_sync: self.crash_at_sync.clone(),
+        }))
+    }
+    fn exists(&self, name: &str) -> Result<bool> {
+        self.sim.exists(name)
+    }
+    fn remove(&self, name: &str) -> Result<()> {
+        self.sim.remove(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.sim.rename(from, to)
+    }
+    fn list(&self) -> Result<Vec<String>> {
+        self.sim.list()
+    }
+    fn sync_dir(&self) -> Result<()> {
+        self.sim.sync_dir()
+    }
+    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
+        self.sim.lock(name)
+    }
+    fn io_stats(&self) -> IoStats {
+        self.sim.io_stats()
+    }
+    fn location(&self) -> String {
+        "crash-at-sync:".to_string()
+    }
+}
+
+impl StorageFile for CrashAtSyncFile {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn sync(&self) -> Result<()> {
+        let count = self.file_syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        if count == self.crash_at_sync.load(Ordering::SeqCst) {
+            self.sim.crash(CrashMode::Random);
+            return Err(Error::io("syncing during a simulated power loss", io::Error::other("power loss")));
+        }
+        self.inner.sync()
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        self.inner.set_len(len_bytes)
+    }
+    fn allocate(&self, len_bytes: u64) -> Result<()> {
+        self.inner.allocate(len_bytes)
+    }
 }
