@@ -1,0 +1,1 @@
+//! Engine `f2` (being written).

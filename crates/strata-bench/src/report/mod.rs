@@ -1,0 +1,231 @@
+//! The result of one `strata bench` invocation: what ran, where, and every measurement. Serialised
+//! as the `--json` file and rendered as the stdout table (`table.rs`).
+
+pub mod table;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::driver::LatencySummary;
+use crate::metrics::machine::{GitInfo, MachineInfo};
+use crate::metrics::DiskUsage;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub tool: String,
+    pub version: String,
+    pub started_unix_secs: u64,
+    pub command_line: Vec<String>,
+    pub machine: MachineInfo,
+    pub git: GitInfo,
+    pub workload: WorkloadConfig,
+    /// How to read `peak_rss_bytes`.
+    pub peak_rss_note: String,
+    pub engines: Vec<EngineReport>,
+    /// One item per (engine, phase) that ran: the load phase is workload `load`.
+    pub results: Vec<PhaseResult>,
+}
+
+/// Everything that shapes the trace; identical for every engine of the invocation.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadConfig {
+    pub workloads: Vec<String>,
+    pub records: u64,
+    /// Operations per run phase (summed over threads), or `null` with `duration_secs`.
+    pub ops_per_workload: Option<u64>,
+    pub duration_secs: Option<f64>,
+    pub threads: u32,
+    pub distribution: Option<String>,
+    pub zipf_theta: f64,
+    pub hotspot_keys_fraction: f64,
+    pub hotspot_ops_fraction: f64,
+    pub key_format: String,
+    pub key_bytes: Option<usize>,
+    pub value_bytes_min: usize,
+    pub value_bytes_max: usize,
+    pub preset: Option<String>,
+    /// `random`: hashed key numbers (YCSB insertorder=hashed); `seq`: keys ascend with insertion.
+    pub load_order: String,
+    pub max_scan_length: u32,
+    pub seed: u64,
+    pub memory_budget_bytes: u64,
+    /// True when the budget was derived from the data size (no `--memory-budget`).
+    pub memory_budget_auto: bool,
+    /// Loaded key + value bytes divided by the memory budget (≥ 3 for a larger-than-memory run).
+    pub data_to_budget_ratio: f64,
+    pub direct_io: bool,
+    pub sync_writes: bool,
+    pub custom_mix: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineReport {
+    pub name: String,
+    /// `ok`, `unsupported` (this build cannot run it) or `error`.
+    pub status: String,
+    pub message: Option<String>,
+    pub kind: String,
+    /// Every configuration choice the adapter reports, in its order.
+    pub config: Vec<Setting>,
+    pub open_ms: Option<f64>,
+    /// Flush + close at the end of the run.
+    pub close_ms: Option<f64>,
+    /// Opening the closed store again (recovery included).
+    pub reopen_ms: Option<f64>,
+    pub reopen_note: Option<String>,
+    pub page_cache_dropped: bool,
+    pub page_cache_note: String,
+    /// RSS right after the peak was reset, before this engine opened (the harness's own share).
+    pub baseline_rss_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Setting {
+    pub name: String,
+    pub value: String,
+}
+
+/// One phase of one engine.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseResult {
+    pub engine: String,
+    pub workload: String,
+    pub description: String,
+    /// `ok`, or `error` (the phase stopped at the first engine error).
+    pub status: String,
+    pub error: Option<String>,
+    pub ops: u64,
+    pub elapsed_secs: f64,
+    pub throughput_ops_per_sec: f64,
+    /// Throughput divided by the first engine's on the same workload.
+    pub throughput_vs_first: Option<f64>,
+    /// All operation types together.
+    pub latency_us: LatencySummary,
+    pub latency_us_by_op: BTreeMap<String, LatencySummary>,
+    pub not_found: u64,
+    pub scanned_records: u64,
+    /// Device bytes this process read/wrote during the phase (/proc/self/io read_bytes/write_bytes).
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
+    /// Bytes through read/write system calls, page cache included (/proc/self/io rchar/wchar).
+    pub rchar_bytes: Option<u64>,
+    pub wchar_bytes: Option<u64>,
+    /// The engine's own storage counters (Strata engines), delta over the phase.
+    pub engine_io: Option<EngineIo>,
+    pub user_bytes_written: u64,
+    pub user_bytes_read: u64,
+    /// Estimated key + value bytes of live records after the phase.
+    pub live_user_bytes: u64,
+    /// Allocated bytes (st_blocks * 512) under the engine's directory after the phase.
+    pub disk_bytes: u64,
+    pub disk_apparent_bytes: u64,
+    pub disk_files: u64,
+    /// VmHWM at the end of the phase: the process's peak since this engine was opened.
+    pub peak_rss_bytes: Option<u64>,
+    pub write_amplification: Option<f64>,
+    pub read_amplification: Option<f64>,
+    pub space_amplification: Option<f64>,
+    /// Load phase only: `flush()` after the last insert.
+    pub flush_ms: Option<f64>,
+}
+
+/// Deltas of `strata::Stats` over a phase.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct EngineIo {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub sync_ops: u64,
+    pub user_bytes_written: u64,
+    pub user_bytes_read: u64,
+    pub memory_bytes: u64,
+    pub disk_bytes: u64,
+}
+
+impl EngineIo {
+    pub fn delta(before: &strata::Stats, after: &strata::Stats) -> EngineIo {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        EngineIo {
+            bytes_read: d(after.io.bytes_read, before.io.bytes_read),
+            bytes_written: d(after.io.bytes_written, before.io.bytes_written),
+            read_ops: d(after.io.read_ops, before.io.read_ops),
+            write_ops: d(after.io.write_ops, before.io.write_ops),
+            sync_ops: d(after.io.sync_ops, before.io.sync_ops),
+            user_bytes_written: d(after.user_bytes_written, before.user_bytes_written),
+            user_bytes_read: d(after.user_bytes_read, before.user_bytes_read),
+            memory_bytes: after.memory_bytes,
+            disk_bytes: after.disk_bytes,
+        }
+    }
+}
+
+impl PhaseResult {
+    pub fn set_disk(&mut self, usage: DiskUsage) {
+        self.disk_bytes = usage.allocated_bytes;
+        self.disk_apparent_bytes = usage.apparent_bytes;
+        self.disk_files = usage.files;
+    }
+}
+
+/// `1.5 GiB`, `120 B`.
+pub fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `1,234,567`.
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Microseconds with sensible precision.
+pub fn fmt_us(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.2}")
+    } else if us < 1000.0 {
+        format!("{us:.1}")
+    } else {
+        fmt_count(us.round() as u64)
+    }
+}
+
+pub fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".into(), |r| format!("{r:.2}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_count(0), "0");
+        assert_eq!(fmt_count(1234567), "1,234,567");
+        assert_eq!(fmt_count(100), "100");
+        assert_eq!(fmt_bytes(120), "120 B");
+        assert_eq!(fmt_bytes(3 << 20), "3.0 MiB");
+        assert_eq!(fmt_us(1.234), "1.23");
+        assert_eq!(fmt_us(12345.6), "12,346");
+        assert_eq!(fmt_ratio(None), "-");
+    }
+}

@@ -1,0 +1,449 @@
+//! One invocation: for each engine, open it in a fresh directory, load, (drop the page cache), run
+//! each workload on the shared trace, close, reopen, clean up — measuring around every phase.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::adapter::{KvAdapter, OpenParams};
+use crate::driver::{run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource};
+use crate::engines::{self, EngineSource, OpenError};
+use crate::metrics::machine::{GitInfo, MachineInfo};
+use crate::metrics::{self, DiskUsage, ProcIo, Rss};
+use crate::report::{BenchReport, EngineIo, EngineReport, PhaseResult, Setting, WorkloadConfig};
+use crate::workload::trace::{ops_for_thread, value_pool, LoadTrace, TraceParams};
+use crate::workload::{Distribution, DistributionKind, KeySpec, ThreadTrace, ValueSpec, Workload};
+
+/// Everything a run needs, validated (see `cli`).
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub engines: Vec<String>,
+    /// Run phases after the load, in order (empty: load only).
+    pub workloads: Vec<Workload>,
+    pub records: u64,
+    /// Operations per run phase over all threads; `None` with `duration`.
+    pub ops: Option<u64>,
+    pub duration: Option<Duration>,
+    pub threads: u32,
+    pub distribution: Option<DistributionKind>,
+    pub zipf_theta: f64,
+    pub hotspot_keys_fraction: f64,
+    pub hotspot_ops_fraction: f64,
+    pub keys: KeySpec,
+    pub values: ValueSpec,
+    pub preset: Option<String>,
+    /// `None`: a quarter of the loaded data (so the default run is larger than memory).
+    pub memory_budget_bytes: Option<u64>,
+    pub direct_io: bool,
+    pub sync_writes: bool,
+    pub seed: u64,
+    pub max_scan_length: u32,
+    /// Parent of the run's temporary directory (default: the system temp dir).
+    pub dir: Option<PathBuf>,
+    pub quiet: bool,
+    pub drop_caches: bool,
+    pub custom_mix: Option<String>,
+    pub command_line: Vec<String>,
+}
+
+impl BenchConfig {
+    /// Estimated key + value bytes the load writes.
+    pub fn loaded_bytes_estimate(&self) -> u64 {
+        (self.records as f64 * (self.keys.typical_key_bytes() as f64 + self.values.mean_bytes())) as u64
+    }
+
+    pub fn effective_memory_budget_bytes(&self) -> u64 {
+        self.memory_budget_bytes.unwrap_or_else(|| (self.loaded_bytes_estimate() / 4).max(1 << 20))
+    }
+
+    fn trace_params(&self) -> TraceParams {
+        TraceParams {
+            seed: self.seed,
+            records: self.records,
+            threads: self.threads,
+            values: self.values,
+            max_scan_length: self.max_scan_length,
+        }
+    }
+
+    fn distribution_for(&self, workload: &Workload) -> Distribution {
+        match self.distribution.unwrap_or(workload.default_distribution) {
+            DistributionKind::Uniform => Distribution::Uniform,
+            DistributionKind::Zipfian => Distribution::Zipfian { theta: self.zipf_theta },
+            DistributionKind::Latest => Distribution::Latest { theta: self.zipf_theta },
+            DistributionKind::Hotspot => Distribution::Hotspot {
+                keys_fraction: self.hotspot_keys_fraction,
+                ops_fraction: self.hotspot_ops_fraction,
+            },
+        }
+    }
+
+    fn record_bytes_estimate(&self) -> u64 {
+        (self.keys.typical_key_bytes() as f64 + self.values.mean_bytes()).round() as u64
+    }
+}
+
+/// Status lines on stderr (the table goes to stdout).
+fn say(config: &BenchConfig, text: &str) {
+    if !config.quiet {
+        eprintln!("{text}");
+    }
+}
+
+/// Runs every engine. Errors only for problems with the run itself (e.g. the data directory);
+/// engine failures are recorded in the report.
+pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
+    let parent = match &config.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("cannot create --dir {}: {e}", d.display()))?;
+            d.clone()
+        }
+        None => std::env::temp_dir(),
+    };
+    let base = tempfile::Builder::new()
+        .prefix("strata-bench-")
+        .tempdir_in(&parent)
+        .map_err(|e| format!("cannot create a data directory under {}: {e}", parent.display()))?;
+    let machine = MachineInfo::collect(base.path());
+    if machine.data_dir.fs_type.as_deref() == Some("tmpfs") {
+        say(config, "note: the data directory is on tmpfs: no device I/O will happen; use --dir on a disk");
+    }
+    let started_unix_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let budget = config.effective_memory_budget_bytes();
+    let data_ratio = config.loaded_bytes_estimate() as f64 / budget as f64;
+    if data_ratio < 3.0 && config.memory_budget_bytes.is_some() {
+        say(config, &format!("note: the data is only {data_ratio:.1}x the memory budget: not a larger-than-memory run"));
+    }
+
+    let mut report = BenchReport {
+        tool: "strata bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_unix_secs,
+        command_line: config.command_line.clone(),
+        machine,
+        git: GitInfo::collect(),
+        workload: workload_config(config, budget, data_ratio),
+        peak_rss_note: String::new(),
+        engines: Vec::new(),
+        results: Vec::new(),
+    };
+    let mut peak_reset_everywhere = true;
+    for (index, name) in config.engines.iter().enumerate() {
+        let dir = base.path().join(format!("{index}-{name}"));
+        let (engine, results, reset) = run_engine(config, name, &dir, budget);
+        peak_reset_everywhere &= reset;
+        let _ = std::fs::remove_dir_all(&dir);
+        report.engines.push(engine);
+        report.results.extend(results);
+    }
+    report.peak_rss_note = if peak_reset_everywhere {
+        "peak RSS: process-wide VmHWM, reset (clear_refs) before each engine opened; it includes the harness \
+         (trace state, histograms, value pools) — baseline_rss_bytes in the JSON is that share"
+            .into()
+    } else {
+        "peak RSS: process-wide VmHWM; the kernel refused to reset it, so each engine's peak also includes the \
+         engines before it in this invocation"
+            .into()
+    };
+    set_ratios(&mut report);
+    Ok(report)
+}
+
+fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> WorkloadConfig {
+    let mut workloads = vec!["load".to_string()];
+    workloads.extend(config.workloads.iter().map(|w| w.name.clone()));
+    WorkloadConfig {
+        workloads,
+        records: config.records,
+        ops_per_workload: if config.duration.is_some() { None } else { config.ops },
+        duration_secs: config.duration.map(|d| d.as_secs_f64()),
+        threads: config.threads,
+        distribution: config.distribution.map(|d| format!("{d:?}").to_lowercase()),
+        zipf_theta: config.zipf_theta,
+        hotspot_keys_fraction: config.hotspot_keys_fraction,
+        hotspot_ops_fraction: config.hotspot_ops_fraction,
+        key_format: format!("{:?}", config.keys.format).to_lowercase(),
+        key_bytes: config.keys.key_bytes,
+        value_bytes_min: config.values.min_bytes,
+        value_bytes_max: config.values.max_bytes,
+        preset: config.preset.clone(),
+        load_order: if config.keys.hashed { "random".into() } else { "seq".into() },
+        max_scan_length: config.max_scan_length,
+        seed: config.seed,
+        memory_budget_bytes: budget,
+        memory_budget_auto: config.memory_budget_bytes.is_none(),
+        data_to_budget_ratio: data_ratio,
+        direct_io: config.direct_io,
+        sync_writes: config.sync_writes,
+        custom_mix: config.custom_mix.clone(),
+    }
+}
+
+fn settings(pairs: Vec<(String, String)>) -> Vec<Setting> {
+    pairs.into_iter().map(|(name, value)| Setting { name, value }).collect()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Returns the engine's report, its phase results, and whether the RSS peak could be reset.
+fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (EngineReport, Vec<PhaseResult>, bool) {
+    let reset = Rss::reset_peak();
+    let mut engine = EngineReport {
+        name: name.to_string(),
+        status: "ok".into(),
+        message: None,
+        kind: String::new(),
+        config: Vec::new(),
+        open_ms: None,
+        close_ms: None,
+        reopen_ms: None,
+        reopen_note: None,
+        page_cache_dropped: false,
+        page_cache_note: "not dropped".into(),
+        baseline_rss_bytes: Rss::sample().map(|r| r.current_bytes),
+    };
+    let source = match engines::resolve(name) {
+        Ok(s) => s,
+        Err(e) => {
+            engine.status = "error".into();
+            engine.message = Some(e);
+            return (engine, Vec::new(), reset);
+        }
+    };
+    engine.kind = match source {
+        EngineSource::Strata(_) => "strata".into(),
+        EngineSource::Baseline => "baseline".into(),
+        EngineSource::Peer => "peer".into(),
+    };
+    let params =
+        OpenParams { dir: dir.to_path_buf(), memory_budget_bytes: budget, direct_io: config.direct_io, sync_writes: config.sync_writes, threads: config.threads as usize };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        engine.status = "error".into();
+        engine.message = Some(format!("cannot create {}: {e}", dir.display()));
+        return (engine, Vec::new(), reset);
+    }
+    let opened = Instant::now();
+    let adapter = match engines::open(name, source, &params) {
+        Ok(a) => a,
+        Err(OpenError::Unsupported(msg)) => {
+            say(config, &format!("{name}: unsupported: {msg}"));
+            engine.status = "unsupported".into();
+            engine.message = Some(msg);
+            return (engine, Vec::new(), reset);
+        }
+        Err(OpenError::Failed(msg)) => {
+            say(config, &format!("{name}: could not open: {msg}"));
+            engine.status = "error".into();
+            engine.message = Some(msg);
+            return (engine, Vec::new(), reset);
+        }
+    };
+    engine.open_ms = Some(ms(opened.elapsed()));
+    engine.config = settings(adapter.config_description());
+
+    let mut results = Vec::new();
+    let trace = config.trace_params();
+    let pools: Vec<Vec<u8>> = (0..config.threads).map(|t| value_pool(&trace, t)).collect();
+    let inputs = PhaseInputs {
+        adapter: adapter.as_ref(),
+        keys: config.keys,
+        value_pools: &pools,
+        record_bytes_estimate: config.record_bytes_estimate(),
+        label: format!("{name} load"),
+        quiet: config.quiet,
+    };
+
+    // Load.
+    say(config, &format!("{name}: loading {} records", config.records));
+    let before = Sample::take(adapter.as_ref());
+    let loads = (0..config.threads).map(|t| LoadTrace::new(&trace, t)).collect();
+    let (load, _) = run_phase(&inputs, loads, PhaseLimit { total_ops: Some(config.records), duration: None });
+    let flush_started = Instant::now();
+    let flushed = adapter.flush();
+    let flush_ms = ms(flush_started.elapsed());
+    let mut live_user_bytes = load.inserted_bytes;
+    let mut result = phase_result(name, "load", "load phase: insert every record", &load, &before, adapter.as_ref(), dir, live_user_bytes);
+    result.flush_ms = Some(flush_ms);
+    if let (None, Err(e)) = (&result.error, flushed) {
+        result.status = "error".into();
+        result.error = Some(format!("flush failed: {}", engines::one_line(&format!("{e:#}"))));
+    }
+    let mut failed = result.error.is_some();
+    results.push(result);
+
+    if !failed && !config.workloads.is_empty() && config.drop_caches {
+        match metrics::drop_page_cache() {
+            Ok(()) => {
+                engine.page_cache_dropped = true;
+                engine.page_cache_note = "dropped after the load (sync; echo 1 > /proc/sys/vm/drop_caches)".into();
+            }
+            Err(e) => engine.page_cache_note = format!("not dropped: {e}"),
+        }
+    } else if !config.drop_caches {
+        engine.page_cache_note = "not dropped (--no-drop-caches)".into();
+    }
+
+    // Run phases, carrying each thread's insert count from phase to phase.
+    let mut own_inserts = vec![0u64; config.threads as usize];
+    for (i, workload) in config.workloads.iter().enumerate() {
+        if failed {
+            break;
+        }
+        let phase = i as u32 + 1;
+        let distribution = config.distribution_for(workload);
+        let sources: Vec<RunSource> = (0..config.threads)
+            .map(|t| {
+                let ops = config.ops.map(|n| ops_for_thread(n, config.threads, t));
+                RunSource {
+                    trace: ThreadTrace::new(&trace, phase, t, workload, distribution, own_inserts[t as usize], ops.filter(|_| config.duration.is_none())),
+                    remaining: if config.duration.is_some() { u64::MAX } else { ops.unwrap_or(0) },
+                }
+            })
+            .collect();
+        say(config, &format!("{name}: workload {} ({})", workload.name, workload.mix.describe()));
+        let inputs = PhaseInputs { label: format!("{name} {}", workload.name), ..inputs_clone(&inputs) };
+        let before = Sample::take(adapter.as_ref());
+        let limit = PhaseLimit { total_ops: config.ops.filter(|_| config.duration.is_none()), duration: config.duration };
+        let (m, sources) = run_phase(&inputs, sources, limit);
+        for (t, s) in sources.iter().enumerate() {
+            own_inserts[t] = s.trace.own_inserts();
+        }
+        live_user_bytes += m.inserted_bytes;
+        let description = format!("{} — {} ({})", describe_workload(workload), distribution.describe(), workload.mix.describe());
+        let result = phase_result(name, &workload.name, &description, &m, &before, adapter.as_ref(), dir, live_user_bytes);
+        failed = result.error.is_some();
+        results.push(result);
+    }
+
+    // Close, then time a reopen of the same directory.
+    let closing = Instant::now();
+    let closed = adapter.close();
+    engine.close_ms = Some(ms(closing.elapsed()));
+    if let Err(e) = closed {
+        engine.status = "error".into();
+        engine.message = Some(format!("close failed: {}", engines::one_line(&format!("{e:#}"))));
+    } else if source.is_persistent() {
+        let reopening = Instant::now();
+        match engines::open(name, source, &params) {
+            Ok(again) => {
+                engine.reopen_ms = Some(ms(reopening.elapsed()));
+                let _ = again.close();
+            }
+            Err(OpenError::Unsupported(m) | OpenError::Failed(m)) => {
+                engine.reopen_note = Some(format!("reopen failed: {m}"));
+            }
+        }
+    } else {
+        engine.reopen_note = Some("not persistent".into());
+    }
+    if failed && engine.status == "ok" {
+        engine.status = "error".into();
+        engine.message = results.iter().find_map(|r| r.error.clone());
+    }
+    (engine, results, reset)
+}
+
+fn inputs_clone<'a>(i: &PhaseInputs<'a>) -> PhaseInputs<'a> {
+    PhaseInputs {
+        adapter: i.adapter,
+        keys: i.keys,
+        value_pools: i.value_pools,
+        record_bytes_estimate: i.record_bytes_estimate,
+        label: i.label.clone(),
+        quiet: i.quiet,
+    }
+}
+
+fn describe_workload(w: &Workload) -> String {
+    crate::workload::NAMED_WORKLOADS
+        .iter()
+        .find(|(n, _)| *n == w.name)
+        .map_or_else(|| format!("custom mix {}", w.name), |(_, d)| d.split(':').next().unwrap_or(d).to_string())
+}
+
+/// Counters sampled before a phase.
+struct Sample {
+    io: Option<ProcIo>,
+    stats: Option<strata::Stats>,
+}
+
+impl Sample {
+    fn take(adapter: &dyn KvAdapter) -> Sample {
+        Sample { io: ProcIo::sample(), stats: adapter.engine_stats() }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn phase_result(
+    engine: &str,
+    workload: &str,
+    description: &str,
+    m: &PhaseMeasurement,
+    before: &Sample,
+    adapter: &dyn KvAdapter,
+    dir: &Path,
+    live_user_bytes: u64,
+) -> PhaseResult {
+    let io = match (ProcIo::sample(), before.io) {
+        (Some(after), Some(before)) => Some(after.delta_since(&before)),
+        _ => None,
+    };
+    let engine_io = match (adapter.engine_stats(), &before.stats) {
+        (Some(after), Some(before)) => Some(EngineIo::delta(before, &after)),
+        _ => None,
+    };
+    let disk = DiskUsage::of(dir);
+    let latency_us_by_op: BTreeMap<String, LatencySummary> =
+        m.latency.kinds().filter_map(|k| Some((k.name().to_string(), LatencySummary::of(m.latency.get(k)?)))).collect();
+    let mut result = PhaseResult {
+        engine: engine.to_string(),
+        workload: workload.to_string(),
+        description: description.to_string(),
+        status: if m.error.is_some() { "error".into() } else { "ok".into() },
+        error: m.error.clone(),
+        ops: m.ops,
+        elapsed_secs: m.elapsed.as_secs_f64(),
+        throughput_ops_per_sec: m.throughput_ops_per_sec(),
+        throughput_vs_first: None,
+        latency_us: m.latency.overall().map(|h| LatencySummary::of(&h)).unwrap_or_default(),
+        latency_us_by_op,
+        not_found: m.not_found,
+        scanned_records: m.scanned_records,
+        read_bytes: io.map(|i| i.read_bytes),
+        write_bytes: io.map(|i| i.write_bytes),
+        rchar_bytes: io.map(|i| i.rchar),
+        wchar_bytes: io.map(|i| i.wchar),
+        engine_io,
+        user_bytes_written: m.user_bytes_written,
+        user_bytes_read: m.user_bytes_read,
+        live_user_bytes,
+        disk_bytes: 0,
+        disk_apparent_bytes: 0,
+        disk_files: 0,
+        peak_rss_bytes: Rss::sample().map(|r| r.peak_bytes),
+        write_amplification: io.and_then(|i| metrics::ratio(i.write_bytes, m.user_bytes_written)),
+        read_amplification: io.and_then(|i| metrics::ratio(i.read_bytes, m.user_bytes_read)),
+        space_amplification: metrics::ratio(disk.allocated_bytes, live_user_bytes),
+        flush_ms: None,
+    };
+    result.set_disk(disk);
+    result
+}
+
+/// Throughput of each engine divided by the first engine's on the same workload.
+fn set_ratios(report: &mut BenchReport) {
+    let Some(first) = report.engines.first().map(|e| e.name.clone()) else { return };
+    let base: BTreeMap<String, f64> = report
+        .results
+        .iter()
+        .filter(|r| r.engine == first && r.status == "ok")
+        .map(|r| (r.workload.clone(), r.throughput_ops_per_sec))
+        .collect();
+    for r in &mut report.results {
+        if r.status == "ok" {
+            r.throughput_vs_first = base.get(&r.workload).filter(|b| **b > 0.0).map(|b| r.throughput_ops_per_sec / b);
+        }
+    }
+}
