@@ -90,13 +90,7 @@ fi
 
 command -v cargo >/dev/null 2>&1 || { echo "error: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
 
-# The CLI exposes the peers through its `peers` feature; until it does, build the bench crate.
-if grep -Eq '^[[:space:]]*peers[[:space:]]*=' crates/strata-cli/Cargo.toml; then
-    build_cmd=(cargo build --release -p strata-cli --features peers)
-else
-    echo "warning: strata-cli has no 'peers' feature yet; building strata-bench with the peers instead" >&2
-    build_cmd=(cargo build --release -p strata-bench --features peers)
-fi
+build_cmd=(cargo build --release -p strata-cli --features peers)
 echo "+ ${build_cmd[*]}"
 start_seconds=$SECONDS
 "${build_cmd[@]}"

@@ -1,1 +1,243 @@
-//! Engine `f2` (being written).
+//! Engine `f2`: F2 (Kanellis et al.) on Strata's storage layer — a hot hybrid log for write-hot
+//! records (in-place updates in its mutable region), a cold log for write-cold records indexed by
+//! a two-level hash index (hash chunks in their own log, about 0.25 B of memory per cold key),
+//! lookup-based hot→cold and cold→cold compaction, and durability through the shared WAL plus
+//! checkpoints of the logs' address ranges.
+//!
+//! Paths (write, read, rmw, compaction, checkpoint, recovery): /work/notes/arch-f2.md.
+//! On-disk formats: docs/format/f2-logs.md, docs/format/wal.md, docs/format/write-batch.md.
+//! Not yet implemented: multi-threaded compaction, persisting the hot index
+//! (it is rebuilt by scanning the checkpointed hot log at open).
+
+mod checkpoint;
+mod engine;
+mod hash;
+mod index;
+mod log;
+mod options;
+mod record;
+
+/// Internal structures, exposed only for the criterion benches (`benches/structures.rs`); not a
+/// stable API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::hash::key_hash;
+    pub use crate::index::hot::HotIndex;
+    pub use crate::record::{encode as encode_record, parse_slot};
+}
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use engine::Inner;
+pub use options::F2Options;
+use strata_core::{
+    Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits, Result, Stats, Value,
+    VerifyReport, WriteBatch,
+};
+use strata_io::Storage;
+
+/// The f2 engine. Cheap handles share one `Inner`.
+pub struct F2Engine {
+    inner: Arc<Inner>,
+}
+
+impl F2Engine {
+    /// Opens (creating if empty) an f2 store with default [`F2Options`].
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<F2Engine> {
+        Self::open_with(storage, config, F2Options::default())
+    }
+
+    /// Opens with explicit options. Page size, segment size and the cold index's chunk count are
+    /// fixed when the store is created; later opens use the stored values.
+    pub fn open_with(storage: Arc<dyn Storage>, config: &EngineConfig, options: F2Options) -> Result<F2Engine> {
+        Ok(F2Engine { inner: Arc::new(Inner::open(storage, config, &options)?) })
+    }
+
+    /// Every live key and value, in no particular order (for export and `strata verify`). Keys
+    /// are collected up front; values are read as the iterator advances (not a snapshot).
+    pub fn scan_all(&self) -> Result<impl Iterator<Item = Result<(Key, Value)>> + Send + 'static> {
+        self.inner.ensure_usable()?;
+        let keys = self.inner.all_keys()?;
+        let inner = self.inner.clone();
+        Ok(keys.into_iter().filter_map(move |key| match inner.get(&key) {
+            Ok(Some(value)) => Some(Ok((key, value))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }))
+    }
+
+    /// Runs hot→cold compaction, cold→cold compaction and a checkpoint now (normally triggered by
+    /// the disk budgets and WAL growth). Returns (records moved hot→cold, records copied cold→cold).
+    pub fn compact_now(&self) -> Result<(u64, u64)> {
+        let inner = &self.inner;
+        inner.ensure_usable()?;
+        let _only_one = inner.maintenance.lock();
+        let moved = inner.compact_hot().map_err(|e| inner.poisoned(e))?;
+        let copied = inner.compact_cold().map_err(|e| inner.poisoned(e))?;
+        inner.checkpoint_locked().map_err(|e| inner.poisoned(e))?;
+        Ok((moved, copied))
+    }
+
+    /// Takes a checkpoint now (normally triggered by WAL growth).
+    pub fn checkpoint(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.ensure_usable()?;
+        let _only_one = inner.maintenance.lock();
+        inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
+    }
+
+    fn limits_for(page_size_bytes: u64) -> Limits {
+        let record_bytes = page_size_bytes as usize - record::HEADER_BYTES - record::RECORD_ALIGN_BYTES;
+        let max_key_bytes = (record_bytes / 4).min(4096);
+        Limits {
+            max_key_bytes,
+            max_value_bytes: record_bytes - max_key_bytes,
+            max_batch_bytes: (strata_wal::MAX_PAYLOAD_BYTES / 2).min(256 << 20),
+        }
+    }
+}
+
+impl Engine for F2Engine {
+    fn name(&self) -> &'static str {
+        "f2"
+    }
+
+    /// Keys up to a quarter of a page (at most 4 KiB); a record (key + value + 24 B header) must
+    /// fit in one log page.
+    fn limits(&self) -> Limits {
+        Self::limits_for(self.inner.opts.page_size_bytes)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.inner.get(key)
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.inner.write(batch, durability)
+    }
+
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        self.inner.rmw(key, f, durability)
+    }
+
+    fn range(&self, _range: KeyRange, _direction: Direction) -> Result<KvIter> {
+        self.inner.ensure_usable()?;
+        Err(Error::unsupported(
+            "f2 is hash-indexed and keeps no key order, so it has no ordered range scans; use F2Engine::scan_all for an unordered full iteration",
+        ))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.ensure_usable()?;
+        self.inner.wal.sync().map(|_| ()).map_err(|e| self.inner.poisoned(e))
+    }
+
+    fn close(&self) -> Result<()> {
+        let inner = &self.inner;
+        if inner.closed.load(Relaxed) {
+            return Ok(());
+        }
+        let checkpointed = if inner.poison.lock().is_none() {
+            let _only_one = inner.maintenance.lock();
+            inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
+        } else {
+            Ok(())
+        };
+        if inner.closed.swap(true, Relaxed) {
+            return Ok(());
+        }
+        let closed = inner.wal.close();
+        checkpointed.and(closed)
+    }
+
+    fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let c = &inner.counters;
+        let [hot_index_budget, hot_log_budget, read_cache_budget, cold_index_budget] = inner.opts.split_bytes;
+        let hot_index_bytes = inner.hot_index.memory_bytes();
+        let hot_log_bytes = inner.hot.memory_bytes();
+        let cold_index_bytes = inner.cold_index.memory_bytes();
+        let cold_log_memory_bytes = inner.cold.memory_bytes();
+        let read_cache_bytes = inner.read_cache.as_ref().map_or(0, |c| c.memory_bytes());
+        let disk_bytes = inner.hot.file.disk_bytes() + inner.cold.file.disk_bytes() + inner.cold_index.log.file.disk_bytes();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+        let counters: Vec<(&str, u64)> = vec![
+            ("memory.hot_index_bytes", hot_index_bytes),
+            ("memory.hot_index_budget_bytes", hot_index_budget),
+            ("memory.hot_log_bytes", hot_log_bytes),
+            ("memory.hot_log_budget_bytes", hot_log_budget),
+            ("memory.read_cache_bytes", read_cache_bytes),
+            ("memory.read_cache_budget_bytes", read_cache_budget),
+            ("memory.cold_index_bytes", cold_index_bytes),
+            ("memory.cold_index_budget_bytes", cold_index_budget),
+            ("memory.cold_log_bytes", cold_log_memory_bytes),
+            ("hot_log.size_bytes", inner.hot.size_bytes()),
+            ("hot_log.begin", inner.hot.begin()),
+            ("hot_log.read_only", inner.hot.read_only()),
+            ("hot_log.head", inner.hot.head()),
+            ("hot_log.tail", inner.hot.tail()),
+            ("hot_log.truncations", inner.hot.truncations()),
+            ("hot_index.entries", inner.hot_index.entry_count()),
+            ("cold_log.size_bytes", inner.cold.size_bytes()),
+            ("cold_log.begin", inner.cold.begin()),
+            ("cold_log.tail", inner.cold.tail()),
+            ("cold_log.truncations", inner.cold.truncations()),
+            ("cold_index.chunks", inner.cold_index.chunk_count()),
+            ("cold_index.chunks_in_use", inner.cold_index.chunks_in_use()),
+            ("chunk_log.size_bytes", inner.cold_index.log.size_bytes()),
+            ("ops.in_place_updates", load(&c.in_place_updates)),
+            ("ops.appends", load(&c.appends)),
+            ("ops.hot_hits", load(&c.hot_hits)),
+            ("read_cache.hits", load(&c.read_cache_hits)),
+            ("read_cache.inserts", load(&c.read_cache_inserts)),
+            ("read_cache.second_chances", load(&c.read_cache_second_chances)),
+            ("read_cache.evicted_records", inner.read_cache.as_ref().map_or(0, |c| c.evicted_records.load(Relaxed))),
+            ("ops.cold_hits", load(&c.cold_hits)),
+            ("ops.misses", load(&c.misses)),
+            ("ops.cold_lookups", load(&c.cold_lookups)),
+            ("ops.false_absence_retries", load(&c.false_absence_retries)),
+            ("ops.rmw_retries", load(&c.rmw_retries)),
+            ("compaction.hot_to_cold_runs", load(&c.hot_compactions)),
+            ("compaction.hot_to_cold_records", load(&c.hot_records_to_cold)),
+            ("compaction.cold_to_cold_runs", load(&c.cold_compactions)),
+            ("compaction.cold_to_cold_records", load(&c.cold_records_copied)),
+            ("compaction.chunks_collected", load(&c.chunks_collected)),
+            ("checkpoints", load(&c.checkpoints)),
+            ("open.records_replayed", load(&c.records_replayed)),
+            ("open.hot_records_scanned", load(&c.hot_records_scanned_at_open)),
+        ];
+        Stats {
+            engine: "f2".into(),
+            live_keys: None,
+            user_bytes_written: load(&c.user_bytes_written),
+            user_bytes_read: load(&c.user_bytes_read),
+            io: inner.storage.io_stats(),
+            cache_hits: load(&c.hot_hits) + load(&c.read_cache_hits),
+            cache_misses: load(&c.cold_hits),
+            memory_bytes: hot_index_bytes + hot_log_bytes + read_cache_bytes + cold_index_bytes + cold_log_memory_bytes,
+            disk_bytes,
+            engine_counters: counters
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .chain(inner.wal.stats().counters())
+                .collect(),
+        }
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        self.inner.ensure_usable()?;
+        self.inner.verify()
+    }
+}
+
+impl Drop for F2Engine {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

@@ -2,6 +2,7 @@
 //! they show what the harness plus a plain data structure can do on this machine.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use parking_lot::RwLock;
 
@@ -21,7 +22,10 @@ impl KvAdapter for BTreeMapBaseline {
 
     fn config_description(&self) -> Vec<(String, String)> {
         vec![
-            ("kind".into(), "baseline: in-process BTreeMap<Vec<u8>, Vec<u8>> behind a RwLock; not a store".into()),
+            (
+                "kind".into(),
+                "baseline: in-process BTreeMap<Vec<u8>, Vec<u8>> behind a RwLock; not a store".into(),
+            ),
             ("durability".into(), "none (no files; nothing survives close)".into()),
             ("get".into(), "lookup only; the value is not copied".into()),
             ("memory_budget".into(), "ignored".into()),
@@ -44,7 +48,7 @@ impl KvAdapter for BTreeMapBaseline {
 
     fn scan(&self, start: &[u8], count: usize) -> anyhow::Result<usize> {
         let map = self.map.read();
-        Ok(map.range::<[u8], _>(start..).take(count).count())
+        Ok(map.range::<[u8], _>((Bound::Included(start), Bound::Unbounded)).take(count).count())
     }
 
     fn flush(&self) -> anyhow::Result<()> {

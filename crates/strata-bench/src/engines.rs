@@ -64,7 +64,8 @@ pub fn engine_listing() -> Vec<String> {
         let status = if kind.is_available() { "available" } else { "unsupported (not implemented yet)" };
         lines.push(format!("{:<10} strata engine, {status}", kind.name()));
     }
-    lines.push(format!("{:<10} baseline: std BTreeMap behind a RwLock, in process (not a store)", "btreemap"));
+    lines
+        .push(format!("{:<10} baseline: std BTreeMap behind a RwLock, in process (not a store)", "btreemap"));
     lines.push(format!("{:<10} baseline: does nothing; measures the harness itself", "null"));
     for name in peers::all_peer_names() {
         let status = if peers::peer_names().contains(name) {
@@ -87,7 +88,9 @@ pub enum OpenError {
 
 pub fn open(name: &str, source: EngineSource, params: &OpenParams) -> Result<Box<dyn KvAdapter>, OpenError> {
     match source {
-        EngineSource::Strata(kind) => StrataAdapter::open(kind, params).map(|a| Box::new(a) as Box<dyn KvAdapter>),
+        EngineSource::Strata(kind) => {
+            StrataAdapter::open(kind, params).map(|a| Box::new(a) as Box<dyn KvAdapter>)
+        }
         EngineSource::Baseline => match name {
             "btreemap" => Ok(Box::new(BTreeMapBaseline::default())),
             _ => Ok(Box::new(NullBaseline)),

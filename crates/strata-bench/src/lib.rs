@@ -2,7 +2,19 @@
 //! custom mixes against Strata engines (through the public `strata::Db` API), in-process baselines
 //! and peer engines (cargo features), on one identical trace, and reports throughput, latency,
 //! I/O, disk use, memory and amplification as a table, JSON and plots.
+//!
+//! Layout: `workload/` (what runs: mixes, distributions, keys, traces), `driver/` (threads,
+//! histograms, progress), `metrics/` (/proc, disk, machine facts), `engines.rs` + `baseline.rs` +
+//! `peers/` (what runs it), `runner.rs` (one invocation), `report/` (table, JSON), `plot.rs`, `cli/`.
 
 pub mod adapter;
+pub mod baseline;
+pub mod cli;
+pub mod driver;
+pub mod engines;
+pub mod metrics;
 pub mod peers;
+pub mod plot;
+pub mod report;
+pub mod runner;
 pub mod workload;

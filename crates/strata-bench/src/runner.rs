@@ -108,11 +108,17 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     if machine.data_dir.fs_type.as_deref() == Some("tmpfs") {
         say(config, "note: the data directory is on tmpfs: no device I/O will happen; use --dir on a disk");
     }
-    let started_unix_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let started_unix_secs =
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let budget = config.effective_memory_budget_bytes();
     let data_ratio = config.loaded_bytes_estimate() as f64 / budget as f64;
     if data_ratio < 3.0 && config.memory_budget_bytes.is_some() {
-        say(config, &format!("note: the data is only {data_ratio:.1}x the memory budget: not a larger-than-memory run"));
+        say(
+            config,
+            &format!(
+                "note: the data is only {data_ratio:.1}x the memory budget: not a larger-than-memory run"
+            ),
+        );
     }
 
     let mut report = BenchReport {
@@ -130,9 +136,18 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     let mut peak_reset_everywhere = true;
     for (index, name) in config.engines.iter().enumerate() {
         let dir = base.path().join(format!("{index}-{name}"));
-        let (engine, results, reset) = run_engine(config, name, &dir, budget);
+        let (mut engine, mut results, reset) = run_engine(config, name, &dir, budget);
+        // An engine named twice (to see run-to-run noise) is reported as `name#2`, `name#3`, ...
+        let repeat = config.engines[..index].iter().filter(|n| *n == name).count();
+        if repeat > 0 {
+            engine.name = format!("{name}#{}", repeat + 1);
+            for r in &mut results {
+                r.engine.clone_from(&engine.name);
+            }
+        }
         peak_reset_everywhere &= reset;
         let _ = std::fs::remove_dir_all(&dir);
+        return_freed_memory();
         report.engines.push(engine);
         report.results.extend(results);
     }
@@ -147,6 +162,16 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     };
     set_ratios(&mut report);
     Ok(report)
+}
+
+/// Hands memory freed by the engine just closed back to the OS, so the next engine's RSS baseline
+/// and peak are not inflated by its predecessor's leftovers in the allocator.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap memory; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> WorkloadConfig {
@@ -188,7 +213,12 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Returns the engine's report, its phase results, and whether the RSS peak could be reset.
-fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (EngineReport, Vec<PhaseResult>, bool) {
+fn run_engine(
+    config: &BenchConfig,
+    name: &str,
+    dir: &Path,
+    budget: u64,
+) -> (EngineReport, Vec<PhaseResult>, bool) {
     let reset = Rss::reset_peak();
     let mut engine = EngineReport {
         name: name.to_string(),
@@ -217,8 +247,13 @@ fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (Eng
         EngineSource::Baseline => "baseline".into(),
         EngineSource::Peer => "peer".into(),
     };
-    let params =
-        OpenParams { dir: dir.to_path_buf(), memory_budget_bytes: budget, direct_io: config.direct_io, sync_writes: config.sync_writes, threads: config.threads as usize };
+    let params = OpenParams {
+        dir: dir.to_path_buf(),
+        memory_budget_bytes: budget,
+        direct_io: config.direct_io,
+        sync_writes: config.sync_writes,
+        threads: config.threads as usize,
+    };
     if let Err(e) = std::fs::create_dir_all(dir) {
         engine.status = "error".into();
         engine.message = Some(format!("cannot create {}: {e}", dir.display()));
@@ -264,7 +299,16 @@ fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (Eng
     let flushed = adapter.flush();
     let flush_ms = ms(flush_started.elapsed());
     let mut live_user_bytes = load.inserted_bytes;
-    let mut result = phase_result(name, "load", "load phase: insert every record", &load, &before, adapter.as_ref(), dir, live_user_bytes);
+    let mut result = phase_result(
+        name,
+        "load",
+        "load phase: insert every record",
+        &load,
+        &before,
+        adapter.as_ref(),
+        dir,
+        live_user_bytes,
+    );
     result.flush_ms = Some(flush_ms);
     if let (None, Err(e)) = (&result.error, flushed) {
         result.status = "error".into();
@@ -277,7 +321,8 @@ fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (Eng
         match metrics::drop_page_cache() {
             Ok(()) => {
                 engine.page_cache_dropped = true;
-                engine.page_cache_note = "dropped after the load (sync; echo 1 > /proc/sys/vm/drop_caches)".into();
+                engine.page_cache_note =
+                    "dropped after the load (sync; echo 1 > /proc/sys/vm/drop_caches)".into();
             }
             Err(e) => engine.page_cache_note = format!("not dropped: {e}"),
         }
@@ -297,22 +342,47 @@ fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (Eng
             .map(|t| {
                 let ops = config.ops.map(|n| ops_for_thread(n, config.threads, t));
                 RunSource {
-                    trace: ThreadTrace::new(&trace, phase, t, workload, distribution, own_inserts[t as usize], ops.filter(|_| config.duration.is_none())),
+                    trace: ThreadTrace::new(
+                        &trace,
+                        phase,
+                        t,
+                        workload,
+                        distribution,
+                        own_inserts[t as usize],
+                        ops.filter(|_| config.duration.is_none()),
+                    ),
                     remaining: if config.duration.is_some() { u64::MAX } else { ops.unwrap_or(0) },
                 }
             })
             .collect();
         say(config, &format!("{name}: workload {} ({})", workload.name, workload.mix.describe()));
-        let inputs = PhaseInputs { label: format!("{name} {}", workload.name), ..inputs_clone(&inputs) };
+        let inputs = PhaseInputs { label: format!("{name} {}", workload.name), ..inputs.clone() };
         let before = Sample::take(adapter.as_ref());
-        let limit = PhaseLimit { total_ops: config.ops.filter(|_| config.duration.is_none()), duration: config.duration };
+        let limit = PhaseLimit {
+            total_ops: config.ops.filter(|_| config.duration.is_none()),
+            duration: config.duration,
+        };
         let (m, sources) = run_phase(&inputs, sources, limit);
         for (t, s) in sources.iter().enumerate() {
             own_inserts[t] = s.trace.own_inserts();
         }
         live_user_bytes += m.inserted_bytes;
-        let description = format!("{} — {} ({})", describe_workload(workload), distribution.describe(), workload.mix.describe());
-        let result = phase_result(name, &workload.name, &description, &m, &before, adapter.as_ref(), dir, live_user_bytes);
+        let description = format!(
+            "{} — {} ({})",
+            describe_workload(workload),
+            distribution.describe(),
+            workload.mix.describe()
+        );
+        let result = phase_result(
+            name,
+            &workload.name,
+            &description,
+            &m,
+            &before,
+            adapter.as_ref(),
+            dir,
+            live_user_bytes,
+        );
         failed = result.error.is_some();
         results.push(result);
     }
@@ -345,22 +415,11 @@ fn run_engine(config: &BenchConfig, name: &str, dir: &Path, budget: u64) -> (Eng
     (engine, results, reset)
 }
 
-fn inputs_clone<'a>(i: &PhaseInputs<'a>) -> PhaseInputs<'a> {
-    PhaseInputs {
-        adapter: i.adapter,
-        keys: i.keys,
-        value_pools: i.value_pools,
-        record_bytes_estimate: i.record_bytes_estimate,
-        label: i.label.clone(),
-        quiet: i.quiet,
-    }
-}
-
 fn describe_workload(w: &Workload) -> String {
-    crate::workload::NAMED_WORKLOADS
-        .iter()
-        .find(|(n, _)| *n == w.name)
-        .map_or_else(|| format!("custom mix {}", w.name), |(_, d)| d.split(':').next().unwrap_or(d).to_string())
+    crate::workload::NAMED_WORKLOADS.iter().find(|(n, _)| *n == w.name).map_or_else(
+        || "custom mix (--mix)".to_string(),
+        |(_, d)| d.split(':').next().unwrap_or(d).to_string(),
+    )
 }
 
 /// Counters sampled before a phase.
@@ -395,8 +454,11 @@ fn phase_result(
         _ => None,
     };
     let disk = DiskUsage::of(dir);
-    let latency_us_by_op: BTreeMap<String, LatencySummary> =
-        m.latency.kinds().filter_map(|k| Some((k.name().to_string(), LatencySummary::of(m.latency.get(k)?)))).collect();
+    let latency_us_by_op: BTreeMap<String, LatencySummary> = m
+        .latency
+        .kinds()
+        .filter_map(|k| Some((k.name().to_string(), LatencySummary::of(m.latency.get(k)?))))
+        .collect();
     let mut result = PhaseResult {
         engine: engine.to_string(),
         workload: workload.to_string(),
@@ -435,15 +497,14 @@ fn phase_result(
 /// Throughput of each engine divided by the first engine's on the same workload.
 fn set_ratios(report: &mut BenchReport) {
     let Some(first) = report.engines.first().map(|e| e.name.clone()) else { return };
-    let base: BTreeMap<String, f64> = report
-        .results
-        .iter()
-        .filter(|r| r.engine == first && r.status == "ok")
-        .map(|r| (r.workload.clone(), r.throughput_ops_per_sec))
-        .collect();
+    let mut base: BTreeMap<String, f64> = BTreeMap::new();
+    for r in report.results.iter().filter(|r| r.engine == first && r.status == "ok") {
+        base.entry(r.workload.clone()).or_insert(r.throughput_ops_per_sec);
+    }
     for r in &mut report.results {
         if r.status == "ok" {
-            r.throughput_vs_first = base.get(&r.workload).filter(|b| **b > 0.0).map(|b| r.throughput_ops_per_sec / b);
+            r.throughput_vs_first =
+                base.get(&r.workload).filter(|b| **b > 0.0).map(|b| r.throughput_ops_per_sec / b);
         }
     }
 }

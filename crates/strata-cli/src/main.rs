@@ -71,6 +71,12 @@ enum Command {
         #[arg(long, default_value_t = 100_000)]
         records: u64,
     },
+    /// YCSB-style benchmark of engines on one identical trace; `strata bench --help` for options.
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 enum Outcome {
@@ -80,6 +86,9 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Bench { args } = cli.command {
+        return strata_bench::cli::main_with_args(args);
+    }
     match run(cli.command) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotFound(what)) => {
@@ -166,6 +175,8 @@ fn run(command: Command) -> Result<Outcome, Error> {
             db.close()?;
         }
         Command::Demo { dir, engine, records } => demo::run(dir, engine, records, &mut out)?,
+        // Dispatched in `main` before `run`.
+        Command::Bench { .. } => {}
     }
     Ok(Outcome::Done)
 }

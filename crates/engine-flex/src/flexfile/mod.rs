@@ -1,5 +1,14 @@
 //! FlexFile (paper §4) and the `TableFile` interface FlexDB is written against.
 
 mod api;
+mod commit;
+mod file;
+mod format;
+mod gc;
+mod options;
+mod recover;
+mod space;
 
 pub use api::TableFile;
+pub use file::{FlexFile, FlexFileStats};
+pub use options::FlexFileOptions;

@@ -51,6 +51,7 @@ pub struct PhaseLimit {
 }
 
 /// Shared, read-only inputs of every worker.
+#[derive(Clone)]
 pub struct PhaseInputs<'a> {
     pub adapter: &'a dyn KvAdapter,
     pub keys: KeySpec,
@@ -123,7 +124,11 @@ struct PaddedCounter(AtomicU64);
 /// Runs `sources` (one per thread) to completion, or until `limit.duration` passes, or until an
 /// engine error. Returns the merged measurement and the sources (their traces carry state, like
 /// insert counts, into the next phase).
-pub fn run_phase<S: OpSource>(inputs: &PhaseInputs<'_>, sources: Vec<S>, limit: PhaseLimit) -> (PhaseMeasurement, Vec<S>) {
+pub fn run_phase<S: OpSource>(
+    inputs: &PhaseInputs<'_>,
+    sources: Vec<S>,
+    limit: PhaseLimit,
+) -> (PhaseMeasurement, Vec<S>) {
     let threads = sources.len();
     let stop = AtomicBool::new(false);
     let counters: Vec<PaddedCounter> = (0..threads).map(|_| PaddedCounter::default()).collect();
@@ -177,7 +182,7 @@ pub fn run_phase<S: OpSource>(inputs: &PhaseInputs<'_>, sources: Vec<S>, limit: 
     (measurement, sources)
 }
 
-/// Publish progress every this many operations.
+/// Publish progress every this many operations (a power of two: tested with a mask).
 const PROGRESS_EVERY_OPS: u64 = 64;
 
 fn worker<S: OpSource>(
@@ -231,12 +236,16 @@ fn worker<S: OpSource>(
                 }
             }
             Err(e) => {
-                r.error = Some(format!("{} failed: {}", op.kind.name(), crate::engines::one_line(&format!("{e:#}"))));
+                r.error = Some(format!(
+                    "{} failed: {}",
+                    op.kind.name(),
+                    crate::engines::one_line(&format!("{e:#}"))
+                ));
                 stop.store(true, Relaxed);
                 break;
             }
         }
-        if r.ops % PROGRESS_EVERY_OPS == 0 {
+        if r.ops & (PROGRESS_EVERY_OPS - 1) == 0 {
             progress.store(r.ops, Relaxed);
         }
     }
@@ -260,7 +269,13 @@ mod tests {
 
     #[test]
     fn load_then_read_finds_every_key() {
-        let params = TraceParams { seed: 1, records: 5000, threads: 3, values: ValueSpec::fixed(16), max_scan_length: 10 };
+        let params = TraceParams {
+            seed: 1,
+            records: 5000,
+            threads: 3,
+            values: ValueSpec::fixed(16),
+            max_scan_length: 10,
+        };
         let adapter = BTreeMapBaseline::default();
         let pools: Vec<Vec<u8>> = (0..3).map(|t| value_pool(&params, t)).collect();
         let inputs = PhaseInputs {
@@ -293,7 +308,13 @@ mod tests {
 
     #[test]
     fn duration_limit_stops_the_phase() {
-        let params = TraceParams { seed: 1, records: 100, threads: 2, values: ValueSpec::fixed(8), max_scan_length: 10 };
+        let params = TraceParams {
+            seed: 1,
+            records: 100,
+            threads: 2,
+            values: ValueSpec::fixed(8),
+            max_scan_length: 10,
+        };
         let adapter = crate::baseline::NullBaseline;
         let pools: Vec<Vec<u8>> = (0..2).map(|t| value_pool(&params, t)).collect();
         let inputs = PhaseInputs {
@@ -312,7 +333,11 @@ mod tests {
             })
             .collect();
         let started = Instant::now();
-        let (run, _) = run_phase(&inputs, runs, PhaseLimit { total_ops: None, duration: Some(Duration::from_millis(200)) });
+        let (run, _) = run_phase(
+            &inputs,
+            runs,
+            PhaseLimit { total_ops: None, duration: Some(Duration::from_millis(200)) },
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(run.ops > 0);
         assert!(run.elapsed >= Duration::from_millis(150), "{:?}", run.elapsed);

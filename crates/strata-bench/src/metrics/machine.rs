@@ -125,7 +125,8 @@ fn unescape_mount(field: &str) -> String {
     out
 }
 
-/// The checked-out commit (`git rev-parse HEAD`) and whether the tree has local changes.
+/// The commit of the source tree this binary was built from (`git rev-parse HEAD` there, not in
+/// the current directory, which may be another repository) and whether it has local changes.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct GitInfo {
     pub commit: Option<String>,
@@ -134,8 +135,11 @@ pub struct GitInfo {
 
 impl GitInfo {
     pub fn collect() -> GitInfo {
+        let source_dir = env!("CARGO_MANIFEST_DIR");
         let run = |args: &[&str]| {
             Command::new("git")
+                .arg("-C")
+                .arg(source_dir)
                 .args(args)
                 .output()
                 .ok()
@@ -143,7 +147,10 @@ impl GitInfo {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         };
         let commit = run(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
-        let dirty = commit.as_ref().and_then(|_| run(&["status", "--porcelain", "--untracked-files=no"])).map(|s| !s.is_empty());
+        let dirty = commit
+            .as_ref()
+            .and_then(|_| run(&["status", "--porcelain", "--untracked-files=no"]))
+            .map(|s| !s.is_empty());
         GitInfo { commit, dirty }
     }
 }

@@ -41,7 +41,9 @@ impl ProcIo {
 
 /// The number after `name` on its line (`name: 123 kB` style lines included).
 fn field(text: &str, name: &str) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix(name)).and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
 }
 
 /// Resident memory of the whole process (harness included), from /proc/self/status.
@@ -55,7 +57,10 @@ pub struct Rss {
 impl Rss {
     pub fn sample() -> Option<Rss> {
         let text = std::fs::read_to_string("/proc/self/status").ok()?;
-        Some(Rss { current_bytes: field(&text, "VmRSS:")? * 1024, peak_bytes: field(&text, "VmHWM:")? * 1024 })
+        Some(Rss {
+            current_bytes: field(&text, "VmRSS:")? * 1024,
+            peak_bytes: field(&text, "VmHWM:")? * 1024,
+        })
     }
 
     /// Resets VmHWM to the current RSS (Linux ≥ 4.0: `echo 5 > /proc/self/clear_refs`), so each

@@ -1,9 +1,11 @@
 //! fjall 3.1: a pure-Rust LSM-tree with a shared journal, configured like RocksDB where fjall has
 //! the knob: 4 KiB blocks, 10 bits/key bloom filters, the same budget split, no compression.
 
-use anyhow::Context as _;
-use ::fjall::config::{BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry};
+use ::fjall::config::{
+    BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
+};
 use ::fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use anyhow::Context as _;
 
 use super::{format_bytes, setting, LsmMemorySplit};
 use crate::adapter::{KvAdapter, OpenParams};

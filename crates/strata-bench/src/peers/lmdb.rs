@@ -26,7 +26,8 @@ impl LmdbAdapter {
     pub(super) fn open(params: &OpenParams) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&params.dir)
             .with_context(|| format!("lmdb: creating {}", params.dir.display()))?;
-        let map_size_bytes = usize::try_from(MAP_SIZE_BYTES).context("lmdb: map size exceeds address space")?;
+        let map_size_bytes =
+            usize::try_from(MAP_SIZE_BYTES).context("lmdb: map size exceeds address space")?;
         let threads = u32::try_from(params.threads).unwrap_or(u32::MAX);
         let max_readers = DEFAULT_MAX_READERS.max(threads.saturating_add(8));
 
@@ -62,7 +63,10 @@ impl LmdbAdapter {
                     format_bytes(params.memory_budget_bytes)
                 ),
             ),
-            setting("map size", format!("{} virtual (file grows with the data)", format_bytes(MAP_SIZE_BYTES))),
+            setting(
+                "map size",
+                format!("{} virtual (file grows with the data)", format_bytes(MAP_SIZE_BYTES)),
+            ),
             setting("page size", "OS page size (4 KiB)"),
             setting("read-ahead", "off (MDB_NORDAHEAD: random reads on data larger than memory)"),
             setting("compression", "none (LMDB has none)"),
@@ -119,7 +123,9 @@ impl KvAdapter for LmdbAdapter {
 
     fn scan(&self, start: &[u8], count: usize) -> anyhow::Result<usize> {
         let rtxn = self.env.read_txn().context("lmdb scan: read transaction")?;
-        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(start), Bound::Unbounded);
+        // LMDB rejects zero-length keys, also as a seek target; the empty key sorts first anyway.
+        let lower = if start.is_empty() { Bound::Unbounded } else { Bound::Included(start) };
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (lower, Bound::Unbounded);
         let mut read = 0;
         for item in self.db.range(&rtxn, &bounds).context("lmdb scan")?.take(count) {
             let (key, value) = item.context("lmdb scan")?;

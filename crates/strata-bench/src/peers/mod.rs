@@ -142,14 +142,18 @@ struct LsmMemorySplit {
 
 #[cfg(any(feature = "rocksdb", feature = "fjall"))]
 impl LsmMemorySplit {
-    /// Memtables smaller than this make LSMs flush tiny files; both engines accept it.
-    const MIN_MEMTABLE_BYTES: u64 = 1 << 20;
+    /// Floors for tiny budgets (tests, smoke runs): smaller memtables only flush tinier files.
+    /// `config_description` reports the sizes actually used.
+    const MIN_MEMTABLE_BYTES: u64 = 256 << 10;
+    const MIN_BLOCK_CACHE_BYTES: u64 = 256 << 10;
 
     fn of_budget(memory_budget_bytes: u64) -> Self {
         let memtable_count = 2;
-        let memtable_bytes = (memory_budget_bytes / 3 / u64::from(memtable_count)).max(Self::MIN_MEMTABLE_BYTES);
-        let block_cache_bytes =
-            memory_budget_bytes.saturating_sub(memtable_bytes * u64::from(memtable_count)).max(1 << 20);
+        let memtable_bytes =
+            (memory_budget_bytes / 3 / u64::from(memtable_count)).max(Self::MIN_MEMTABLE_BYTES);
+        let block_cache_bytes = memory_budget_bytes
+            .saturating_sub(memtable_bytes * u64::from(memtable_count))
+            .max(Self::MIN_BLOCK_CACHE_BYTES);
         LsmMemorySplit { memtable_bytes, memtable_count, block_cache_bytes }
     }
 
@@ -211,7 +215,10 @@ mod tests {
         assert_eq!(split.block_cache_bytes, 64 << 20);
         let tiny = LsmMemorySplit::of_budget(0);
         assert_eq!(tiny.memtable_bytes, LsmMemorySplit::MIN_MEMTABLE_BYTES);
-        assert_eq!(tiny.block_cache_bytes, 1 << 20);
+        assert_eq!(tiny.block_cache_bytes, LsmMemorySplit::MIN_BLOCK_CACHE_BYTES);
+        let one_mib = LsmMemorySplit::of_budget(1 << 20);
+        let used = one_mib.memtable_bytes * u64::from(one_mib.memtable_count) + one_mib.block_cache_bytes;
+        assert!(used <= 1 << 20, "{one_mib:?}");
     }
 
     #[cfg(any(feature = "rocksdb", feature = "lmdb", feature = "redb", feature = "fjall", feature = "sled"))]

@@ -1,8 +1,8 @@
 //! redb 4.4: a copy-on-write B-tree in one file with its own page cache. One write transaction
 //! per put (redb has a single writer), one read transaction per get or scan.
 
-use anyhow::Context as _;
 use ::redb::{Builder, Database, Durability, ReadableDatabase as _, TableDefinition};
+use anyhow::Context as _;
 
 use super::{bytes_usize, format_bytes, owned_len, read_record, setting};
 use crate::adapter::{KvAdapter, OpenParams};
@@ -33,7 +33,10 @@ impl RedbAdapter {
 
         let config = vec![
             setting("library", "redb 4.4.0"),
-            setting("memory", format!("{} page cache (the whole budget)", format_bytes(params.memory_budget_bytes))),
+            setting(
+                "memory",
+                format!("{} page cache (the whole budget)", format_bytes(params.memory_budget_bytes)),
+            ),
             setting("page size", "4 KiB (redb's fixed default)"),
             setting("compression", "none (redb has none)"),
             setting(
@@ -55,7 +58,11 @@ impl RedbAdapter {
         Ok(RedbAdapter { db, durability, config })
     }
 
-    fn write(&self, what: &str, apply: impl FnOnce(&mut ::redb::Table<&[u8], &[u8]>) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    fn write(
+        &self,
+        what: &str,
+        apply: impl FnOnce(&mut ::redb::Table<&[u8], &[u8]>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let mut txn = self.db.begin_write().with_context(|| format!("redb {what}: write transaction"))?;
         txn.set_durability(self.durability).with_context(|| format!("redb {what}: durability"))?;
         {

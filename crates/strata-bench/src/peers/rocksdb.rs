@@ -2,8 +2,8 @@
 //! did: 4 KiB blocks, a 10 bits/key bloom filter, direct I/O for reads and for flush/compaction,
 //! block cache + memtables sized to the memory budget, WAL on.
 
-use anyhow::Context as _;
 use ::rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions, DB};
+use anyhow::Context as _;
 
 use super::{bytes_usize, format_bytes, owned_len, read_record, setting, LsmMemorySplit};
 use crate::adapter::{KvAdapter, OpenParams};

@@ -190,7 +190,8 @@ pub fn fmt_count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        let remaining = digits.len() - i;
+        if i > 0 && remaining / 3 * 3 == remaining {
             out.push(',');
         }
         out.push(c);

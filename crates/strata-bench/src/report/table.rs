@@ -22,7 +22,12 @@ impl Table {
     fn render(&self, out: &mut String) {
         let columns = self.header.len();
         let width = |c: usize| {
-            self.rows.iter().chain(std::iter::once(&self.header)).map(|r| r.get(c).map_or(0, |s| s.chars().count())).max().unwrap_or(0)
+            self.rows
+                .iter()
+                .chain(std::iter::once(&self.header))
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
         };
         let widths: Vec<usize> = (0..columns).map(width).collect();
         for row in std::iter::once(&self.header).chain(&self.rows) {
@@ -89,7 +94,8 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(out, "  {:<10} {}", "", settings.join("; "));
         }
         if e.status == "ok" {
-            let _ = writeln!(out, "  {:<10} page cache: {}", "", e.page_cache_note);
+            let rss = e.baseline_rss_bytes.map_or_else(|| "unknown".into(), fmt_bytes);
+            let _ = writeln!(out, "  {:<10} page cache: {}; RSS before open: {rss}", "", e.page_cache_note);
         }
     }
 
@@ -101,8 +107,18 @@ pub fn render(report: &BenchReport) -> String {
         let first_engine = report.engines.first().map(|e| e.name.as_str()).unwrap_or("first");
         let vs = format!("vs {first_engine}");
         let mut t = Table::new(&[
-            "engine", "status", "ops/s", &vs, "p50 µs", "p99 µs", "p99.9 µs", "max µs", "dev read", "dev write",
-            "disk", "peak RSS",
+            "engine",
+            "status",
+            "ops/s",
+            &vs,
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "dev read",
+            "dev write",
+            "disk",
+            "peak RSS",
         ]);
         for r in &rows {
             t.row(vec![
@@ -142,10 +158,22 @@ pub fn render(report: &BenchReport) -> String {
     }
     t.render(&mut out);
 
-    let _ = writeln!(out, "\nI/O and space (amplification = device bytes / user bytes; space = allocated / live data):");
+    let _ = writeln!(
+        out,
+        "\nI/O and space (amplification = device bytes / user bytes; space = allocated / live data):"
+    );
     let mut t = Table::new(&[
-        "engine", "workload", "user write", "user read", "write amp", "read amp", "engine write", "disk alloc",
-        "disk apparent", "space amp", "not found",
+        "engine",
+        "workload",
+        "user write",
+        "user read",
+        "write amp",
+        "read amp",
+        "engine write",
+        "disk alloc",
+        "disk apparent",
+        "space amp",
+        "not found",
     ]);
     for r in &report.results {
         t.row(vec![

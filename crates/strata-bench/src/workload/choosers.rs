@@ -37,7 +37,11 @@ impl Distribution {
             Distribution::Zipfian { theta } => format!("zipfian θ={theta}"),
             Distribution::Latest { theta } => format!("latest θ={theta}"),
             Distribution::Hotspot { keys_fraction, ops_fraction } => {
-                format!("hotspot {:.0}% of ops on {:.0}% of keys", ops_fraction * 100.0, keys_fraction * 100.0)
+                format!(
+                    "hotspot {:.0}% of ops on {:.0}% of keys",
+                    ops_fraction * 100.0,
+                    keys_fraction * 100.0
+                )
             }
         }
     }
@@ -46,7 +50,9 @@ impl Distribution {
 /// Per-thread key chooser state.
 #[derive(Clone, Debug)]
 pub enum KeyChooser {
-    Uniform { records: u64 },
+    Uniform {
+        records: u64,
+    },
     /// Drawn over `records + expected inserts` and redrawn while the index is not yet inserted,
     /// as YCSB's `nextKeynum` does.
     Zipfian(ScrambledZipfian),

@@ -84,7 +84,9 @@ impl OpMix {
                 .split_once('=')
                 .ok_or_else(|| format!("--mix {text:?}: expected op=weight pairs like read=70,update=30"))?;
             let kind = OpKind::parse(name.trim()).ok_or_else(|| {
-                format!("--mix {text:?}: unknown operation {name:?}; expected read, update, insert, scan or rmw")
+                format!(
+                    "--mix {text:?}: unknown operation {name:?}; expected read, update, insert, scan or rmw"
+                )
             })?;
             let weight: f64 =
                 weight.trim().parse().map_err(|_| format!("--mix {text:?}: {weight:?} is not a number"))?;
@@ -154,7 +156,9 @@ impl DistributionKind {
             "zipfian" => Ok(DistributionKind::Zipfian),
             "latest" => Ok(DistributionKind::Latest),
             "hotspot" => Ok(DistributionKind::Hotspot),
-            _ => Err(format!("unknown --distribution {text:?}; expected zipfian, uniform, latest or hotspot")),
+            _ => {
+                Err(format!("unknown --distribution {text:?}; expected zipfian, uniform, latest or hotspot"))
+            }
         }
     }
 }

@@ -110,7 +110,8 @@ impl Iterator for LoadTrace {
 }
 
 fn draw_value(rng: &mut SmallRng, values: ValueSpec) -> (u32, u32) {
-    let len = if values.is_fixed() { values.min_bytes } else { rng.gen_range(values.min_bytes..=values.max_bytes) };
+    let len =
+        if values.is_fixed() { values.min_bytes } else { rng.gen_range(values.min_bytes..=values.max_bytes) };
     (len as u32, rng.gen_range(0..VALUE_POOL_SLACK_BYTES as u32))
 }
 
@@ -183,7 +184,9 @@ impl ThreadTrace {
             _ => 0,
         };
         let (value_len, value_offset) = match kind {
-            OpKind::Update | OpKind::Insert | OpKind::ReadModifyWrite => draw_value(&mut self.rng, self.params.values),
+            OpKind::Update | OpKind::Insert | OpKind::ReadModifyWrite => {
+                draw_value(&mut self.rng, self.params.values)
+            }
             OpKind::Read | OpKind::Scan => (0, 0),
         };
         Op { kind, keynum, scan_len, value_len, value_offset }
@@ -201,8 +204,15 @@ mod tests {
 
     fn trace(seed: u64, workload: &str, thread: u32, n: usize) -> Vec<Op> {
         let w = Workload::named(workload).unwrap();
-        let mut t =
-            ThreadTrace::new(&params(seed), 1, thread, &w, Distribution::Zipfian { theta: DEFAULT_THETA }, 0, None);
+        let mut t = ThreadTrace::new(
+            &params(seed),
+            1,
+            thread,
+            &w,
+            Distribution::Zipfian { theta: DEFAULT_THETA },
+            0,
+            None,
+        );
         (0..n).map(|_| t.next_op()).collect()
     }
 
@@ -213,7 +223,13 @@ mod tests {
             assert_ne!(trace(42, w, 0, 5000), trace(43, w, 0, 5000), "workload {w}");
             assert_ne!(trace(42, w, 0, 5000), trace(42, w, 1, 5000), "threads must differ");
         }
-        let load = |seed| LoadTrace::new(&TraceParams { values: ValueSpec { min_bytes: 10, max_bytes: 90 }, ..params(seed) }, 1).collect::<Vec<_>>();
+        let load = |seed| {
+            LoadTrace::new(
+                &TraceParams { values: ValueSpec { min_bytes: 10, max_bytes: 90 }, ..params(seed) },
+                1,
+            )
+            .collect::<Vec<_>>()
+        };
         assert_eq!(load(1), load(1));
         assert_ne!(load(1), load(2));
         assert_eq!(load(1).len() as u64, LoadTrace::len(&params(1), 1));
@@ -258,7 +274,10 @@ mod tests {
                     assert!(seen.insert(op.keynum), "duplicate insert {}", op.keynum);
                     mine.insert(op.keynum);
                 } else {
-                    assert!(op.keynum < p.records || mine.contains(&op.keynum), "read of a key not yet inserted");
+                    assert!(
+                        op.keynum < p.records || mine.contains(&op.keynum),
+                        "read of a key not yet inserted"
+                    );
                 }
             }
         }

@@ -29,8 +29,11 @@ pub fn zeta(n: u64, theta: f64) -> f64 {
     let f = |x: f64| x.powf(-theta);
     let d1 = |x: f64| -theta * x.powf(-theta - 1.0);
     let d3 = |x: f64| -theta * (theta + 1.0) * (theta + 2.0) * x.powf(-theta - 3.0);
-    let integral =
-        if (theta - 1.0).abs() < 1e-12 { (nf / mf).ln() } else { (nf.powf(1.0 - theta) - mf.powf(1.0 - theta)) / (1.0 - theta) };
+    let integral = if (theta - 1.0).abs() < 1e-12 {
+        (nf / mf).ln()
+    } else {
+        (nf.powf(1.0 - theta) - mf.powf(1.0 - theta)) / (1.0 - theta)
+    };
     head + integral + (f(mf) + f(nf)) / 2.0 + (d1(nf) - d1(mf)) / 12.0 - (d3(nf) - d3(mf)) / 720.0
 }
 
@@ -51,6 +54,8 @@ pub struct Zipfian {
     theta: f64,
     alpha: f64,
     zeta2theta: f64,
+    /// 0.5^θ: YCSB recomputes it on every draw; it is constant.
+    half_pow_theta: f64,
     zetan: f64,
     eta: f64,
     count_for_zeta: u64,
@@ -70,6 +75,7 @@ impl Zipfian {
             theta,
             alpha: 1.0 / (1.0 - theta),
             zeta2theta,
+            half_pow_theta: 0.5f64.powf(theta),
             zetan,
             eta: 0.0,
             count_for_zeta: items,
@@ -106,7 +112,7 @@ impl Zipfian {
         if uz < 1.0 {
             return 0;
         }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
+        if uz < 1.0 + self.half_pow_theta {
             return 1;
         }
         (item_count as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64

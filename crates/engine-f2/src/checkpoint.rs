@@ -1,0 +1,179 @@
+//! The checkpoint file `f2-checkpoint` (docs/format/f2-logs.md, "Checkpoint").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+use strata_core::{Error, Result};
+use strata_io::Storage;
+
+pub const FILE_NAME: &str = "f2-checkpoint";
+const MAGIC: &[u8; 8] = b"STRF2CK1";
+const FORMAT_VERSION: u32 = 1;
+pub const CHECKPOINT_BYTES: usize = 112;
+const FIELDS_OFFSET: usize = 16;
+
+/// What a checkpoint records: the WAL position it covers and each log's live range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub wal_lsn: u64,
+    pub page_size_bytes: u64,
+    pub segment_bytes: u64,
+    pub chunk_count: u64,
+    pub hot_begin: u64,
+    pub hot_tail: u64,
+    pub cold_begin: u64,
+    pub cold_tail: u64,
+    pub chunk_begin: u64,
+    pub chunk_tail: u64,
+    pub cold_truncations: u64,
+}
+
+impl Checkpoint {
+    fn fields(&self) -> [u64; 12] {
+        [
+            self.wal_lsn,
+            self.page_size_bytes,
+            self.segment_bytes,
+            self.chunk_count,
+            self.hot_begin,
+            self.hot_tail,
+            self.cold_begin,
+            self.cold_tail,
+            self.chunk_begin,
+            self.chunk_tail,
+            self.cold_truncations,
+            0,
+        ]
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(CHECKPOINT_BYTES);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        for f in self.fields() {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(out.get(FIELDS_OFFSET..).unwrap_or_default());
+        if let Some(slot) = out.get_mut(12..16) {
+            slot.copy_from_slice(&crc.to_le_bytes());
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Checkpoint> {
+        let corrupt = |offset: u64, what: &str| Error::corruption(FILE_NAME, offset, what.to_string());
+        if bytes.len() != CHECKPOINT_BYTES {
+            return Err(corrupt(0, &format!("checkpoint is {} bytes, expected {CHECKPOINT_BYTES}", bytes.len())));
+        }
+        if bytes.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(corrupt(0, "bad magic"));
+        }
+        let u32_at = |o: usize| bytes.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+        if u32_at(8) != Some(FORMAT_VERSION) {
+            return Err(Error::Incompatible(format!("{FILE_NAME} has an unknown format version")));
+        }
+        let crc = crc32c::crc32c(bytes.get(FIELDS_OFFSET..).unwrap_or_default());
+        if u32_at(12) != Some(crc) {
+            return Err(corrupt(12, "checkpoint checksum mismatch"));
+        }
+        let mut f = [0u64; 12];
+        for (i, v) in f.iter_mut().enumerate() {
+            let o = FIELDS_OFFSET + i * 8;
+            *v = bytes.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or_default();
+        }
+        let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, _] =
+            f;
+        let c = Checkpoint {
+            wal_lsn,
+            page_size_bytes,
+            segment_bytes,
+            chunk_count,
+            hot_begin,
+            hot_tail,
+            cold_begin,
+            cold_tail,
+            chunk_begin,
+            chunk_tail,
+            cold_truncations,
+        };
+        let sane = page_size_bytes >= 4096
+            && page_size_bytes.is_power_of_two()
+            && segment_bytes >= page_size_bytes
+            && segment_bytes % page_size_bytes == 0
+            && chunk_count.is_power_of_two()
+            && chunk_count <= 1 << 32
+            && [(hot_begin, hot_tail), (cold_begin, cold_tail), (chunk_begin, chunk_tail)]
+                .iter()
+                .all(|&(b, t)| b >= crate::log::FIRST_ADDRESS && b <= t && t < 1 << 47);
+        if !sane {
+            return Err(corrupt(FIELDS_OFFSET as u64, "checkpoint fields are inconsistent"));
+        }
+        Ok(c)
+    }
+
+    pub fn load(storage: &dyn Storage) -> Result<Option<Checkpoint>> {
+        if !storage.exists(FILE_NAME)? {
+            return Ok(None);
+        }
+        let file = storage.open(FILE_NAME, strata_io::OpenOptions::existing())?;
+        Checkpoint::decode(&strata_io::read_all(file.as_ref())?).map(Some)
+    }
+
+    /// Durably replaces the checkpoint file (temporary file, fsync, rename, directory fsync).
+    pub fn store(&self, storage: &dyn Storage) -> Result<()> {
+        strata_io::write_file_atomic(storage, FILE_NAME, &self.encode())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        Checkpoint {
+            wal_lsn: 7,
+            page_size_bytes: 4096,
+            segment_bytes: 8192,
+            chunk_count: 16,
+            hot_begin: 64,
+            hot_tail: 100,
+            cold_begin: 64,
+            cold_tail: 64,
+            chunk_begin: 64,
+            chunk_tail: 400,
+            cold_truncations: 3,
+        }
+    }
+
+    #[test]
+    fn documented_offsets_match_the_code() {
+        let bytes = sample().encode();
+        assert_eq!(bytes.len(), CHECKPOINT_BYTES);
+        assert_eq!(&bytes[0..8], b"STRF2CK1");
+        assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
+        assert_eq!(&bytes[12..16], &crc32c::crc32c(&bytes[16..112]).to_le_bytes());
+        let field = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+        assert_eq!(field(16), 7);
+        assert_eq!(field(24), 4096);
+        assert_eq!(field(32), 8192);
+        assert_eq!(field(40), 16);
+        assert_eq!((field(48), field(56)), (64, 100));
+        assert_eq!((field(64), field(72)), (64, 64));
+        assert_eq!((field(80), field(88)), (64, 400));
+        assert_eq!(field(96), 3);
+        assert_eq!(field(104), 0);
+        assert_eq!(Checkpoint::decode(&bytes).unwrap(), sample());
+    }
+
+    #[test]
+    fn damage_is_reported_not_panicked() {
+        let bytes = sample().encode();
+        for len in 0..bytes.len() {
+            assert!(Checkpoint::decode(&bytes[..len]).is_err());
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(Checkpoint::decode(&b).is_err(), "bit {bit}");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Background-style work run inline by the writer that crosses a threshold (one at a time, under
+//! the maintenance lock): lookup-based hot→cold and cold→cold compaction (F2 §5.2), chunk-log
+//! garbage collection, checkpoints; plus `verify` and the unordered full scan.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::Relaxed;
+
+use strata_core::{Error, Key, Result, VerifyReport};
+
+use super::Inner;
+use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
+use crate::hash::key_hash;
+use crate::log::{scan_range, SegmentedFile};
+use crate::record;
+
+impl Inner {
+    /// Runs whatever maintenance is due, unless another thread is already doing maintenance.
+    pub fn maybe_maintain(&self) -> Result<()> {
+        let due = self.hot.size_bytes() > self.opts.hot_trigger_bytes
+            || self.cold.size_bytes() > self.opts.cold_trigger_bytes
+            || self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes;
+        if !due {
+            return Ok(());
+        }
+        let Some(_only_one) = self.maintenance.try_lock() else { return Ok(()) };
+        self.ensure_usable()?;
+        self.maintain_locked().map_err(|e| self.poisoned(e))
+    }
+
+    /// Caller holds the maintenance lock.
+    pub fn maintain_locked(&self) -> Result<()> {
+        if self.hot.size_bytes() > self.opts.hot_trigger_bytes {
+            self.compact_hot()?;
+        }
+        if self.cold.size_bytes() > self.opts.cold_trigger_bytes {
+            self.compact_cold()?;
+        }
+        let copied = self.cold_index.collect_garbage(2 * self.opts.page_size_bytes)?;
+        self.counters.chunks_collected.fetch_add(copied, Relaxed);
+        if self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes {
+            self.checkpoint_locked()?;
+        }
+        Ok(())
+    }
+
+    /// The oldest `compaction_fraction` of a log, cut at a page boundary and not past `limit`.
+    fn compaction_until(&self, begin: u64, size: u64, limit: u64) -> u64 {
+        let page = self.opts.page_size_bytes;
+        let want = begin + ((size as f64 * self.opts.compaction_fraction) as u64).max(page);
+        let until = want.min(limit);
+        until - until % page
+    }
+
+    /// Hot→cold compaction: every record in the oldest part of the hot log that is still the
+    /// newest of its key in the hot log (ConditionalInsert's lookup) is upserted into the cold
+    /// log; then the hot log is truncated and index entries below the new begin are cleared.
+    /// Only the immutable region is compacted, so write-hot records in the mutable region never
+    /// move (no FASTER death spiral).
+    pub fn compact_hot(&self) -> Result<u64> {
+        let begin = self.hot.begin();
+        let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.read_only());
+        if until <= begin {
+            return Ok(0);
+        }
+        let mut copied = 0;
+        self.hot.scan(begin, until, &mut |address, view| {
+            let hash = key_hash(view.key);
+            if self.hot_has_newer(view.key, hash, address)? {
+                return Ok(());
+            }
+            self.cold_append(view.key, view.value_opt(), hash)?;
+            copied += 1;
+            Ok(())
+        })?;
+        self.hot.truncate(until);
+        self.hot_index.invalidate_below(until);
+        self.counters.hot_compactions.fetch_add(1, Relaxed);
+        self.counters.hot_records_to_cold.fetch_add(copied, Relaxed);
+        Ok(copied)
+    }
+
+    /// Cold→cold compaction: live records of the oldest part of the cold log are copied to its
+    /// tail (ConditionalInsert with the cold log as source and target), then the log is truncated.
+    /// Tombstones are dropped: every older record of their key is in the truncated part too.
+    pub fn compact_cold(&self) -> Result<u64> {
+        let begin = self.cold.begin();
+        let tail = self.cold.tail();
+        let until = self.compaction_until(begin, self.cold.size_bytes(), tail - tail % self.opts.page_size_bytes);
+        if until <= begin {
+            return Ok(0);
+        }
+        let mut copied = 0;
+        self.cold.scan(begin, until, &mut |address, view| {
+            if view.is_tombstone() {
+                return Ok(());
+            }
+            let hash = key_hash(view.key);
+            if self.cold_has_newer(view.key, hash, address)? {
+                return Ok(());
+            }
+            self.cold_append(view.key, view.value_opt(), hash)?;
+            copied += 1;
+            Ok(())
+        })?;
+        self.cold.truncate(until);
+        self.counters.cold_compactions.fetch_add(1, Relaxed);
+        self.counters.cold_records_copied.fetch_add(copied, Relaxed);
+        Ok(copied)
+    }
+
+    /// Appends a record to the cold log and points its cold-index entry at it. Caller holds the
+    /// maintenance lock (the cold log has a single writer).
+    fn cold_append(&self, key: &[u8], value: Option<&[u8]>, hash: u64) -> Result<()> {
+        let head = self.cold_index.find(hash)?;
+        let prev = if head >= self.cold.begin() { head } else { 0 };
+        let address = self.cold.append(&record::encode(key, value, prev))?;
+        self.cold_index.update(hash, address)
+    }
+
+    /// Takes a checkpoint: seals the hot log at the tail (under the write lock, together with the
+    /// WAL position), writes and fsyncs every log up to its tail, durably replaces the checkpoint
+    /// file, deletes segments below the new begins and truncates the WAL. Caller holds the
+    /// maintenance lock.
+    pub fn checkpoint_locked(&self) -> Result<()> {
+        let (wal_lsn, hot_tail) = {
+            let _w = self.write_lock.lock();
+            (self.wal.last_lsn(), self.hot.seal_to_tail())
+        };
+        self.wal_bytes_since_checkpoint.store(0, Relaxed);
+        self.hot.flush_until(hot_tail)?;
+        self.cold.flush()?;
+        self.cold_index.log.flush()?;
+        for file in [&self.hot.file, &self.cold.file, &self.cold_index.log.file] {
+            file.sync_all()?;
+        }
+        self.storage.sync_dir()?;
+        let ck = Checkpoint {
+            wal_lsn,
+            page_size_bytes: self.opts.page_size_bytes,
+            segment_bytes: self.opts.segment_bytes,
+            chunk_count: self.opts.chunk_count,
+            hot_begin: self.hot.begin(),
+            hot_tail,
+            cold_begin: self.cold.begin(),
+            cold_tail: self.cold.tail(),
+            chunk_begin: self.cold_index.log.begin(),
+            chunk_tail: self.cold_index.log.tail(),
+            cold_truncations: self.cold.truncations(),
+        };
+        ck.store(self.storage.as_ref())?;
+        *self.last_checkpoint.lock() = ck;
+        for (file, begin) in
+            [(&self.hot.file, ck.hot_begin), (&self.cold.file, ck.cold_begin), (&self.cold_index.log.file, ck.chunk_begin)]
+        {
+            file.remove_outside(begin, u64::MAX)?;
+        }
+        self.storage.sync_dir()?;
+        self.wal.truncate_before(wal_lsn + 1)?;
+        self.counters.checkpoints.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Reads the WAL, the checkpoint and every checkpointed byte of the three logs from storage,
+    /// checking every checksum.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let _only_one = self.maintenance.lock();
+        let mut report = strata_wal::Wal::verify(self.storage.as_ref(), &self.wal_options)?;
+        let ck = Checkpoint::load(self.storage.as_ref())?;
+        let Some(ck) = ck else { return Ok(report) };
+        report.files_checked += 1;
+        report.bytes_checked += CHECKPOINT_BYTES as u64;
+        let page = ck.page_size_bytes;
+        for (file, begin, tail) in [
+            (&self.hot.file, ck.hot_begin, ck.hot_tail),
+            (&self.cold.file, ck.cold_begin, ck.cold_tail),
+            (&self.cold_index.log.file, ck.chunk_begin, ck.chunk_tail),
+        ] {
+            let records = scan_range(file, page, begin, tail, &mut |p| read_disk_page(file, page, p), &mut |_, _| Ok(()))?;
+            report.records_checked += records;
+            report.bytes_checked += tail - begin;
+            report.files_checked += (tail - begin).div_ceil(ck.segment_bytes);
+        }
+        Ok(report)
+    }
+
+    /// Every key stored in the hot or cold log (live or not), deduplicated.
+    pub fn all_keys(&self) -> Result<Vec<Key>> {
+        let _only_one = self.maintenance.lock();
+        let mut seen = HashSet::new();
+        let mut keys = Vec::new();
+        let mut visit = |_: u64, view: record::RecordView<'_>| {
+            if seen.insert(view.key.to_vec()) {
+                keys.push(view.key.to_vec());
+            }
+            Ok(())
+        };
+        let hot_tail = {
+            let _w = self.write_lock.lock();
+            self.hot.tail()
+        };
+        self.hot.scan(self.hot.begin(), hot_tail, &mut visit)?;
+        self.cold.scan(self.cold.begin(), self.cold.tail(), &mut visit)?;
+        Ok(keys)
+    }
+}
+
+fn read_disk_page(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; page_size as usize];
+    file.read_at(page_start, &mut buf).map_err(|e| match e {
+        Error::Io { .. } => Error::corruption(file.file_of(page_start), page_start % file.segment_bytes(), e.to_string()),
+        other => other,
+    })?;
+    Ok(buf)
+}

@@ -1,0 +1,194 @@
+//! The engine's shared state, how it opens (recovery), and its poison/closed bookkeeping.
+//! Paths: /work/notes/arch-f2.md (numbered write, compaction, checkpoint and recovery paths).
+
+mod maintenance;
+mod ops;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::batch_codec::decode_batch;
+use strata_core::{EngineConfig, Error, Result};
+use strata_io::Storage;
+use strata_wal::{Wal, WalOptions};
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::hash::key_hash;
+use crate::index::cold::ColdIndex;
+use crate::index::hot::HotIndex;
+use crate::log::{AppendLog, HybridLog, ReadCache, SegmentedFile, FIRST_ADDRESS};
+use crate::options::{F2Options, Resolved};
+
+pub(crate) const WAL_PREFIX: &str = "f2wal-";
+const HOT_PREFIX: &str = "f2-hot-";
+const COLD_PREFIX: &str = "f2-cold-";
+const CHUNK_PREFIX: &str = "f2-chunk-";
+
+pub(crate) struct Inner {
+    pub storage: Arc<dyn Storage>,
+    pub opts: Resolved,
+    pub wal_options: WalOptions,
+    pub wal: Wal,
+    /// Serialises WAL append + apply, so WAL order is apply order (and recovery prefix-consistent).
+    pub write_lock: Mutex<()>,
+    /// Readers hold it shared; a multi-operation batch holds it exclusively while it is applied,
+    /// so no reader sees half a batch.
+    pub batch_gate: RwLock<()>,
+    /// Held by compaction, checkpoint and verify: one maintenance task at a time, and the only
+    /// writer of the cold log and the cold index.
+    pub maintenance: Mutex<()>,
+    pub hot: HybridLog,
+    pub hot_index: HotIndex,
+    pub cold: AppendLog,
+    pub cold_index: ColdIndex,
+    /// `None` when the read-cache budget is under two pages.
+    pub read_cache: Option<ReadCache>,
+    pub last_checkpoint: Mutex<Checkpoint>,
+    pub wal_bytes_since_checkpoint: AtomicU64,
+    pub closed: AtomicBool,
+    pub poison: Mutex<Option<String>>,
+    pub counters: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub user_bytes_written: AtomicU64,
+    pub user_bytes_read: AtomicU64,
+    pub in_place_updates: AtomicU64,
+    pub appends: AtomicU64,
+    pub hot_hits: AtomicU64,
+    pub read_cache_hits: AtomicU64,
+    pub read_cache_inserts: AtomicU64,
+    pub read_cache_second_chances: AtomicU64,
+    pub cold_hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub cold_lookups: AtomicU64,
+    pub false_absence_retries: AtomicU64,
+    pub rmw_retries: AtomicU64,
+    pub hot_compactions: AtomicU64,
+    pub hot_records_to_cold: AtomicU64,
+    pub cold_compactions: AtomicU64,
+    pub cold_records_copied: AtomicU64,
+    pub chunks_collected: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub records_replayed: AtomicU64,
+    pub hot_records_scanned_at_open: AtomicU64,
+}
+
+impl Inner {
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig, options: &F2Options) -> Result<Inner> {
+        let mut opts = options.resolve(config)?;
+        let tmp = format!("{}.tmp", checkpoint::FILE_NAME);
+        if storage.exists(&tmp)? {
+            storage.remove(&tmp)?;
+        }
+        // 1. The newest checkpoint fixes the layout and each log's live range.
+        let ck = match Checkpoint::load(storage.as_ref())? {
+            Some(ck) => ck,
+            None => Checkpoint {
+                wal_lsn: 0,
+                page_size_bytes: opts.page_size_bytes,
+                segment_bytes: opts.segment_bytes,
+                chunk_count: opts.chunk_count,
+                hot_begin: FIRST_ADDRESS,
+                hot_tail: FIRST_ADDRESS,
+                cold_begin: FIRST_ADDRESS,
+                cold_tail: FIRST_ADDRESS,
+                chunk_begin: FIRST_ADDRESS,
+                chunk_tail: FIRST_ADDRESS,
+                cold_truncations: 0,
+            },
+        };
+        opts.page_size_bytes = ck.page_size_bytes;
+        opts.segment_bytes = ck.segment_bytes;
+        opts.chunk_count = ck.chunk_count;
+        let page = ck.page_size_bytes;
+        let segments = |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes, config.direct_io);
+        // 2. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
+        //    or of one before the deletion of truncated segments finished).
+        let (hot_file, cold_file, chunk_file) = (segments(HOT_PREFIX), segments(COLD_PREFIX), segments(CHUNK_PREFIX));
+        hot_file.remove_outside(ck.hot_begin, ck.hot_tail.max(ck.hot_begin + 1))?;
+        cold_file.remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
+        chunk_file.remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
+        storage.sync_dir()?;
+        // 3. Open the logs (tail pages loaded) and rebuild both indexes from the checkpointed logs.
+        let hot = HybridLog::open(hot_file, page, opts.hot_log_pages, opts.mutable_fraction, ck.hot_begin, ck.hot_tail)?;
+        let cold = AppendLog::open(cold_file, page, ck.cold_begin, ck.cold_tail)?;
+        let cold_index = ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
+        cold_index.rebuild()?;
+        let hot_index = HotIndex::new(opts.hot_index_buckets);
+        let scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
+            let entry = hot_index.find_or_create(key_hash(view.key));
+            let _ = entry.cas_address(address);
+            Ok(())
+        })?;
+        let wal_options = WalOptions {
+            segment_bytes: config.wal_segment_bytes,
+            recovery_mode: config.recovery_mode,
+            file_prefix: WAL_PREFIX.to_string(),
+            ..WalOptions::default()
+        };
+        // 4. Replay the WAL records after the checkpoint into the hot log.
+        let mut replay_state = Replay { hot: &hot, hot_index: &hot_index, bytes: 0 };
+        let (wal, report) = Wal::open(storage.clone(), wal_options.clone(), ck.wal_lsn + 1, &mut |lsn, payload| {
+            let batch = decode_batch(payload).map_err(|what| {
+                Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+            })?;
+            replay_state.bytes += payload.len() as u64;
+            for op in batch.ops() {
+                ops::apply_op(replay_state.hot, replay_state.hot_index, None, op.key(), op.value(), None)?;
+            }
+            Ok(())
+        })?;
+        let replayed_bytes = replay_state.bytes;
+        let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
+        let inner = Inner {
+            storage,
+            opts,
+            wal_options,
+            wal,
+            write_lock: Mutex::new(()),
+            batch_gate: RwLock::new(()),
+            maintenance: Mutex::new(()),
+            hot,
+            hot_index,
+            cold,
+            cold_index,
+            read_cache,
+            last_checkpoint: Mutex::new(ck),
+            wal_bytes_since_checkpoint: AtomicU64::new(replayed_bytes),
+            closed: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            counters: Counters::default(),
+        };
+        inner.counters.records_replayed.store(report.records_replayed, Relaxed);
+        inner.counters.hot_records_scanned_at_open.store(scanned, Relaxed);
+        Ok(inner)
+    }
+
+    pub fn ensure_usable(&self) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Err(Error::Closed);
+        }
+        if let Some(msg) = self.poison.lock().as_ref() {
+            return Err(Error::Poisoned(msg.clone()));
+        }
+        Ok(())
+    }
+
+    /// Records the first write-path failure; every later operation returns `Error::Poisoned`.
+    pub fn poisoned(&self, e: Error) -> Error {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+        e
+    }
+}
+
+struct Replay<'a> {
+    hot: &'a HybridLog,
+    hot_index: &'a HotIndex,
+    bytes: u64,
+}

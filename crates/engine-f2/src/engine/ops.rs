@@ -1,0 +1,380 @@
+//! Point operations: lookups through the hot and cold hash chains, applying writes to the hot
+//! log, batches and read-modify-write (F2 Algorithm 1).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use parking_lot::MutexGuard;
+use strata_core::batch_codec::encode_batch;
+use strata_core::{Durability, Error, Result, Value, WriteBatch};
+
+use super::{Counters, Inner};
+use crate::hash::key_hash;
+use crate::index::hot::{EntryRef, HotIndex};
+use crate::log::{HybridLog, ReadCache, FIRST_ADDRESS, READ_CACHE_FLAG};
+use crate::record::{self, OwnedRecord};
+
+/// Applies one put (`Some`) or delete (`None`) to the hot log. Caller holds the write lock (or is
+/// recovery). A put of a same-sized value onto a record in the mutable region updates it in
+/// place; anything else appends a record at the tail and swings the index entry to it (CAS,
+/// retried if a reader cached a record at the chain head or compaction's truncation cleared the
+/// entry meanwhile). A read-cache record at the chain head is invalidated and bypassed.
+pub(crate) fn apply_op(
+    hot: &HybridLog,
+    index: &HotIndex,
+    cache: Option<&ReadCache>,
+    key: &[u8],
+    value: Option<&[u8]>,
+    counters: Option<&Counters>,
+) -> Result<()> {
+    let hash = key_hash(key);
+    let (mut entry, mut hot_head) = resolved_entry(index, cache, hash);
+    if let Some(v) = value {
+        let read_only = hot.read_only();
+        let mut address = hot_head;
+        while address >= read_only && address >= FIRST_ADDRESS {
+            let Some(rec) = hot.read(address)? else { break };
+            if rec.key == key {
+                if hot.update_in_place(address, v) {
+                    if let Some(c) = counters {
+                        c.in_place_updates.fetch_add(1, Relaxed);
+                    }
+                    return Ok(());
+                }
+                break;
+            }
+            address = next_in_chain(hot, address, &rec)?;
+        }
+    }
+    let live_prev = |a: u64| if a >= hot.begin() { a } else { 0 };
+    let address = hot.append(&record::encode(key, value, live_prev(hot_head)))?;
+    if let Some(c) = counters {
+        c.appends.fetch_add(1, Relaxed);
+    }
+    loop {
+        if entry.cas_address(address).is_ok() {
+            return Ok(());
+        }
+        (entry, hot_head) = resolved_entry(index, cache, hash);
+        hot.set_prev_address(address, live_prev(hot_head));
+    }
+}
+
+/// The index entry for `hash` (created if missing) and the hot-log address its chain continues
+/// at: a read-cache record at the head is invalidated and skipped.
+fn resolved_entry<'a>(index: &'a HotIndex, cache: Option<&ReadCache>, hash: u64) -> (EntryRef<'a>, u64) {
+    loop {
+        let entry = index.find_or_create(hash);
+        let address = entry.address();
+        if address & READ_CACHE_FLAG == 0 {
+            return (entry, address);
+        }
+        match cache.and_then(|c| c.read(address).map(|r| (c, r))) {
+            Some((c, rec)) => {
+                c.invalidate(address);
+                return (entry, rec.prev_address);
+            }
+            // Evicted meanwhile: eviction swung the entry to the record's previous address.
+            None if cache.is_some() => continue,
+            None => return (entry, 0),
+        }
+    }
+}
+
+/// A hot chain's head as a reader sees it: the entry value, a read-cache record at the head (if
+/// any) and the hot-log address where the chain continues.
+/// A record found and its address (hot-log address, or a flagged read-cache address).
+pub(crate) type Found = Option<(u64, OwnedRecord)>;
+
+pub(crate) struct ChainHead {
+    pub entry_value: u64,
+    pub cached: Option<(u64, OwnedRecord)>,
+    pub hot_address: u64,
+}
+
+/// The previous address of a chain record, checked to go strictly backwards.
+fn next_in_chain(hot: &HybridLog, address: u64, rec: &OwnedRecord) -> Result<u64> {
+    if rec.prev_address >= address {
+        return Err(Error::corruption(
+            hot.file.file_of(address),
+            address % hot.file.segment_bytes(),
+            format!("hash chain goes forward from {address} to {}", rec.prev_address),
+        ));
+    }
+    Ok(rec.prev_address)
+}
+
+impl Inner {
+    /// The chain head for `hash`, resolving a read-cache record at the head (retrying if it
+    /// was evicted under us).
+    pub fn chain_head(&self, hash: u64) -> Option<ChainHead> {
+        loop {
+            let entry = self.hot_index.find(hash)?;
+            let address = entry.address();
+            if address & READ_CACHE_FLAG == 0 {
+                return Some(ChainHead { entry_value: entry.value, cached: None, hot_address: address });
+            }
+            let Some(cache) = &self.read_cache else {
+                return Some(ChainHead { entry_value: entry.value, cached: None, hot_address: 0 });
+            };
+            if let Some(rec) = cache.read(address) {
+                let hot_address = rec.prev_address;
+                return Some(ChainHead { entry_value: entry.value, cached: Some((address, rec)), hot_address });
+            }
+        }
+    }
+
+    /// The newest record of `key` reachable from the hot index (a valid read-cache copy, or the
+    /// hot log), its address, and the chain head seen.
+    pub fn hot_lookup(&self, key: &[u8], hash: u64) -> Result<(Option<ChainHead>, Found)> {
+        let Some(head) = self.chain_head(hash) else { return Ok((None, None)) };
+        if let Some((address, rec)) = &head.cached {
+            if !rec.invalid && rec.key == key {
+                let found = Some((*address, rec.clone()));
+                return Ok((Some(head), found));
+            }
+        }
+        let found = self.hot_chain_find(key, head.hot_address, FIRST_ADDRESS)?;
+        Ok((Some(head), found))
+    }
+
+    /// Walks a hot chain from `address` down to `floor` (inclusive) looking for `key`.
+    fn hot_chain_find(&self, key: &[u8], mut address: u64, floor: u64) -> Result<Option<(u64, OwnedRecord)>> {
+        while address >= floor.max(FIRST_ADDRESS) {
+            let Some(rec) = self.hot.read(address)? else { return Ok(None) };
+            if rec.key == key {
+                return Ok(Some((address, rec)));
+            }
+            address = next_in_chain(&self.hot, address, &rec)?;
+        }
+        Ok(None)
+    }
+
+    /// True when the hot log holds a record of `key` at an address above `above` (ConditionalInsert's
+    /// check; `above` = 0 checks the whole chain).
+    pub fn hot_has_newer(&self, key: &[u8], hash: u64, above: u64) -> Result<bool> {
+        let Some(head) = self.chain_head(hash) else { return Ok(false) };
+        Ok(self.hot_chain_find(key, head.hot_address, above + 1)?.is_some())
+    }
+
+    /// Walks a cold chain from `address` down to `floor` (inclusive).
+    fn cold_chain_find(&self, key: &[u8], mut address: u64, floor: u64) -> Result<Option<(u64, OwnedRecord)>> {
+        while address >= floor.max(FIRST_ADDRESS) {
+            let Some(rec) = self.cold.read(address)? else { return Ok(None) };
+            if rec.key == key {
+                return Ok(Some((address, rec)));
+            }
+            if rec.prev_address >= address {
+                return Err(Error::corruption(
+                    self.cold.file.file_of(address),
+                    address % self.cold.file.segment_bytes(),
+                    "cold hash chain goes forward",
+                ));
+            }
+            address = rec.prev_address;
+        }
+        Ok(None)
+    }
+
+    /// The newest cold-log record of `key`. Handles the false-absence anomaly (F2 §5.4): if the
+    /// chain ended without a match and the cold log was truncated meanwhile, the record may have
+    /// been copied to the tail under us, so the lookup runs again.
+    pub fn cold_lookup(&self, key: &[u8], hash: u64) -> Result<Option<(u64, OwnedRecord)>> {
+        self.counters.cold_lookups.fetch_add(1, Relaxed);
+        loop {
+            let truncations = self.cold.truncations();
+            let head = self.cold_index.find(hash)?;
+            if let Some(found) = self.cold_chain_find(key, head, FIRST_ADDRESS)? {
+                return Ok(Some(found));
+            }
+            if self.cold.truncations() == truncations {
+                return Ok(None);
+            }
+            self.counters.false_absence_retries.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// True when the cold log holds a record of `key` above `above`.
+    pub fn cold_has_newer(&self, key: &[u8], hash: u64, above: u64) -> Result<bool> {
+        let head = self.cold_index.find(hash)?;
+        Ok(self.cold_chain_find(key, head, above + 1)?.is_some())
+    }
+
+    /// Newest record of `key`: read cache, hot log, then cold log. Disk-resident values found
+    /// are offered to the read cache.
+    pub fn lookup(&self, key: &[u8]) -> Result<Option<OwnedRecord>> {
+        let hash = key_hash(key);
+        let truncations = self.hot.truncations();
+        let (head, found) = self.hot_lookup(key, hash)?;
+        if let Some((address, rec)) = found {
+            if address & READ_CACHE_FLAG != 0 {
+                self.counters.read_cache_hits.fetch_add(1, Relaxed);
+                if let (Some(cache), Some(head)) = (&self.read_cache, &head) {
+                    if cache.is_old(address) {
+                        self.second_chance(cache, hash, head.entry_value, address, &rec);
+                    }
+                }
+            } else {
+                self.counters.hot_hits.fetch_add(1, Relaxed);
+                if address < self.hot.head() {
+                    self.cache_insert(hash, head.as_ref().map(|h| h.entry_value), &rec, truncations);
+                }
+            }
+            return Ok(Some(rec));
+        }
+        match self.cold_lookup(key, hash)? {
+            Some((_, rec)) => {
+                self.counters.cold_hits.fetch_add(1, Relaxed);
+                self.cache_insert(hash, head.as_ref().map(|h| h.entry_value), &rec, truncations);
+                Ok(Some(rec))
+            }
+            None => {
+                self.counters.misses.fetch_add(1, Relaxed);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Puts a copy of a disk-resident record at the head of its hot chain, provided the chain is
+    /// exactly as the lookup saw it (`seen_entry`; `None` = no entry) and the hot log was not
+    /// truncated since: then no newer record of the key can exist, so the copy is the newest.
+    fn cache_insert(&self, hash: u64, seen_entry: Option<u64>, rec: &OwnedRecord, truncations: u64) {
+        let Some(cache) = &self.read_cache else { return };
+        let Some(value) = rec.value_opt() else { return };
+        if seen_entry.is_some_and(|v| v & READ_CACHE_FLAG != 0) {
+            return; // at most one cached record per chain
+        }
+        let entry = match seen_entry {
+            Some(seen) => match self.hot_index.find(hash) {
+                Some(e) if e.value == seen => e,
+                _ => return,
+            },
+            None => {
+                let e = self.hot_index.find_or_create(hash);
+                if e.address() != 0 {
+                    return;
+                }
+                e
+            }
+        };
+        if self.hot.truncations() != truncations {
+            return;
+        }
+        let bytes = record::encode(&rec.key, Some(value), entry.address());
+        let inserted = cache.insert(&bytes, &mut |address| entry.cas_address(address).is_ok(), &mut |address, view| {
+            self.unlink_cached(address, view)
+        });
+        if inserted {
+            self.counters.read_cache_inserts.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Second chance: a hit in the older half of the read cache copies the record to its tail.
+    fn second_chance(&self, cache: &ReadCache, hash: u64, seen_entry: u64, address: u64, rec: &OwnedRecord) {
+        let Some(entry) = self.hot_index.find(hash).filter(|e| e.value == seen_entry) else { return };
+        let bytes = record::encode(&rec.key, rec.value_opt(), rec.prev_address);
+        let moved = cache.insert(&bytes, &mut |new| entry.cas_address(new).is_ok(), &mut |a, view| {
+            self.unlink_cached(a, view)
+        });
+        if moved {
+            cache.invalidate(address);
+            self.counters.read_cache_second_chances.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Before a read-cache page is dropped: swing an entry that points at one of its records
+    /// back to the record's previous (hot-log) address.
+    fn unlink_cached(&self, address: u64, view: record::RecordView<'_>) {
+        if let Some(entry) = self.hot_index.find(key_hash(view.key)) {
+            if entry.address() == address {
+                let _ = entry.cas_address(view.prev_address);
+            }
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.ensure_usable()?;
+        let rec = {
+            let _gate = self.batch_gate.read();
+            self.lookup(key)?
+        };
+        let value = rec.and_then(|r| r.value_opt().map(<[u8]>::to_vec));
+        if let Some(v) = &value {
+            self.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
+        }
+        Ok(value)
+    }
+
+    /// Logs `batch` to the WAL and applies it; caller holds the write lock (`guard`), released
+    /// before waiting for durability.
+    fn log_and_apply(&self, guard: MutexGuard<'_, ()>, batch: &WriteBatch, durability: Durability) -> Result<()> {
+        let payload = encode_batch(batch);
+        let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
+        {
+            let _gate = (batch.len() > 1).then(|| self.batch_gate.write());
+            for op in batch.ops() {
+                apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), op.key(), op.value(), Some(&self.counters))
+                    .map_err(|e| self.poisoned(e))?;
+            }
+        }
+        drop(guard);
+        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
+        self.wal.commit(lsn, durability).map_err(|e| self.poisoned(e))?;
+        self.wal_bytes_since_checkpoint.fetch_add(payload.len() as u64, Relaxed);
+        self.maybe_maintain()
+    }
+
+    pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.ensure_usable()?;
+        let guard = self.write_lock.lock();
+        self.ensure_usable()?;
+        self.log_and_apply(guard, &batch, durability)
+    }
+
+    /// Read-modify-write per F2 Algorithm 1: under the write lock, a record in the hot log is
+    /// updated directly. Otherwise the cold log is read without any lock, the new value
+    /// computed, and the write lock retaken for a ConditionalInsert: it succeeds only if no record
+    /// of the key entered the hot log since the first look and the hot log was not truncated;
+    /// else the whole operation retries.
+    pub fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        let hash = key_hash(key);
+        let single = |new: &Option<Value>| {
+            let mut batch = WriteBatch::new();
+            match new {
+                Some(v) => batch.put(key, v.clone()),
+                None => batch.delete(key),
+            };
+            batch
+        };
+        loop {
+            self.ensure_usable()?;
+            let guard = self.write_lock.lock();
+            self.ensure_usable()?;
+            if let (_, Some((_, rec))) = self.hot_lookup(key, hash)? {
+                let new = f(rec.value_opt());
+                self.log_and_apply(guard, &single(&new), durability)?;
+                return Ok(new);
+            }
+            let start_tail = self.hot.tail();
+            let truncations = self.hot.truncations();
+            drop(guard);
+            let cold = self.cold_lookup(key, hash)?;
+            let new = f(cold.as_ref().and_then(|(_, r)| r.value_opt()));
+            let guard = self.write_lock.lock();
+            self.ensure_usable()?;
+            let intervened = self.hot.truncations() != truncations
+                || self.hot_has_newer(key, hash, start_tail.saturating_sub(1))?;
+            if intervened {
+                drop(guard);
+                self.counters.rmw_retries.fetch_add(1, Relaxed);
+                continue;
+            }
+            self.log_and_apply(guard, &single(&new), durability)?;
+            return Ok(new);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! An append-only log with one in-memory tail page: the cold log and the hash-chunk log. One
+//! appender at a time (the engine's maintenance lock); readers never block on disk I/O of others.
+
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use parking_lot::Mutex;
+use strata_core::{Error, Result};
+
+use super::{read_record_from_disk, scan_range, SegmentedFile};
+use crate::record::{OwnedRecord, RecordView};
+
+pub struct AppendLog {
+    pub file: SegmentedFile,
+    page_size: u64,
+    begin: AtomicU64,
+    tail: AtomicU64,
+    /// Incremented *before* `begin` moves, so a reader that saw the new `begin` sees the new count.
+    truncations: AtomicU64,
+    /// The page holding `tail`. Bytes below its start are in the segment files (handed to the OS).
+    tail_page: Mutex<TailPage>,
+}
+
+struct TailPage {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl AppendLog {
+    /// Opens a log whose durable contents are `[begin, tail)`; loads the tail page.
+    pub fn open(file: SegmentedFile, page_size: u64, begin: u64, tail: u64) -> Result<AppendLog> {
+        let start = tail - tail % page_size;
+        let mut bytes = vec![0u8; page_size as usize];
+        // Only `[begin, tail)` is live; bytes of the tail page outside it are never read.
+        let from = start.max(begin);
+        if tail > from {
+            let range = (from - start) as usize..(tail - start) as usize;
+            file.read_at(from, bytes.get_mut(range).unwrap_or_default())?;
+        }
+        Ok(AppendLog {
+            file,
+            page_size,
+            begin: AtomicU64::new(begin),
+            tail: AtomicU64::new(tail),
+            truncations: AtomicU64::new(0),
+            tail_page: Mutex::new(TailPage { start, bytes }),
+        })
+    }
+
+    pub fn begin(&self) -> u64 {
+        self.begin.load(SeqCst)
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.tail.load(SeqCst)
+    }
+
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(SeqCst)
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
+    /// Appends an encoded record (at most a page) and returns its address.
+    pub fn append(&self, bytes: &[u8]) -> Result<u64> {
+        let len = bytes.len() as u64;
+        if len > self.page_size {
+            return Err(Error::invalid(format!("record of {len} bytes exceeds the page size {}", self.page_size)));
+        }
+        let mut page = self.tail_page.lock();
+        let mut tail = self.tail();
+        if tail - page.start + len > self.page_size {
+            self.file.write_at(page.start, &page.bytes)?;
+            page.start += self.page_size;
+            page.bytes.fill(0);
+            tail = page.start;
+        }
+        let offset = (tail - page.start) as usize;
+        let slot = page.bytes.get_mut(offset..offset + bytes.len()).unwrap_or_default();
+        slot.copy_from_slice(bytes);
+        self.tail.store(tail + len, SeqCst);
+        Ok(tail)
+    }
+
+    /// Writes the tail page to the OS (not synced).
+    pub fn flush(&self) -> Result<()> {
+        let page = self.tail_page.lock();
+        self.file.write_at(page.start, &page.bytes)
+    }
+
+    /// The record at `address`, or `None` if the log was truncated past it.
+    pub fn read(&self, address: u64) -> Result<Option<OwnedRecord>> {
+        if address < self.begin() {
+            return Ok(None);
+        }
+        {
+            let page = self.tail_page.lock();
+            if address >= page.start {
+                let offset = (address - page.start) as usize;
+                let view = page.bytes.get(offset..).and_then(RecordView::parse);
+                return match view {
+                    Some(v) => Ok(Some(OwnedRecord::from_view(&v))),
+                    None => Err(Error::corruption(
+                        self.file.file_of(address),
+                        address % self.file.segment_bytes(),
+                        "no record at this address of the in-memory tail page",
+                    )),
+                };
+            }
+        }
+        match read_record_from_disk(&self.file, self.page_size, address) {
+            Ok(r) => Ok(Some(r)),
+            Err(_) if address < self.begin() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A copy of the page starting at `page_start`.
+    pub fn read_page(&self, page_start: u64) -> Result<Vec<u8>> {
+        {
+            let page = self.tail_page.lock();
+            if page_start == page.start {
+                return Ok(page.bytes.clone());
+            }
+        }
+        let mut buf = vec![0u8; self.page_size as usize];
+        self.file.read_at(page_start, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Visits every record in `[from, to)`, checking checksums.
+    pub fn scan(&self, from: u64, to: u64, on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>) -> Result<u64> {
+        scan_range(&self.file, self.page_size, from, to, &mut |p| self.read_page(p), on_record)
+    }
+
+    /// Moves `begin` forward (after everything live below `new_begin` was copied elsewhere).
+    pub fn truncate(&self, new_begin: u64) {
+        self.truncations.fetch_add(1, SeqCst);
+        self.begin.fetch_max(new_begin, SeqCst);
+    }
+
+    /// Bytes between begin and tail.
+    pub fn size_bytes(&self) -> u64 {
+        self.tail().saturating_sub(self.begin())
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        self.page_size
+    }
+
+}

@@ -1,0 +1,243 @@
+//! The hot log: FASTER's HybridLog. Addresses `[head, tail)` are in a window of in-memory pages;
+//! of those, `[read_only, tail)` is the mutable region (records updated in place) and
+//! `[head, read_only)` is read-only (updates copy the record to the tail). `[begin, head)` lives
+//! only in the segment files. Every page below `read_only` is immutable, and a page is written
+//! to its segment file before it leaves memory.
+//!
+//! Memory safety without an epoch framework: pages are `Arc`s, so a reader that fetched a page
+//! keeps it alive even after eviction; each page has its own `RwLock` (writers hold it only to
+//! copy a record in). Appends, in-place updates, `read_only` and `head` changes happen under the
+//! engine's write lock; reads take no engine lock.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::{Error, Result};
+
+use super::{read_record_from_disk, scan_range, SegmentedFile};
+use crate::record::{self, OwnedRecord, RecordView};
+
+type Page = RwLock<Box<[u8]>>;
+
+pub struct HybridLog {
+    pub file: SegmentedFile,
+    page_size: u64,
+    max_pages_in_memory: usize,
+    mutable_pages: usize,
+    begin: AtomicU64,
+    tail: AtomicU64,
+    read_only: AtomicU64,
+    /// Start of the oldest in-memory page. Changed only under the `pages` write lock.
+    head: AtomicU64,
+    /// `pages[i]` starts at `head + i * page_size`; the last page holds `tail`.
+    pages: RwLock<VecDeque<Arc<Page>>>,
+    /// Everything below this address has been written to the segment files.
+    flushed_until: Mutex<u64>,
+    truncations: AtomicU64,
+}
+
+impl HybridLog {
+    /// Opens a hot log whose durable contents are `[begin, tail)`; the tail page is loaded.
+    pub fn open(
+        file: SegmentedFile,
+        page_size: u64,
+        max_pages_in_memory: usize,
+        mutable_fraction: f64,
+        begin: u64,
+        tail: u64,
+    ) -> Result<HybridLog> {
+        let max_pages = max_pages_in_memory.max(2);
+        let mutable_pages = ((max_pages as f64 * mutable_fraction) as usize).clamp(1, max_pages - 1);
+        let head = tail - tail % page_size;
+        let mut bytes = vec![0u8; page_size as usize].into_boxed_slice();
+        // Only `[begin, tail)` is live; bytes of the tail page outside it are never read.
+        let from = head.max(begin);
+        if tail > from {
+            let range = (from - head) as usize..(tail - head) as usize;
+            file.read_at(from, bytes.get_mut(range).unwrap_or_default())?;
+        }
+        Ok(HybridLog {
+            file,
+            page_size,
+            max_pages_in_memory: max_pages,
+            mutable_pages,
+            begin: AtomicU64::new(begin),
+            tail: AtomicU64::new(tail),
+            read_only: AtomicU64::new(tail),
+            head: AtomicU64::new(head),
+            pages: RwLock::new(VecDeque::from([Arc::new(RwLock::new(bytes))])),
+            flushed_until: Mutex::new(tail),
+            truncations: AtomicU64::new(0),
+        })
+    }
+
+    pub fn begin(&self) -> u64 {
+        self.begin.load(SeqCst)
+    }
+    pub fn tail(&self) -> u64 {
+        self.tail.load(SeqCst)
+    }
+    pub fn read_only(&self) -> u64 {
+        self.read_only.load(SeqCst)
+    }
+    pub fn head(&self) -> u64 {
+        self.head.load(SeqCst)
+    }
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(SeqCst)
+    }
+    pub fn memory_bytes(&self) -> u64 {
+        self.pages.read().len() as u64 * self.page_size
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.tail().saturating_sub(self.begin())
+    }
+
+    /// Appends an encoded record; caller holds the engine write lock. May flush and evict the
+    /// oldest in-memory page (handing it to the OS first).
+    pub fn append(&self, bytes: &[u8]) -> Result<u64> {
+        let len = bytes.len() as u64;
+        if len > self.page_size {
+            return Err(Error::invalid(format!("record of {len} bytes exceeds the page size {}", self.page_size)));
+        }
+        let mut address = self.tail();
+        if address % self.page_size + len > self.page_size {
+            address = address - address % self.page_size + self.page_size;
+        }
+        let page_start = address - address % self.page_size;
+        if page_start >= self.head() + self.pages.read().len() as u64 * self.page_size {
+            self.push_page(page_start)?;
+        }
+        let page = self.page(address).ok_or_else(|| Error::invalid("hot log tail page missing"))?;
+        {
+            let mut bytes_guard = page.write();
+            let offset = (address - page_start) as usize;
+            let dst = bytes_guard.get_mut(offset..offset + bytes.len()).unwrap_or_default();
+            dst.copy_from_slice(bytes);
+        }
+        self.tail.store(address + len, SeqCst);
+        Ok(address)
+    }
+
+    /// Adds the page starting at `page_start` (the next one after the last), evicting the oldest
+    /// page when the window is full, and moves `read_only` so the mutable region stays
+    /// `mutable_pages` pages.
+    fn push_page(&self, page_start: u64) -> Result<()> {
+        let mutable_floor = page_start.saturating_sub((self.mutable_pages as u64 - 1) * self.page_size);
+        self.read_only.fetch_max(mutable_floor, SeqCst);
+        let len = self.pages.read().len();
+        if len + 1 > self.max_pages_in_memory {
+            let head = self.head();
+            let evict_end = head + self.page_size;
+            // The evicted page is immutable from now on and on the OS before it leaves memory.
+            self.read_only.fetch_max(evict_end, SeqCst);
+            self.flush_until(evict_end)?;
+            let mut pages = self.pages.write();
+            pages.pop_front();
+            self.head.store(evict_end, SeqCst);
+        }
+        let page = Arc::new(RwLock::new(vec![0u8; self.page_size as usize].into_boxed_slice()));
+        self.pages.write().push_back(page);
+        Ok(())
+    }
+
+    fn page(&self, address: u64) -> Option<Arc<Page>> {
+        let pages = self.pages.read();
+        let head = self.head();
+        if address < head {
+            return None;
+        }
+        pages.get(((address - head) / self.page_size) as usize).cloned()
+    }
+
+    /// Writes every page byte below `target` to the segment files (not synced).
+    pub fn flush_until(&self, target: u64) -> Result<()> {
+        let mut flushed = self.flushed_until.lock();
+        while *flushed < target {
+            let page_start = *flushed - *flushed % self.page_size;
+            // Pages wholly below `begin` were compacted away; their segments may be deleted.
+            if page_start + self.page_size > self.begin() {
+                let page = self.page(page_start).ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
+                let copy: Vec<u8> = page.read().to_vec();
+                self.file.write_at(page_start, &copy)?;
+            }
+            *flushed = (page_start + self.page_size).min(target);
+        }
+        Ok(())
+    }
+
+    /// Makes everything below the tail immutable (checkpoints call it under the write lock).
+    pub fn seal_to_tail(&self) -> u64 {
+        let tail = self.tail();
+        self.read_only.fetch_max(tail, SeqCst);
+        tail
+    }
+
+    /// The record at `address`, or `None` if the log was truncated past it.
+    pub fn read(&self, address: u64) -> Result<Option<OwnedRecord>> {
+        if address < self.begin() {
+            return Ok(None);
+        }
+        if let Some(page) = self.page(address) {
+            let guard = page.read();
+            let offset = (address % self.page_size) as usize;
+            return match guard.get(offset..).and_then(RecordView::parse) {
+                Some(v) => Ok(Some(OwnedRecord::from_view(&v))),
+                None => Err(Error::corruption(
+                    self.file.file_of(address),
+                    address % self.file.segment_bytes(),
+                    "no record at this address of an in-memory hot page",
+                )),
+            };
+        }
+        match read_record_from_disk(&self.file, self.page_size, address) {
+            Ok(r) => Ok(Some(r)),
+            Err(_) if address < self.begin() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Overwrites the value of the record at `address` if it is in the mutable region and holds
+    /// a value of the same length. Caller holds the engine write lock.
+    pub fn update_in_place(&self, address: u64, new_value: &[u8]) -> bool {
+        if address < self.read_only() {
+            return false;
+        }
+        let Some(page) = self.page(address) else { return false };
+        let mut guard = page.write();
+        let offset = (address % self.page_size) as usize;
+        guard.get_mut(offset..).is_some_and(|r| record::overwrite_value(r, new_value))
+    }
+
+    /// Rewrites the previous-address field of a record appended under the current write lock.
+    pub fn set_prev_address(&self, address: u64, prev: u64) -> bool {
+        let Some(page) = self.page(address) else { return false };
+        let mut guard = page.write();
+        let offset = (address % self.page_size) as usize;
+        guard.get_mut(offset..).is_some_and(|r| record::set_prev_address(r, prev))
+    }
+
+    /// A copy of the page starting at `page_start`, from memory or disk.
+    pub fn read_page(&self, page_start: u64) -> Result<Vec<u8>> {
+        if let Some(page) = self.page(page_start) {
+            return Ok(page.read().to_vec());
+        }
+        let mut buf = vec![0u8; self.page_size as usize];
+        self.file.read_at(page_start, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Visits every record in `[from, to)`, checking checksums.
+    pub fn scan(&self, from: u64, to: u64, on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>) -> Result<u64> {
+        scan_range(&self.file, self.page_size, from, to, &mut |p| self.read_page(p), on_record)
+    }
+
+    /// Moves `begin` forward; the counter moves first so a reader that sees the new `begin` also
+    /// sees the new count.
+    pub fn truncate(&self, new_begin: u64) {
+        self.truncations.fetch_add(1, SeqCst);
+        self.begin.fetch_max(new_begin, SeqCst);
+    }
+}

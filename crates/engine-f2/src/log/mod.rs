@@ -1,0 +1,94 @@
+//! Log address spaces: segment files, the hot hybrid log (mutable / read-only / on-disk regions)
+//! and the append-only logs used for the cold log and the hash-chunk log.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+mod append;
+mod hybrid;
+mod read_cache;
+mod segments;
+
+pub use append::AppendLog;
+pub use hybrid::HybridLog;
+pub use read_cache::{ReadCache, READ_CACHE_FLAG};
+pub use segments::SegmentedFile;
+use strata_core::{Error, Result};
+
+use crate::record::{self, OwnedRecord, RecordView, Slot};
+
+/// Addresses below this are never used, so address 0 can mean "none".
+pub const FIRST_ADDRESS: u64 = 64;
+
+/// First disk read for a record; longer records take a second read.
+const FIRST_READ_BYTES: u64 = 512;
+
+/// Reads and checks (checksum included) the record at `address` from the segment files.
+pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64) -> Result<OwnedRecord> {
+    let page_end = address - address % page_size + page_size;
+    let first = FIRST_READ_BYTES.min(page_end - address);
+    let mut buf = vec![0u8; first as usize];
+    file.read_at(address, &mut buf)?;
+    let corrupt = |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+    if buf.len() < record::HEADER_BYTES {
+        return Err(corrupt(format!("no room for a record at address {address}")));
+    }
+    let need = {
+        let key_len = u32::from_le_bytes(buf.get(4..8).and_then(|b| b.try_into().ok()).unwrap_or_default());
+        let value_len = u32::from_le_bytes(buf.get(8..12).and_then(|b| b.try_into().ok()).unwrap_or_default());
+        record::HEADER_BYTES as u64 + u64::from(key_len) + u64::from(value_len)
+    };
+    if need > page_end - address {
+        return Err(corrupt(format!("record at address {address} overruns its page")));
+    }
+    if need > first {
+        buf.resize(need as usize, 0);
+        let rest = buf.get_mut(first as usize..).unwrap_or_default();
+        file.read_at(address + first, rest)?;
+    }
+    // Pad so the slot parser sees the record's stored length.
+    let stored = (need as usize).div_ceil(record::RECORD_ALIGN_BYTES) * record::RECORD_ALIGN_BYTES;
+    buf.resize(buf.len().max(stored), 0);
+    match record::parse_slot(&buf, true) {
+        Ok(Slot::Record(view)) => Ok(OwnedRecord::from_view(&view)),
+        Ok(Slot::Padding) => Err(corrupt(format!("no record at address {address} (page padding)"))),
+        Err(what) => Err(corrupt(format!("{what} (record at address {address})"))),
+    }
+}
+
+/// Calls `on_record` for every record in `[from, to)`, reading pages through `read_page` (which
+/// returns the whole page starting at the given address) and checking every checksum.
+pub fn scan_range(
+    file: &SegmentedFile,
+    page_size: u64,
+    from: u64,
+    to: u64,
+    read_page: &mut dyn FnMut(u64) -> Result<Vec<u8>>,
+    on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
+) -> Result<u64> {
+    let mut address = from;
+    let mut records = 0;
+    let mut page: Option<(u64, Vec<u8>)> = None;
+    while address < to {
+        let page_start = address - address % page_size;
+        if page.as_ref().is_none_or(|(start, _)| *start != page_start) {
+            page = Some((page_start, read_page(page_start)?));
+        }
+        let bytes = page.as_ref().map(|(_, b)| b.as_slice()).unwrap_or_default();
+        let offset = (address - page_start) as usize;
+        let corrupt = |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+        let rest = bytes.get(offset..).ok_or_else(|| corrupt("short page".to_string()))?;
+        match record::parse_slot(rest, true) {
+            Ok(Slot::Padding) => address = page_start + page_size,
+            Ok(Slot::Record(view)) => {
+                let next = address + view.stored_len() as u64;
+                if next > to {
+                    return Err(corrupt(format!("record at address {address} extends past the log tail {to}")));
+                }
+                on_record(address, view)?;
+                records += 1;
+                address = next;
+            }
+            Err(what) => return Err(corrupt(format!("{what} (record at address {address})"))),
+        }
+    }
+    Ok(records)
+}

@@ -1,0 +1,108 @@
+//! A log address space stored in fixed-size segment files `{prefix}{segment:016}.seg`
+//! (docs/format/f2-logs.md, "Log address space and segment files").
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use strata_core::{Error, Result};
+use strata_io::{OpenOptions, Storage, StorageFile};
+
+pub struct SegmentedFile {
+    storage: Arc<dyn Storage>,
+    prefix: &'static str,
+    segment_bytes: u64,
+    direct_io: bool,
+    /// Open segment files; a segment is opened (and created) on first use.
+    open: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+}
+
+impl SegmentedFile {
+    pub fn new(storage: Arc<dyn Storage>, prefix: &'static str, segment_bytes: u64, direct_io: bool) -> Self {
+        SegmentedFile { storage, prefix, segment_bytes, direct_io, open: Mutex::new(BTreeMap::new()) }
+    }
+
+    pub fn segment_name(&self, segment: u64) -> String {
+        format!("{}{segment:016}.seg", self.prefix)
+    }
+
+    pub fn parse_segment_name(&self, name: &str) -> Option<u64> {
+        let digits = name.strip_prefix(self.prefix)?.strip_suffix(".seg")?;
+        (digits.len() == 16 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+    }
+
+    /// The file name holding `address`, for error messages.
+    pub fn file_of(&self, address: u64) -> String {
+        self.segment_name(address / self.segment_bytes)
+    }
+
+    fn segment(&self, segment: u64, create: bool) -> Result<Arc<dyn StorageFile>> {
+        let mut open = self.open.lock();
+        if let Some(f) = open.get(&segment) {
+            return Ok(f.clone());
+        }
+        let opts = if create { OpenOptions::create() } else { OpenOptions::existing() };
+        let file = self.storage.open(&self.segment_name(segment), opts.with_direct(false))?;
+        let _ = self.direct_io; // pages are written whole but not aligned to the device; see README
+        open.insert(segment, file.clone());
+        Ok(file)
+    }
+
+    /// Writes `bytes` at `address`; the range must not cross a segment boundary.
+    pub fn write_at(&self, address: u64, bytes: &[u8]) -> Result<()> {
+        let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
+        debug_assert!(offset + bytes.len() as u64 <= self.segment_bytes);
+        self.segment(segment, true)?.write_at(offset, bytes)
+    }
+
+    /// Reads `buf.len()` bytes at `address`; the range must not cross a segment boundary. A missing
+    /// segment file is an `Error::Io` of kind `NotFound`.
+    pub fn read_at(&self, address: u64, buf: &mut [u8]) -> Result<()> {
+        let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
+        if offset + buf.len() as u64 > self.segment_bytes {
+            return Err(Error::io(
+                format!("reading {} bytes at address {address} of {}", buf.len(), self.prefix),
+                io::Error::new(io::ErrorKind::InvalidInput, "read crosses a segment boundary"),
+            ));
+        }
+        self.segment(segment, false)?.read_at(offset, buf)
+    }
+
+    /// fdatasyncs every open segment.
+    pub fn sync_all(&self) -> Result<()> {
+        let files: Vec<_> = self.open.lock().values().cloned().collect();
+        for f in files {
+            f.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes segment files wholly below `begin` and at or above the segment of `end_exclusive`
+    /// rounded up (stale tails), among the files present in storage.
+    pub fn remove_outside(&self, begin: u64, end_exclusive: u64) -> Result<u64> {
+        let first_kept = begin / self.segment_bytes;
+        let last_kept = end_exclusive.saturating_sub(1) / self.segment_bytes;
+        let mut removed = 0;
+        for name in self.storage.list()? {
+            let Some(segment) = self.parse_segment_name(&name) else { continue };
+            if segment < first_kept || segment > last_kept {
+                self.open.lock().remove(&segment);
+                self.storage.remove(&name)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Bytes of the segment files in storage.
+    pub fn disk_bytes(&self) -> u64 {
+        let files: Vec<_> = self.open.lock().values().cloned().collect();
+        files.iter().filter_map(|f| f.len().ok()).sum()
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+}

@@ -1,0 +1,148 @@
+//! Engine options and the memory-budget split of F2 §8.1.
+
+use strata_core::{EngineConfig, Error, Result};
+
+/// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
+/// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, cold-log
+/// memory 1/48, the rest for the hot log's in-memory pages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct F2Options {
+    /// Log page size (power of two, >= 4 KiB); also the largest record. Fixed at creation.
+    pub page_size_bytes: u64,
+    /// Segment file size of every log (a multiple of the page size). Fixed at creation.
+    pub segment_bytes: u64,
+    pub hot_index_bytes: Option<u64>,
+    pub hot_log_memory_bytes: Option<u64>,
+    /// The read cache of disk-resident read-hot records (§7); under two pages disables it.
+    pub read_cache_bytes: Option<u64>,
+    /// Memory of the cold index's chunk table (8 B per 32-entry hash chunk). Fixed at creation.
+    pub cold_index_bytes: Option<u64>,
+    /// Fraction of the hot log's in-memory pages that are mutable (updated in place).
+    pub mutable_fraction: f64,
+    /// Hot-log disk budget: hot→cold compaction starts when the hot log exceeds
+    /// `trigger_fraction` of it. Default: 4x the hot log's memory.
+    pub hot_log_disk_budget_bytes: Option<u64>,
+    /// Cold-log disk budget: cold→cold compaction starts when the cold log exceeds
+    /// `trigger_fraction` of it.
+    pub cold_log_disk_budget_bytes: u64,
+    pub compaction_trigger_fraction: f64,
+    /// Fraction of a log compacted per round (from its oldest end).
+    pub compaction_fraction: f64,
+    /// A checkpoint is taken when this many WAL bytes were appended since the last one.
+    /// Default: the WAL segment size.
+    pub checkpoint_wal_bytes: Option<u64>,
+}
+
+impl Default for F2Options {
+    fn default() -> Self {
+        F2Options {
+            page_size_bytes: 1 << 20,
+            segment_bytes: 64 << 20,
+            hot_index_bytes: None,
+            hot_log_memory_bytes: None,
+            read_cache_bytes: None,
+            cold_index_bytes: None,
+            mutable_fraction: 0.9,
+            hot_log_disk_budget_bytes: None,
+            cold_log_disk_budget_bytes: 64 << 30,
+            compaction_trigger_fraction: 0.8,
+            compaction_fraction: 0.2,
+            checkpoint_wal_bytes: None,
+        }
+    }
+}
+
+/// The options with every derived size filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub page_size_bytes: u64,
+    pub segment_bytes: u64,
+    pub hot_index_buckets: u64,
+    pub hot_log_pages: usize,
+    pub read_cache_pages: usize,
+    pub chunk_count: u64,
+    pub mutable_fraction: f64,
+    pub hot_trigger_bytes: u64,
+    pub cold_trigger_bytes: u64,
+    pub compaction_fraction: f64,
+    pub checkpoint_wal_bytes: u64,
+    /// The budget split as configured: (hot index, hot log, read cache, cold index).
+    pub split_bytes: [u64; 4],
+}
+
+fn floor_pow2(x: u64) -> u64 {
+    if x == 0 {
+        1
+    } else {
+        1 << (63 - x.leading_zeros())
+    }
+}
+
+impl F2Options {
+    pub fn resolve(&self, config: &EngineConfig) -> Result<Resolved> {
+        let page = self.page_size_bytes;
+        if page < 4096 || !page.is_power_of_two() || page > 1 << 30 {
+            return Err(Error::invalid(format!("f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB")));
+        }
+        if self.segment_bytes < page || !self.segment_bytes.is_multiple_of(page) {
+            return Err(Error::invalid("f2 segment_bytes must be a positive multiple of page_size_bytes"));
+        }
+        let fractions = [self.mutable_fraction, self.compaction_trigger_fraction, self.compaction_fraction];
+        if fractions.iter().any(|f| !(*f > 0.0 && *f <= 1.0)) {
+            return Err(Error::invalid("f2 fractions must be in (0, 1]"));
+        }
+        let budget = config.memory_budget_bytes;
+        let hot_index = self.hot_index_bytes.unwrap_or(budget / 6);
+        let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
+        let cold_index = self.cold_index_bytes.unwrap_or(budget / 48);
+        let cold_memory = 2 * page; // cold log and chunk log tail pages
+        let hot_log = self
+            .hot_log_memory_bytes
+            .unwrap_or_else(|| budget.saturating_sub(hot_index + read_cache + cold_index + cold_memory));
+        let hot_log_pages = (hot_log / page).max(2) as usize;
+        let hot_log = hot_log_pages as u64 * page;
+        let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(4 * hot_log).max(4 * page);
+        let cold_budget = self.cold_log_disk_budget_bytes.max(8 * page);
+        Ok(Resolved {
+            page_size_bytes: page,
+            segment_bytes: self.segment_bytes,
+            hot_index_buckets: floor_pow2((hot_index / 64).max(2)),
+            hot_log_pages,
+            read_cache_pages: (read_cache / page) as usize,
+            chunk_count: floor_pow2((cold_index / 8).clamp(1, 1 << 32)),
+            mutable_fraction: self.mutable_fraction,
+            hot_trigger_bytes: (hot_budget as f64 * self.compaction_trigger_fraction) as u64,
+            cold_trigger_bytes: (cold_budget as f64 * self.compaction_trigger_fraction) as u64,
+            compaction_fraction: self.compaction_fraction,
+            checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
+            split_bytes: [hot_index, hot_log, read_cache, cold_index],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_split_follows_the_paper() {
+        let config = EngineConfig { memory_budget_bytes: 3 << 30, ..EngineConfig::default() };
+        let r = F2Options::default().resolve(&config).unwrap();
+        assert_eq!(r.split_bytes[0], 512 << 20);
+        assert_eq!(r.split_bytes[3], 64 << 20);
+        assert_eq!(r.chunk_count, 8 << 20);
+        assert_eq!(r.hot_index_buckets, 8 << 20);
+        assert_eq!(r.split_bytes[2], 512 << 20);
+        // The paper's "remaining ≈1.75 GiB" for the hot log's in-memory region.
+        assert!(r.split_bytes[1] > 1792 << 20 && r.split_bytes[1] < 2 << 30);
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let config = EngineConfig::default();
+        let bad = F2Options { page_size_bytes: 1000, ..F2Options::default() };
+        assert!(bad.resolve(&config).is_err());
+        let bad = F2Options { compaction_fraction: 0.0, ..F2Options::default() };
+        assert!(bad.resolve(&config).is_err());
+    }
+}

@@ -1,0 +1,254 @@
+//! The record layout shared by the hot, cold and chunk logs (docs/format/f2-logs.md, "Record").
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+/// Bytes before the key.
+pub const HEADER_BYTES: usize = 24;
+/// Records start at multiples of this within a page.
+pub const RECORD_ALIGN_BYTES: usize = 8;
+
+pub const KIND_VALUE: u8 = 1;
+pub const KIND_TOMBSTONE: u8 = 2;
+
+const CRC_OFFSET: usize = 0;
+const KEY_LEN_OFFSET: usize = 4;
+const VALUE_LEN_OFFSET: usize = 8;
+const KIND_OFFSET: usize = 12;
+const PREV_OFFSET: usize = 16;
+/// Read-cache records only (never persisted): non-zero = invalidated.
+const INVALID_OFFSET: usize = 13;
+
+/// Bytes a record occupies in a page, padding included.
+pub fn stored_len(key_len: usize, value_len: usize) -> usize {
+    (HEADER_BYTES + key_len + value_len).div_ceil(RECORD_ALIGN_BYTES) * RECORD_ALIGN_BYTES
+}
+
+/// Encodes a record (padded to `stored_len`). `value` `None` is a tombstone.
+pub fn encode(key: &[u8], value: Option<&[u8]>, prev_address: u64) -> Vec<u8> {
+    let value_bytes = value.unwrap_or_default();
+    let mut out = Vec::with_capacity(stored_len(key.len(), value_bytes.len()));
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(value_bytes.len() as u32).to_le_bytes());
+    out.push(if value.is_some() { KIND_VALUE } else { KIND_TOMBSTONE });
+    out.extend_from_slice(&[0; 3]);
+    out.extend_from_slice(&prev_address.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value_bytes);
+    let body_end = out.len();
+    out.resize(stored_len(key.len(), value_bytes.len()), 0);
+    reseal(&mut out, body_end);
+    out
+}
+
+/// Recomputes the checksum of the record whose body (header + key + value) is `out[..body_end]`.
+fn reseal(out: &mut [u8], body_end: usize) {
+    let crc = crc32c::crc32c(out.get(CRC_OFFSET + 4..body_end).unwrap_or_default());
+    if let Some(slot) = out.get_mut(CRC_OFFSET..CRC_OFFSET + 4) {
+        slot.copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Overwrites the value of a record in place (same length) and reseals it. `record` starts at
+/// the record header. Returns false when the record does not hold a value of that length.
+#[expect(clippy::indexing_slicing, reason = "lengths are checked by the view before slicing")]
+pub fn overwrite_value(record: &mut [u8], new_value: &[u8]) -> bool {
+    let Some(view) = RecordView::parse(record) else { return false };
+    if view.kind != KIND_VALUE || view.value.len() != new_value.len() {
+        return false;
+    }
+    let start = HEADER_BYTES + view.key.len();
+    let end = start + new_value.len();
+    record[start..end].copy_from_slice(new_value);
+    reseal(record, end);
+    true
+}
+
+/// Rewrites the previous-address field of a record and reseals it.
+#[expect(clippy::indexing_slicing, reason = "lengths are checked by the view before slicing")]
+pub fn set_prev_address(record: &mut [u8], prev_address: u64) -> bool {
+    let Some(view) = RecordView::parse(record) else { return false };
+    let end = view.body_len();
+    record[PREV_OFFSET..PREV_OFFSET + 8].copy_from_slice(&prev_address.to_le_bytes());
+    reseal(record, end);
+    true
+}
+
+/// Marks an in-memory read-cache record invalid.
+pub fn set_invalid(record: &mut [u8]) {
+    if let Some(b) = record.get_mut(INVALID_OFFSET) {
+        *b = 1;
+    }
+}
+
+pub fn is_invalid(record: &[u8]) -> bool {
+    record.get(INVALID_OFFSET).is_some_and(|&b| b != 0)
+}
+
+/// A decoded record borrowing its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    pub crc: u32,
+    pub kind: u8,
+    pub prev_address: u64,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// What is at a position of a page.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Slot<'a> {
+    Record(RecordView<'a>),
+    /// The rest of the page is padding.
+    Padding,
+}
+
+impl<'a> RecordView<'a> {
+    /// Structural decode (lengths and kind); `None` if the bytes cannot be a record.
+    pub fn parse(bytes: &'a [u8]) -> Option<RecordView<'a>> {
+        let header = bytes.get(..HEADER_BYTES)?;
+        let u32_at = |o: usize| -> Option<u32> { Some(u32::from_le_bytes(header.get(o..o + 4)?.try_into().ok()?)) };
+        let crc = u32_at(CRC_OFFSET)?;
+        let key_len = u32_at(KEY_LEN_OFFSET)? as usize;
+        let value_len = u32_at(VALUE_LEN_OFFSET)? as usize;
+        let kind = *header.get(KIND_OFFSET)?;
+        if kind != KIND_VALUE && kind != KIND_TOMBSTONE {
+            return None;
+        }
+        if kind == KIND_TOMBSTONE && value_len != 0 {
+            return None;
+        }
+        let prev_address = u64::from_le_bytes(header.get(PREV_OFFSET..PREV_OFFSET + 8)?.try_into().ok()?);
+        let key_end = HEADER_BYTES.checked_add(key_len)?;
+        let value_end = key_end.checked_add(value_len)?;
+        let key = bytes.get(HEADER_BYTES..key_end)?;
+        let value = bytes.get(key_end..value_end)?;
+        Some(RecordView { crc, kind, prev_address, key, value })
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        self.kind == KIND_TOMBSTONE
+    }
+
+    /// Header + key + value bytes (what the checksum covers from offset 4).
+    pub fn body_len(&self) -> usize {
+        HEADER_BYTES + self.key.len() + self.value.len()
+    }
+
+    pub fn stored_len(&self) -> usize {
+        stored_len(self.key.len(), self.value.len())
+    }
+
+    /// The value, or `None` for a tombstone.
+    pub fn value_opt(&self) -> Option<&'a [u8]> {
+        (!self.is_tombstone()).then_some(self.value)
+    }
+}
+
+/// Decodes the slot at the start of `bytes` (the rest of a page). With `check_crc`, the checksum
+/// is verified; `Err` carries what is wrong.
+pub fn parse_slot(bytes: &[u8], check_crc: bool) -> Result<Slot<'_>, String> {
+    if bytes.len() < HEADER_BYTES || bytes.get(KIND_OFFSET) == Some(&0) {
+        return if bytes.iter().all(|&b| b == 0) {
+            Ok(Slot::Padding)
+        } else {
+            Err("non-zero bytes in page padding".to_string())
+        };
+    }
+    let view = RecordView::parse(bytes).ok_or_else(|| "malformed record header".to_string())?;
+    if check_crc {
+        let body = bytes.get(4..view.body_len()).ok_or_else(|| "record overruns its page".to_string())?;
+        if crc32c::crc32c(body) != view.crc {
+            return Err("record checksum mismatch".to_string());
+        }
+    }
+    if view.stored_len() > bytes.len() {
+        return Err("record overruns its page".to_string());
+    }
+    Ok(Slot::Record(view))
+}
+
+/// An owned copy of a record, as reads return it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedRecord {
+    pub kind: u8,
+    /// Only read-cache records are ever invalid.
+    pub invalid: bool,
+    pub prev_address: u64,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+impl OwnedRecord {
+    pub fn from_view(v: &RecordView<'_>) -> OwnedRecord {
+        OwnedRecord { kind: v.kind, invalid: false, prev_address: v.prev_address, key: v.key.to_vec(), value: v.value.to_vec() }
+    }
+
+    pub fn value_opt(&self) -> Option<&[u8]> {
+        (self.kind != KIND_TOMBSTONE).then_some(self.value.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_format_doc() {
+        let bytes = encode(b"ab", Some(b"xyz"), 0x0102_0304_0506_0708);
+        assert_eq!(bytes.len(), 32); // 24 + 2 + 3 = 29, padded to 32
+        assert_eq!(&bytes[4..8], &2u32.to_le_bytes());
+        assert_eq!(&bytes[8..12], &3u32.to_le_bytes());
+        assert_eq!(bytes[12], KIND_VALUE);
+        assert_eq!(&bytes[13..16], &[0, 0, 0]);
+        assert_eq!(&bytes[16..24], &0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(&bytes[24..26], b"ab");
+        assert_eq!(&bytes[26..29], b"xyz");
+        assert_eq!(&bytes[29..32], &[0, 0, 0]);
+        assert_eq!(&bytes[0..4], &crc32c::crc32c(&bytes[4..29]).to_le_bytes());
+        let tomb = encode(b"k", None, 0);
+        assert_eq!(tomb[12], KIND_TOMBSTONE);
+        assert_eq!(&tomb[8..12], &0u32.to_le_bytes());
+    }
+
+    #[test]
+    fn round_trip_and_in_place_update() {
+        let mut bytes = encode(b"key", Some(b"value1"), 77);
+        let Slot::Record(v) = parse_slot(&bytes, true).unwrap() else { panic!() };
+        assert_eq!((v.key, v.value, v.prev_address), (&b"key"[..], &b"value1"[..], 77));
+        assert!(overwrite_value(&mut bytes, b"value2"));
+        assert!(!overwrite_value(&mut bytes, b"longer value"));
+        assert!(set_prev_address(&mut bytes, 99));
+        let Slot::Record(v) = parse_slot(&bytes, true).unwrap() else { panic!() };
+        assert_eq!((v.value, v.prev_address), (&b"value2"[..], 99));
+    }
+
+    #[test]
+    fn padding_and_garbage_never_panic() {
+        assert_eq!(parse_slot(&[0u8; 40], true), Ok(Slot::Padding));
+        assert_eq!(parse_slot(&[0u8; 5], true), Ok(Slot::Padding));
+        assert!(parse_slot(&[0u8, 1, 0, 0, 0], true).is_err());
+        let bytes = encode(b"key", Some(b"value"), 1);
+        for len in 0..bytes.len() {
+            let _ = parse_slot(&bytes[..len], true);
+        }
+        // Every bit of header, key and value is covered (the 3 padding bytes are not data).
+        for bit in 0..29 * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            if let Ok(Slot::Record(v)) = parse_slot(&b, true) {
+                panic!("flipped bit {bit} still decoded: {v:?}");
+            }
+        }
+        let mut rng = 0x1234_5678u64;
+        for _ in 0..2000 {
+            let mut buf = [0u8; 64];
+            for b in buf.iter_mut() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                *b = rng as u8;
+            }
+            let _ = parse_slot(&buf, true);
+        }
+    }
+}

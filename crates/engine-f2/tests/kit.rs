@@ -1,0 +1,62 @@
+//! The shared test kit, instantiated for engine `f2`: conformance on mem and sim storage,
+//! process-kill crashes, fault injection and concurrency stress. Pages, segments, budgets and
+//! checkpoint intervals are tiny so hot→cold and cold→cold compaction, chunk-log garbage
+//! collection, page eviction and checkpoints all run within each test.
+
+use std::sync::Arc;
+
+use engine_f2::{F2Engine, F2Options};
+use strata_core::{Engine, EngineConfig};
+use strata_testkit::{conformance, crash, faults, stress, StorageKind, Target};
+
+fn config() -> EngineConfig {
+    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
+}
+
+fn options() -> F2Options {
+    F2Options {
+        page_size_bytes: 8 << 10,
+        segment_bytes: 32 << 10,
+        hot_index_bytes: Some(4 << 10),
+        hot_log_memory_bytes: Some(32 << 10),
+        cold_index_bytes: Some(256),
+        hot_log_disk_budget_bytes: Some(64 << 10),
+        cold_log_disk_budget_bytes: 96 << 10,
+        checkpoint_wal_bytes: Some(32 << 10),
+        ..F2Options::default()
+    }
+}
+
+fn target() -> Target {
+    Target {
+        name: "f2",
+        open: Arc::new(|storage| Ok(Box::new(F2Engine::open_with(storage, &config(), options())?) as Box<dyn Engine>)),
+        ordered: false,
+        prefix_consistent: true,
+    }
+}
+
+#[test]
+fn conformance_mem() {
+    conformance::check(&target(), StorageKind::Mem);
+}
+
+#[test]
+fn conformance_sim() {
+    conformance::check(&target(), StorageKind::Sim);
+}
+
+#[test]
+fn process_kill_crash() {
+    crash::process_kill(&target(), "process_kill_crash", 24);
+}
+
+#[test]
+fn fault_injection() {
+    faults::check(&target());
+}
+
+#[test]
+fn concurrency_stress() {
+    stress::check(&target(), 8, 2_000);
+}

@@ -1,0 +1,433 @@
+//! `FlexEngine`: FlexDB behind the `strata_core::Engine` trait. Write, commit and recovery paths
+//! are numbered in /work/notes/arch-flex.md (the `flex` section of docs/ARCHITECTURE.md).
+//!
+//! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.
+//! The committer never holds `mem` while it waits for `table`. Readers hold `mem` and `table`
+//! one after the other, never together, except `rmw`, which holds `mem` for writing across its
+//! table lookup so no write to the key slips in between.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::batch_codec::{decode_batch, encode_batch};
+use strata_core::{
+    Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats, Value,
+    VerifyReport, WriteBatch,
+};
+use strata_io::Storage;
+use strata_wal::{Wal, WalOptions};
+
+use crate::flexdb::iter::MergedRange;
+use crate::flexdb::memtable::MemTable;
+use crate::flexdb::meta::{self, Meta};
+use crate::flexdb::record::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::flexdb::table::{Table, TableConfig};
+use crate::flexdb::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};
+use crate::flexfile::{FlexFile, TableFile};
+
+/// Size limits of engine `flex`: a record must stay below FlexFile's 128 KiB extent limit.
+pub const LIMITS: Limits =
+    Limits { max_key_bytes: MAX_KEY_BYTES, max_value_bytes: MAX_VALUE_BYTES, max_batch_bytes: 8 << 20 };
+
+const WAL_FILE_PREFIX: &str = "flexdb-wal-";
+/// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
+const FLEXFILE_NAME: &str = "flexdb-table";
+
+/// The FlexDB engine. Cheap handles share one `Inner`.
+pub struct FlexEngine {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct MemState {
+    pub(crate) active: MemTable,
+    /// The MemTable being committed; readers consult it after `active`, before the table.
+    pub(crate) imm: Option<Arc<MemTable>>,
+}
+
+pub(crate) struct Inner {
+    storage: Arc<dyn Storage>,
+    wal_options: WalOptions,
+    wal: Wal,
+    pub(crate) mem: RwLock<MemState>,
+    pub(crate) table: RwLock<Table>,
+    commit_lock: Mutex<()>,
+    memtable_bytes: u64,
+    step_entries: usize,
+    table_kind: TableFileKind,
+    poison: Mutex<Option<String>>,
+    poisoned: AtomicBool,
+    closed: AtomicBool,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    user_bytes_written: AtomicU64,
+    user_bytes_read: AtomicU64,
+    commits: AtomicU64,
+    committed_entries: AtomicU64,
+    last_commit_micros: AtomicU64,
+    records_replayed: AtomicU64,
+    open_micros: AtomicU64,
+}
+
+impl FlexEngine {
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<FlexEngine> {
+        Self::open_with(storage, config, FlexOptions::default())
+    }
+
+    pub fn open_with(
+        storage: Arc<dyn Storage>,
+        config: &EngineConfig,
+        options: FlexOptions,
+    ) -> Result<FlexEngine> {
+        let started = Instant::now();
+        let budget = config.memory_budget_bytes;
+        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 4).clamp(64 << 10, 256 << 20));
+        let cache_bytes = options.cache_bytes.unwrap_or(budget / 2);
+        // 1. The commit record says up to which lsn the table file is complete.
+        let meta = meta::load(storage.as_ref())?;
+        if let Some(m) = meta {
+            if m.table_kind != options.table_file.code() {
+                return Err(Error::Incompatible(format!(
+                    "the store's table file kind is {} but {:?} was requested",
+                    m.table_kind, options.table_file
+                )));
+            }
+        }
+        let committed_lsn = meta.map_or(0, |m| m.committed_lsn);
+        // 2. Table file recovery (its own), then the sparse index by sampling extents (§5.4).
+        let (file, file_name): (Arc<dyn TableFile>, String) = match options.table_file {
+            TableFileKind::Naive => {
+                (Arc::new(NaiveTableFile::open(storage.clone())?), naive_file::FILE_NAME.into())
+            }
+            TableFileKind::FlexFile => (
+                Arc::new(FlexFile::open(storage.clone(), FLEXFILE_NAME, options.flexfile)?),
+                format!("{FLEXFILE_NAME}.data"),
+            ),
+        };
+        let table_config = TableConfig {
+            max_interval_bytes: options.max_interval_bytes.max(1),
+            max_interval_records: options.max_interval_records.max(2),
+            rebuild_interval_bytes: options.rebuild_interval_bytes.max(1),
+            cache_bytes,
+        };
+        let table = Table::open(file, file_name, table_config)?;
+        // 3. Replay the WAL after the last completed commit into the MemTable. The table file may
+        //    hold a prefix of the interrupted commit; the MemTable shadows every key it touched.
+        let wal_options = WalOptions {
+            segment_bytes: config.wal_segment_bytes,
+            recovery_mode: config.recovery_mode,
+            file_prefix: WAL_FILE_PREFIX.to_string(),
+            ..WalOptions::default()
+        };
+        let mut active = MemTable::default();
+        let (wal, report) =
+            Wal::open(storage.clone(), wal_options.clone(), committed_lsn + 1, &mut |lsn, payload| {
+                let batch = decode_batch(payload).map_err(|what| {
+                    Error::corruption("flexdb-wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+                })?;
+                for op in batch.into_ops() {
+                    active.apply(op);
+                }
+                Ok(())
+            })?;
+        let inner = Inner {
+            storage,
+            wal_options,
+            wal,
+            mem: RwLock::new(MemState { active, imm: None }),
+            table: RwLock::new(table),
+            commit_lock: Mutex::new(()),
+            memtable_bytes,
+            step_entries: options.commit_step_entries.max(1),
+            table_kind: options.table_file,
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+        };
+        inner.counters.records_replayed.store(report.records_replayed, Relaxed);
+        inner.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
+        Ok(FlexEngine { inner: Arc::new(inner) })
+    }
+
+    /// Commits the MemTable into the table file now (normally triggered when it is full).
+    pub fn commit(&self) -> Result<()> {
+        self.inner.check_usable()?;
+        self.inner.commit(true)
+    }
+}
+
+impl Inner {
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Err(Error::Closed);
+        }
+        if self.poisoned.load(Relaxed) {
+            return Err(Error::Poisoned(self.poison.lock().clone().unwrap_or_default()));
+        }
+        Ok(())
+    }
+
+    /// Makes the engine refuse every later operation: the table file and its index may disagree.
+    fn poison(&self, e: Error) -> Error {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+        self.poisoned.store(true, Relaxed);
+        e
+    }
+
+    pub(crate) fn note_read(&self, bytes: u64) {
+        self.counters.user_bytes_read.fetch_add(bytes, Relaxed);
+    }
+
+    /// Write path steps 1–4 (arch notes): append and apply under `mem`, then wait for durability.
+    fn write_batch(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.check_usable()?;
+        let payload = encode_batch(&batch);
+        let user_bytes = batch.payload_bytes() as u64;
+        let (lsn, full) = {
+            let mut mem = self.mem.write();
+            let lsn = self.wal.append(&payload)?;
+            for op in batch.into_ops() {
+                mem.active.apply(op);
+            }
+            (lsn, mem.active.memory_bytes() >= self.memtable_bytes)
+        };
+        self.after_append(lsn, user_bytes, durability, full)
+    }
+
+    fn after_append(&self, lsn: u64, user_bytes: u64, durability: Durability, full: bool) -> Result<()> {
+        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
+        self.wal.commit(lsn, durability)?;
+        if full {
+            self.commit(false)?;
+        }
+        Ok(())
+    }
+
+    /// Commit path (arch notes): freeze the MemTable, make the WAL durable up to it, apply it to
+    /// the table file in bounded steps, sync the table file, record the commit, drop the frozen
+    /// MemTable, release the WAL. `force` commits a non-full MemTable too.
+    fn commit(&self, force: bool) -> Result<()> {
+        let _one_committer = self.commit_lock.lock();
+        self.check_usable()?;
+        let started = Instant::now();
+        let (imm, frozen_lsn) = {
+            let mut mem = self.mem.write();
+            if mem.imm.is_some()
+                || mem.active.is_empty()
+                || (!force && mem.active.memory_bytes() < self.memtable_bytes)
+            {
+                return Ok(());
+            }
+            let imm = Arc::new(std::mem::take(&mut mem.active));
+            mem.imm = Some(imm.clone());
+            // Appends happen under `mem`, so every record up to here is in `imm` or older.
+            (imm, self.wal.last_lsn())
+        };
+        self.wal.sync().map_err(|e| self.poison(e))?;
+        let entries: Vec<_> = imm.iter().collect();
+        for step in entries.chunks(self.step_entries) {
+            let mut table = self.table.write();
+            for (key, value) in step {
+                table.apply(key, value.as_deref()).map_err(|e| self.poison(e))?;
+            }
+        }
+        self.table.read().sync().map_err(|e| self.poison(e))?;
+        let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
+        meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
+        self.mem.write().imm = None;
+        self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
+        self.counters.commits.fetch_add(1, Relaxed);
+        self.counters.committed_entries.fetch_add(entries.len() as u64, Relaxed);
+        self.counters.last_commit_micros.store(started.elapsed().as_micros() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Close: optionally commit the MemTable (so the next open replays little; the WAL covers it
+    /// anyway), then close the WAL. Later calls return `Error::Closed`.
+    fn shutdown(&self, commit: bool) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Ok(());
+        }
+        let committed = if commit && !self.poisoned.load(Relaxed) { self.commit(true) } else { Ok(()) };
+        if self.closed.swap(true, Relaxed) {
+            return committed;
+        }
+        let closed = self.wal.close();
+        committed.and(closed)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<Value>> {
+        {
+            let mem = self.mem.read();
+            if let Some(v) = mem.active.get(key) {
+                return Ok(v.cloned());
+            }
+            if let Some(v) = mem.imm.as_ref().and_then(|m| m.get(key)) {
+                return Ok(v.cloned());
+            }
+        }
+        // A commit may finish between the two locks: the table then holds the same or newer data.
+        self.table.read().get(key)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        let Ok(names) = self.storage.list() else { return 0 };
+        names
+            .iter()
+            .filter_map(|n| self.storage.open(n, strata_io::OpenOptions::existing()).ok())
+            .filter_map(|f| f.len().ok())
+            .sum()
+    }
+}
+
+impl Engine for FlexEngine {
+    fn name(&self) -> &'static str {
+        "flex"
+    }
+
+    fn limits(&self) -> Limits {
+        LIMITS
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.inner.check_usable()?;
+        let value = self.inner.lookup(key)?;
+        if let Some(v) = &value {
+            self.inner.note_read((key.len() + v.len()) as u64);
+        }
+        Ok(value)
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.inner.write_batch(batch, durability)
+    }
+
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        let inner = &self.inner;
+        inner.check_usable()?;
+        let (lsn, user_bytes, full, stored) = {
+            let mut mem = inner.mem.write();
+            let current = match mem.active.get(key).or_else(|| mem.imm.as_ref().and_then(|m| m.get(key))) {
+                Some(v) => v.cloned(),
+                None => inner.table.read().get(key)?,
+            };
+            let new = f(current.as_deref());
+            let mut batch = WriteBatch::new();
+            match &new {
+                Some(v) => batch.put(key, v.clone()),
+                None => batch.delete(key),
+            };
+            let lsn = inner.wal.append(&encode_batch(&batch))?;
+            let user_bytes = batch.payload_bytes() as u64;
+            for op in batch.into_ops() {
+                mem.active.apply(op);
+            }
+            (lsn, user_bytes, mem.active.memory_bytes() >= inner.memtable_bytes, new)
+        };
+        inner.after_append(lsn, user_bytes, durability, full)?;
+        Ok(stored)
+    }
+
+    fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
+        self.inner.check_usable()?;
+        Ok(Box::new(MergedRange::new(self.inner.clone(), range, direction)))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.check_usable()?;
+        self.inner.wal.sync().map(|_| ())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.inner.shutdown(true)
+    }
+
+    fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let (mem_bytes, mem_entries) = {
+            let mem = inner.mem.read();
+            let imm = mem.imm.as_ref().map_or(0, |m| m.memory_bytes());
+            (mem.active.memory_bytes() + imm, mem.active.len() as u64)
+        };
+        let (hits, misses, cache_bytes, index_bytes, intervals, table_bytes, rebuild_bytes, loads) = {
+            let t = inner.table.read();
+            let (h, m, c) = t.cache_stats();
+            let idx = t.index();
+            (
+                h,
+                m,
+                c,
+                idx.memory_bytes(),
+                idx.interval_count() as u64,
+                t.file_len(),
+                t.rebuild_bytes_read,
+                t.interval_loads.load(Relaxed),
+            )
+        };
+        let c = &inner.counters;
+        Stats {
+            engine: "flex".into(),
+            live_keys: None,
+            user_bytes_written: c.user_bytes_written.load(Relaxed),
+            user_bytes_read: c.user_bytes_read.load(Relaxed),
+            io: inner.storage.io_stats(),
+            cache_hits: hits,
+            cache_misses: misses,
+            memory_bytes: mem_bytes + cache_bytes + index_bytes,
+            disk_bytes: inner.disk_bytes(),
+            engine_counters: [
+                ("flexdb.commits", c.commits.load(Relaxed)),
+                ("flexdb.committed_entries", c.committed_entries.load(Relaxed)),
+                ("flexdb.last_commit_micros", c.last_commit_micros.load(Relaxed)),
+                ("flexdb.memtable_entries", mem_entries),
+                ("flexdb.intervals", intervals),
+                ("flexdb.interval_loads", loads),
+                ("flexdb.table_file_bytes", table_bytes),
+                ("flexdb.rebuild_bytes_read", rebuild_bytes),
+                ("flexdb.records_replayed_at_open", c.records_replayed.load(Relaxed)),
+                ("flexdb.open_micros", c.open_micros.load(Relaxed)),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .chain(inner.wal.stats().counters())
+            .collect(),
+        }
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        self.inner.check_usable()?;
+        let inner = &self.inner;
+        let mut report = Wal::verify(inner.storage.as_ref(), &inner.wal_options)?;
+        if let Some(m) = meta::load(inner.storage.as_ref())? {
+            let _ = m;
+            report.files_checked += 1;
+        }
+        let (records, bytes) = inner.table.read().verify()?;
+        report.files_checked += 1;
+        report.records_checked += records;
+        report.bytes_checked += bytes;
+        Ok(report)
+    }
+}
+
+impl Drop for FlexEngine {
+    fn drop(&mut self) {
+        // No commit here: after a simulated power loss the handle is stale. Iterators still alive
+        // see `Error::Closed`.
+        let _ = self.inner.shutdown(false);
+    }
+}

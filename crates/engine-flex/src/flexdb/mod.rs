@@ -1,0 +1,71 @@
+//! FlexDB (paper §5): a MemTable and the shared WAL in front of one sorted table file that is
+//! updated in place with insert-range and collapse-range; a volatile sparse index with partial
+//! offsets and shifts; an interval cache; recovery by sampling extents. Paths:
+//! /work/notes/arch-flex.md (ARCHITECTURE section), docs/format/flexdb.md.
+
+mod cache;
+pub(crate) mod iter;
+pub(crate) mod memtable;
+pub(crate) mod meta;
+pub mod naive_file;
+pub(crate) mod record;
+pub mod sparse_index;
+pub(crate) mod table;
+
+pub use naive_file::NaiveTableFile;
+
+use crate::flexfile::FlexFileOptions;
+
+/// Which `TableFile` implementation holds the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFileKind {
+    /// `NaiveTableFile`: whole file in memory, rewritten on every commit (the baseline).
+    Naive,
+    /// FlexFile (paper §4).
+    FlexFile,
+}
+
+impl TableFileKind {
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            TableFileKind::Naive => 0,
+            TableFileKind::FlexFile => 1,
+        }
+    }
+}
+
+/// FlexDB's own knobs (the shared ones are in `EngineConfig`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlexOptions {
+    pub table_file: TableFileKind,
+    /// MemTable size that triggers a commit; `None`: a quarter of the memory budget (64 KiB–256 MiB).
+    pub memtable_bytes: Option<u64>,
+    /// Interval-cache size; `None`: half of the memory budget.
+    pub cache_bytes: Option<u64>,
+    /// Intervals are split above this many bytes (§5.1).
+    pub max_interval_bytes: u64,
+    /// Intervals are split above this many records (§5.1; the paper's experiments use 8).
+    pub max_interval_records: u32,
+    /// Recovery samples the table file every this many bytes (§5.4).
+    pub rebuild_interval_bytes: u64,
+    /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
+    /// a reader can wait for a commit.
+    pub commit_step_entries: usize,
+    /// Options of the FlexFile table file (`table_file: FlexFile`).
+    pub flexfile: FlexFileOptions,
+}
+
+impl Default for FlexOptions {
+    fn default() -> Self {
+        FlexOptions {
+            table_file: TableFileKind::FlexFile,
+            memtable_bytes: None,
+            cache_bytes: None,
+            max_interval_bytes: 16 << 10,
+            max_interval_records: 32,
+            rebuild_interval_bytes: 8 << 10,
+            commit_step_entries: 256,
+            flexfile: FlexFileOptions::default(),
+        }
+    }
+}

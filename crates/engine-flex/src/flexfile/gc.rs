@@ -1,0 +1,147 @@
+//! Garbage collection and defragmentation (paper §4.1). Live data is capped at
+//! `max_utilization_32nds`/32 of the non-reserved space and extents are at most 1/K of a
+//! segment, so the emptiest used segment always holds at least two extents' worth of garbage:
+//! relocating it frees a whole segment for less than one segment of copies. GC relocates into
+//! the reserved segments; the freed victims become reusable after the log commit that records
+//! the moves.
+
+use std::collections::HashSet;
+
+use strata_core::Result;
+
+use super::file::{apply_to_tree, no_space_error, FlexFile, State};
+use super::format::LogOp;
+use super::TableFile;
+
+/// Victims chosen per scan of the tree.
+const GC_BATCH_SEGMENTS: usize = 8;
+
+impl FlexFile {
+    /// Prepares for an operation that adds `incoming` bytes of data: refuses it (no-space error,
+    /// nothing changed) past the utilization cap, and runs GC until enough segments are free.
+    pub(crate) fn make_room(&self, st: &mut State, incoming: u64) -> Result<()> {
+        let opts = &self.opts;
+        let segment_bytes = st.space.segment_bytes;
+        let usable_segments = st.space.max_segments.saturating_sub(opts.reserved_segments);
+        let cap_bytes = usable_segments * segment_bytes / 32 * opts.max_utilization_32nds;
+        if st.space.total_live_bytes + incoming > cap_bytes {
+            return Err(no_space_error(format!(
+                "flexfile: {incoming} more bytes would pass the data space cap of {cap_bytes} bytes ({} live)",
+                st.space.total_live_bytes
+            )));
+        }
+        // Rolling to a new segment wastes less than one extent, so a segment takes at least this.
+        let per_segment = segment_bytes - u64::from(opts.max_extent_bytes);
+        let need = incoming.saturating_sub(st.space.open_room_bytes()).div_ceil(per_segment);
+        let mut low_util_rounds = 0;
+        for _ in 0..2 * st.space.max_segments + 8 {
+            let low_space = st.space.available_segments() < opts.reserved_segments + need;
+            let used = st.space.used_segments();
+            let low_util =
+                used >= 4 && st.space.total_live_bytes * 100 < used * segment_bytes * opts.gc_trigger_percent;
+            let gc_for_util = low_util && low_util_rounds < 1;
+            if !(low_space || gc_for_util) {
+                break;
+            }
+            if !low_space {
+                low_util_rounds += 1;
+            } else if !st.space.pending.is_empty() {
+                self.commit_locked(st)?;
+                continue;
+            }
+            // Low utilization alone cleans one segment per operation (amortized); low space
+            // cleans in batches until enough segments are free.
+            let victims = st.space.gc_victims(if low_space { GC_BATCH_SEGMENTS } else { 1 });
+            if victims.is_empty() {
+                break;
+            }
+            self.relocate_segments(st, &victims)?;
+        }
+        if st.space.available_segments() < need + 1 && st.space.pending.is_empty() {
+            return Err(no_space_error(format!(
+                "flexfile: no room for {incoming} bytes ({} free segments)",
+                st.space.available_segments()
+            )));
+        }
+        if st.space.available_segments() < need + 1 {
+            self.commit_locked(st)?;
+        }
+        Ok(())
+    }
+
+    /// Moves every live extent out of `victims` into the open segment.
+    fn relocate_segments(&self, st: &mut State, victims: &[u64]) -> Result<()> {
+        let victims: HashSet<u64> = victims.iter().copied().collect();
+        let segment_bytes = st.space.segment_bytes;
+        let mut moves = Vec::new();
+        st.tree.for_each(|e| {
+            if !e.is_hole() && victims.contains(&(e.addr / segment_bytes)) {
+                moves.push(e);
+            }
+        });
+        for e in moves {
+            self.relocate(st, e.offset, e.len, e.addr)?;
+        }
+        st.stats.gc_segments_reclaimed += victims.len() as u64;
+        Ok(())
+    }
+
+    /// Copies `len` live bytes at logical `offset` (physical `addr`) to the open segment and
+    /// logs the move.
+    fn relocate(&self, st: &mut State, offset: u64, len: u64, addr: u64) -> Result<()> {
+        let max = u64::from(self.opts.max_extent_bytes);
+        let mut done = 0;
+        while done < len {
+            let piece = (len - done).min(max);
+            if st.space.open_room_bytes() < piece && st.space.available_segments() == 0 {
+                if st.space.pending.is_empty() {
+                    return Err(no_space_error(
+                        "flexfile: garbage collection ran out of free segments".into(),
+                    ));
+                }
+                self.commit_locked(st)?;
+            }
+            let mut buf = vec![0u8; piece as usize];
+            st.space.read(addr + done, &mut buf, &*self.data)?;
+            let new_addr = st.space.alloc(piece, &*self.data)?;
+            st.space.append(&buf);
+            st.space.add_live(new_addr, piece);
+            st.space.remove_live(addr + done, piece);
+            let op = LogOp::Relocate { offset: offset + done, len: piece, addr: new_addr };
+            apply_to_tree(&mut st.tree, &op)?;
+            st.log_buf.push(op);
+            st.stats.gc_bytes_relocated += piece;
+            done += piece;
+        }
+        Ok(())
+    }
+
+    /// `flexfile_defrag`: rewrites the data of `offset .. offset + len` into new segments, where
+    /// logically contiguous extents become physically contiguous and merge (up to the extent
+    /// limit). Extent starts only disappear, never appear, except at the range's ends.
+    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
+        self.mutate(|this, st| {
+            let end = offset.checked_add(len).filter(|&e| e <= st.tree.len());
+            if end.is_none() {
+                return Err(strata_core::Error::invalid(format!(
+                    "flexfile defrag of {len} bytes at {offset} is past the end"
+                )));
+            }
+            this.make_room(st, len)?;
+            let mut mappings = Vec::new();
+            st.tree.query(offset, len, &mut mappings);
+            for m in mappings.iter().filter(|m| !m.is_hole()) {
+                this.relocate(st, m.offset, m.len, m.addr)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Convenience for tests and tools: the whole file's bytes.
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.len() as usize];
+        let n = self.read(0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+}

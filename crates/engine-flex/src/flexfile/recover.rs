@@ -1,0 +1,201 @@
+//! Opening a FlexFile: pick the newer valid tree header slot, load the tree, replay the log
+//! blocks that name its version, cut a torn log tail, and rebuild the segment accounting.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::{Error, Result};
+use strata_io::{OpenOptions, Storage, StorageFile};
+
+use super::file::{apply_to_tree, FlexFile, FlexFileStats, State};
+use super::format::{self, BlockError, LOG_HEADER_BYTES};
+use super::options::FlexFileOptions;
+use super::space::Space;
+use crate::flextree::page::{self, TreeHeader, HEADER_BYTES, HEADER_PAGES, PAGE_BYTES};
+use crate::flextree::FlexTree;
+
+fn read_slot(file: &dyn StorageFile, slot: u64) -> Result<Option<TreeHeader>> {
+    let at = slot * PAGE_BYTES as u64;
+    if file.len()? < at + HEADER_BYTES as u64 {
+        return Ok(None);
+    }
+    let mut buf = [0u8; HEADER_BYTES];
+    file.read_at(at, &mut buf)?;
+    Ok(page::decode_header(&buf))
+}
+
+pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOptions) -> Result<FlexFile> {
+    opts.validate()?;
+    let data = storage.open(&format!("{name}.data"), OpenOptions::create())?;
+    let tree_file = storage.open(&format!("{name}.tree"), OpenOptions::create())?;
+    let log_file = storage.open(&format!("{name}.log"), OpenOptions::create())?;
+    let tree_name = format!("{name}.tree");
+    let log_name = format!("{name}.log");
+
+    let slots = [read_slot(&*tree_file, 0)?, read_slot(&*tree_file, 1)?];
+    let header = slots.into_iter().flatten().max_by_key(|h| h.version);
+    let log_bytes = strata_io::read_all(&*log_file)?;
+    let header = match header {
+        Some(h) => h,
+        None => {
+            // No committed tree: creation never finished, unless the log says otherwise.
+            let block_at = log_bytes.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
+            if let Some(version) = format::decode_log_header(&log_bytes) {
+                if format::decode_block(block_at, version, 0).is_ok() {
+                    return Err(Error::corruption(
+                        &tree_name,
+                        0,
+                        "no valid tree header but the log holds entries",
+                    ));
+                }
+            }
+            create(&*storage, &*tree_file, &*log_file, opts.segment_bytes)?
+        }
+    };
+    let segment_bytes = header.segment_bytes;
+    if !segment_bytes.is_multiple_of(4096)
+        || segment_bytes < 4 * u64::from(opts.max_extent_bytes)
+        || segment_bytes > 1 << 30
+    {
+        return Err(Error::corruption(&tree_name, 0, format!("bad segment size {segment_bytes}")));
+    }
+    opts.segment_bytes = segment_bytes;
+
+    let tree_len = tree_file.len()?;
+    if header.page_count > tree_len.div_ceil(PAGE_BYTES as u64).max(HEADER_PAGES) {
+        return Err(Error::corruption(
+            &tree_name,
+            0,
+            format!("header names {} pages, file is shorter", header.page_count),
+        ));
+    }
+    let mut read_page = |p: u64, buf: &mut [u8]| tree_file.read_at(p * PAGE_BYTES as u64, buf);
+    let (mut tree, used) = FlexTree::load(
+        opts.tree,
+        header.root_page,
+        header.page_count,
+        header.logical_len,
+        &tree_name,
+        &mut read_page,
+    )?;
+    let free_pages: Vec<u64> = (HEADER_PAGES..header.page_count)
+        .filter(|&p| !used.get(p as usize).copied().unwrap_or(true))
+        .collect();
+
+    let (log_end, log_seq) = replay(&mut tree, &log_bytes, header.version, &log_name)?;
+    if log_end == 0 {
+        // The log belongs to an older tree version (or was never written): start it afresh.
+        log_file.write_at(0, &format::encode_log_header(header.version))?;
+        log_file.set_len(LOG_HEADER_BYTES as u64)?;
+        log_file.sync()?;
+    } else if (log_bytes.len() as u64) > log_end {
+        log_file.set_len(log_end)?;
+        log_file.sync()?;
+    }
+
+    let mut space = Space::new(segment_bytes, opts.max_segments());
+    let mut extents = Vec::new();
+    tree.for_each(|e| {
+        if !e.is_hole() {
+            extents.push((e.addr, e.len));
+        }
+    });
+    space.rebuild(data.len()?, &extents, &format!("{name}.data"))?;
+
+    let state = State {
+        tree,
+        space,
+        log_buf: Vec::new(),
+        log_end: log_end.max(LOG_HEADER_BYTES as u64),
+        log_seq,
+        tree_version: header.version,
+        free_pages,
+        page_count: header.page_count,
+        poisoned: None,
+        op_started: false,
+        stats: FlexFileStats::default(),
+    };
+    Ok(FlexFile {
+        name: name.to_string(),
+        opts,
+        data,
+        tree_file,
+        log_file,
+        writer: Mutex::new(()),
+        state: RwLock::new(state),
+    })
+}
+
+/// Writes an empty tree (version 1) and an empty log for it.
+fn create(
+    storage: &dyn Storage,
+    tree_file: &dyn StorageFile,
+    log_file: &dyn StorageFile,
+    segment_bytes: u64,
+) -> Result<TreeHeader> {
+    let header =
+        TreeHeader { version: 1, root_page: 0, page_count: HEADER_PAGES, logical_len: 0, segment_bytes };
+    log_file.write_at(0, &format::encode_log_header(1))?;
+    log_file.set_len(LOG_HEADER_BYTES as u64)?;
+    log_file.sync()?;
+    tree_file.set_len(HEADER_PAGES * PAGE_BYTES as u64)?;
+    tree_file.write_at(PAGE_BYTES as u64, &page::encode_header(&header))?;
+    tree_file.sync()?;
+    storage.sync_dir()?;
+    Ok(header)
+}
+
+/// Applies the log's blocks for `version` to `tree`. Returns the end of the valid log and the
+/// next block sequence number; `(0, 0)` when the log is not for this version.
+fn replay(tree: &mut FlexTree, log: &[u8], version: u64, file: &str) -> Result<(u64, u32)> {
+    let blocks = log.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
+    match format::decode_log_header(log) {
+        Some(v) if v == version => {}
+        Some(v) if v > version => {
+            return Err(Error::corruption(
+                file,
+                0,
+                format!("log names tree version {v}, tree is at {version}"),
+            ));
+        }
+        Some(_) => return Ok((0, 0)),
+        None => {
+            if format::decode_block(blocks, version, 0).is_ok() {
+                return Err(Error::corruption(file, 0, "damaged log header before valid log blocks"));
+            }
+            return Ok((0, 0));
+        }
+    }
+    let mut at = 0usize;
+    let mut seq = 0u32;
+    loop {
+        let rest = blocks.get(at..).unwrap_or(&[]);
+        match format::decode_block(rest, version, seq) {
+            Ok((ops, size)) => {
+                for op in &ops {
+                    apply_to_tree(tree, op).map_err(|e| {
+                        Error::corruption(
+                            file,
+                            (LOG_HEADER_BYTES + at) as u64,
+                            format!("log entry {op:?} does not apply: {e}"),
+                        )
+                    })?;
+                }
+                at += size;
+                seq += 1;
+            }
+            Err(BlockError::NoBlock) => break,
+            Err(BlockError::Bad { size_bytes }) => {
+                // A torn last block is expected after a crash; a valid block after a bad one
+                // means the damage is in the middle of the log.
+                let next = blocks.get(at + size_bytes..).unwrap_or(&[]);
+                if format::decode_block(next, version, seq + 1).is_ok() {
+                    return Err(Error::corruption(file, (LOG_HEADER_BYTES + at) as u64, "damaged log block"));
+                }
+                break;
+            }
+        }
+    }
+    Ok(((LOG_HEADER_BYTES + at) as u64, seq))
+}

@@ -1,0 +1,241 @@
+//! Space management of the data file (paper §4.1): fixed-size segments filled log-structured
+//! through an in-memory segment buffer, with per-segment live byte counts for GC.
+//!
+//! Invariant: a segment is written only while it is the open segment, and it becomes the open
+//! segment only when it is `Free`: no extent of the durable state (tree file + durable log)
+//! points into it. A segment whose last live byte goes away is `Pending` until the next log
+//! commit makes a state without references to it durable.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use strata_core::{Error, Result};
+use strata_io::StorageFile;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SegState {
+    Free,
+    Open,
+    Used,
+    Pending,
+}
+
+pub(crate) struct OpenSegment {
+    pub id: u64,
+    /// The segment's bytes so far (its fill level is `buf.len()`).
+    pub buf: Vec<u8>,
+    /// Bytes of `buf` already handed to the data file.
+    pub flushed: usize,
+}
+
+pub(crate) struct Space {
+    pub segment_bytes: u64,
+    pub max_segments: u64,
+    /// Live bytes per segment; its length is the number of segments the data file has had.
+    pub live_bytes: Vec<u64>,
+    pub state: Vec<SegState>,
+    pub total_live_bytes: u64,
+    /// Segments in state `Used` or `Open`.
+    used_count: u64,
+    pub free: BTreeSet<u64>,
+    pub pending: Vec<u64>,
+    pub open: Option<OpenSegment>,
+    /// Bytes written to the data file (user data and GC copies).
+    pub data_bytes_written: u64,
+}
+
+pub(crate) fn no_space(what: String) -> Error {
+    Error::io(what, io::Error::from_raw_os_error(28))
+}
+
+impl Space {
+    pub fn new(segment_bytes: u64, max_segments: u64) -> Space {
+        Space {
+            segment_bytes,
+            max_segments,
+            live_bytes: Vec::new(),
+            state: Vec::new(),
+            total_live_bytes: 0,
+            used_count: 0,
+            free: BTreeSet::new(),
+            pending: Vec::new(),
+            open: None,
+            data_bytes_written: 0,
+        }
+    }
+
+    pub fn segment_of(&self, addr: u64) -> u64 {
+        addr / self.segment_bytes
+    }
+
+    /// Segments that can become the open segment now (free ones and never used ones).
+    pub fn available_segments(&self) -> u64 {
+        self.free.len() as u64 + self.max_segments.saturating_sub(self.live_bytes.len() as u64)
+    }
+
+    pub fn used_segments(&self) -> u64 {
+        self.used_count
+    }
+
+    fn set_state(&mut self, seg: usize, new: SegState) {
+        let counts = |s: SegState| u64::from(matches!(s, SegState::Used | SegState::Open));
+        if let Some(state) = self.state.get_mut(seg) {
+            self.used_count = self.used_count + counts(new) - counts(*state);
+            *state = new;
+        }
+    }
+
+    /// Bytes still free in the open segment.
+    pub fn open_room_bytes(&self) -> u64 {
+        self.open.as_ref().map_or(0, |o| self.segment_bytes - o.buf.len() as u64)
+    }
+
+    pub fn add_live(&mut self, addr: u64, len: u64) {
+        let seg = self.segment_of(addr) as usize;
+        if let Some(live) = self.live_bytes.get_mut(seg) {
+            *live += len;
+            self.total_live_bytes += len;
+        }
+    }
+
+    pub fn remove_live(&mut self, addr: u64, len: u64) {
+        let seg = self.segment_of(addr) as usize;
+        let Some(live) = self.live_bytes.get_mut(seg) else { return };
+        debug_assert!(*live >= len, "segment {seg} live bytes underflow");
+        *live = live.saturating_sub(len);
+        self.total_live_bytes = self.total_live_bytes.saturating_sub(len);
+        if *live == 0 && self.state.get(seg) == Some(&SegState::Used) {
+            self.set_state(seg, SegState::Pending);
+            self.pending.push(seg as u64);
+        }
+    }
+
+    /// Reserves `len` bytes (at most a segment) in the open segment, rolling to a new segment
+    /// when they do not fit; returns their address. The caller appends the bytes next.
+    pub fn alloc(&mut self, len: u64, data: &dyn StorageFile) -> Result<u64> {
+        if self.open_room_bytes() < len {
+            self.close_open(data)?;
+        }
+        if self.open.is_none() {
+            let id = match self.free.pop_first() {
+                Some(id) => id,
+                None if (self.live_bytes.len() as u64) < self.max_segments => {
+                    self.live_bytes.push(0);
+                    self.state.push(SegState::Free);
+                    self.live_bytes.len() as u64 - 1
+                }
+                None => return Err(no_space("flexfile: the data file has no free segment left".into())),
+            };
+            self.set_state(id as usize, SegState::Open);
+            let buf = Vec::with_capacity(self.segment_bytes as usize);
+            self.open = Some(OpenSegment { id, buf, flushed: 0 });
+        }
+        let open = self.open.as_ref().ok_or_else(|| no_space("flexfile: no open segment".into()))?;
+        Ok(open.id * self.segment_bytes + open.buf.len() as u64)
+    }
+
+    /// Appends the bytes of the last `alloc` to the segment buffer.
+    pub fn append(&mut self, bytes: &[u8]) {
+        if let Some(open) = self.open.as_mut() {
+            open.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// Hands the open segment's unwritten bytes to the data file (not synced).
+    pub fn flush_open(&mut self, data: &dyn StorageFile) -> Result<()> {
+        let Some(open) = self.open.as_mut() else { return Ok(()) };
+        if open.flushed < open.buf.len() {
+            let addr = open.id * self.segment_bytes + open.flushed as u64;
+            data.write_at(addr, &open.buf[open.flushed..])?;
+            self.data_bytes_written += (open.buf.len() - open.flushed) as u64;
+            open.flushed = open.buf.len();
+        }
+        Ok(())
+    }
+
+    fn close_open(&mut self, data: &dyn StorageFile) -> Result<()> {
+        self.flush_open(data)?;
+        if let Some(open) = self.open.take() {
+            let seg = open.id as usize;
+            if self.live_bytes[seg] == 0 {
+                self.set_state(seg, SegState::Pending);
+                self.pending.push(open.id);
+            } else {
+                self.set_state(seg, SegState::Used);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at `addr` (the open segment from its buffer).
+    pub fn read(&self, addr: u64, buf: &mut [u8], data: &dyn StorageFile) -> Result<()> {
+        if let Some(open) = &self.open {
+            if self.segment_of(addr) == open.id {
+                let at = (addr - open.id * self.segment_bytes) as usize;
+                let src = open.buf.get(at..at + buf.len()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "flexfile: read of {} bytes at {addr} past the segment buffer",
+                        buf.len()
+                    ))
+                })?;
+                buf.copy_from_slice(src);
+                return Ok(());
+            }
+        }
+        data.read_at(addr, buf)
+    }
+
+    /// After a log commit: segments pending before it are free for reuse.
+    pub fn release(&mut self, segments: Vec<u64>) {
+        for seg in segments {
+            if self.state.get(seg as usize) == Some(&SegState::Pending) {
+                self.set_state(seg as usize, SegState::Free);
+                self.free.insert(seg);
+            }
+        }
+    }
+
+    /// Up to `count` used segments with the fewest live bytes and some garbage, fewest first.
+    pub fn gc_victims(&self, count: usize) -> Vec<u64> {
+        let mut candidates: Vec<(u64, u64)> = self
+            .state
+            .iter()
+            .enumerate()
+            .filter(|(seg, s)| **s == SegState::Used && self.live_bytes[*seg] < self.segment_bytes)
+            .map(|(seg, _)| (self.live_bytes[seg], seg as u64))
+            .collect();
+        candidates.sort_unstable();
+        candidates.into_iter().take(count).map(|(_, seg)| seg).collect()
+    }
+
+    /// Rebuilds the accounting after recovery from `(addr, len)` of every live extent.
+    pub fn rebuild(&mut self, data_len_bytes: u64, extents: &[(u64, u64)], file: &str) -> Result<()> {
+        let mut segments = data_len_bytes.div_ceil(self.segment_bytes);
+        for &(addr, len) in extents {
+            let seg = self.segment_of(addr);
+            let in_segment = addr % self.segment_bytes + len <= self.segment_bytes;
+            if !in_segment || addr + len > data_len_bytes {
+                return Err(Error::corruption(
+                    file,
+                    0,
+                    format!("extent at physical {addr} (+{len}) crosses a segment or the end of the data file ({data_len_bytes} bytes)"),
+                ));
+            }
+            segments = segments.max(seg + 1);
+        }
+        self.max_segments = self.max_segments.max(segments);
+        self.live_bytes = vec![0; segments as usize];
+        self.state = vec![SegState::Free; segments as usize];
+        for &(addr, len) in extents {
+            self.add_live(addr, len);
+        }
+        for seg in 0..segments as usize {
+            if self.live_bytes[seg] > 0 {
+                self.set_state(seg, SegState::Used);
+            } else {
+                self.free.insert(seg as u64);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! A tiny real benchmark through the command-line entry point: JSON fields, identical traces
+//! across engines, clean-up, and plots.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> ExitCode {
+    strata_bench::cli::main_with_args(args.iter().map(|a| a.into()))
+}
+
+fn run_tiny(dir: &Path, json: &Path, engines: &str) -> Value {
+    let code = bench(&[
+        "--engines",
+        engines,
+        "--workload",
+        "load,a,d,e",
+        "--records",
+        "3000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+        "--no-drop-caches",
+    ]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn json_has_the_required_fields_and_data_is_cleaned_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let json = tmp.path().join("result.json");
+    let report = run_tiny(&data, &json, "memory,btreemap,flex");
+
+    for field in ["machine", "git", "workload", "engines", "results", "command_line"] {
+        assert!(report.get(field).is_some(), "missing top-level {field}");
+    }
+    let machine = &report["machine"];
+    assert!(machine["cores"].as_u64().unwrap() >= 1);
+    assert!(machine["data_dir"]["fs_type"].is_string());
+
+    let engines = report["engines"].as_array().unwrap();
+    let status: Vec<&str> = engines.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(status, vec!["ok", "ok", "unsupported"]);
+    assert!(engines[0]["config"].as_array().unwrap().iter().any(|s| s["name"] == "memory_budget_bytes"));
+    assert!(engines[0]["reopen_ms"].as_f64().unwrap() > 0.0, "memory reopens from its files");
+    assert_eq!(engines[0]["page_cache_dropped"], false);
+
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2 * 4, "2 runnable engines x (load + 3 workloads)");
+    for r in results {
+        for field in [
+            "engine",
+            "workload",
+            "throughput_ops_per_sec",
+            "latency_us",
+            "read_bytes",
+            "write_bytes",
+            "disk_bytes",
+            "peak_rss_bytes",
+        ] {
+            assert!(r.get(field).is_some(), "result lacks {field}: {r}");
+        }
+        for p in ["p50", "p99", "p99_9", "max"] {
+            assert!(r["latency_us"][p].as_f64().unwrap() > 0.0, "{p} in {r}");
+        }
+        assert_eq!(r["status"], "ok");
+        assert!(r["throughput_ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(r["peak_rss_bytes"].as_u64().unwrap() > 0);
+        assert_eq!(r["not_found"], 0, "every read targets an existing record: {r}");
+    }
+    let memory_load = &results[0];
+    assert_eq!(memory_load["workload"], "load");
+    assert!(memory_load["disk_bytes"].as_u64().unwrap() > 0, "the memory engine writes a WAL");
+    assert!(memory_load["write_amplification"].is_number());
+
+    // Same trace for every engine: identical operation counts per type in each workload.
+    let ops = |engine: &str, workload: &str| {
+        let r = results.iter().find(|r| r["engine"] == engine && r["workload"] == workload).unwrap();
+        r["latency_us_by_op"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(op, s)| (op.clone(), s["count"].clone()))
+            .collect::<Vec<_>>()
+    };
+    for w in ["a", "d", "e"] {
+        assert_eq!(ops("memory", w), ops("btreemap", w), "workload {w}");
+    }
+    assert!(results.iter().all(|r| r["throughput_vs_first"].is_number()));
+
+    // Everything under --dir was removed; only the (empty) parent remains.
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0);
+}
+
+#[test]
+fn plot_writes_svg_and_png() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("run1.json");
+    run_tiny(&tmp.path().join("data"), &json, "memory,btreemap");
+    let out = tmp.path().join("plots");
+    let code = bench(&["plot", json.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    for name in ["throughput", "latency"] {
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("memory") && svg.contains("btreemap"), "{name}.svg");
+        let png = std::fs::read(out.join(format!("{name}.png"))).unwrap();
+        assert!(png.len() > 5_000, "{name}.png is {} bytes", png.len());
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    assert_eq!(bench(&["--records", "none"]), ExitCode::from(2));
+    assert_eq!(bench(&["--engines", "memory,nosuch"]), ExitCode::from(2));
+    assert_eq!(bench(&["plot"]), ExitCode::from(2));
+}

@@ -1,0 +1,51 @@
+//! `strata bench` as scripts use it.
+
+use std::process::{Command, Output};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("run strata")
+}
+
+fn assert_usage_error(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "error must be one line: {err}");
+    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
+}
+
+#[test]
+fn a_tiny_bench_runs_and_lists_unsupported_engines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = strata(&[
+        "bench",
+        "--engines",
+        "memory,flex",
+        "--workload",
+        "a,c",
+        "--records",
+        "2000",
+        "--ops",
+        "2000",
+        "--quiet",
+        "--no-drop-caches",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("flex") && out.contains("unsupported"), "{out}");
+    assert!(out.contains("\na: YCSB A") && out.contains("\nc: YCSB C"), "{out}");
+    assert!(o.stderr.is_empty(), "--quiet prints nothing on stderr");
+}
+
+#[test]
+fn bench_help_and_bad_arguments() {
+    let o = strata(&["bench", "--help"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--engines"));
+    assert_usage_error(&strata(&["bench", "--records", "lots"]), "--records");
+    assert_usage_error(&strata(&["bench", "--workload", "q"]), "unknown workload");
+    assert_usage_error(&strata(&["bench", "--bogus"]), "--bogus");
+    #[cfg(not(feature = "rocksdb"))]
+    assert_usage_error(&strata(&["bench", "--engines", "rocksdb"]), "--features rocksdb");
+}
