@@ -31,7 +31,8 @@ fn main() {
     let storage = Arc::new(FileStorage::open_dir(&dir, true).expect("storage"));
     // Memory about a tenth of the data; hot-log disk budget small enough to compact often.
     let data_bytes = keys * 120;
-    let config = EngineConfig { memory_budget_bytes: (data_bytes / 10).max(4 << 20), ..EngineConfig::default() };
+    let config =
+        EngineConfig { memory_budget_bytes: (data_bytes / 10).max(4 << 20), ..EngineConfig::default() };
     let options = F2Options {
         page_size_bytes: 64 << 10,
         segment_bytes: 8 << 20,
@@ -52,7 +53,8 @@ fn main() {
                 let mut rng = SmallRng::seed_from_u64(t);
                 while !stop.load(Ordering::Relaxed) {
                     // Skewed: 90% of operations on 10% of the keys.
-                    let k = if rng.gen_bool(0.9) { rng.gen_range(0..keys / 10) } else { rng.gen_range(0..keys) };
+                    let k =
+                        if rng.gen_bool(0.9) { rng.gen_range(0..keys / 10) } else { rng.gen_range(0..keys) };
                     let r = engine.rmw(
                         &k.to_be_bytes(),
                         &mut |old| {

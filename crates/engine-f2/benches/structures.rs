@@ -43,7 +43,9 @@ fn structures(c: &mut Criterion) {
     c.bench_function("record encode (8 B key, 100 B value)", |b| {
         b.iter(|| black_box(encode_record(black_box(b"user0000"), Some(&[7u8; 100]), 4096)))
     });
-    c.bench_function("record parse + crc32c", |b| b.iter(|| black_box(parse_slot(black_box(&record), true).is_ok())));
+    c.bench_function("record parse + crc32c", |b| {
+        b.iter(|| black_box(parse_slot(black_box(&record), true).is_ok()))
+    });
 }
 
 fn engine(c: &mut Criterion) {
@@ -71,7 +73,8 @@ fn engine(c: &mut Criterion) {
     c.bench_function("f2 rmw (8 hot keys)", |b| {
         b.iter(|| {
             i = (i + 1) % 8;
-            f2.rmw(&key(i), &mut |old| Some(old.map_or(vec![0; 8], <[u8]>::to_vec)), Durability::None).expect("rmw")
+            f2.rmw(&key(i), &mut |old| Some(old.map_or(vec![0; 8], <[u8]>::to_vec)), Durability::None)
+                .expect("rmw")
         })
     });
 }

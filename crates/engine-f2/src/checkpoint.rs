@@ -62,7 +62,10 @@ impl Checkpoint {
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint> {
         let corrupt = |offset: u64, what: &str| Error::corruption(FILE_NAME, offset, what.to_string());
         if bytes.len() != CHECKPOINT_BYTES {
-            return Err(corrupt(0, &format!("checkpoint is {} bytes, expected {CHECKPOINT_BYTES}", bytes.len())));
+            return Err(corrupt(
+                0,
+                &format!("checkpoint is {} bytes, expected {CHECKPOINT_BYTES}", bytes.len()),
+            ));
         }
         if bytes.get(..8) != Some(MAGIC.as_slice()) {
             return Err(corrupt(0, "bad magic"));
@@ -78,7 +81,11 @@ impl Checkpoint {
         let mut f = [0u64; 12];
         for (i, v) in f.iter_mut().enumerate() {
             let o = FIELDS_OFFSET + i * 8;
-            *v = bytes.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or_default();
+            *v = bytes
+                .get(o..o + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+                .unwrap_or_default();
         }
         let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, _] =
             f;

@@ -50,7 +50,11 @@ impl F2Engine {
 
     /// Opens with explicit options. Page size, segment size and the cold index's chunk count are
     /// fixed when the store is created; later opens use the stored values.
-    pub fn open_with(storage: Arc<dyn Storage>, config: &EngineConfig, options: F2Options) -> Result<F2Engine> {
+    pub fn open_with(
+        storage: Arc<dyn Storage>,
+        config: &EngineConfig,
+        options: F2Options,
+    ) -> Result<F2Engine> {
         Ok(F2Engine { inner: Arc::new(Inner::open(storage, config, &options)?) })
     }
 
@@ -165,7 +169,7 @@ impl Engine for F2Engine {
         let cold_index_bytes = inner.cold_index.memory_bytes();
         let cold_log_memory_bytes = inner.cold.memory_bytes();
         let read_cache_bytes = inner.read_cache.as_ref().map_or(0, |c| c.memory_bytes());
-        let disk_bytes = inner.hot.file.disk_bytes() + inner.cold.file.disk_bytes() + inner.cold_index.log.file.disk_bytes();
+        let disk_bytes = inner.disk_bytes();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
         let counters: Vec<(&str, u64)> = vec![
             ("memory.hot_index_bytes", hot_index_bytes),
@@ -197,12 +201,16 @@ impl Engine for F2Engine {
             ("read_cache.hits", load(&c.read_cache_hits)),
             ("read_cache.inserts", load(&c.read_cache_inserts)),
             ("read_cache.second_chances", load(&c.read_cache_second_chances)),
-            ("read_cache.evicted_records", inner.read_cache.as_ref().map_or(0, |c| c.evicted_records.load(Relaxed))),
+            (
+                "read_cache.evicted_records",
+                inner.read_cache.as_ref().map_or(0, |c| c.evicted_records.load(Relaxed)),
+            ),
             ("ops.cold_hits", load(&c.cold_hits)),
             ("ops.misses", load(&c.misses)),
             ("ops.cold_lookups", load(&c.cold_lookups)),
             ("ops.false_absence_retries", load(&c.false_absence_retries)),
             ("ops.rmw_retries", load(&c.rmw_retries)),
+            ("ops.rmw_cold_reads", load(&c.rmw_cold_reads)),
             ("compaction.hot_to_cold_runs", load(&c.hot_compactions)),
             ("compaction.hot_to_cold_records", load(&c.hot_records_to_cold)),
             ("compaction.cold_to_cold_runs", load(&c.cold_compactions)),
@@ -220,7 +228,11 @@ impl Engine for F2Engine {
             io: inner.storage.io_stats(),
             cache_hits: load(&c.hot_hits) + load(&c.read_cache_hits),
             cache_misses: load(&c.cold_hits),
-            memory_bytes: hot_index_bytes + hot_log_bytes + read_cache_bytes + cold_index_bytes + cold_log_memory_bytes,
+            memory_bytes: hot_index_bytes
+                + hot_log_bytes
+                + read_cache_bytes
+                + cold_index_bytes
+                + cold_log_memory_bytes,
             disk_bytes,
             engine_counters: counters
                 .into_iter()

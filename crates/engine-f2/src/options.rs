@@ -82,7 +82,9 @@ impl F2Options {
     pub fn resolve(&self, config: &EngineConfig) -> Result<Resolved> {
         let page = self.page_size_bytes;
         if page < 4096 || !page.is_power_of_two() || page > 1 << 30 {
-            return Err(Error::invalid(format!("f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB")));
+            return Err(Error::invalid(format!(
+                "f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB"
+            )));
         }
         if self.segment_bytes < page || !self.segment_bytes.is_multiple_of(page) {
             return Err(Error::invalid("f2 segment_bytes must be a positive multiple of page_size_bytes"));
@@ -102,7 +104,7 @@ impl F2Options {
         let hot_log_pages = (hot_log / page).max(2) as usize;
         let hot_log = hot_log_pages as u64 * page;
         let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(4 * hot_log).max(4 * page);
-        let cold_budget = self.cold_log_disk_budget_bytes.max(8 * page);
+        let cold_budget = self.cold_log_disk_budget_bytes.max(2 * page);
         Ok(Resolved {
             page_size_bytes: page,
             segment_bytes: self.segment_bytes,

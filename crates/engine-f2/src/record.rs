@@ -106,7 +106,8 @@ impl<'a> RecordView<'a> {
     /// Structural decode (lengths and kind); `None` if the bytes cannot be a record.
     pub fn parse(bytes: &'a [u8]) -> Option<RecordView<'a>> {
         let header = bytes.get(..HEADER_BYTES)?;
-        let u32_at = |o: usize| -> Option<u32> { Some(u32::from_le_bytes(header.get(o..o + 4)?.try_into().ok()?)) };
+        let u32_at =
+            |o: usize| -> Option<u32> { Some(u32::from_le_bytes(header.get(o..o + 4)?.try_into().ok()?)) };
         let crc = u32_at(CRC_OFFSET)?;
         let key_len = u32_at(KEY_LEN_OFFSET)? as usize;
         let value_len = u32_at(VALUE_LEN_OFFSET)? as usize;
@@ -180,7 +181,13 @@ pub struct OwnedRecord {
 
 impl OwnedRecord {
     pub fn from_view(v: &RecordView<'_>) -> OwnedRecord {
-        OwnedRecord { kind: v.kind, invalid: false, prev_address: v.prev_address, key: v.key.to_vec(), value: v.value.to_vec() }
+        OwnedRecord {
+            kind: v.kind,
+            invalid: false,
+            prev_address: v.prev_address,
+            key: v.key.to_vec(),
+            value: v.value.to_vec(),
+        }
     }
 
     pub fn value_opt(&self) -> Option<&[u8]> {

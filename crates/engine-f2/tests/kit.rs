@@ -21,7 +21,7 @@ fn options() -> F2Options {
         hot_log_memory_bytes: Some(32 << 10),
         cold_index_bytes: Some(256),
         hot_log_disk_budget_bytes: Some(64 << 10),
-        cold_log_disk_budget_bytes: 96 << 10,
+        cold_log_disk_budget_bytes: 16 << 10,
         checkpoint_wal_bytes: Some(32 << 10),
         ..F2Options::default()
     }
@@ -30,7 +30,9 @@ fn options() -> F2Options {
 fn target() -> Target {
     Target {
         name: "f2",
-        open: Arc::new(|storage| Ok(Box::new(F2Engine::open_with(storage, &config(), options())?) as Box<dyn Engine>)),
+        open: Arc::new(|storage| {
+            Ok(Box::new(F2Engine::open_with(storage, &config(), options())?) as Box<dyn Engine>)
+        }),
         ordered: false,
         prefix_consistent: true,
     }

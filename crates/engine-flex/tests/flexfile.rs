@@ -370,6 +370,7 @@ fn damaged_tree_page_or_mid_log_block_is_corruption_on_open() {
         file.insert(5, &[i; 10]).unwrap();
         file.sync().unwrap();
     }
+    let expect = file.read_all().unwrap();
     drop(file);
     // Tree node page 2 (the first node page written), a byte inside its entries.
     let damaged = sim.clone();
@@ -378,8 +379,36 @@ fn damaged_tree_page_or_mid_log_block_is_corruption_on_open() {
     assert!(err.is_corruption(), "{err}");
     damaged.flip_bit("x.tree", 2 * 4096 + 20, 3).unwrap();
     FlexFile::open(Arc::new(damaged.clone()), "x", opts).unwrap();
-    // The first log block (at byte 32) is followed by valid blocks: mid-log damage.
+    // Log blocks are stored twice: one damaged copy is survived with intact data...
+    let log = sim.durable_contents("x.log").unwrap();
+    let block_bytes = 24 + 16 * u32::from_le_bytes(log[36..40].try_into().unwrap()) as u64;
     damaged.flip_bit("x.log", 32 + 30, 1).unwrap();
+    let file = FlexFile::open(Arc::new(damaged.clone()), "x", opts).unwrap();
+    assert_eq!(&file.read_all().unwrap()[..20], &expect[..20]);
+    drop(file);
+    // ...both copies damaged, with later blocks after them, is corruption.
+    damaged.flip_bit("x.log", 32 + block_bytes + 30, 1).unwrap();
     let err = FlexFile::open(Arc::new(damaged.clone()), "x", opts).unwrap_err();
     assert!(err.is_corruption(), "{err}");
+}
+
+#[test]
+fn damaged_last_log_block_is_not_mistaken_for_a_torn_tail() {
+    // Regression (found by the kit's bit-flip check, seed 6157996280926389800): a flipped bit
+    // in the last synced log block made recovery drop it as a torn tail.
+    let sim = SimStorage::new(9);
+    let opts = FlexFileOptions { log_max_bytes: 1 << 20, ..FlexFileOptions::for_tests() };
+    let file = FlexFile::open(Arc::new(sim.clone()), "l", opts).unwrap();
+    file.insert(0, b"synced data").unwrap();
+    file.sync().unwrap();
+    drop(file);
+    let log_len = sim.durable_contents("l.log").unwrap().len() as u64;
+    for byte in 32..log_len {
+        let bit = (byte % 8) as u8;
+        sim.flip_bit("l.log", byte, bit).unwrap();
+        let file = FlexFile::open(Arc::new(sim.clone()), "l", opts).unwrap();
+        assert_eq!(file.read_all().unwrap(), b"synced data", "flip at byte {byte}");
+        drop(file);
+        sim.flip_bit("l.log", byte, bit).unwrap();
+    }
 }

@@ -252,7 +252,10 @@ where
     ctx.configure_mesh()
         .disable_x_mesh()
         .light_line_style(WHITE)
-        .x_labels(0)
+        // Workload names are drawn below (centred per cluster); no per-bar tick labels. (A label
+        // count of 0 makes plotters loop forever on integer ranges.)
+        .x_labels(1)
+        .x_label_formatter(&|_| String::new())
         .x_desc("workload")
         .y_desc(y_desc)
         .y_label_formatter(&|v| short_number(*v))

@@ -71,7 +71,7 @@ fn errors_are_one_line_with_nonzero_exit() {
     let dir = tmp.path().join("db");
     let d = p(&dir);
     assert_one_line_error(&strata(&["get", d, "k"]), "does not exist");
-    assert_one_line_error(&strata(&["create", d, "--engine", "flex"]), "'flex' is not implemented");
+    assert_one_line_error(&strata(&["create", d, "--engine", "treeline"]), "'treeline' is not implemented");
     assert!(strata(&["create", d, "--engine", "memory"]).status.success());
     assert_one_line_error(&strata(&["create", d, "--engine", "memory"]), "already holds");
     let huge_key = "k".repeat(70 * 1024);
@@ -121,4 +121,32 @@ fn demo_runs_end_to_end() {
     let o = strata(&["demo", "--dir", p(&dir), "--records", "5000"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("all 4999 remaining records intact: true"), "{}", stdout(&o));
+}
+
+#[test]
+fn every_available_engine_works_through_the_cli() {
+    for engine in ["memory", "flex", "f2"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let d = p(&dir);
+        let o = strata(&["create", d, "--engine", engine]);
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        for (k, v) in [("k2", "two"), ("k1", "one"), ("empty", "")] {
+            assert!(strata(&["put", d, k, v]).status.success(), "{engine}");
+        }
+        assert!(strata(&["delete", d, "k2"]).status.success());
+        assert_eq!(stdout(&strata(&["get", d, "k1"])), "one\n", "{engine}");
+        assert_eq!(stdout(&strata(&["get", d, "empty"])), "\n", "{engine}: empty value is a value");
+        assert_eq!(strata(&["get", d, "k2"]).status.code(), Some(1), "{engine}");
+        let o = strata(&["verify", d]);
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        let scan = strata(&["scan", d]);
+        if engine == "f2" {
+            assert_one_line_error(&scan, "hash");
+        } else {
+            assert_eq!(stdout(&scan), "empty\t\nk1\tone\n", "{engine}");
+        }
+        let o = strata(&["create", d, "--engine", "memory"]);
+        assert_one_line_error(&o, "already holds");
+    }
 }

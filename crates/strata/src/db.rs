@@ -342,6 +342,8 @@ fn open_engine(kind: EngineKind, storage: Arc<dyn Storage>, options: &Options) -
         EngineKind::Memory => {
             Ok(Box::new(engine_memory::MemoryEngine::open(storage, &options.engine_config)?))
         }
+        EngineKind::Flex => Ok(Box::new(engine_flex::FlexEngine::open(storage, &options.engine_config)?)),
+        EngineKind::F2 => Ok(Box::new(engine_f2::F2Engine::open(storage, &options.engine_config)?)),
         other => Err(Error::unsupported(format!(
             "engine '{other}' is not implemented in this build of Strata yet"
         ))),

@@ -44,7 +44,7 @@ impl EngineKind {
 
     /// True when this build can open the engine.
     pub fn is_available(self) -> bool {
-        matches!(self, EngineKind::Memory)
+        matches!(self, EngineKind::Memory | EngineKind::Flex | EngineKind::F2)
     }
 
     /// Whether `range` is supported (F2 is hash-indexed).

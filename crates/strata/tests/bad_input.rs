@@ -50,9 +50,7 @@ fn oversized_key_value_and_batch_are_invalid_arguments() {
 
 #[test]
 fn unsupported_engines_name_themselves() {
-    for kind in
-        [EngineKind::Treeline, EngineKind::Turtle, EngineKind::Laser, EngineKind::Flex, EngineKind::F2]
-    {
+    for kind in [EngineKind::Treeline, EngineKind::Turtle, EngineKind::Laser] {
         let storage = Arc::new(MemStorage::new());
         let err = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap_err();
         assert!(matches!(err, Error::Unsupported(_)), "{err}");
@@ -105,9 +103,11 @@ fn wrong_engine_for_a_directory_is_incompatible() {
     // Write a manifest naming another engine, as a future build with that engine would.
     let storage = Arc::new(MemStorage::new());
     strata::Manifest::new(EngineKind::Flex).store(storage.as_ref()).unwrap();
-    let err = Db::open("unused", Options::new(EngineKind::Memory).storage(storage)).unwrap_err();
+    let err = Db::open("unused", Options::new(EngineKind::Memory).storage(storage.clone())).unwrap_err();
     assert!(matches!(err, Error::Incompatible(_)), "{err}");
     assert!(one_line(&err).contains("'flex'"), "{err}");
+    let db = Db::open("unused", Options::new(EngineKind::Flex).storage(storage)).unwrap();
+    assert_eq!(db.kind(), EngineKind::Flex);
 }
 
 #[test]

@@ -85,7 +85,8 @@ impl Inner {
     pub fn compact_cold(&self) -> Result<u64> {
         let begin = self.cold.begin();
         let tail = self.cold.tail();
-        let until = self.compaction_until(begin, self.cold.size_bytes(), tail - tail % self.opts.page_size_bytes);
+        let until =
+            self.compaction_until(begin, self.cold.size_bytes(), tail - tail % self.opts.page_size_bytes);
         if until <= begin {
             return Ok(0);
         }
@@ -149,9 +150,11 @@ impl Inner {
         };
         ck.store(self.storage.as_ref())?;
         *self.last_checkpoint.lock() = ck;
-        for (file, begin) in
-            [(&self.hot.file, ck.hot_begin), (&self.cold.file, ck.cold_begin), (&self.cold_index.log.file, ck.chunk_begin)]
-        {
+        for (file, begin) in [
+            (&self.hot.file, ck.hot_begin),
+            (&self.cold.file, ck.cold_begin),
+            (&self.cold_index.log.file, ck.chunk_begin),
+        ] {
             file.remove_outside(begin, u64::MAX)?;
         }
         self.storage.sync_dir()?;
@@ -175,7 +178,10 @@ impl Inner {
             (&self.cold.file, ck.cold_begin, ck.cold_tail),
             (&self.cold_index.log.file, ck.chunk_begin, ck.chunk_tail),
         ] {
-            let records = scan_range(file, page, begin, tail, &mut |p| read_disk_page(file, page, p), &mut |_, _| Ok(()))?;
+            let records =
+                scan_range(file, page, begin, tail, &mut |p| read_disk_page(file, page, p), &mut |_, _| {
+                    Ok(())
+                })?;
             report.records_checked += records;
             report.bytes_checked += tail - begin;
             report.files_checked += (tail - begin).div_ceil(ck.segment_bytes);
@@ -207,7 +213,9 @@ impl Inner {
 fn read_disk_page(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; page_size as usize];
     file.read_at(page_start, &mut buf).map_err(|e| match e {
-        Error::Io { .. } => Error::corruption(file.file_of(page_start), page_start % file.segment_bytes(), e.to_string()),
+        Error::Io { .. } => {
+            Error::corruption(file.file_of(page_start), page_start % file.segment_bytes(), e.to_string())
+        }
         other => other,
     })?;
     Ok(buf)

@@ -66,6 +66,8 @@ pub(crate) struct Counters {
     pub cold_lookups: AtomicU64,
     pub false_absence_retries: AtomicU64,
     pub rmw_retries: AtomicU64,
+    /// Rmw calls that found no hot record and read the cold log outside the write lock.
+    pub rmw_cold_reads: AtomicU64,
     pub hot_compactions: AtomicU64,
     pub hot_records_to_cold: AtomicU64,
     pub cold_compactions: AtomicU64,
@@ -104,18 +106,28 @@ impl Inner {
         opts.segment_bytes = ck.segment_bytes;
         opts.chunk_count = ck.chunk_count;
         let page = ck.page_size_bytes;
-        let segments = |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes, config.direct_io);
+        let segments =
+            |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes, config.direct_io);
         // 2. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
         //    or of one before the deletion of truncated segments finished).
-        let (hot_file, cold_file, chunk_file) = (segments(HOT_PREFIX), segments(COLD_PREFIX), segments(CHUNK_PREFIX));
+        let (hot_file, cold_file, chunk_file) =
+            (segments(HOT_PREFIX), segments(COLD_PREFIX), segments(CHUNK_PREFIX));
         hot_file.remove_outside(ck.hot_begin, ck.hot_tail.max(ck.hot_begin + 1))?;
         cold_file.remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
         chunk_file.remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
         storage.sync_dir()?;
         // 3. Open the logs (tail pages loaded) and rebuild both indexes from the checkpointed logs.
-        let hot = HybridLog::open(hot_file, page, opts.hot_log_pages, opts.mutable_fraction, ck.hot_begin, ck.hot_tail)?;
+        let hot = HybridLog::open(
+            hot_file,
+            page,
+            opts.hot_log_pages,
+            opts.mutable_fraction,
+            ck.hot_begin,
+            ck.hot_tail,
+        )?;
         let cold = AppendLog::open(cold_file, page, ck.cold_begin, ck.cold_tail)?;
-        let cold_index = ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
+        let cold_index =
+            ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
         cold_index.rebuild()?;
         let hot_index = HotIndex::new(opts.hot_index_buckets);
         let scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
@@ -131,16 +143,24 @@ impl Inner {
         };
         // 4. Replay the WAL records after the checkpoint into the hot log.
         let mut replay_state = Replay { hot: &hot, hot_index: &hot_index, bytes: 0 };
-        let (wal, report) = Wal::open(storage.clone(), wal_options.clone(), ck.wal_lsn + 1, &mut |lsn, payload| {
-            let batch = decode_batch(payload).map_err(|what| {
-                Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+        let (wal, report) =
+            Wal::open(storage.clone(), wal_options.clone(), ck.wal_lsn + 1, &mut |lsn, payload| {
+                let batch = decode_batch(payload).map_err(|what| {
+                    Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+                })?;
+                replay_state.bytes += payload.len() as u64;
+                for op in batch.ops() {
+                    ops::apply_op(
+                        replay_state.hot,
+                        replay_state.hot_index,
+                        None,
+                        op.key(),
+                        op.value(),
+                        None,
+                    )?;
+                }
+                Ok(())
             })?;
-            replay_state.bytes += payload.len() as u64;
-            for op in batch.ops() {
-                ops::apply_op(replay_state.hot, replay_state.hot_index, None, op.key(), op.value(), None)?;
-            }
-            Ok(())
-        })?;
         let replayed_bytes = replay_state.bytes;
         let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
         let inner = Inner {
@@ -175,6 +195,16 @@ impl Inner {
             return Err(Error::Poisoned(msg.clone()));
         }
         Ok(())
+    }
+
+    /// Bytes of every file in the directory (logs, checkpoint, WAL).
+    pub fn disk_bytes(&self) -> u64 {
+        let Ok(names) = self.storage.list() else { return 0 };
+        names
+            .iter()
+            .filter_map(|n| self.storage.open(n, strata_io::OpenOptions::existing()).ok())
+            .filter_map(|f| f.len().ok())
+            .sum()
     }
 
     /// Records the first write-path failure; every later operation returns `Error::Poisoned`.

@@ -118,7 +118,11 @@ impl Inner {
             };
             if let Some(rec) = cache.read(address) {
                 let hot_address = rec.prev_address;
-                return Some(ChainHead { entry_value: entry.value, cached: Some((address, rec)), hot_address });
+                return Some(ChainHead {
+                    entry_value: entry.value,
+                    cached: Some((address, rec)),
+                    hot_address,
+                });
             }
         }
     }
@@ -157,7 +161,12 @@ impl Inner {
     }
 
     /// Walks a cold chain from `address` down to `floor` (inclusive).
-    fn cold_chain_find(&self, key: &[u8], mut address: u64, floor: u64) -> Result<Option<(u64, OwnedRecord)>> {
+    fn cold_chain_find(
+        &self,
+        key: &[u8],
+        mut address: u64,
+        floor: u64,
+    ) -> Result<Option<(u64, OwnedRecord)>> {
         while address >= floor.max(FIRST_ADDRESS) {
             let Some(rec) = self.cold.read(address)? else { return Ok(None) };
             if rec.key == key {
@@ -260,9 +269,10 @@ impl Inner {
             return;
         }
         let bytes = record::encode(&rec.key, Some(value), entry.address());
-        let inserted = cache.insert(&bytes, &mut |address| entry.cas_address(address).is_ok(), &mut |address, view| {
-            self.unlink_cached(address, view)
-        });
+        let inserted =
+            cache.insert(&bytes, &mut |address| entry.cas_address(address).is_ok(), &mut |address, view| {
+                self.unlink_cached(address, view)
+            });
         if inserted {
             self.counters.read_cache_inserts.fetch_add(1, Relaxed);
         }
@@ -306,14 +316,26 @@ impl Inner {
 
     /// Logs `batch` to the WAL and applies it; caller holds the write lock (`guard`), released
     /// before waiting for durability.
-    fn log_and_apply(&self, guard: MutexGuard<'_, ()>, batch: &WriteBatch, durability: Durability) -> Result<()> {
+    fn log_and_apply(
+        &self,
+        guard: MutexGuard<'_, ()>,
+        batch: &WriteBatch,
+        durability: Durability,
+    ) -> Result<()> {
         let payload = encode_batch(batch);
         let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
         {
             let _gate = (batch.len() > 1).then(|| self.batch_gate.write());
             for op in batch.ops() {
-                apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), op.key(), op.value(), Some(&self.counters))
-                    .map_err(|e| self.poisoned(e))?;
+                apply_op(
+                    &self.hot,
+                    &self.hot_index,
+                    self.read_cache.as_ref(),
+                    op.key(),
+                    op.value(),
+                    Some(&self.counters),
+                )
+                .map_err(|e| self.poisoned(e))?;
             }
         }
         drop(guard);
@@ -363,6 +385,7 @@ impl Inner {
             let truncations = self.hot.truncations();
             drop(guard);
             let cold = self.cold_lookup(key, hash)?;
+            self.counters.rmw_cold_reads.fetch_add(1, Relaxed);
             let new = f(cold.as_ref().and_then(|(_, r)| r.value_opt()));
             let guard = self.write_lock.lock();
             self.ensure_usable()?;

@@ -82,7 +82,6 @@ impl HotIndex {
         (self.buckets.len() as u64 + overflow) * 64
     }
 
-
     fn home(&self, hash: u64) -> &Bucket {
         let i = (hash & (self.buckets.len() as u64 - 1)) as usize;
         &self.buckets[i]
@@ -289,7 +288,8 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(index.entry_count(), 22);
-        let total: u64 = (0..2).flat_map(|b| (0..11).map(move |t| (b, t)))
+        let total: u64 = (0..2)
+            .flat_map(|b| (0..11).map(move |t| (b, t)))
             .filter_map(|(b, t)| index.find(hash(b, t)))
             .map(|e| e.address())
             .sum();

@@ -66,7 +66,10 @@ impl AppendLog {
     pub fn append(&self, bytes: &[u8]) -> Result<u64> {
         let len = bytes.len() as u64;
         if len > self.page_size {
-            return Err(Error::invalid(format!("record of {len} bytes exceeds the page size {}", self.page_size)));
+            return Err(Error::invalid(format!(
+                "record of {len} bytes exceeds the page size {}",
+                self.page_size
+            )));
         }
         let mut page = self.tail_page.lock();
         let mut tail = self.tail();
@@ -130,7 +133,12 @@ impl AppendLog {
     }
 
     /// Visits every record in `[from, to)`, checking checksums.
-    pub fn scan(&self, from: u64, to: u64, on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>) -> Result<u64> {
+    pub fn scan(
+        &self,
+        from: u64,
+        to: u64,
+        on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
+    ) -> Result<u64> {
         scan_range(&self.file, self.page_size, from, to, &mut |p| self.read_page(p), on_record)
     }
 
@@ -148,5 +156,4 @@ impl AppendLog {
     pub fn memory_bytes(&self) -> u64 {
         self.page_size
     }
-
 }

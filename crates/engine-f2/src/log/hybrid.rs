@@ -100,7 +100,10 @@ impl HybridLog {
     pub fn append(&self, bytes: &[u8]) -> Result<u64> {
         let len = bytes.len() as u64;
         if len > self.page_size {
-            return Err(Error::invalid(format!("record of {len} bytes exceeds the page size {}", self.page_size)));
+            return Err(Error::invalid(format!(
+                "record of {len} bytes exceeds the page size {}",
+                self.page_size
+            )));
         }
         let mut address = self.tail();
         if address % self.page_size + len > self.page_size {
@@ -159,7 +162,8 @@ impl HybridLog {
             let page_start = *flushed - *flushed % self.page_size;
             // Pages wholly below `begin` were compacted away; their segments may be deleted.
             if page_start + self.page_size > self.begin() {
-                let page = self.page(page_start).ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
+                let page =
+                    self.page(page_start).ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
                 let copy: Vec<u8> = page.read().to_vec();
                 self.file.write_at(page_start, &copy)?;
             }
@@ -230,7 +234,12 @@ impl HybridLog {
     }
 
     /// Visits every record in `[from, to)`, checking checksums.
-    pub fn scan(&self, from: u64, to: u64, on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>) -> Result<u64> {
+    pub fn scan(
+        &self,
+        from: u64,
+        to: u64,
+        on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
+    ) -> Result<u64> {
         scan_range(&self.file, self.page_size, from, to, &mut |p| self.read_page(p), on_record)
     }
 
@@ -239,5 +248,49 @@ impl HybridLog {
     pub fn truncate(&self, new_begin: u64) {
         self.truncations.fetch_add(1, SeqCst);
         self.begin.fetch_max(new_begin, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use strata_io::MemStorage;
+
+    use super::*;
+    use crate::log::FIRST_ADDRESS;
+
+    /// Records stay readable while their pages move from the mutable region to read-only to
+    /// disk; in-place updates only happen in the mutable region.
+    #[test]
+    fn regions_eviction_and_in_place_updates() {
+        let storage = Arc::new(MemStorage::new());
+        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10, false);
+        let log = HybridLog::open(file, 4096, 3, 0.67, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
+        let mut addresses = Vec::new();
+        for i in 0..300u32 {
+            let value = [i as u8; 50];
+            addresses.push(log.append(&record::encode(&i.to_le_bytes(), Some(&value), 0)).unwrap());
+        }
+        assert!(log.head() > FIRST_ADDRESS, "old pages were evicted");
+        assert!(log.memory_bytes() <= 3 * 4096);
+        assert!(log.read_only() >= log.head() && log.read_only() <= log.tail());
+        for (i, &a) in addresses.iter().enumerate() {
+            let rec = log.read(a).unwrap().unwrap();
+            assert_eq!((rec.key.as_slice(), rec.value[0]), (&(i as u32).to_le_bytes()[..], i as u8));
+        }
+        let newest = *addresses.last().unwrap();
+        assert!(log.update_in_place(newest, &[9u8; 50]));
+        assert!(!log.update_in_place(newest, &[9u8; 51]), "a different length is never in place");
+        assert!(!log.update_in_place(addresses[0], &[9u8; 50]), "on-disk records are immutable");
+        assert_eq!(log.read(newest).unwrap().unwrap().value, vec![9u8; 50]);
+        let sealed = log.seal_to_tail();
+        assert!(!log.update_in_place(newest, &[8u8; 50]), "a checkpoint seals everything");
+        log.flush_until(sealed).unwrap();
+        let scanned = log.scan(FIRST_ADDRESS, sealed, &mut |_, _| Ok(())).unwrap();
+        assert_eq!(scanned, 300);
+        log.truncate(addresses[100]);
+        assert!(log.read(addresses[99]).unwrap().is_none());
+        assert_eq!(log.truncations(), 1);
     }
 }

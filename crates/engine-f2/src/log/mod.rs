@@ -27,13 +27,15 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
     let first = FIRST_READ_BYTES.min(page_end - address);
     let mut buf = vec![0u8; first as usize];
     file.read_at(address, &mut buf)?;
-    let corrupt = |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+    let corrupt =
+        |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
     if buf.len() < record::HEADER_BYTES {
         return Err(corrupt(format!("no room for a record at address {address}")));
     }
     let need = {
         let key_len = u32::from_le_bytes(buf.get(4..8).and_then(|b| b.try_into().ok()).unwrap_or_default());
-        let value_len = u32::from_le_bytes(buf.get(8..12).and_then(|b| b.try_into().ok()).unwrap_or_default());
+        let value_len =
+            u32::from_le_bytes(buf.get(8..12).and_then(|b| b.try_into().ok()).unwrap_or_default());
         record::HEADER_BYTES as u64 + u64::from(key_len) + u64::from(value_len)
     };
     if need > page_end - address {
@@ -74,14 +76,17 @@ pub fn scan_range(
         }
         let bytes = page.as_ref().map(|(_, b)| b.as_slice()).unwrap_or_default();
         let offset = (address - page_start) as usize;
-        let corrupt = |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+        let corrupt =
+            |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
         let rest = bytes.get(offset..).ok_or_else(|| corrupt("short page".to_string()))?;
         match record::parse_slot(rest, true) {
             Ok(Slot::Padding) => address = page_start + page_size,
             Ok(Slot::Record(view)) => {
                 let next = address + view.stored_len() as u64;
                 if next > to {
-                    return Err(corrupt(format!("record at address {address} extends past the log tail {to}")));
+                    return Err(corrupt(format!(
+                        "record at address {address} extends past the log tail {to}"
+                    )));
                 }
                 on_record(address, view)?;
                 records += 1;

@@ -94,8 +94,8 @@ impl ReadCache {
 
     /// Appends `bytes` (an encoded record) and calls `publish(address)`, which must swing the
     /// index entry to it; if it returns false the new record is invalidated. When a page must be
-    /// freed first, `unlink(address, record)` is called for every valid record of the oldest
-    /// page so no index entry points into it when it goes. Returns false if the record was not
+    /// freed first, `unlink(address, record)` is called for every record of the oldest page so
+    /// no index entry points into it when it goes. Returns false if the record was not
     /// published.
     pub fn insert(
         &self,
@@ -145,13 +145,14 @@ impl ReadCache {
         let Some(page) = self.page(head) else { return };
         {
             let guard = page.read();
-            let mut at = 0usize;
+            // The first page starts with unused bytes (offset 0 is never an address).
+            let mut at = if head == 0 { FIRST_OFFSET as usize } else { 0 };
             while let Some(rest) = guard.get(at..) {
                 let Ok(Slot::Record(view)) = record::parse_slot(rest, false) else { break };
-                if !record::is_invalid(rest) {
-                    unlink((head + at as u64) | READ_CACHE_FLAG, view);
-                    self.evicted_records.fetch_add(1, SeqCst);
-                }
+                // Invalid records too: an in-place update of another key in the chain invalidates
+                // the head copy without swinging the entry away from it.
+                unlink((head + at as u64) | READ_CACHE_FLAG, view);
+                self.evicted_records.fetch_add(1, SeqCst);
                 at += view.stored_len();
             }
         }
@@ -173,11 +174,22 @@ mod tests {
         for i in 0..200u32 {
             let bytes = record::encode(&i.to_le_bytes(), Some(&[7u8; 40]), 1000 + u64::from(i));
             let mut published = 0;
-            assert!(cache.insert(&bytes, &mut |a| { published = a; true }, &mut |a, v| unlinked.push((a, v.prev_address))));
+            assert!(cache.insert(
+                &bytes,
+                &mut |a| {
+                    published = a;
+                    true
+                },
+                &mut |a, v| unlinked.push((a, v.prev_address))
+            ));
             addresses.push(published);
         }
-        // Old pages were evicted: their records were unlinked (entry → previous address) first.
-        assert!(!unlinked.is_empty());
+        // Old pages were evicted: every record of them, the very first included, was unlinked
+        // (entry → previous address) first, in address order.
+        assert_eq!(unlinked.first().copied(), Some((addresses[0], 1000)));
+        let evicted = addresses.iter().filter(|&&a| cache.read(a).is_none()).count();
+        assert_eq!(unlinked.len(), evicted);
+        assert!(unlinked.iter().zip(&addresses).all(|((a, _), b)| a == b));
         assert!(cache.read(addresses[0]).is_none());
         let last = *addresses.last().unwrap();
         let rec = cache.read(last).unwrap();

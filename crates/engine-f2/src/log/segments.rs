@@ -95,14 +95,7 @@ impl SegmentedFile {
         Ok(removed)
     }
 
-    /// Bytes of the segment files in storage.
-    pub fn disk_bytes(&self) -> u64 {
-        let files: Vec<_> = self.open.lock().values().cloned().collect();
-        files.iter().filter_map(|f| f.len().ok()).sum()
-    }
-
     pub fn segment_bytes(&self) -> u64 {
         self.segment_bytes
     }
-
 }

@@ -24,7 +24,10 @@ impl FlexFile {
         }
         st.space.flush_open(&*self.data)?;
         let ops: Vec<LogOp> = std::mem::take(&mut st.log_buf);
-        let block = format::encode_block(&ops, st.tree_version, st.log_seq);
+        // Each block is written twice in one write: a bit flip in a synced block leaves the
+        // other copy intact, so damage to the last block is never mistaken for a torn tail.
+        let mut block = format::encode_block(&ops, st.tree_version, st.log_seq);
+        block.extend_from_within(..);
         Ok(Some(PreparedCommit {
             block,
             block_at: st.log_end,

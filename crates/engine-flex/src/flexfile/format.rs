@@ -142,6 +142,12 @@ pub(crate) fn encode_block(ops: &[LogOp], tree_version: u64, seq: u32) -> Vec<u8
     out
 }
 
+/// The sequence number of a valid block (of `tree_version`) at the start of `bytes`.
+pub(crate) fn valid_block_seq(bytes: &[u8], tree_version: u64) -> Option<u32> {
+    let seq = u32_at(bytes, BLOCK_SEQ_AT)?;
+    decode_block(bytes, tree_version, seq).ok().map(|_| seq)
+}
+
 /// Why a block could not be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BlockError {

@@ -9,7 +9,7 @@ use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
 use super::file::{apply_to_tree, FlexFile, FlexFileStats, State};
-use super::format::{self, BlockError, LOG_HEADER_BYTES};
+use super::format::{self, LOG_HEADER_BYTES};
 use super::options::FlexFileOptions;
 use super::space::Space;
 use crate::flextree::page::{self, TreeHeader, HEADER_BYTES, HEADER_PAGES, PAGE_BYTES};
@@ -89,7 +89,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
         log_file.write_at(0, &format::encode_log_header(header.version))?;
         log_file.set_len(LOG_HEADER_BYTES as u64)?;
         log_file.sync()?;
-    } else if (log_bytes.len() as u64) > log_end {
+    } else if log_bytes.len() as u64 != log_end {
         log_file.set_len(log_end)?;
         log_file.sync()?;
     }
@@ -146,8 +146,33 @@ fn create(
     Ok(header)
 }
 
-/// Applies the log's blocks for `version` to `tree`. Returns the end of the valid log and the
-/// next block sequence number; `(0, 0)` when the log is not for this version.
+/// A valid block at or after a bad one, found by scanning (blocks start at multiples of 8).
+enum Found {
+    /// The second copy of the expected block, at this position.
+    Copy(usize),
+    /// A later block: the bad one had been synced, so this is damage, not a torn tail.
+    Later(usize),
+}
+
+fn scan(blocks: &[u8], from: usize, version: u64, seq: u32) -> Option<Found> {
+    let mut pos = from;
+    while pos + format::BLOCK_HEADER_BYTES <= blocks.len() {
+        let bytes = blocks.get(pos..).unwrap_or(&[]);
+        if bytes.starts_with(format::BLOCK_MAGIC) {
+            match format::valid_block_seq(bytes, version) {
+                Some(s) if s == seq => return Some(Found::Copy(pos)),
+                Some(s) if s > seq => return Some(Found::Later(pos)),
+                _ => {}
+            }
+        }
+        pos += 8;
+    }
+    None
+}
+
+/// Applies the log's blocks for `version` to `tree`. Every block is stored twice; a block is used
+/// from its first valid copy. Returns the end of the valid log and the next block sequence
+/// number; `(0, 0)` when the log is not for this version.
 fn replay(tree: &mut FlexTree, log: &[u8], version: u64, file: &str) -> Result<(u64, u32)> {
     let blocks = log.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
     match format::decode_log_header(log) {
@@ -161,7 +186,7 @@ fn replay(tree: &mut FlexTree, log: &[u8], version: u64, file: &str) -> Result<(
         }
         Some(_) => return Ok((0, 0)),
         None => {
-            if format::decode_block(blocks, version, 0).is_ok() {
+            if scan(blocks, 0, version, 0).is_some() {
                 return Err(Error::corruption(file, 0, "damaged log header before valid log blocks"));
             }
             return Ok((0, 0));
@@ -170,32 +195,40 @@ fn replay(tree: &mut FlexTree, log: &[u8], version: u64, file: &str) -> Result<(
     let mut at = 0usize;
     let mut seq = 0u32;
     loop {
-        let rest = blocks.get(at..).unwrap_or(&[]);
-        match format::decode_block(rest, version, seq) {
-            Ok((ops, size)) => {
-                for op in &ops {
-                    apply_to_tree(tree, op).map_err(|e| {
-                        Error::corruption(
-                            file,
-                            (LOG_HEADER_BYTES + at) as u64,
-                            format!("log entry {op:?} does not apply: {e}"),
-                        )
-                    })?;
+        let (ops, next) = match format::decode_block(blocks.get(at..).unwrap_or(&[]), version, seq) {
+            Ok((ops, size)) => (ops, at + 2 * size),
+            Err(_) => match scan(blocks, at + 8, version, seq) {
+                Some(Found::Copy(pos)) => {
+                    match format::decode_block(blocks.get(pos..).unwrap_or(&[]), version, seq) {
+                        Ok((ops, size)) => (ops, pos + size),
+                        Err(_) => break,
+                    }
                 }
-                at += size;
-                seq += 1;
-            }
-            Err(BlockError::NoBlock) => break,
-            Err(BlockError::Bad { size_bytes }) => {
-                // A torn last block is expected after a crash; a valid block after a bad one
-                // means the damage is in the middle of the log.
-                let next = blocks.get(at + size_bytes..).unwrap_or(&[]);
-                if format::decode_block(next, version, seq + 1).is_ok() {
-                    return Err(Error::corruption(file, (LOG_HEADER_BYTES + at) as u64, "damaged log block"));
+                Some(Found::Later(pos)) => {
+                    return Err(Error::corruption(
+                        file,
+                        (LOG_HEADER_BYTES + at) as u64,
+                        format!(
+                            "damaged log block {seq} (both copies) before block at {}",
+                            LOG_HEADER_BYTES + pos
+                        ),
+                    ));
                 }
-                break;
-            }
+                // A torn last block from a crash before its sync returned.
+                None => break,
+            },
+        };
+        for op in &ops {
+            apply_to_tree(tree, op).map_err(|e| {
+                Error::corruption(
+                    file,
+                    (LOG_HEADER_BYTES + at) as u64,
+                    format!("log entry {op:?} does not apply: {e}"),
+                )
+            })?;
         }
+        at = next;
+        seq += 1;
     }
     Ok(((LOG_HEADER_BYTES + at) as u64, seq))
 }

@@ -81,6 +81,9 @@ pub struct PhaseMeasurement {
     pub inserted_bytes: u64,
     /// The first error an engine returned; the phase stops there.
     pub error: Option<String>,
+    /// That error was `strata::Error::Unsupported` (e.g. a scan on an unordered engine): the
+    /// engine cannot run this workload, which is not a failure of the engine.
+    pub unsupported: bool,
 }
 
 impl PhaseMeasurement {
@@ -98,6 +101,7 @@ impl PhaseMeasurement {
         self.inserted_bytes += w.inserted_bytes;
         if self.error.is_none() {
             self.error = w.error;
+            self.unsupported = w.unsupported;
         }
     }
 }
@@ -112,6 +116,7 @@ struct WorkerResult {
     user_bytes_read: u64,
     inserted_bytes: u64,
     error: Option<String>,
+    unsupported: bool,
     started: Option<Instant>,
     finished: Option<Instant>,
 }
@@ -236,6 +241,8 @@ fn worker<S: OpSource>(
                 }
             }
             Err(e) => {
+                r.unsupported =
+                    matches!(e.downcast_ref::<strata::Error>(), Some(strata::Error::Unsupported(_)));
                 r.error = Some(format!(
                     "{} failed: {}",
                     op.kind.name(),
@@ -304,6 +311,66 @@ mod tests {
         assert_eq!(run.not_found, 0, "every read targets a loaded key");
         assert_eq!(run.user_bytes_read, 6000 * 24);
         assert_eq!(run.latency.get(OpKind::Read).unwrap().len(), 6000);
+    }
+
+    /// An engine without ordered scans: its `Unsupported` error marks the phase unsupported.
+    struct Unordered(BTreeMapBaseline);
+
+    impl KvAdapter for Unordered {
+        fn name(&self) -> &str {
+            "unordered"
+        }
+        fn config_description(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+        fn get(&self, key: &[u8]) -> anyhow::Result<Option<usize>> {
+            self.0.get(key)
+        }
+        fn put(&self, key: &[u8], value: &[u8]) -> anyhow::Result<()> {
+            self.0.put(key, value)
+        }
+        fn delete(&self, key: &[u8]) -> anyhow::Result<()> {
+            self.0.delete(key)
+        }
+        fn scan(&self, _start: &[u8], _count: usize) -> anyhow::Result<usize> {
+            Err(strata::Error::unsupported("no key order").into())
+        }
+        fn flush(&self) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn close(self: Box<Self>) -> anyhow::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unsupported_operations_are_told_apart_from_failures() {
+        let params = TraceParams {
+            seed: 1,
+            records: 100,
+            threads: 1,
+            values: ValueSpec::fixed(8),
+            max_scan_length: 10,
+        };
+        let adapter = Unordered(BTreeMapBaseline::default());
+        let pools = vec![value_pool(&params, 0)];
+        let inputs = PhaseInputs {
+            adapter: &adapter,
+            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
+            value_pools: &pools,
+            record_bytes_estimate: 16,
+            label: "e".into(),
+            quiet: true,
+        };
+        let w = Workload::named("scan100").unwrap();
+        let runs = vec![RunSource {
+            trace: ThreadTrace::new(&params, 1, 0, &w, Distribution::Uniform, 0, None),
+            remaining: 100,
+        }];
+        let (run, _) = run_phase(&inputs, runs, PhaseLimit { total_ops: Some(100), duration: None });
+        assert!(run.unsupported);
+        assert!(run.error.as_deref().unwrap().contains("no key order"));
+        assert_eq!(run.ops, 0);
     }
 
     #[test]

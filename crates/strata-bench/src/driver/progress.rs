@@ -22,9 +22,9 @@ impl Progress {
         };
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(5));
         let template = if by_time {
-            "{prefix:>24} [{bar:30}] {elapsed_precise} {msg}"
+            "{prefix} [{bar:25}] {elapsed_precise} {msg}"
         } else {
-            "{prefix:>24} [{bar:30}] {human_pos}/{human_len} ops {msg}"
+            "{prefix} [{bar:25}] {human_pos}/{human_len} {msg}"
         };
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
@@ -38,10 +38,10 @@ impl Progress {
             let rate = ops_done as f64 / elapsed.as_secs_f64().max(1e-9);
             if self.by_time {
                 bar.set_position(elapsed.as_millis() as u64);
-                bar.set_message(format!("{ops_done} ops, {rate:.0} ops/s"));
+                bar.set_message(format!("{} ops, {}", crate::report::fmt_count(ops_done), rate_text(rate)));
             } else {
                 bar.set_position(ops_done);
-                bar.set_message(format!("{rate:.0} ops/s"));
+                bar.set_message(rate_text(rate));
             }
         }
     }
@@ -50,5 +50,16 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// `470.8k ops/s`: short enough for an 80-column terminal line.
+fn rate_text(ops_per_sec: f64) -> String {
+    if ops_per_sec >= 1e6 {
+        format!("{:.2}M ops/s", ops_per_sec / 1e6)
+    } else if ops_per_sec >= 1e3 {
+        format!("{:.1}k ops/s", ops_per_sec / 1e3)
+    } else {
+        format!("{ops_per_sec:.0} ops/s")
     }
 }

@@ -123,7 +123,7 @@ pub fn render(report: &BenchReport) -> String {
         for r in &rows {
             t.row(vec![
                 r.engine.clone(),
-                r.error.clone().map_or_else(|| "ok".into(), |e| format!("error: {e}")),
+                r.status.clone(),
                 fmt_count(r.throughput_ops_per_sec.round() as u64),
                 r.throughput_vs_first.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
                 fmt_us(r.latency_us.p50),
@@ -137,6 +137,9 @@ pub fn render(report: &BenchReport) -> String {
             ]);
         }
         t.render(&mut out);
+        for r in rows.iter().filter(|r| r.error.is_some()) {
+            let _ = writeln!(out, "  {} {}: {}", r.engine, r.status, r.error.as_deref().unwrap_or_default());
+        }
     }
 
     let _ = writeln!(out, "\nlatency by operation (µs):");

@@ -2,6 +2,7 @@
 //! databases", SIGMOD 1994), ported from `site.ycsb.generator.{ZipfianGenerator,
 //! ScrambledZipfianGenerator}` including their quirks, so traces have YCSB's skew.
 
+use parking_lot::Mutex;
 use rand::Rng;
 
 use super::keys::fnv_hash64;
@@ -18,7 +19,28 @@ pub const SCRAMBLED_ZETAN_AT_DEFAULT_THETA: f64 = 26.469_028_201_783_02;
 
 /// ζ(n, θ) = Σ_{i=1..n} 1/i^θ. Exact summation up to 10^7 terms; beyond that the first 10^6
 /// terms are summed and the tail uses the Euler–Maclaurin formula (error far below 1e-9).
+/// Memoised: every thread of every phase of every engine asks for the same few values, and one
+/// costs up to 10^7 `powf` calls.
 pub fn zeta(n: u64, theta: f64) -> f64 {
+    static MEMO: Mutex<Vec<((u64, u64), f64)>> = Mutex::new(Vec::new());
+    const MEMO_ENTRIES: usize = 64;
+    if n <= 2 {
+        return zeta_uncached(n, theta);
+    }
+    let key = (n, theta.to_bits());
+    if let Some(&(_, z)) = MEMO.lock().iter().find(|(k, _)| *k == key) {
+        return z;
+    }
+    let z = zeta_uncached(n, theta);
+    let mut memo = MEMO.lock();
+    if memo.len() >= MEMO_ENTRIES {
+        memo.remove(0);
+    }
+    memo.push((key, z));
+    z
+}
+
+fn zeta_uncached(n: u64, theta: f64) -> f64 {
     const EXACT_LIMIT: u64 = 10_000_000;
     if n <= EXACT_LIMIT {
         return zeta_range(0, n, theta, 0.0);
