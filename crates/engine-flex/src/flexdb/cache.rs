@@ -1,34 +1,14 @@
-//! The interval cache (§5.3): decoded intervals (their records as a sorted array) under CLOCK
+//! The interval cache (§5.3): decoded intervals (`IntervalData`: raw bytes + record spans) under CLOCK
 //! replacement, bounded in bytes. Write-through: the committer updates a cached interval in place
 //! when it changes the table file. A slot records its owner's index key; an index entry whose
 //! `cache_slot` names a slot owned by another key is a miss.
 
 use std::sync::Arc;
 
-use strata_core::{Key, Value};
+use strata_core::Key;
 
+pub use super::interval::IntervalData;
 use super::sparse_index::NO_SLOT;
-
-/// Per-record overhead (two Vec headers) and per-interval overhead counted against the budget.
-const RECORD_OVERHEAD_BYTES: u64 = 48;
-const INTERVAL_OVERHEAD_BYTES: u64 = 96;
-
-/// The decoded records of one interval, sorted by key.
-#[derive(Clone, Debug, Default)]
-pub struct IntervalData {
-    pub records: Vec<(Key, Value)>,
-}
-
-impl IntervalData {
-    pub fn memory_bytes(&self) -> u64 {
-        INTERVAL_OVERHEAD_BYTES
-            + self
-                .records
-                .iter()
-                .map(|(k, v)| (k.len() + v.len()) as u64 + RECORD_OVERHEAD_BYTES)
-                .sum::<u64>()
-    }
-}
 
 struct Slot {
     owner: Key,
@@ -154,7 +134,11 @@ mod tests {
     use super::*;
 
     fn data(n: usize) -> Arc<IntervalData> {
-        Arc::new(IntervalData { records: (0..n).map(|i| (vec![i as u8], vec![0; 100])).collect() })
+        let mut bytes = Vec::new();
+        for i in 0..n {
+            super::super::record::encode_into(&[i as u8], &[0; 100], &mut bytes);
+        }
+        Arc::new(IntervalData::decode(bytes).unwrap())
     }
 
     #[test]
@@ -176,7 +160,7 @@ mod tests {
         assert!(cache.get(d, b"x").is_none(), "a slot answers only its owner");
         assert_eq!(cache.insert(b"big".to_vec(), data(100)), NO_SLOT);
         cache.update(d, b"d", data(1));
-        assert_eq!(cache.get(d, b"d").map(|x| x.records.len()), Some(1));
+        assert_eq!(cache.get(d, b"d").map(|x| x.len()), Some(1));
         cache.invalidate(d);
         assert!(cache.get(d, b"d").is_none());
     }

@@ -10,7 +10,10 @@ use strata_core::{Direction, Key, KeyRange, Result, Value};
 
 use crate::engine::Inner;
 
-const CHUNK_ENTRIES: usize = 128;
+/// Entries per source in a scan's first chunk; each later chunk doubles, up to the maximum.
+/// Short scans (the common case) then read little beyond what they return.
+const FIRST_CHUNK_ENTRIES: usize = 16;
+const MAX_CHUNK_ENTRIES: usize = 512;
 
 pub(crate) struct MergedRange {
     inner: Arc<Inner>,
@@ -18,6 +21,7 @@ pub(crate) struct MergedRange {
     reverse: bool,
     buffer: VecDeque<(Key, Value)>,
     exhausted: bool,
+    chunk_entries: usize,
 }
 
 impl MergedRange {
@@ -29,6 +33,7 @@ impl MergedRange {
             reverse: direction == Direction::Reverse,
             buffer: VecDeque::new(),
             exhausted,
+            chunk_entries: FIRST_CHUNK_ENTRIES,
         }
     }
 
@@ -42,24 +47,26 @@ impl MergedRange {
     }
 
     fn refill(&mut self) -> Result<()> {
+        let chunk = self.chunk_entries;
+        self.chunk_entries = (chunk * 2).min(MAX_CHUNK_ENTRIES);
         let (active, frozen) = {
             let mem = self.inner.mem.read();
-            let active = mem.active.chunk(&self.remaining, self.reverse, CHUNK_ENTRIES);
+            let active = mem.active.chunk(&self.remaining, self.reverse, chunk);
             let frozen = mem
                 .imm
                 .as_ref()
-                .map(|m| m.chunk(&self.remaining, self.reverse, CHUNK_ENTRIES))
+                .map(|m| m.chunk(&self.remaining, self.reverse, chunk))
                 .unwrap_or_default();
             (active, frozen)
         };
         let (table, table_cut) =
-            self.inner.table.read().scan_chunk(&self.remaining, self.reverse, CHUNK_ENTRIES)?;
+            self.inner.table.read().scan_chunk(&self.remaining, self.reverse, chunk)?;
         // Each source is complete up to its last key unless it was cut short; the merge is valid
         // up to the earliest such cut.
         let mut bound: Option<Key> = None;
         let cuts = [
-            (active.len() >= CHUNK_ENTRIES).then(|| active.last().map(|(k, _)| k.clone())),
-            (frozen.len() >= CHUNK_ENTRIES).then(|| frozen.last().map(|(k, _)| k.clone())),
+            (active.len() >= chunk).then(|| active.last().map(|(k, _)| k.clone())),
+            (frozen.len() >= chunk).then(|| frozen.last().map(|(k, _)| k.clone())),
             table_cut.then(|| table.last().map(|(k, _)| k.clone())),
         ];
         for k in cuts.into_iter().flatten().flatten() {
@@ -67,25 +74,15 @@ impl MergedRange {
                 bound = Some(k);
             }
         }
-        // Priority: active over frozen over table.
-        let mut merged: std::collections::BTreeMap<Key, Option<Value>> = std::collections::BTreeMap::new();
-        for (k, v) in table {
-            merged.insert(k, Some(v));
-        }
-        for (k, v) in frozen.into_iter().chain(active) {
-            merged.insert(k, v);
-        }
+        // Priority: active over frozen over table. Each source is sorted in scan order.
+        let table = table.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        let merged = merge_newest_first(self.reverse, [active, frozen, table]);
         let within = |k: &Key| bound.as_ref().is_none_or(|b| !self.before(b, k));
-        let live: Vec<(Key, Value)> = if self.reverse {
-            merged
-                .into_iter()
-                .rev()
-                .filter(|(k, _)| within(k))
-                .filter_map(|(k, v)| v.map(|v| (k, v)))
-                .collect()
-        } else {
-            merged.into_iter().filter(|(k, _)| within(k)).filter_map(|(k, v)| v.map(|v| (k, v))).collect()
-        };
+        let live: Vec<(Key, Value)> = merged
+            .into_iter()
+            .take_while(|(k, _)| within(k))
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
         match bound {
             None => self.exhausted = true,
             Some(b) => {
@@ -117,5 +114,30 @@ impl Iterator for MergedRange {
             }
         }
         self.buffer.pop_front().map(Ok)
+    }
+}
+
+/// Merges sources sorted in scan order (`reverse`: descending) into one; for a key in several
+/// sources the entry of the earliest source wins.
+fn merge_newest_first(reverse: bool, sources: [Vec<(Key, Option<Value>)>; 3]) -> Vec<(Key, Option<Value>)> {
+    let mut out = Vec::with_capacity(sources.iter().map(Vec::len).sum());
+    let mut queues = sources.map(VecDeque::from);
+    loop {
+        // The source whose head comes first in scan order; ties go to the earlier source.
+        let mut best: Option<(usize, &Key)> = None;
+        for (i, q) in queues.iter().enumerate() {
+            let Some((k, _)) = q.front() else { continue };
+            if best.is_none_or(|(_, bk)| if reverse { k > bk } else { k < bk }) {
+                best = Some((i, k));
+            }
+        }
+        let Some((b, _)) = best else { return out };
+        let Some(entry) = queues.get_mut(b).and_then(VecDeque::pop_front) else { return out };
+        for q in queues.iter_mut() {
+            if q.front().is_some_and(|(k, _)| *k == entry.0) {
+                q.pop_front();
+            }
+        }
+        out.push(entry);
     }
 }

@@ -4,6 +4,7 @@
 //! /work/notes/arch-flex.md (ARCHITECTURE section), docs/format/flexdb.md.
 
 mod cache;
+mod interval;
 pub(crate) mod iter;
 pub(crate) mod memtable;
 pub(crate) mod meta;

@@ -79,6 +79,16 @@ pub fn parse_header(buf: &[u8]) -> Result<HeaderParse, String> {
 
 /// Decodes and checks the record at the start of `buf`; returns it and its encoded length.
 pub fn decode(buf: &[u8]) -> Result<(Key, Value, usize), String> {
+    let header = check(buf)?;
+    let record_len = header.record_len();
+    let key_end = header.header_len + header.key_len;
+    let key = buf.get(header.header_len..key_end).unwrap_or_default().to_vec();
+    let value = buf.get(key_end..record_len).unwrap_or_default().to_vec();
+    Ok((key, value, record_len))
+}
+
+/// Parses and checksum-verifies the record at the start of `buf` without copying it out.
+pub fn check(buf: &[u8]) -> Result<Header, String> {
     let header = match parse_header(buf)? {
         HeaderParse::Complete(h) => h,
         HeaderParse::Incomplete => return Err("record header runs past the end of its range".into()),
@@ -92,10 +102,7 @@ pub fn decode(buf: &[u8]) -> Result<(Key, Value, usize), String> {
     if stored != Some(computed) {
         return Err(format!("record checksum mismatch (stored {stored:08x?}, computed {computed:08x})"));
     }
-    let key_end = header.header_len + header.key_len;
-    let key = record.get(header.header_len..key_end).unwrap_or_default().to_vec();
-    let value = record.get(key_end..).unwrap_or_default().to_vec();
-    Ok((key, value, record_len))
+    Ok(header)
 }
 
 /// Decodes every record of `buf` (which must end on a record boundary); `on_error` gets the byte

@@ -157,22 +157,22 @@ impl Table {
         if n != size {
             return Err(corrupt(&self.file_name, offset + n as u64, "table file ends inside an interval"));
         }
-        let records =
-            record::decode_all(&buf).map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
-        if records.first().is_some_and(|(k, _)| *k < e.key) {
+        let data = IntervalData::decode(buf)
+            .map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
+        if !data.is_empty() && data.key(0) < e.key.as_slice() {
             return Err(corrupt(&self.file_name, offset, "interval holds a key below its index key"));
         }
-        if records.is_empty() && !self.index.is_first(cur) {
+        if data.is_empty() && !self.index.is_first(cur) {
             return Err(corrupt(&self.file_name, offset, "empty interval"));
         }
-        if e.count.is_some_and(|c| c as usize != records.len()) {
+        if e.count.is_some_and(|c| c as usize != data.len()) {
             return Err(corrupt(
                 &self.file_name,
                 offset,
                 "interval holds a different number of records than indexed",
             ));
         }
-        let data = Arc::new(IntervalData { records });
+        let data = Arc::new(data);
         let mut cache = self.cache.lock();
         let now = e.cache_slot.load(Relaxed);
         if now != NO_SLOT && now != slot {
@@ -188,57 +188,56 @@ impl Table {
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         let cur = self.index.seek(key);
         let data = self.load(&cur)?;
-        Ok(data
-            .records
-            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
-            .ok()
-            .map(|i| data.records[i].1.clone()))
+        Ok(data.find(key).ok().map(|i| data.value(i).to_vec()))
     }
 
     /// Makes the table hold `value` for `key` (`None`: no record). Idempotent. Caller holds the
     /// write lock. On error the table file and index may disagree: the engine poisons itself.
     pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let cur = self.index.seek(key);
-        let mut records = self.load(&cur)?.records.clone();
-        let found = records.binary_search_by(|(k, _)| k.as_slice().cmp(key));
+        let data = self.load(&cur)?;
+        let found = data.find(key);
         let idx = match found {
             Ok(i) | Err(i) => i,
         };
-        let at = self.index.offset(&cur)
-            + records[..idx].iter().map(|(k, v)| record::encoded_len(k, v) as u64).sum::<u64>();
-        let old_size = self.index.interval(&cur).size_bytes;
-        let new_size = match (found, value) {
+        let at_in = data.record_start(idx);
+        let at = self.index.offset(&cur) + at_in as u64;
+        // The interval's new bytes: the old ones with this record spliced in, replaced or cut.
+        let (old_len, new_record) = match (found, value) {
             (Ok(i), Some(v)) => {
-                if records[i].1 == v {
+                if data.value(i) == v {
                     return Ok(());
                 }
-                let old_len = record::encoded_len(key, &records[i].1) as u64;
-                let bytes = record::encode(key, v);
-                self.file.update(at, old_len, &bytes)?;
-                records[i].1 = v.to_vec();
-                old_size - old_len + bytes.len() as u64
+                let (old_len, bytes) = (data.record_len(i), record::encode(key, v));
+                self.file.update(at, old_len as u64, &bytes)?;
+                (old_len, bytes)
             }
-            (Err(i), Some(v)) => {
+            (Err(_), Some(v)) => {
                 let bytes = record::encode(key, v);
                 self.file.insert(at, &bytes)?;
-                records.insert(i, (key.to_vec(), v.to_vec()));
-                old_size + bytes.len() as u64
+                (0, bytes)
             }
             (Ok(i), None) => {
-                let old_len = record::encoded_len(key, &records[i].1) as u64;
-                self.file.collapse(at, old_len)?;
-                records.remove(i);
-                old_size - old_len
+                let old_len = data.record_len(i);
+                self.file.collapse(at, old_len as u64)?;
+                (old_len, Vec::new())
             }
             (Err(_), None) => return Ok(()),
         };
-        self.index.resize(&cur, new_size, Some(records.len() as u32));
+        let old = data.bytes();
+        let mut bytes = Vec::with_capacity(old.len() - old_len + new_record.len());
+        bytes.extend_from_slice(old.get(..at_in).unwrap_or_default());
+        bytes.extend_from_slice(&new_record);
+        bytes.extend_from_slice(old.get(at_in + old_len..).unwrap_or_default());
+        let records = IntervalData::decode(bytes)
+            .map_err(|(pos, w)| corrupt(&self.file_name, self.index.offset(&cur) + pos as u64, w))?;
+        self.index.resize(&cur, records.bytes().len() as u64, Some(records.len() as u32));
         self.after_change(cur, records);
         Ok(())
     }
 
     /// Write-through to the cache, then split an oversized interval or merge away an empty one.
-    fn after_change(&mut self, cur: Cursor, records: Vec<(Key, Value)>) {
+    fn after_change(&mut self, cur: Cursor, records: IntervalData) {
         let e = self.index.interval(&cur);
         let (owner, slot, size) = (e.key.clone(), e.cache_slot.load(Relaxed), e.size_bytes);
         let cache = self.cache.get_mut();
@@ -260,19 +259,19 @@ impl Table {
             cache.invalidate(slot);
             self.split(&owner, &records);
         } else if slot != NO_SLOT {
-            cache.update(slot, &owner, Arc::new(IntervalData { records }));
+            cache.update(slot, &owner, Arc::new(records));
         }
     }
 
     /// Splits the interval with index key `owner` (holding `records`) into pieces of at most half
     /// the limits, cutting from the right so the left part keeps its key and cursor.
-    fn split(&mut self, owner: &[u8], records: &[(Key, Value)]) {
+    fn split(&mut self, owner: &[u8], records: &IntervalData) {
         let (max_records, max_bytes) =
             (self.config.max_interval_records as usize, self.config.max_interval_bytes);
         let mut cuts = Vec::new(); // record index where a new interval starts
         let (mut n, mut bytes) = (0usize, 0u64);
-        for (i, (k, v)) in records.iter().enumerate() {
-            let len = record::encoded_len(k, v) as u64;
+        for i in 0..records.len() {
+            let len = records.record_len(i) as u64;
             if n > 0 && (n >= max_records.div_ceil(2).max(1) || bytes + len > max_bytes / 2 + 1) {
                 cuts.push(i);
                 n = 0;
@@ -281,19 +280,11 @@ impl Table {
             n += 1;
             bytes += len;
         }
-        let offsets: Vec<u64> = records
-            .iter()
-            .scan(0u64, |acc, (k, v)| {
-                let at = *acc;
-                *acc += record::encoded_len(k, v) as u64;
-                Some(at)
-            })
-            .collect();
         let mut end = records.len();
         for &cut in cuts.iter().rev() {
             let cur = self.index.seek(owner);
-            let right_key = records[cut].0.clone();
-            self.index.split(&cur, offsets[cut], cut as u32, right_key, (end - cut) as u32);
+            let right_key = records.key(cut).to_vec();
+            self.index.split(&cur, records.record_start(cut) as u64, cut as u32, right_key, (end - cut) as u32);
             end = cut;
         }
     }
@@ -314,18 +305,18 @@ impl Table {
         });
         while let Some(c) = cur {
             let data = self.load(&c)?;
-            let mut visit = |(k, v): &(Key, Value)| -> Option<bool> {
+            let mut visit = |(k, v): (&[u8], &[u8])| -> Option<bool> {
                 if range.contains(k) {
-                    out.push((k.clone(), v.clone()));
+                    out.push((k.to_vec(), v.to_vec()));
                     return (out.len() >= limit).then_some(true);
                 }
                 let past = if reverse { !starts_after(range, k) } else { !ends_before(range, k) };
                 past.then_some(false)
             };
             let stop = if reverse {
-                data.records.iter().rev().find_map(&mut visit)
+                data.iter().rev().find_map(&mut visit)
             } else {
-                data.records.iter().find_map(&mut visit)
+                data.iter().find_map(&mut visit)
             };
             if let Some(truncated) = stop {
                 return Ok((out, truncated));

@@ -1,0 +1,132 @@
+//! A decoded interval as the interval cache holds it (§5.3): the interval's bytes exactly as read
+//! from the table file, plus where each record's key and value sit in them. Loading one is a
+//! single checksum pass over the buffer and one small allocation, not two per record; a lookup is
+//! a binary search over key slices of that buffer.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+use super::record;
+
+/// Where one record sits in `IntervalData::bytes`: `start..key_start` is its header,
+/// `key_start..value_start` its key, `value_start..end` its value.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: usize,
+    key_start: usize,
+    value_start: usize,
+    end: usize,
+}
+
+/// Invariant: the spans tile `bytes` in order, every record passed its checksum, keys strictly
+/// increase. Only `decode` builds one.
+#[derive(Clone, Debug, Default)]
+pub struct IntervalData {
+    bytes: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+/// Bytes counted per record for its span.
+const SPAN_BYTES: u64 = std::mem::size_of::<Span>() as u64;
+/// Per-interval overhead (Arc, two Vec headers, cache slot) counted against the cache budget.
+const INTERVAL_OVERHEAD_BYTES: u64 = 96;
+
+impl IntervalData {
+    /// Checks every record of `bytes` (which must end on a record boundary) and that keys strictly
+    /// increase. Errors carry the byte position of the bad record inside `bytes`.
+    pub fn decode(bytes: Vec<u8>) -> Result<IntervalData, (usize, String)> {
+        let mut spans: Vec<Span> = Vec::new();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let h = record::check(bytes.get(pos..).unwrap_or_default()).map_err(|e| (pos, e))?;
+            let span = Span {
+                start: pos,
+                key_start: pos + h.header_len,
+                value_start: pos + h.header_len + h.key_len,
+                end: pos + h.record_len(),
+            };
+            let key = bytes.get(span.key_start..span.value_start).unwrap_or_default();
+            if let Some(prev) = spans.last() {
+                if bytes.get(prev.key_start..prev.value_start).unwrap_or_default() >= key {
+                    return Err((pos, "keys out of order".into()));
+                }
+            }
+            spans.push(span);
+            pos = span.end;
+        }
+        Ok(IntervalData { bytes, spans })
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The interval's bytes as stored in the table file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn key(&self, i: usize) -> &[u8] {
+        self.spans.get(i).and_then(|s| self.bytes.get(s.key_start..s.value_start)).unwrap_or_default()
+    }
+
+    pub fn value(&self, i: usize) -> &[u8] {
+        self.spans.get(i).and_then(|s| self.bytes.get(s.value_start..s.end)).unwrap_or_default()
+    }
+
+    /// Byte position of record `i` inside the interval; the interval's size for `i == len()`.
+    pub fn record_start(&self, i: usize) -> usize {
+        self.spans.get(i).map_or(self.bytes.len(), |s| s.start)
+    }
+
+    pub fn record_len(&self, i: usize) -> usize {
+        self.spans.get(i).map_or(0, |s| s.end - s.start)
+    }
+
+    /// `Ok(i)` if record `i` has `key`, else `Err(i)` where it would be inserted.
+    pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
+        self.spans
+            .binary_search_by(|s| self.bytes.get(s.key_start..s.value_start).unwrap_or_default().cmp(key))
+    }
+
+    /// (key, value) of every record, in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], &[u8])> + '_ {
+        (0..self.len()).map(move |i| (self.key(i), self.value(i)))
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        INTERVAL_OVERHEAD_BYTES + self.bytes.len() as u64 + self.spans.len() as u64 * SPAN_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_finds_and_reports_bad_records_by_position() {
+        let mut bytes = Vec::new();
+        for k in [&b"a"[..], b"c", b"e"] {
+            record::encode_into(k, &[k[0]; 10], &mut bytes);
+        }
+        let d = IntervalData::decode(bytes.clone()).unwrap();
+        assert_eq!(d.len(), 3);
+        assert_eq!(d.find(b"c"), Ok(1));
+        assert_eq!(d.find(b"d"), Err(2));
+        assert_eq!(d.value(2), &[b'e'; 10]);
+        assert_eq!(d.record_start(3), bytes.len());
+        assert_eq!(d.record_start(1), d.record_len(0));
+        assert_eq!(d.iter().rev().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(), [b"e", b"c", b"a"]);
+        let second = d.record_start(1);
+        let mut bad = bytes.clone();
+        bad[second + 7] ^= 1;
+        assert_eq!(IntervalData::decode(bad).unwrap_err().0, second);
+        let mut unsorted = bytes[second..].to_vec();
+        unsorted.extend_from_slice(&bytes[..second]);
+        assert!(IntervalData::decode(unsorted).is_err());
+        assert!(IntervalData::decode(bytes[..bytes.len() - 1].to_vec()).is_err());
+        assert!(IntervalData::decode(Vec::new()).unwrap().is_empty());
+    }
+}
