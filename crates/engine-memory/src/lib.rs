@@ -235,15 +235,6 @@ impl Inner {
         self.counters.snapshots_written.fetch_add(1, Relaxed);
         Ok(())
     }
-
-    fn disk_bytes(&self) -> u64 {
-        let Ok(names) = self.storage.list() else { return 0 };
-        names
-            .iter()
-            .filter_map(|n| self.storage.open(n, strata_io::OpenOptions::existing()).ok())
-            .filter_map(|f| f.len().ok())
-            .sum()
-    }
 }
 
 impl Engine for MemoryEngine {
@@ -329,7 +320,7 @@ impl Engine for MemoryEngine {
             cache_hits: 0,
             cache_misses: 0,
             memory_bytes: data_bytes + live_keys * ENTRY_OVERHEAD_BYTES,
-            disk_bytes: inner.disk_bytes(),
+            disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("snapshots_written", c.snapshots_written.load(Relaxed)),
                 ("last_snapshot_bytes", c.last_snapshot_bytes.load(Relaxed)),

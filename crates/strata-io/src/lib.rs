@@ -125,3 +125,14 @@ pub fn write_file_atomic(storage: &dyn Storage, name: &str, data: &[u8]) -> Resu
     storage.rename(&tmp, name)?;
     storage.sync_dir()
 }
+
+/// Sum of the lengths of every file in `storage` (0 for files that vanish while counting).
+/// What engines report as `Stats::disk_bytes`.
+pub fn total_file_bytes(storage: &dyn Storage) -> u64 {
+    let Ok(names) = storage.list() else { return 0 };
+    names
+        .iter()
+        .filter_map(|n| storage.open(n, OpenOptions::existing()).ok())
+        .filter_map(|f| f.len().ok())
+        .sum()
+}
