@@ -169,6 +169,13 @@ impl Engine for F2Engine {
         let cold_index_bytes = inner.cold_index.memory_bytes();
         let cold_log_memory_bytes = inner.cold.memory_bytes();
         let read_cache_bytes = inner.read_cache.as_ref().map_or(0, |c| c.memory_bytes());
+        let wal_buffer_bytes = options::wal_buffer_bytes();
+        let memory_bytes = hot_index_bytes
+            + hot_log_bytes
+            + read_cache_bytes
+            + cold_index_bytes
+            + cold_log_memory_bytes
+            + wal_buffer_bytes;
         let disk_bytes = inner.disk_bytes();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
         let counters: Vec<(&str, u64)> = vec![
@@ -181,6 +188,12 @@ impl Engine for F2Engine {
             ("memory.cold_index_bytes", cold_index_bytes),
             ("memory.cold_index_budget_bytes", cold_index_budget),
             ("memory.cold_log_bytes", cold_log_memory_bytes),
+            ("memory.wal_buffer_bytes", wal_buffer_bytes),
+            ("memory.reserved_budget_bytes", inner.opts.reserved_bytes),
+            ("memory.hot_log_lent_bytes", inner.hot_index.overrun_bytes()),
+            ("memory.hot_log_window_pages", inner.hot.window_pages() as u64),
+            ("memory.total_bytes", memory_bytes),
+            ("memory.budget_bytes", inner.memory_budget_bytes),
             ("hot_log.size_bytes", inner.hot.size_bytes()),
             ("hot_log.begin", inner.hot.begin()),
             ("hot_log.read_only", inner.hot.read_only()),
@@ -228,11 +241,7 @@ impl Engine for F2Engine {
             io: inner.storage.io_stats(),
             cache_hits: load(&c.hot_hits) + load(&c.read_cache_hits),
             cache_misses: load(&c.cold_hits),
-            memory_bytes: hot_index_bytes
-                + hot_log_bytes
-                + read_cache_bytes
-                + cold_index_bytes
-                + cold_log_memory_bytes,
+            memory_bytes,
             disk_bytes,
             engine_counters: counters
                 .into_iter()

@@ -3,8 +3,10 @@
 use strata_core::{EngineConfig, Error, Result};
 
 /// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
-/// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, cold-log
-/// memory 1/48, the rest for the hot log's in-memory pages).
+/// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, the rest
+/// for the hot log's in-memory pages, after setting aside [`reserved_bytes`]: the cold and chunk
+/// logs' tail pages, a scan page and the WAL buffers). Hot-index overflow buckets beyond its share
+/// are taken from the hot log's pages at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct F2Options {
     /// Log page size (power of two, >= 4 KiB); also the largest record. Fixed at creation.
@@ -68,6 +70,20 @@ pub struct Resolved {
     pub checkpoint_wal_bytes: u64,
     /// The budget split as configured: (hot index, hot log, read cache, cold index).
     pub split_bytes: [u64; 4],
+    /// Memory outside the split that the budget sets aside: see [`reserved_bytes`].
+    pub reserved_bytes: u64,
+}
+
+/// The WAL's append buffers: the one being filled and the spare being written (each about
+/// `WalOptions::buffer_bytes`).
+pub fn wal_buffer_bytes() -> u64 {
+    2 * strata_wal::WalOptions::default().buffer_bytes as u64
+}
+
+/// Memory besides the four structures of the split: the cold and chunk logs' tail pages, one
+/// page of scratch for compaction and checkpoint scans, and the WAL's buffers.
+pub fn reserved_bytes(page_size_bytes: u64) -> u64 {
+    3 * page_size_bytes + wal_buffer_bytes()
 }
 
 fn floor_pow2(x: u64) -> u64 {
@@ -97,10 +113,10 @@ impl F2Options {
         let hot_index = self.hot_index_bytes.unwrap_or(budget / 6);
         let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
         let cold_index = self.cold_index_bytes.unwrap_or(budget / 48);
-        let cold_memory = 2 * page; // cold log and chunk log tail pages
+        let reserved = reserved_bytes(page);
         let hot_log = self
             .hot_log_memory_bytes
-            .unwrap_or_else(|| budget.saturating_sub(hot_index + read_cache + cold_index + cold_memory));
+            .unwrap_or_else(|| budget.saturating_sub(hot_index + read_cache + cold_index + reserved));
         let hot_log_pages = (hot_log / page).max(2) as usize;
         let hot_log = hot_log_pages as u64 * page;
         let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(4 * hot_log).max(4 * page);
@@ -118,6 +134,7 @@ impl F2Options {
             compaction_fraction: self.compaction_fraction,
             checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
+            reserved_bytes: reserved,
         })
     }
 }

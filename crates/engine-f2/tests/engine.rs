@@ -316,3 +316,38 @@ fn evicting_an_invalidated_chain_head_copy_unlinks_it() {
     let got = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("lookup of the chain hung");
     assert_eq!(got, (Some(b"first-value".to_vec()), Some(b"second-v2".to_vec())));
 }
+
+/// The hot index's overflow buckets (one entry per distinct key in the hot log, far more than
+/// its share holds) are paid for by the hot log's in-memory window, so the engine's reported
+/// memory, WAL buffers included, stays within the budget and every key stays readable.
+#[test]
+fn hot_index_overflow_is_paid_for_by_the_hot_log_window() {
+    let budget_bytes = 4u64 << 20;
+    let config = EngineConfig { memory_budget_bytes: budget_bytes, ..EngineConfig::default() };
+    let options = F2Options {
+        page_size_bytes: 4 << 10,
+        segment_bytes: 64 << 10,
+        hot_index_bytes: Some(4 << 10),
+        read_cache_bytes: Some(0),
+        cold_index_bytes: Some(256),
+        hot_log_disk_budget_bytes: Some(256 << 20),
+        ..F2Options::default()
+    };
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = F2Engine::open_with(storage, &config, options).unwrap();
+    let full_window_pages = counter(&engine, "memory.hot_log_window_pages");
+    let keys = 40_000u64;
+    for i in 0..keys {
+        engine.put(&key(i), &[i as u8; 40], Durability::None).unwrap();
+    }
+    let total = counter(&engine, "memory.total_bytes");
+    let lent = counter(&engine, "memory.hot_log_lent_bytes");
+    assert!(lent > 0, "{keys} keys overflow a 64-bucket index");
+    assert!(counter(&engine, "memory.hot_log_window_pages") < full_window_pages);
+    assert!(total <= budget_bytes, "reported memory {total} exceeds the budget {budget_bytes}");
+    assert_eq!(engine.stats().memory_bytes, total);
+    assert_eq!(counter(&engine, "compaction.hot_to_cold_runs"), 0);
+    for i in (0..keys).step_by(97) {
+        assert_eq!(engine.get(&key(i)).unwrap(), Some(vec![i as u8; 40]), "key {i}");
+    }
+}

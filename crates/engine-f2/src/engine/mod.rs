@@ -28,6 +28,8 @@ const CHUNK_PREFIX: &str = "f2-chunk-";
 pub(crate) struct Inner {
     pub storage: Arc<dyn Storage>,
     pub opts: Resolved,
+    /// `EngineConfig::memory_budget_bytes` (for stats).
+    pub memory_budget_bytes: u64,
     pub wal_options: WalOptions,
     pub wal: Wal,
     /// Serialises WAL append + apply, so WAL order is apply order (and recovery prefix-consistent).
@@ -129,10 +131,11 @@ impl Inner {
         let cold_index =
             ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
         cold_index.rebuild()?;
-        let hot_index = HotIndex::new(opts.hot_index_buckets);
+        let hot_index = HotIndex::with_budget_bytes(opts.hot_index_buckets, opts.split_bytes[0]);
         let scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
             let entry = hot_index.find_or_create(key_hash(view.key));
             let _ = entry.cas_address(address);
+            hot.set_lent_bytes(hot_index.overrun_bytes());
             Ok(())
         })?;
         let wal_options = WalOptions {
@@ -166,6 +169,7 @@ impl Inner {
         let inner = Inner {
             storage,
             opts,
+            memory_budget_bytes: config.memory_budget_bytes,
             wal_options,
             wal,
             write_lock: Mutex::new(()),

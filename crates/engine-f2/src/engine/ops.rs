@@ -46,6 +46,9 @@ pub(crate) fn apply_op(
         }
     }
     let live_prev = |a: u64| if a >= hot.begin() { a } else { 0 };
+    // Overflow buckets the index grew beyond its share come out of the hot log's window, so the
+    // engine as a whole stays within its memory budget.
+    hot.set_lent_bytes(index.overrun_bytes());
     let address = hot.append(&record::encode(key, value, live_prev(hot_head)))?;
     if let Some(c) = counters {
         c.appends.fetch_add(1, Relaxed);

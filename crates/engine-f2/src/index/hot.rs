@@ -33,6 +33,10 @@ pub struct HotIndex {
     overflow: Vec<OnceLock<Box<[Bucket]>>>,
     overflow_first_segment_buckets: u64,
     overflow_next: AtomicU64,
+    /// Buckets of the overflow segments allocated so far.
+    overflow_allocated_buckets: AtomicU64,
+    /// The index's share of the memory budget; `overrun_bytes` is what it holds beyond it.
+    budget_bytes: u64,
 }
 
 /// A handle on one entry slot and the value read from it.
@@ -64,8 +68,15 @@ fn entry_tag(value: u64) -> u64 {
 }
 
 impl HotIndex {
-    /// An index of `bucket_count` (rounded up to a power of two, at least 2) buckets.
+    /// An index of `bucket_count` (rounded up to a power of two, at least 2) buckets, whose
+    /// budget is its main table.
     pub fn new(bucket_count: u64) -> HotIndex {
+        Self::with_budget_bytes(bucket_count, 0)
+    }
+
+    /// An index of `bucket_count` buckets (as `new`) with a memory budget of `budget_bytes` (at
+    /// least the main table): overflow buckets beyond it count as `overrun_bytes`.
+    pub fn with_budget_bytes(bucket_count: u64, budget_bytes: u64) -> HotIndex {
         let n = bucket_count.max(2).next_power_of_two();
         let buckets = (0..n).map(|_| Bucket::default()).collect();
         HotIndex {
@@ -73,13 +84,19 @@ impl HotIndex {
             overflow: (0..OVERFLOW_SEGMENTS).map(|_| OnceLock::new()).collect(),
             overflow_first_segment_buckets: (n / 8).max(16),
             overflow_next: AtomicU64::new(0),
+            overflow_allocated_buckets: AtomicU64::new(0),
+            budget_bytes: budget_bytes.max(n * 64),
         }
     }
 
     /// Bytes of memory the index holds (main buckets plus allocated overflow segments).
     pub fn memory_bytes(&self) -> u64 {
-        let overflow: u64 = self.overflow.iter().filter_map(|s| s.get()).map(|s| s.len() as u64).sum();
-        (self.buckets.len() as u64 + overflow) * 64
+        (self.buckets.len() as u64 + self.overflow_allocated_buckets.load(SeqCst)) * 64
+    }
+
+    /// Bytes held beyond the index's budget (overflow buckets; they are never freed).
+    pub fn overrun_bytes(&self) -> u64 {
+        self.memory_bytes().saturating_sub(self.budget_bytes)
     }
 
     fn home(&self, hash: u64) -> &Bucket {
@@ -108,6 +125,7 @@ impl HotIndex {
         let cell = self.overflow.get(segment)?;
         cell.get_or_init(|| {
             let len = self.overflow_first_segment_buckets << segment;
+            self.overflow_allocated_buckets.fetch_add(len, SeqCst);
             (0..len).map(|_| Bucket::default()).collect()
         });
         Some(index + 1)

@@ -10,7 +10,7 @@
 //! engine's write lock; reads take no engine lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -24,8 +24,14 @@ type Page = RwLock<Box<[u8]>>;
 pub struct HybridLog {
     pub file: SegmentedFile,
     page_size: u64,
+    /// The window's size when nothing is lent (at least 2 pages).
     max_pages_in_memory: usize,
-    mutable_pages: usize,
+    mutable_fraction: f64,
+    /// Bytes of the window's memory lent to structures that outgrew their own share (the hot
+    /// index's overflow buckets); the window shrinks by that much, to no fewer than 2 pages.
+    lent_bytes: AtomicU64,
+    /// The window size the last `push_page` used (for stats).
+    window_pages: AtomicUsize,
     begin: AtomicU64,
     tail: AtomicU64,
     read_only: AtomicU64,
@@ -49,7 +55,6 @@ impl HybridLog {
         tail: u64,
     ) -> Result<HybridLog> {
         let max_pages = max_pages_in_memory.max(2);
-        let mutable_pages = ((max_pages as f64 * mutable_fraction) as usize).clamp(1, max_pages - 1);
         let head = tail - tail % page_size;
         let mut bytes = vec![0u8; page_size as usize].into_boxed_slice();
         // Only `[begin, tail)` is live; bytes of the tail page outside it are never read.
@@ -62,7 +67,9 @@ impl HybridLog {
             file,
             page_size,
             max_pages_in_memory: max_pages,
-            mutable_pages,
+            mutable_fraction,
+            lent_bytes: AtomicU64::new(0),
+            window_pages: AtomicUsize::new(max_pages),
             begin: AtomicU64::new(begin),
             tail: AtomicU64::new(tail),
             read_only: AtomicU64::new(tail),
@@ -95,6 +102,19 @@ impl HybridLog {
         self.tail().saturating_sub(self.begin())
     }
 
+    /// Lends `bytes` of the in-memory window to another structure: from the next page change on,
+    /// the window holds that much less (at least 2 pages). Caller holds the engine write lock.
+    pub fn set_lent_bytes(&self, bytes: u64) {
+        self.lent_bytes.store(bytes, SeqCst);
+    }
+
+    /// The number of in-memory pages the window may hold now.
+    pub fn window_pages(&self) -> usize {
+        let lent_pages = self.lent_bytes.load(SeqCst).div_ceil(self.page_size);
+        let lent_pages = usize::try_from(lent_pages).unwrap_or(usize::MAX);
+        self.max_pages_in_memory.saturating_sub(lent_pages).max(2)
+    }
+
     /// Appends an encoded record; caller holds the engine write lock. May flush and evict the
     /// oldest in-memory page (handing it to the OS first).
     pub fn append(&self, bytes: &[u8]) -> Result<u64> {
@@ -125,24 +145,41 @@ impl HybridLog {
     }
 
     /// Adds the page starting at `page_start` (the next one after the last), evicting the oldest
-    /// page when the window is full, and moves `read_only` so the mutable region stays
-    /// `mutable_pages` pages.
+    /// pages while the window is full, and moves `read_only` so the mutable region stays
+    /// `mutable_fraction` of the window. An evicted page nobody else holds is reused (zeroed)
+    /// instead of freeing one page and allocating another.
     fn push_page(&self, page_start: u64) -> Result<()> {
-        let mutable_floor = page_start.saturating_sub((self.mutable_pages as u64 - 1) * self.page_size);
+        let window = self.window_pages();
+        self.window_pages.store(window, SeqCst);
+        let mutable_pages = ((window as f64 * self.mutable_fraction) as usize).clamp(1, window - 1);
+        let mutable_floor = page_start.saturating_sub((mutable_pages as u64 - 1) * self.page_size);
         self.read_only.fetch_max(mutable_floor, SeqCst);
-        let len = self.pages.read().len();
-        if len + 1 > self.max_pages_in_memory {
+        let mut spare: Option<Box<[u8]>> = None;
+        while self.pages.read().len() + 1 > window {
             let head = self.head();
             let evict_end = head + self.page_size;
             // The evicted page is immutable from now on and on the OS before it leaves memory.
             self.read_only.fetch_max(evict_end, SeqCst);
             self.flush_until(evict_end)?;
-            let mut pages = self.pages.write();
-            pages.pop_front();
-            self.head.store(evict_end, SeqCst);
+            let evicted = {
+                let mut pages = self.pages.write();
+                let evicted = pages.pop_front();
+                self.head.store(evict_end, SeqCst);
+                evicted
+            };
+            // A reader still holding the page keeps it alive; then it is freed when that ends.
+            if let Some(bytes) = evicted.and_then(|p| Arc::try_unwrap(p).ok()) {
+                spare = Some(bytes.into_inner());
+            }
         }
-        let page = Arc::new(RwLock::new(vec![0u8; self.page_size as usize].into_boxed_slice()));
-        self.pages.write().push_back(page);
+        let bytes = match spare {
+            Some(mut bytes) => {
+                bytes.fill(0);
+                bytes
+            }
+            None => vec![0u8; self.page_size as usize].into_boxed_slice(),
+        };
+        self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
         Ok(())
     }
 
@@ -164,8 +201,9 @@ impl HybridLog {
             if page_start + self.page_size > self.begin() {
                 let page =
                     self.page(page_start).ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
-                let copy: Vec<u8> = page.read().to_vec();
-                self.file.write_at(page_start, &copy)?;
+                // Written straight from the page (no copy): bytes below `read_only` are immutable,
+                // so the read lock only waits out in-place updates of the page's mutable part.
+                self.file.write_at(page_start, &page.read())?;
             }
             *flushed = (page_start + self.page_size).min(target);
         }

@@ -115,11 +115,16 @@ impl ReadCache {
         let page_start = offset - offset % self.page_size;
         let last_start = self.head.load(SeqCst) + (self.pages.read().len() as u64 - 1) * self.page_size;
         if page_start > last_start {
-            if self.pages.read().len() >= self.max_pages {
-                self.evict_oldest(unlink);
-            }
-            let page = Arc::new(RwLock::new(vec![0u8; self.page_size as usize].into_boxed_slice()));
-            self.pages.write().push_back(page);
+            let spare =
+                if self.pages.read().len() >= self.max_pages { self.evict_oldest(unlink) } else { None };
+            let bytes = match spare {
+                Some(mut bytes) => {
+                    bytes.fill(0);
+                    bytes
+                }
+                None => vec![0u8; self.page_size as usize].into_boxed_slice(),
+            };
+            self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
         }
         let Some(page) = self.page(offset) else { return false };
         {
@@ -140,9 +145,10 @@ impl ReadCache {
         }
     }
 
-    fn evict_oldest(&self, unlink: &mut dyn FnMut(u64, RecordView<'_>)) {
+    /// Evicts the oldest page; returns its bytes for reuse unless a reader still holds it.
+    fn evict_oldest(&self, unlink: &mut dyn FnMut(u64, RecordView<'_>)) -> Option<Box<[u8]>> {
         let head = self.head.load(SeqCst);
-        let Some(page) = self.page(head) else { return };
+        let page = self.page(head)?;
         {
             let guard = page.read();
             // The first page starts with unused bytes (offset 0 is never an address).
@@ -156,9 +162,14 @@ impl ReadCache {
                 at += view.stored_len();
             }
         }
-        let mut pages = self.pages.write();
-        pages.pop_front();
-        self.head.store(head + self.page_size, SeqCst);
+        drop(page);
+        let evicted = {
+            let mut pages = self.pages.write();
+            let evicted = pages.pop_front();
+            self.head.store(head + self.page_size, SeqCst);
+            evicted
+        };
+        evicted.and_then(|p| Arc::try_unwrap(p).ok()).map(RwLock::into_inner)
     }
 }
 
