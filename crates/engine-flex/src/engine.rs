@@ -280,12 +280,7 @@ impl Inner {
     }
 
     fn disk_bytes(&self) -> u64 {
-        let Ok(names) = self.storage.list() else { return 0 };
-        names
-            .iter()
-            .filter_map(|n| self.storage.open(n, strata_io::OpenOptions::existing()).ok())
-            .filter_map(|f| f.len().ok())
-            .sum()
+        strata_io::total_file_bytes(self.storage.as_ref())
     }
 }
 

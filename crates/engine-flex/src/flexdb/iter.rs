@@ -10,10 +10,12 @@ use strata_core::{Direction, Key, KeyRange, Result, Value};
 
 use crate::engine::Inner;
 
-/// Entries per source in a scan's first chunk; each later chunk doubles, up to the maximum.
-/// Short scans (the common case) then read little beyond what they return.
-const FIRST_CHUNK_ENTRIES: usize = 16;
-const MAX_CHUNK_ENTRIES: usize = 512;
+/// Entries per MemTable in one chunk. Small: entries past the chunk's merge bound are dropped
+/// and read again by the next chunk.
+const MEM_CHUNK_ENTRIES: usize = 16;
+/// Table records per chunk: `scan_chunk` finishes the interval in which this is reached, so each
+/// chunk loads one interval and a short scan loads only the intervals it returns records from.
+const TABLE_CHUNK_RECORDS: usize = 1;
 
 pub(crate) struct MergedRange {
     inner: Arc<Inner>,
@@ -21,7 +23,6 @@ pub(crate) struct MergedRange {
     reverse: bool,
     buffer: VecDeque<(Key, Value)>,
     exhausted: bool,
-    chunk_entries: usize,
 }
 
 impl MergedRange {
@@ -33,7 +34,6 @@ impl MergedRange {
             reverse: direction == Direction::Reverse,
             buffer: VecDeque::new(),
             exhausted,
-            chunk_entries: FIRST_CHUNK_ENTRIES,
         }
     }
 
@@ -47,20 +47,16 @@ impl MergedRange {
     }
 
     fn refill(&mut self) -> Result<()> {
-        let chunk = self.chunk_entries;
-        self.chunk_entries = (chunk * 2).min(MAX_CHUNK_ENTRIES);
+        let chunk = MEM_CHUNK_ENTRIES;
         let (active, frozen) = {
             let mem = self.inner.mem.read();
             let active = mem.active.chunk(&self.remaining, self.reverse, chunk);
-            let frozen = mem
-                .imm
-                .as_ref()
-                .map(|m| m.chunk(&self.remaining, self.reverse, chunk))
-                .unwrap_or_default();
+            let frozen =
+                mem.imm.as_ref().map(|m| m.chunk(&self.remaining, self.reverse, chunk)).unwrap_or_default();
             (active, frozen)
         };
         let (table, table_cut) =
-            self.inner.table.read().scan_chunk(&self.remaining, self.reverse, chunk)?;
+            self.inner.table.read().scan_chunk(&self.remaining, self.reverse, TABLE_CHUNK_RECORDS)?;
         // Each source is complete up to its last key unless it was cut short; the merge is valid
         // up to the earliest such cut.
         let mut bound: Option<Key> = None;

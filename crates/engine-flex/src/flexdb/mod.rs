@@ -63,7 +63,7 @@ impl Default for FlexOptions {
             memtable_bytes: None,
             cache_bytes: None,
             max_interval_bytes: 16 << 10,
-            max_interval_records: 32,
+            max_interval_records: 16,
             rebuild_interval_bytes: 8 << 10,
             commit_step_entries: 256,
             flexfile: FlexFileOptions::default(),

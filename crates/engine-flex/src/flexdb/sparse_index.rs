@@ -31,11 +31,24 @@ pub struct Interval {
     /// Interval-cache slot holding the decoded records, or `NO_SLOT` (§5.3). Readers set it under
     /// the index's read lock; the slot itself records its owner key, so a stale value is harmless.
     pub cache_slot: AtomicU32,
+    /// Upper estimate of the table-file extents the interval spans (each is one device read on a
+    /// cache miss); `UNKNOWN_EXTENTS` after a rebuild. The table rewrites fragmented intervals.
+    pub extents: u32,
 }
+
+/// `Interval::extents` when nothing is known (after a rebuild): treated as fragmented.
+pub const UNKNOWN_EXTENTS: u32 = u32::MAX;
 
 impl Interval {
     fn new(key: Key, offset: i64, size_bytes: u64, count: Option<u32>) -> Interval {
-        Interval { key, partial_offset: offset, size_bytes, count, cache_slot: AtomicU32::new(NO_SLOT) }
+        Interval {
+            key,
+            partial_offset: offset,
+            size_bytes,
+            count,
+            cache_slot: AtomicU32::new(NO_SLOT),
+            extents: UNKNOWN_EXTENTS,
+        }
     }
 }
 
@@ -297,11 +310,12 @@ impl SparseIndex {
 
     /// Sets the size and record count of the interval at `cur` and shifts the later ones by the
     /// change in size (the table file grew or shrank inside this interval).
-    pub fn resize(&mut self, cur: &Cursor, size_bytes: u64, count: Option<u32>) {
+    pub fn resize(&mut self, cur: &Cursor, size_bytes: u64, count: Option<u32>, extents: u32) {
         let e = &mut self.leaf_mut(cur.leaf)[cur.pos];
         let delta = size_bytes as i64 - e.size_bytes as i64;
         e.size_bytes = size_bytes;
         e.count = count;
+        e.extents = extents;
         self.shift_after(cur, delta);
     }
 
@@ -324,7 +338,9 @@ impl SparseIndex {
         e.size_bytes = left_bytes;
         e.count = Some(left_count);
         let right_offset = e.partial_offset + left_bytes as i64;
-        leaf.insert(cur.pos + 1, Interval::new(right_key, right_offset, right_size, Some(right_count)));
+        let mut right = Interval::new(right_key, right_offset, right_size, Some(right_count));
+        right.extents = e.extents;
+        leaf.insert(cur.pos + 1, right);
         if leaf.len() > MAX_FANOUT {
             self.split_node(cur.leaf, &cur.path);
         }
@@ -381,6 +397,7 @@ impl SparseIndex {
         let removed = self.leaf_mut(next.leaf).remove(next.pos);
         let e = &mut self.leaf_mut(cur.leaf)[cur.pos];
         e.size_bytes += removed.size_bytes;
+        e.extents = e.extents.saturating_add(removed.extents);
         e.count = match (e.count, removed.count) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
@@ -504,7 +521,7 @@ mod tests {
             match rng.gen_range(0..10) {
                 0..=3 => {
                     let size = rng.gen_range(0..500);
-                    index.resize(&cur, size, Some(3));
+                    index.resize(&cur, size, Some(3), 1);
                     model[i].1 = size;
                 }
                 4..=7 => {

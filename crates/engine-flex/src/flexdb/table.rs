@@ -28,6 +28,10 @@ pub struct TableConfig {
     pub cache_bytes: u64,
 }
 
+/// An interval estimated to span more table-file extents than this is rewritten as one extent
+/// when it next changes.
+const REWRITE_ABOVE_EXTENTS: u32 = 4;
+
 /// Bytes requested from `read_extent` per recovery sample: enough for the header and a short key.
 const SAMPLE_READ_BYTES: usize = 512;
 
@@ -157,8 +161,8 @@ impl Table {
         if n != size {
             return Err(corrupt(&self.file_name, offset + n as u64, "table file ends inside an interval"));
         }
-        let data = IntervalData::decode(buf)
-            .map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
+        let data =
+            IntervalData::decode(buf).map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
         if !data.is_empty() && data.key(0) < e.key.as_slice() {
             return Err(corrupt(&self.file_name, offset, "interval holds a key below its index key"));
         }
@@ -200,38 +204,43 @@ impl Table {
         let idx = match found {
             Ok(i) | Err(i) => i,
         };
-        let at_in = data.record_start(idx);
-        let at = self.index.offset(&cur) + at_in as u64;
-        // The interval's new bytes: the old ones with this record spliced in, replaced or cut.
         let (old_len, new_record) = match (found, value) {
-            (Ok(i), Some(v)) => {
-                if data.value(i) == v {
-                    return Ok(());
-                }
-                let (old_len, bytes) = (data.record_len(i), record::encode(key, v));
-                self.file.update(at, old_len as u64, &bytes)?;
-                (old_len, bytes)
-            }
-            (Err(_), Some(v)) => {
-                let bytes = record::encode(key, v);
-                self.file.insert(at, &bytes)?;
-                (0, bytes)
-            }
-            (Ok(i), None) => {
-                let old_len = data.record_len(i);
-                self.file.collapse(at, old_len as u64)?;
-                (old_len, Vec::new())
-            }
+            (Ok(i), Some(v)) if data.value(i) == v => return Ok(()),
+            (Ok(i), Some(v)) => (data.record_len(i), record::encode(key, v)),
+            (Err(_), Some(v)) => (0, record::encode(key, v)),
+            (Ok(i), None) => (data.record_len(i), Vec::new()),
             (Err(_), None) => return Ok(()),
         };
+        // The interval's new bytes: the old ones with this record spliced in, replaced or cut.
+        let at_in = data.record_start(idx);
         let old = data.bytes();
         let mut bytes = Vec::with_capacity(old.len() - old_len + new_record.len());
         bytes.extend_from_slice(old.get(..at_in).unwrap_or_default());
         bytes.extend_from_slice(&new_record);
         bytes.extend_from_slice(old.get(at_in + old_len..).unwrap_or_default());
+        let interval_offset = self.index.offset(&cur);
+        let extents = self.index.interval(&cur).extents;
+        // A change inside an extent splits it: an insert or replace adds up to two extents, a
+        // removal one. A fragmented interval is written again as one extent instead, so a cache
+        // miss costs few device reads (at the price of rewriting up to one interval).
+        let added = if new_record.is_empty() { 1 } else { 2 };
+        let extents = if extents.saturating_add(added) > REWRITE_ABOVE_EXTENTS
+            && bytes.len() as u64 <= self.config.max_interval_bytes
+        {
+            self.file.update(interval_offset, old.len() as u64, &bytes)?;
+            1
+        } else {
+            let at = interval_offset + at_in as u64;
+            match (old_len, new_record.is_empty()) {
+                (0, _) => self.file.insert(at, &new_record)?,
+                (n, true) => self.file.collapse(at, n as u64)?,
+                (n, false) => self.file.update(at, n as u64, &new_record)?,
+            }
+            extents.saturating_add(added)
+        };
         let records = IntervalData::decode(bytes)
-            .map_err(|(pos, w)| corrupt(&self.file_name, self.index.offset(&cur) + pos as u64, w))?;
-        self.index.resize(&cur, records.bytes().len() as u64, Some(records.len() as u32));
+            .map_err(|(pos, w)| corrupt(&self.file_name, interval_offset + pos as u64, w))?;
+        self.index.resize(&cur, records.bytes().len() as u64, Some(records.len() as u32), extents);
         self.after_change(cur, records);
         Ok(())
     }
@@ -284,12 +293,19 @@ impl Table {
         for &cut in cuts.iter().rev() {
             let cur = self.index.seek(owner);
             let right_key = records.key(cut).to_vec();
-            self.index.split(&cur, records.record_start(cut) as u64, cut as u32, right_key, (end - cut) as u32);
+            self.index.split(
+                &cur,
+                records.record_start(cut) as u64,
+                cut as u32,
+                right_key,
+                (end - cut) as u32,
+            );
             end = cut;
         }
     }
 
-    /// Up to `limit` records of `range` in scan order; `true` if the limit cut the scan short.
+    /// Records of `range` in scan order, whole intervals at a time: stops after the interval in
+    /// which `limit` is reached, so `limit: 1` reads one interval. `true` if more may follow.
     pub fn scan_chunk(
         &self,
         range: &KeyRange,
@@ -305,21 +321,24 @@ impl Table {
         });
         while let Some(c) = cur {
             let data = self.load(&c)?;
-            let mut visit = |(k, v): (&[u8], &[u8])| -> Option<bool> {
+            let mut visit = |(k, v): (&[u8], &[u8])| -> bool {
                 if range.contains(k) {
                     out.push((k.to_vec(), v.to_vec()));
-                    return (out.len() >= limit).then_some(true);
+                    return false;
                 }
-                let past = if reverse { !starts_after(range, k) } else { !ends_before(range, k) };
-                past.then_some(false)
+                if reverse {
+                    !starts_after(range, k)
+                } else {
+                    !ends_before(range, k)
+                }
             };
-            let stop = if reverse {
-                data.iter().rev().find_map(&mut visit)
-            } else {
-                data.iter().find_map(&mut visit)
-            };
-            if let Some(truncated) = stop {
-                return Ok((out, truncated));
+            let past_the_range =
+                if reverse { data.iter().rev().any(&mut visit) } else { data.iter().any(&mut visit) };
+            if past_the_range {
+                return Ok((out, false));
+            }
+            if out.len() >= limit {
+                return Ok((out, true));
             }
             cur = if reverse { self.index.prev(&c) } else { self.index.next(&c) };
         }
