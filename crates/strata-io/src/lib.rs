@@ -10,6 +10,7 @@ mod counters;
 mod file;
 mod mem;
 mod sim;
+mod sync_hook;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub use mem::MemStorage;
 pub use sim::{CrashMode, Fault, FaultKind, SimStorage};
 pub use strata_core::IoStats;
 use strata_core::{Error, Result};
+pub use sync_hook::{SyncHook, SyncHookStorage};
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -203,9 +203,7 @@ fn a_torn_durability_marker_is_tolerated() {
     let (mut torn, mut intact, mut lost) = (0, 0, 0);
     for seed in 0..200 {
         let sim = SimStorage::new(seed);
-        let crashing = CrashAtSync::new(sim.clone());
-        let (file_syncs, crash_at_sync) = (crashing.file_syncs.clone(), crashing.crash_at_sync.clone());
-        let crashing: Arc<dyn Storage> = Arc::new(crashing);
+        let CrashAtSync { storage: crashing, file_syncs, crash_at_sync } = CrashAtSync::new(sim.clone());
         let opts = small_opts(64 << 10);
         let (wal, _, _) = open(&crashing, &opts, 1).unwrap();
         let count = 5 + seed % 20;

@@ -8,82 +8,17 @@ use std::thread;
 use std::time::Duration;
 
 use common::*;
-use strata_core::{Durability, IoStats, Result};
-use strata_io::{MemStorage, OpenOptions, Storage, StorageFile, StorageLock};
+use strata_core::Durability;
+use strata_io::{MemStorage, Storage, SyncHook, SyncHookStorage};
 
-/// MemStorage whose file syncs take a while, like a disk, and are counted.
-#[derive(Debug)]
-struct SlowSyncStorage {
-    inner: MemStorage,
-    sync_delay: Duration,
-    file_syncs: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct SlowSyncFile {
-    inner: Arc<dyn StorageFile>,
-    sync_delay: Duration,
-    file_syncs: Arc<AtomicU64>,
-}
-
-impl Storage for SlowSyncStorage {
-    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(SlowSyncFile {
-            inner: self.inner.open(name, opts)?,
-            sync_delay: self.sync_delay,
-            file_syncs: self.file_syncs.clone(),
-        }))
-    }
-    fn exists(&self, name: &str) -> Result<bool> {
-        self.inner.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
-        self.inner.lock(name)
-    }
-    fn io_stats(&self) -> IoStats {
-        self.inner.io_stats()
-    }
-    fn location(&self) -> String {
-        "slow-mem:".to_string()
-    }
-}
-
-impl StorageFile for SlowSyncFile {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        thread::sleep(self.sync_delay);
-        self.file_syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
-    }
+/// MemStorage whose file syncs take `sync_delay`, like a disk, and are counted in `file_syncs`.
+fn slow_sync_storage(sync_delay: Duration, file_syncs: Arc<AtomicU64>) -> Arc<dyn Storage> {
+    let hook: SyncHook = Arc::new(move |_name| {
+        thread::sleep(sync_delay);
+        file_syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    });
+    Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), hook))
 }
 
 #[test]
@@ -91,12 +26,7 @@ fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
     const THREADS: u64 = 8;
     const COMMITS_PER_THREAD: u64 = 60;
     let file_syncs = Arc::new(AtomicU64::new(0));
-    let slow = SlowSyncStorage {
-        inner: MemStorage::new(),
-        sync_delay: Duration::from_millis(1),
-        file_syncs: file_syncs.clone(),
-    };
-    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let storage = slow_sync_storage(Duration::from_millis(1), file_syncs.clone());
     let opts = small_opts(64 << 10);
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let wal = Arc::new(wal);
@@ -143,12 +73,7 @@ fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
 #[test]
 fn sync_commit_syncs_and_buffered_commit_only_writes() {
     let file_syncs = Arc::new(AtomicU64::new(0));
-    let slow = SlowSyncStorage {
-        inner: MemStorage::new(),
-        sync_delay: Duration::ZERO,
-        file_syncs: file_syncs.clone(),
-    };
-    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let storage = slow_sync_storage(Duration::ZERO, file_syncs.clone());
     let (wal, _, _) = open(&storage, &small_opts(64 << 10), 1).unwrap();
     let lsn = wal.append(b"a").unwrap();
     wal.commit(lsn, Durability::Buffered).unwrap();
@@ -183,12 +108,7 @@ fn concurrent_flushes_and_sync_commits_share_syncs() {
     const COMMITS_PER_THREAD: u64 = 40;
     const FLUSH_EVERY: u64 = 5;
     let file_syncs = Arc::new(AtomicU64::new(0));
-    let slow = SlowSyncStorage {
-        inner: MemStorage::new(),
-        sync_delay: Duration::from_millis(1),
-        file_syncs: file_syncs.clone(),
-    };
-    let storage: Arc<dyn Storage> = Arc::new(slow);
+    let storage = slow_sync_storage(Duration::from_millis(1), file_syncs.clone());
     let opts = small_opts(64 << 10);
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let wal = Arc::new(wal);

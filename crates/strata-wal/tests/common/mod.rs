@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use rand::rngs::SmallRng;
 use rand::Rng;
-use strata_core::{Durability, Error, IoStats, RecoveryMode, Result};
-use strata_io::{CrashMode, OpenOptions, SimStorage, Storage, StorageFile, StorageLock};
+use strata_core::{Durability, Error, RecoveryMode, Result};
+use strata_io::{CrashMode, OpenOptions, SimStorage, Storage, SyncHook, SyncHookStorage};
 use strata_wal::{Lsn, RecoveryReport, Wal, WalOptions};
 
 pub type Replayed = Vec<(Lsn, Vec<u8>)>;
@@ -229,87 +229,28 @@ pub fn encode_test_record(lsn: Lsn, synced_lsn: Lsn, payload: &[u8]) -> Vec<u8> 
 /// A storage whose `crash_at_sync`-th file sync (counting from 1; 0 = never) does not sync but
 /// crashes the simulated machine (`CrashMode::Random`) and fails: a power loss while that
 /// fdatasync was in flight.
-#[derive(Debug)]
 pub struct CrashAtSync {
-    pub sim: SimStorage,
+    pub storage: Arc<dyn Storage>,
     pub file_syncs: Arc<AtomicU64>,
     pub crash_at_sync: Arc<AtomicU64>,
 }
 
-#[derive(Debug)]
-struct CrashAtSyncFile {
-    inner: Arc<dyn StorageFile>,
-    sim: SimStorage,
-    file_syncs: Arc<AtomicU64>,
-    crash_at_sync: Arc<AtomicU64>,
-}
-
 impl CrashAtSync {
     pub fn new(sim: SimStorage) -> CrashAtSync {
-        CrashAtSync { sim, file_syncs: Arc::default(), crash_at_sync: Arc::default() }
-    }
-}
-
-impl Storage for CrashAtSync {
-    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(CrashAtSyncFile {
-            inner: self.sim.open(name, opts)?,
-            sim: self.sim.clone(),
-            file_syncs: self.file_syncs.clone(),
-            crash_at_sync: self.crash_at_sync.clone(),
-        }))
-    }
-    fn exists(&self, name: &str) -> Result<bool> {
-        self.sim.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.sim.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.sim.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.sim.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
-        self.sim.sync_dir()
-    }
-    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
-        self.sim.lock(name)
-    }
-    fn io_stats(&self) -> IoStats {
-        self.sim.io_stats()
-    }
-    fn location(&self) -> String {
-        "crash-at-sync:".to_string()
-    }
-}
-
-impl StorageFile for CrashAtSyncFile {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        let count = self.file_syncs.fetch_add(1, Ordering::SeqCst) + 1;
-        if count == self.crash_at_sync.load(Ordering::SeqCst) {
-            self.sim.crash(CrashMode::Random);
-            return Err(Error::io("syncing during a simulated power loss", io::Error::other("power loss")));
-        }
-        self.inner.sync()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
+        let (file_syncs, crash_at_sync) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (syncs, crash_at) = (file_syncs.clone(), crash_at_sync.clone());
+        let inner: Arc<dyn Storage> = Arc::new(sim.clone());
+        let hook: SyncHook = Arc::new(move |_name| {
+            let count = syncs.fetch_add(1, Ordering::SeqCst) + 1;
+            if count == crash_at.load(Ordering::SeqCst) {
+                sim.crash(CrashMode::Random);
+                return Err(Error::io(
+                    "syncing during a simulated power loss",
+                    io::Error::other("power loss"),
+                ));
+            }
+            Ok(())
+        });
+        CrashAtSync { storage: Arc::new(SyncHookStorage::new(inner, hook)), file_syncs, crash_at_sync }
     }
 }
