@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use engine_f2::{F2Engine, F2Options};
 use strata_core::{Engine, EngineConfig};
-use strata_testkit::{conformance, crash, faults, stress, StorageKind, Target};
+use strata_testkit::Target;
 
 fn config() -> EngineConfig {
     EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
@@ -38,27 +38,4 @@ fn target() -> Target {
     }
 }
 
-#[test]
-fn conformance_mem() {
-    conformance::check(&target(), StorageKind::Mem);
-}
-
-#[test]
-fn conformance_sim() {
-    conformance::check(&target(), StorageKind::Sim);
-}
-
-#[test]
-fn process_kill_crash() {
-    crash::process_kill(&target(), "process_kill_crash", 24);
-}
-
-#[test]
-fn fault_injection() {
-    faults::check(&target());
-}
-
-#[test]
-fn concurrency_stress() {
-    stress::check(&target(), 8, 2_000);
-}
+strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use engine_memory::MemoryEngine;
 use strata_core::{Engine, EngineConfig};
-use strata_testkit::{conformance, crash, faults, stress, StorageKind, Target};
+use strata_testkit::Target;
 
 /// Small WAL segments so rollover, recycling and snapshots happen within a short test.
 fn config() -> EngineConfig {
@@ -21,27 +21,4 @@ fn target() -> Target {
     }
 }
 
-#[test]
-fn conformance_mem() {
-    conformance::check(&target(), StorageKind::Mem);
-}
-
-#[test]
-fn conformance_sim() {
-    conformance::check(&target(), StorageKind::Sim);
-}
-
-#[test]
-fn process_kill_crash() {
-    crash::process_kill(&target(), "process_kill_crash", 24);
-}
-
-#[test]
-fn fault_injection() {
-    faults::check(&target());
-}
-
-#[test]
-fn concurrency_stress() {
-    stress::check(&target(), 8, 2_000);
-}
+strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));

@@ -35,6 +35,8 @@ pub mod crash;
 mod escape;
 mod failure;
 pub mod faults;
+#[doc(hidden)]
+pub mod instantiate;
 mod keyspace;
 mod ops;
 mod oracle;
