@@ -1,5 +1,8 @@
 //! `strata bench plot`: throughput and latency bar charts from `--json` result files, as SVG and
-//! PNG (plotters; PNG text through ab_glyph with a TrueType font found on the system).
+//! PNG (plotters; PNG text through ab_glyph with a TrueType font found on the system), and, for
+//! runs with `--timeline`, throughput over time (`timeline.rs`).
+
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -23,6 +26,10 @@ struct ResultRow {
     status: Option<String>,
     throughput_ops_per_sec: f64,
     latency_us: Percentiles,
+    #[serde(default)]
+    timeline_interval_secs: Option<f64>,
+    #[serde(default)]
+    timeline_ops_per_sec: Vec<f64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -35,12 +42,16 @@ struct Percentiles {
 struct Chart {
     workloads: Vec<String>,
     series: Vec<Series>,
+    /// The `--timeline` interval of the first result that has one.
+    timeline_interval_secs: Option<f64>,
 }
 
 struct Series {
     label: String,
     /// Per workload: (throughput, p50 µs, p99 µs).
     values: Vec<Option<(f64, f64, f64)>>,
+    /// Per workload: ops/s per timeline interval (empty without `--timeline`).
+    timelines: Vec<Vec<f64>>,
 }
 
 /// Fonts tried in order; `STRATA_BENCH_FONT` overrides.
@@ -78,7 +89,8 @@ fn ensure_font() -> Result<(), String> {
 /// Width of the legend strip right of each chart.
 const LEGEND_WIDTH_PX: u32 = 190;
 
-/// Reads `files` and writes throughput.{svg,png} and latency.{svg,png} into `out`.
+/// Reads `files` and writes throughput.{svg,png} and latency.{svg,png} into `out`, and
+/// timeline.{svg,png} when the files hold `--timeline` series.
 pub fn plot(files: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, String> {
     let chart = load(files)?;
     ensure_font()?;
@@ -86,21 +98,30 @@ pub fn plot(files: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, String> {
     // Wide enough for ~40 px per bar (value labels fit), within sane image sizes.
     let width = (220 + LEGEND_WIDTH_PX + 40 * chart.slots() as u32).clamp(900, 3000);
     let mut written = Vec::new();
+    // An SVG and a PNG of the same drawing (plotters backends are different types, so the drawing
+    // code is instantiated once per backend).
+    macro_rules! svg_and_png {
+        ($name:expr, $size:expr, $draw:expr) => {{
+            let (svg, png) = (out.join(format!("{}.svg", $name)), out.join(format!("{}.png", $name)));
+            {
+                let root = SVGBackend::new(&svg, $size).into_drawing_area();
+                $draw(&root)?;
+                root.present().map_err(|e| format!("writing {}: {e}", svg.display()))?;
+            }
+            {
+                let root = BitMapBackend::new(&png, $size).into_drawing_area();
+                $draw(&root)?;
+                root.present().map_err(|e| format!("writing {}: {e}", png.display()))?;
+            }
+            written.push(svg);
+            written.push(png);
+        }};
+    }
     for (name, height) in [("throughput", 560u32), ("latency", 900u32)] {
-        let svg = out.join(format!("{name}.svg"));
-        let png = out.join(format!("{name}.png"));
-        {
-            let root = SVGBackend::new(&svg, (width, height)).into_drawing_area();
-            draw(name, &chart, &root)?;
-            root.present().map_err(|e| format!("writing {}: {e}", svg.display()))?;
-        }
-        {
-            let root = BitMapBackend::new(&png, (width, height)).into_drawing_area();
-            draw(name, &chart, &root)?;
-            root.present().map_err(|e| format!("writing {}: {e}", png.display()))?;
-        }
-        written.push(svg);
-        written.push(png);
+        svg_and_png!(name, (width, height), |root| draw(name, &chart, root));
+    }
+    if let Some(height) = timeline::height_px(&chart) {
+        svg_and_png!("timeline", (1100, height), |root| timeline::draw(&chart, root));
     }
     Ok(written)
 }
@@ -150,18 +171,24 @@ fn load(files: &[PathBuf]) -> Result<Chart, String> {
             let rows = parsed.iter().filter(|(s, _)| s == stem).flat_map(|(_, d)| d.results.iter());
             let rows: Vec<&ResultRow> =
                 rows.filter(|r| &r.engine == engine && r.status.as_deref().unwrap_or("ok") == "ok").collect();
+            let row = |w: &String| rows.iter().find(|r| &r.workload == w);
             let values = workloads
                 .iter()
-                .map(|w| {
-                    rows.iter()
-                        .find(|r| &r.workload == w)
-                        .map(|r| (r.throughput_ops_per_sec, r.latency_us.p50, r.latency_us.p99))
-                })
+                .map(|w| row(w).map(|r| (r.throughput_ops_per_sec, r.latency_us.p50, r.latency_us.p99)))
                 .collect();
-            Series { label, values }
+            let timelines = workloads
+                .iter()
+                .map(|w| row(w).map(|r| r.timeline_ops_per_sec.clone()).unwrap_or_default())
+                .collect();
+            Series { label, values, timelines }
         })
         .collect();
-    Ok(Chart { workloads, series })
+    let timeline_interval_secs = parsed
+        .iter()
+        .flat_map(|(_, d)| d.results.iter())
+        .find(|r| !r.timeline_ops_per_sec.is_empty())
+        .and_then(|r| r.timeline_interval_secs);
+    Ok(Chart { workloads, series, timeline_interval_secs })
 }
 
 const COLORS: [RGBColor; 8] = [

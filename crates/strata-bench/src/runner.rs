@@ -24,6 +24,8 @@ pub struct BenchConfig {
     /// Operations per run phase over all threads; `None` with `duration`.
     pub ops: Option<u64>,
     pub duration: Option<Duration>,
+    /// `--timeline`: also record throughput per interval of this length.
+    pub timeline_interval: Option<Duration>,
     pub threads: u32,
     pub distribution: Option<DistributionKind>,
     pub zipf_theta: f64,
@@ -294,7 +296,15 @@ fn run_engine(
     say(config, &format!("{name}: loading {} records", config.records));
     let before = Sample::take(adapter.as_ref());
     let loads = (0..config.threads).map(|t| LoadTrace::new(&trace, t)).collect();
-    let (load, _) = run_phase(&inputs, loads, PhaseLimit { total_ops: Some(config.records), duration: None });
+    let (load, _) = run_phase(
+        &inputs,
+        loads,
+        PhaseLimit {
+            total_ops: Some(config.records),
+            duration: None,
+            timeline_interval: config.timeline_interval,
+        },
+    );
     let flush_started = Instant::now();
     let flushed = adapter.flush();
     let flush_ms = ms(flush_started.elapsed());
@@ -361,6 +371,7 @@ fn run_engine(
         let limit = PhaseLimit {
             total_ops: config.ops.filter(|_| config.duration.is_none()),
             duration: config.duration,
+            timeline_interval: config.timeline_interval,
         };
         let (m, sources) = run_phase(&inputs, sources, limit);
         for (t, s) in sources.iter().enumerate() {
@@ -497,6 +508,8 @@ fn phase_result(
         read_amplification: io.and_then(|i| metrics::ratio(i.read_bytes, m.user_bytes_read)),
         space_amplification: metrics::ratio(disk.allocated_bytes, live_user_bytes),
         flush_ms: None,
+        timeline_interval_secs: m.timeline_interval.map(|d| d.as_secs_f64()),
+        timeline_ops_per_sec: m.timeline_ops_per_sec.clone(),
     };
     result.set_disk(disk);
     result

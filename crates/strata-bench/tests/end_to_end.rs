@@ -134,3 +134,41 @@ fn bad_arguments_exit_2() {
     assert_eq!(bench(&["--engines", "memory,nosuch"]), ExitCode::from(2));
     assert_eq!(bench(&["plot"]), ExitCode::from(2));
 }
+
+#[test]
+fn timeline_is_recorded_reported_and_plotted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("timeline.json");
+    let data = tmp.path().join("data");
+    let code = bench(&[
+        "--engines",
+        "memory,btreemap",
+        "--workload",
+        "rmw100",
+        "--records",
+        "2000",
+        "--duration",
+        "0.6",
+        "--timeline",
+        "0.1",
+        "--dir",
+        data.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+        "--no-drop-caches",
+    ]);
+    assert_eq!(code, ExitCode::SUCCESS);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in report["results"].as_array().unwrap().iter().filter(|r| r["workload"] == "rmw100") {
+        assert_eq!(r["timeline_interval_secs"].as_f64(), Some(0.1));
+        let series = r["timeline_ops_per_sec"].as_array().unwrap();
+        assert!((5..=8).contains(&series.len()), "{} intervals", series.len());
+        assert!(series.iter().all(|v| v.as_f64().unwrap() > 0.0), "{series:?}");
+    }
+    let out = tmp.path().join("plots");
+    assert_eq!(bench(&["plot", json.to_str().unwrap(), "--out", out.to_str().unwrap()]), ExitCode::SUCCESS);
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(svg.contains("rmw100: throughput per 0.1 s"), "timeline.svg lacks its panel title");
+    assert!(svg.contains("<polyline") || svg.contains("<path"), "timeline.svg has no lines");
+}

@@ -48,6 +48,11 @@ pub struct BenchArgs {
     /// Run each workload for this many seconds instead of a fixed op count.
     #[arg(long, value_name = "SECS")]
     duration: Option<String>,
+    /// Also record throughput per interval of this many seconds (e.g. 1 or 0.5), for every
+    /// phase including the load: shown as a sparkline with min/median/max, kept in --json, and
+    /// drawn by `strata bench plot` as throughput over time.
+    #[arg(long, value_name = "SECS")]
+    timeline: Option<String>,
     /// Worker threads.
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: u32,
@@ -258,6 +263,10 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         return Err(format!("--records {records}: expected 1 to 2^40"));
     }
     let duration = a.duration.as_deref().map(|d| parse::seconds("--duration", d)).transpose()?;
+    let timeline_interval = a.timeline.as_deref().map(|t| parse::seconds("--timeline", t)).transpose()?;
+    if timeline_interval.is_some_and(|t| t < std::time::Duration::from_millis(10)) {
+        return Err("--timeline: the interval must be at least 0.01 s".into());
+    }
     let ops = match (&a.ops, duration) {
         (Some(o), _) => Some(parse::count("--ops", o)?),
         (None, None) => Some(100_000),
@@ -319,6 +328,7 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         records,
         ops,
         duration,
+        timeline_interval,
         threads: a.threads,
         distribution,
         zipf_theta: a.zipf_theta,

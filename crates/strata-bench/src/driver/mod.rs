@@ -42,12 +42,14 @@ impl OpSource for RunSource {
 }
 
 /// How a phase ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct PhaseLimit {
     /// Total operations over all threads, when known (for the progress bar).
     pub total_ops: Option<u64>,
     /// Stop after this long (`--duration`).
     pub duration: Option<Duration>,
+    /// Record the throughput of every interval this long (`--timeline`).
+    pub timeline_interval: Option<Duration>,
 }
 
 /// Shared, read-only inputs of every worker.
@@ -84,6 +86,10 @@ pub struct PhaseMeasurement {
     /// That error was `strata::Error::Unsupported` (e.g. a scan on an unordered engine): the
     /// engine cannot run this workload, which is not a failure of the engine.
     pub unsupported: bool,
+    /// With `PhaseLimit::timeline_interval`: operations/s of each interval in order (the last one
+    /// may be shorter; its rate is over its own length).
+    pub timeline_ops_per_sec: Vec<f64>,
+    pub timeline_interval: Option<Duration>,
 }
 
 impl PhaseMeasurement {
@@ -141,7 +147,7 @@ pub fn run_phase<S: OpSource>(
     let barrier = Barrier::new(threads + 1);
     let progress = Progress::new(&inputs.label, limit.total_ops, limit.duration, inputs.quiet);
 
-    let results: Vec<(WorkerResult, S)> = std::thread::scope(|scope| {
+    let (results, timeline_ops_per_sec): (Vec<(WorkerResult, S)>, Vec<f64>) = std::thread::scope(|scope| {
         let handles: Vec<_> = sources
             .into_iter()
             .enumerate()
@@ -158,22 +164,35 @@ pub fn run_phase<S: OpSource>(
             .collect();
         barrier.wait();
         let start = Instant::now();
+        let mut timeline = limit.timeline_interval.map(Timeline::new);
         while finished.load(Relaxed) < threads as u64 {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(timeline.as_ref().map_or(20, Timeline::poll_ms)));
             let elapsed = start.elapsed();
             if limit.duration.is_some_and(|d| elapsed >= d) {
                 stop.store(true, Relaxed);
             }
-            progress.update(counters.iter().map(|c| c.0.load(Relaxed)).sum(), elapsed);
+            let done: u64 = counters.iter().map(|c| c.0.load(Relaxed)).sum();
+            if let Some(t) = &mut timeline {
+                t.observe(done, elapsed);
+            }
+            progress.update(done, elapsed);
+        }
+        if let Some(t) = &mut timeline {
+            t.finish(counters.iter().map(|c| c.0.load(Relaxed)).sum(), start.elapsed());
         }
         progress.finish();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
+            .collect();
+        (results, timeline.map(|t| t.ops_per_sec).unwrap_or_default())
     });
 
-    let mut measurement = PhaseMeasurement::default();
+    let mut measurement = PhaseMeasurement {
+        timeline_ops_per_sec,
+        timeline_interval: limit.timeline_interval,
+        ..PhaseMeasurement::default()
+    };
     let first_start = results.iter().filter_map(|(r, _)| r.started).min();
     let last_finish = results.iter().filter_map(|(r, _)| r.finished).max();
     if let (Some(s), Some(f)) = (first_start, last_finish) {
@@ -185,6 +204,51 @@ pub fn run_phase<S: OpSource>(
         sources.push(source);
     }
     (measurement, sources)
+}
+
+/// Per-interval throughput, sampled by the coordinating thread from the workers' progress
+/// counters (published every [`PROGRESS_EVERY_OPS`] operations, so an interval is exact to within
+/// that many operations per thread).
+struct Timeline {
+    interval: Duration,
+    /// End of the interval being filled, since the phase started.
+    next_boundary: Duration,
+    ops_at_last_boundary: u64,
+    ops_per_sec: Vec<f64>,
+}
+
+impl Timeline {
+    fn new(interval: Duration) -> Timeline {
+        Timeline { interval, next_boundary: interval, ops_at_last_boundary: 0, ops_per_sec: Vec::new() }
+    }
+
+    /// Sleep between samples: short against the interval, so boundaries are hit closely.
+    fn poll_ms(&self) -> u64 {
+        (self.interval.as_millis() as u64 / 20).clamp(1, 20)
+    }
+
+    /// `done` operations had completed at `elapsed`; closes every interval that ended by then (a
+    /// stalled sampler credits the operations to the interval in which it woke up).
+    fn observe(&mut self, done: u64, elapsed: Duration) {
+        while elapsed >= self.next_boundary {
+            let ops = done.saturating_sub(self.ops_at_last_boundary);
+            self.ops_per_sec.push(ops as f64 / self.interval.as_secs_f64());
+            self.ops_at_last_boundary = done;
+            self.next_boundary += self.interval;
+        }
+    }
+
+    /// The phase ended at `elapsed`: the partial last interval counts if it is at least a tenth
+    /// of an interval long (shorter ones are dominated by the workers' start/stop skew).
+    fn finish(&mut self, done: u64, elapsed: Duration) {
+        self.observe(done, elapsed);
+        let started = self.next_boundary.saturating_sub(self.interval);
+        let partial = elapsed.saturating_sub(started);
+        if partial >= self.interval / 10 {
+            let ops = done.saturating_sub(self.ops_at_last_boundary);
+            self.ops_per_sec.push(ops as f64 / partial.as_secs_f64());
+        }
+    }
 }
 
 /// Publish progress every this many operations (a power of two: tested with a mask).
@@ -294,7 +358,8 @@ mod tests {
             quiet: true,
         };
         let loads = (0..3).map(|t| LoadTrace::new(&params, t)).collect();
-        let (load, _) = run_phase(&inputs, loads, PhaseLimit { total_ops: Some(5000), duration: None });
+        let (load, _) =
+            run_phase(&inputs, loads, PhaseLimit { total_ops: Some(5000), ..PhaseLimit::default() });
         assert_eq!(load.ops, 5000);
         assert_eq!(load.inserted_bytes, 5000 * 24);
         assert!(load.error.is_none());
@@ -306,7 +371,8 @@ mod tests {
                 remaining: 2000,
             })
             .collect();
-        let (run, _) = run_phase(&inputs, runs, PhaseLimit { total_ops: Some(6000), duration: None });
+        let (run, _) =
+            run_phase(&inputs, runs, PhaseLimit { total_ops: Some(6000), ..PhaseLimit::default() });
         assert_eq!(run.ops, 6000);
         assert_eq!(run.not_found, 0, "every read targets a loaded key");
         assert_eq!(run.user_bytes_read, 6000 * 24);
@@ -367,10 +433,69 @@ mod tests {
             trace: ThreadTrace::new(&params, 1, 0, &w, Distribution::Uniform, 0, None),
             remaining: 100,
         }];
-        let (run, _) = run_phase(&inputs, runs, PhaseLimit { total_ops: Some(100), duration: None });
+        let (run, _) = run_phase(&inputs, runs, PhaseLimit { total_ops: Some(100), ..PhaseLimit::default() });
         assert!(run.unsupported);
         assert!(run.error.as_deref().unwrap().contains("no key order"));
         assert_eq!(run.ops, 0);
+    }
+
+    #[test]
+    fn timeline_covers_the_phase_interval_by_interval() {
+        let params = TraceParams {
+            seed: 1,
+            records: 100,
+            threads: 2,
+            values: ValueSpec::fixed(8),
+            max_scan_length: 10,
+        };
+        let adapter = crate::baseline::NullBaseline;
+        let pools: Vec<Vec<u8>> = (0..2).map(|t| value_pool(&params, t)).collect();
+        let inputs = PhaseInputs {
+            adapter: &adapter,
+            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
+            value_pools: &pools,
+            record_bytes_estimate: 16,
+            label: "a".into(),
+            quiet: true,
+        };
+        let w = Workload::named("a").unwrap();
+        let runs = (0..2)
+            .map(|t| RunSource {
+                trace: ThreadTrace::new(&params, 1, t, &w, Distribution::Uniform, 0, None),
+                remaining: u64::MAX,
+            })
+            .collect();
+        let limit = PhaseLimit {
+            duration: Some(Duration::from_millis(400)),
+            timeline_interval: Some(Duration::from_millis(50)),
+            ..PhaseLimit::default()
+        };
+        let (run, _) = run_phase(&inputs, runs, limit);
+        let intervals = &run.timeline_ops_per_sec;
+        assert!((7..=10).contains(&intervals.len()), "{} intervals", intervals.len());
+        assert!(intervals.iter().all(|r| *r > 0.0), "{intervals:?}");
+        // The intervals partition the phase: their operations add up to the total (up to the
+        // progress counters' publishing granularity per thread and interval).
+        let counted: f64 = intervals.iter().map(|r| r * 0.05).sum();
+        let slack = (PROGRESS_EVERY_OPS * 2 * intervals.len() as u64) as f64;
+        assert!(
+            (counted - run.ops as f64).abs() <= slack + run.ops as f64 * 0.05,
+            "{counted} vs {}",
+            run.ops
+        );
+    }
+
+    #[test]
+    fn timeline_credits_a_stalled_sampler_to_one_interval() {
+        let mut t = Timeline::new(Duration::from_millis(100));
+        t.observe(50, Duration::from_millis(60));
+        t.observe(1000, Duration::from_millis(350));
+        t.finish(1000, Duration::from_millis(352));
+        assert_eq!(t.ops_per_sec, vec![10_000.0, 0.0, 0.0, 0.0]);
+        let mut t = Timeline::new(Duration::from_millis(100));
+        t.finish(300, Duration::from_millis(150));
+        assert_eq!(t.ops_per_sec.len(), 2);
+        assert_eq!(t.ops_per_sec[0], 3000.0);
     }
 
     #[test]
@@ -403,7 +528,7 @@ mod tests {
         let (run, _) = run_phase(
             &inputs,
             runs,
-            PhaseLimit { total_ops: None, duration: Some(Duration::from_millis(200)) },
+            PhaseLimit { duration: Some(Duration::from_millis(200)), ..PhaseLimit::default() },
         );
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(run.ops > 0);

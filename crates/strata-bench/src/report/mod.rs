@@ -128,6 +128,10 @@ pub struct PhaseResult {
     pub space_amplification: Option<f64>,
     /// Load phase only: `flush()` after the last insert.
     pub flush_ms: Option<f64>,
+    /// `--timeline`: the interval length, and operations/s of each interval in order (the last
+    /// one may be shorter; its rate is over its own length).
+    pub timeline_interval_secs: Option<f64>,
+    pub timeline_ops_per_sec: Vec<f64>,
 }
 
 /// Deltas of `strata::Stats` over a phase.

@@ -195,6 +195,8 @@ pub fn render(report: &BenchReport) -> String {
     }
     t.render(&mut out);
 
+    render_timelines(report, &mut out);
+
     let _ = writeln!(out, "\nopen / close / reopen:");
     for e in report.engines.iter().filter(|e| e.status != "unsupported") {
         let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.1} ms"));
@@ -210,6 +212,72 @@ pub fn render(report: &BenchReport) -> String {
     }
     let _ = writeln!(out, "\n{}", report.peak_rss_note);
     out
+}
+
+/// `--timeline`: per phase, a sparkline of throughput per interval (scaled to the fastest interval
+/// of any engine in that workload, so engines compare by eye) and its min / median / max.
+fn render_timelines(report: &BenchReport, out: &mut String) {
+    let with_timeline = |r: &&PhaseResult| !r.timeline_ops_per_sec.is_empty();
+    let Some(interval) = report.results.iter().find(with_timeline).and_then(|r| r.timeline_interval_secs)
+    else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nthroughput over time (ops/s per {interval} s interval; each bar scaled to the workload's best interval):"
+    );
+    let mut t =
+        Table::new(&["engine", "workload", "intervals", "min", "median", "max", "min/median", "timeline"]);
+    for workload in workload_order(&report.results) {
+        let rows: Vec<&PhaseResult> =
+            report.results.iter().filter(|r| r.workload == workload).filter(with_timeline).collect();
+        let best = rows.iter().flat_map(|r| r.timeline_ops_per_sec.iter().copied()).fold(0.0, f64::max);
+        for r in rows {
+            let series = &r.timeline_ops_per_sec;
+            let (min, median, max) = min_median_max(series);
+            t.row(vec![
+                r.engine.clone(),
+                r.workload.clone(),
+                series.len().to_string(),
+                fmt_count(min.round() as u64),
+                fmt_count(median.round() as u64),
+                fmt_count(max.round() as u64),
+                if median > 0.0 { format!("{:.2}", min / median) } else { "-".into() },
+                sparkline(series, best, SPARKLINE_WIDTH),
+            ]);
+        }
+    }
+    t.render(out);
+}
+
+/// Characters of the widest sparkline; longer series are averaged into this many buckets.
+const SPARKLINE_WIDTH: usize = 60;
+
+fn min_median_max(series: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = series.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |i: usize| sorted.get(i).copied().unwrap_or(0.0);
+    (at(0), at(sorted.len() / 2), at(sorted.len().saturating_sub(1)))
+}
+
+/// One block character per bucket, height relative to `top`; a zero interval is a space, so a
+/// stall shows as a gap.
+fn sparkline(series: &[f64], top: f64, width: usize) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let buckets = series.len().min(width).max(1);
+    (0..buckets)
+        .map(|b| {
+            let (from, to) = (b * series.len() / buckets, ((b + 1) * series.len() / buckets).max(b + 1));
+            let part = series.get(from..to.min(series.len())).unwrap_or(&[]);
+            let mean = part.iter().sum::<f64>() / part.len().max(1) as f64;
+            if mean <= 0.0 || top <= 0.0 {
+                ' '
+            } else {
+                let level = ((mean / top) * BLOCKS.len() as f64).ceil() as usize;
+                BLOCKS[level.clamp(1, BLOCKS.len()) - 1]
+            }
+        })
+        .collect()
 }
 
 fn on_off(b: bool) -> &'static str {
@@ -229,4 +297,24 @@ pub fn workload_order(results: &[PhaseResult]) -> Vec<String> {
         }
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparkline_scales_to_the_top_and_shows_stalls_as_gaps() {
+        assert_eq!(sparkline(&[100.0, 50.0, 0.0, 12.5], 100.0, 60), "█▄ ▁");
+        // Longer series are averaged into `width` buckets.
+        let long: Vec<f64> = (0..120).map(|i| if i < 60 { 100.0 } else { 0.0 }).collect();
+        assert_eq!(sparkline(&long, 100.0, 4), "██  ");
+        assert_eq!(sparkline(&[], 0.0, 4), " ");
+    }
+
+    #[test]
+    fn min_median_max_of_a_series() {
+        assert_eq!(min_median_max(&[3.0, 1.0, 2.0]), (1.0, 2.0, 3.0));
+        assert_eq!(min_median_max(&[]), (0.0, 0.0, 0.0));
+    }
 }
