@@ -5,13 +5,14 @@
 //!
 //! Layout: `workload/` (what runs: mixes, distributions, keys, traces), `driver/` (threads,
 //! histograms, progress), `metrics/` (/proc, disk, machine facts), `engines.rs` + `baseline.rs` +
-//! `peers/` (what runs it), `runner.rs` (one invocation), `report/` (table, JSON), `plot.rs`, `cli/`.
+//! `peers/` (what runs it), `runner.rs` (one invocation), `kill_reopen.rs` (reopen after SIGKILL), `report/` (table, JSON), `plot.rs`, `cli/`.
 
 pub mod adapter;
 pub mod baseline;
 pub mod cli;
 pub mod driver;
 pub mod engines;
+pub mod kill_reopen;
 pub mod metrics;
 pub mod peers;
 pub mod plot;

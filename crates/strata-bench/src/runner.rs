@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::adapter::{KvAdapter, OpenParams};
 use crate::driver::{run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource};
 use crate::engines::{self, EngineSource, OpenError};
+use crate::kill_reopen::{self, KillReopen};
 use crate::metrics::machine::{GitInfo, MachineInfo};
 use crate::metrics::{self, DiskUsage, ProcIo, Rss};
 use crate::report::{BenchReport, EngineIo, EngineReport, PhaseResult, Setting, WorkloadConfig};
@@ -44,6 +45,8 @@ pub struct BenchConfig {
     pub dir: Option<PathBuf>,
     pub quiet: bool,
     pub drop_caches: bool,
+    /// `--reopen-after-kill`: also time a reopen after a SIGKILL that follows the load.
+    pub reopen_after_kill: bool,
     pub custom_mix: Option<String>,
     pub command_line: Vec<String>,
 }
@@ -58,7 +61,7 @@ impl BenchConfig {
         self.memory_budget_bytes.unwrap_or_else(|| (self.loaded_bytes_estimate() / 4).max(1 << 20))
     }
 
-    fn trace_params(&self) -> TraceParams {
+    pub(crate) fn trace_params(&self) -> TraceParams {
         TraceParams {
             seed: self.seed,
             records: self.records,
@@ -80,7 +83,7 @@ impl BenchConfig {
         }
     }
 
-    fn record_bytes_estimate(&self) -> u64 {
+    pub(crate) fn record_bytes_estimate(&self) -> u64 {
         (self.keys.typical_key_bytes() as f64 + self.values.mean_bytes()).round() as u64
     }
 }
@@ -135,10 +138,22 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         engines: Vec::new(),
         results: Vec::new(),
     };
+    // Before any engine runs here: the measurement forks (see kill_reopen.rs).
+    let kill_reopens =
+        if config.reopen_after_kill { kill_reopen_all(config, base.path(), budget) } else { Vec::new() };
     let mut peak_reset_everywhere = true;
     for (index, name) in config.engines.iter().enumerate() {
         let dir = base.path().join(format!("{index}-{name}"));
         let (mut engine, mut results, reset) = run_engine(config, name, &dir, budget);
+        if let Some((_, measured)) = kill_reopens.iter().find(|(n, _)| n == name) {
+            match measured {
+                Ok(k) => {
+                    engine.kill_reopen_ms = Some(k.reopen_ms);
+                    engine.kill_reopen_note = Some(k.note());
+                }
+                Err(e) => engine.kill_reopen_note = Some(format!("failed: {e}")),
+            }
+        }
         // An engine named twice (to see run-to-run noise) is reported as `name#2`, `name#3`, ...
         let repeat = config.engines[..index].iter().filter(|n| *n == name).count();
         if repeat > 0 {
@@ -164,6 +179,33 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     };
     set_ratios(&mut report);
     Ok(report)
+}
+
+/// `--reopen-after-kill` for every distinct persistent engine, in order.
+fn kill_reopen_all(
+    config: &BenchConfig,
+    base: &Path,
+    budget: u64,
+) -> Vec<(String, Result<KillReopen, String>)> {
+    let mut measured: Vec<(String, Result<KillReopen, String>)> = Vec::new();
+    for name in &config.engines {
+        let Ok(source) = engines::resolve(name) else { continue };
+        if !source.is_persistent() || measured.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        say(config, &format!("{name}: loading {} records in a child process to kill it", config.records));
+        let params = OpenParams {
+            dir: base.join(format!("{name}-kill")),
+            memory_budget_bytes: budget,
+            direct_io: config.direct_io,
+            sync_writes: config.sync_writes,
+            threads: config.threads as usize,
+        };
+        let result = kill_reopen::measure(config, name, source, &params);
+        kill_reopen::clean_up(&params.dir);
+        measured.push((name.clone(), result));
+    }
+    measured
 }
 
 /// Hands memory freed by the engine just closed back to the OS, so the next engine's RSS baseline
@@ -232,6 +274,8 @@ fn run_engine(
         close_ms: None,
         reopen_ms: None,
         reopen_note: None,
+        kill_reopen_ms: None,
+        kill_reopen_note: None,
         page_cache_dropped: false,
         page_cache_note: "not dropped".into(),
         baseline_rss_bytes: Rss::sample().map(|r| r.current_bytes),

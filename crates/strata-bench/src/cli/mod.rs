@@ -53,6 +53,11 @@ pub struct BenchArgs {
     /// drawn by `strata bench plot` as throughput over time.
     #[arg(long, value_name = "SECS")]
     timeline: Option<String>,
+    /// Also measure reopen after a crash: in a child process, load the records into a separate
+    /// directory, SIGKILL it (no close, no flush), then time the open in another child and read
+    /// back a sample of the loaded keys.
+    #[arg(long)]
+    reopen_after_kill: bool,
     /// Worker threads.
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: u32,
@@ -345,6 +350,7 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         dir: a.dir,
         quiet: a.quiet,
         drop_caches: !a.no_drop_caches,
+        reopen_after_kill: a.reopen_after_kill,
         custom_mix: a.mix,
         command_line,
     })

@@ -74,6 +74,10 @@ pub struct EngineReport {
     /// Opening the closed store again (recovery included).
     pub reopen_ms: Option<f64>,
     pub reopen_note: Option<String>,
+    /// `--reopen-after-kill`: open time after a SIGKILL that followed the load (separate
+    /// processes, a separate directory), and what the read-back of sampled keys found.
+    pub kill_reopen_ms: Option<f64>,
+    pub kill_reopen_note: Option<String>,
     pub page_cache_dropped: bool,
     pub page_cache_note: String,
     /// RSS right after the peak was reset, before this engine opened (the harness's own share).

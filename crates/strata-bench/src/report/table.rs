@@ -209,6 +209,10 @@ pub fn render(report: &BenchReport) -> String {
             ms(e.close_ms),
             ms(e.reopen_ms)
         );
+        if e.kill_reopen_ms.is_some() || e.kill_reopen_note.is_some() {
+            let note = e.kill_reopen_note.as_deref().unwrap_or_default();
+            let _ = writeln!(out, "  {:<10} reopen after kill {} ({note})", "", ms(e.kill_reopen_ms));
+        }
     }
     let _ = writeln!(out, "\n{}", report.peak_rss_note);
     out
