@@ -5,6 +5,17 @@ use super::leaf;
 use super::node::{ChildRef, LeafEntry, Node, NodeBody, NodeId};
 use super::tree::FlexTree;
 
+/// Where an over-full node is split. Both keep at least one entry on each side (a node splits
+/// only when it holds more than its capacity, which is at least 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SplitAt {
+    /// In the middle: both halves have room for inserts anywhere.
+    Half,
+    /// Before the last entry: the node stays full and the new right node holds one entry — for
+    /// appends, which never come back to the left node.
+    Last,
+}
+
 impl FlexTree {
     /// Marks a node changed since the last commit; its old page is freed by the next commit.
     pub(crate) fn touch(&mut self, id: NodeId) {
@@ -48,8 +59,11 @@ impl FlexTree {
     }
 
     pub(crate) fn insert_piece(&mut self, offset: u64, len: u32, addr: u64) {
+        // An append fills nodes completely before splitting (the right node starts with the
+        // last entry only), so append-only trees end up full instead of half full.
+        let split = if offset == self.len { SplitAt::Last } else { SplitAt::Half };
         let rel = offset as i64 - self.root_shift;
-        let delta = self.insert_rec(self.root, rel, len, addr);
+        let delta = self.insert_rec(self.root, rel, len, addr, split);
         self.root_shift += delta;
         self.len += u64::from(len);
         if self.nodes[self.root as usize].count() > self.capacity_of(self.root) {
@@ -57,12 +71,12 @@ impl FlexTree {
             let body = NodeBody::Internal { children: vec![old], pivots: Vec::new() };
             self.root = self.alloc_node(Node { body, page: None });
             self.root_shift = 0;
-            self.split_child(self.root, 0);
+            self.split_child(self.root, 0, split);
         }
     }
 
     /// Inserts at `rel` (relative to the node's base); returns the change to the node's shift.
-    fn insert_rec(&mut self, id: NodeId, rel: i64, len: u32, addr: u64) -> i64 {
+    fn insert_rec(&mut self, id: NodeId, rel: i64, len: u32, addr: u64, split: SplitAt) -> i64 {
         self.touch(id);
         let cfg = self.cfg;
         if let NodeBody::Leaf(entries) = &mut self.nodes[id as usize].body {
@@ -74,7 +88,7 @@ impl FlexTree {
         // At a pivot the child starting there takes the insert (at its front).
         let i = pivots.partition_point(|&p| p <= rel);
         let child = children[i];
-        let delta = self.insert_rec(child.id, rel - child.shift, len, addr);
+        let delta = self.insert_rec(child.id, rel - child.shift, len, addr, split);
         let (children, pivots) = self.internal(id);
         children[i].shift += delta;
         let len = i64::from(len);
@@ -85,7 +99,7 @@ impl FlexTree {
             *p += len;
         }
         if self.nodes[child.id as usize].count() > self.capacity_of(child.id) {
-            self.split_child(id, i);
+            self.split_child(id, i, split);
         }
         0
     }
@@ -111,21 +125,25 @@ impl FlexTree {
         removed
     }
 
-    /// Splits child `i` of `parent` in two halves; the new right node keeps every effective
-    /// offset (its pointer inherits the shift, Figure 5).
-    pub(crate) fn split_child(&mut self, parent: NodeId, i: usize) {
+    /// Splits child `i` of `parent` in two (see [`SplitAt`]); the new right node keeps every
+    /// effective offset (its pointer inherits the shift, Figure 5).
+    pub(crate) fn split_child(&mut self, parent: NodeId, i: usize, split: SplitAt) {
         let child = self.internal(parent).0[i];
         self.touch(child.id);
+        let at = |n: usize| match split {
+            SplitAt::Half => n / 2,
+            SplitAt::Last => n - 1,
+        };
         let (right, pivot, right_shift) = match &mut self.nodes[child.id as usize].body {
             NodeBody::Leaf(entries) => {
                 // The right half keeps its partial offsets and inherits the shift; it is rebased
                 // lazily when its offsets outgrow 32 bits (§3.3).
-                let right = entries.split_off(entries.len() / 2);
+                let right = entries.split_off(at(entries.len()));
                 let right_start = i64::from(right[0].partial_offset);
                 (NodeBody::Leaf(right), child.shift + right_start, child.shift)
             }
             NodeBody::Internal { children, pivots } => {
-                let mid = children.len() / 2;
+                let mid = at(children.len());
                 let right_children = children.split_off(mid);
                 let right_pivots = pivots.split_off(mid);
                 let separator = pivots.pop().unwrap_or(0);
@@ -157,7 +175,7 @@ impl FlexTree {
         self.merge_children(parent, left);
         let merged = self.internal(parent).0[left].id;
         if self.nodes[merged as usize].count() > self.capacity_of(merged) {
-            self.split_child(parent, left);
+            self.split_child(parent, left, SplitAt::Half);
         }
     }
 

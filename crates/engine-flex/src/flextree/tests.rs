@@ -130,6 +130,42 @@ fn random_ops_match_brute_force_default_nodes() {
 }
 
 #[test]
+fn appends_fill_nodes_instead_of_leaving_them_half_full() {
+    let cfg = small_config();
+    let mut tree = FlexTree::new(cfg).unwrap();
+    let mut model = Model { bytes: Vec::new() };
+    let n = 4_000u64;
+    for i in 0..n {
+        // Physically apart, so nothing merges: one leaf entry per append.
+        tree.append(3, i * 10).unwrap();
+        model.insert(i * 3, 3, i * 10);
+    }
+    check_against(&tree, &model, 0, 0);
+    // Full leaves of 4 entries plus full internal nodes above: about n/4 * (1 + 1/4 + 1/16 + ...)
+    // = n/3 nodes. Half-full splits would need about twice as many.
+    let nodes = tree.node_count() as u64;
+    assert!(nodes <= n / 3 + 10, "{nodes} nodes for {n} appended extents");
+    // Full nodes still take inserts and collapses anywhere.
+    let mut rng = SmallRng::seed_from_u64(7);
+    for step in 0..2_000 {
+        let len = tree.len();
+        let offset = rng.gen_range(0..len);
+        if rng.gen_bool(0.5) {
+            tree.insert(offset, 5, 1 << 40).unwrap();
+            model.insert(offset, 5, 1 << 40);
+        } else {
+            let k = rng.gen_range(1..=(len - offset).min(20));
+            tree.collapse(offset, k).unwrap();
+            model.collapse(offset, k);
+        }
+        if step % 101 == 0 {
+            check_against(&tree, &model, 7, step);
+        }
+    }
+    check_against(&tree, &model, 7, 2_000);
+}
+
+#[test]
 fn insert_at_front_shifts_everything() {
     let mut tree = FlexTree::new(small_config()).unwrap();
     for i in 0..1000u64 {
