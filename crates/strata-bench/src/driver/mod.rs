@@ -439,8 +439,8 @@ mod tests {
         assert_eq!(run.ops, 0);
     }
 
-    #[test]
-    fn timeline_covers_the_phase_interval_by_interval() {
+    /// Workload A on the `null` baseline, 2 threads, open-ended (stopped by `limit.duration`).
+    fn null_run(limit: PhaseLimit) -> PhaseMeasurement {
         let params = TraceParams {
             seed: 1,
             records: 100,
@@ -465,12 +465,16 @@ mod tests {
                 remaining: u64::MAX,
             })
             .collect();
-        let limit = PhaseLimit {
+        run_phase(&inputs, runs, limit).0
+    }
+
+    #[test]
+    fn timeline_covers_the_phase_interval_by_interval() {
+        let run = null_run(PhaseLimit {
             duration: Some(Duration::from_millis(400)),
             timeline_interval: Some(Duration::from_millis(50)),
             ..PhaseLimit::default()
-        };
-        let (run, _) = run_phase(&inputs, runs, limit);
+        });
         let intervals = &run.timeline_ops_per_sec;
         assert!((7..=10).contains(&intervals.len()), "{} intervals", intervals.len());
         assert!(intervals.iter().all(|r| *r > 0.0), "{intervals:?}");
@@ -500,36 +504,9 @@ mod tests {
 
     #[test]
     fn duration_limit_stops_the_phase() {
-        let params = TraceParams {
-            seed: 1,
-            records: 100,
-            threads: 2,
-            values: ValueSpec::fixed(8),
-            max_scan_length: 10,
-        };
-        let adapter = crate::baseline::NullBaseline;
-        let pools: Vec<Vec<u8>> = (0..2).map(|t| value_pool(&params, t)).collect();
-        let inputs = PhaseInputs {
-            adapter: &adapter,
-            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
-            value_pools: &pools,
-            record_bytes_estimate: 16,
-            label: "a".into(),
-            quiet: true,
-        };
-        let w = Workload::named("a").unwrap();
-        let runs = (0..2)
-            .map(|t| RunSource {
-                trace: ThreadTrace::new(&params, 1, t, &w, Distribution::Uniform, 0, None),
-                remaining: u64::MAX,
-            })
-            .collect();
         let started = Instant::now();
-        let (run, _) = run_phase(
-            &inputs,
-            runs,
-            PhaseLimit { duration: Some(Duration::from_millis(200)), ..PhaseLimit::default() },
-        );
+        let run =
+            null_run(PhaseLimit { duration: Some(Duration::from_millis(200)), ..PhaseLimit::default() });
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(run.ops > 0);
         assert!(run.elapsed >= Duration::from_millis(150), "{:?}", run.elapsed);
