@@ -1,14 +1,16 @@
 //! `FlexEngine`: FlexDB behind the `strata_core::Engine` trait. Write, commit and recovery paths
 //! are numbered in /work/notes/arch-flex.md (the `flex` section of docs/ARCHITECTURE.md).
 //!
+//! Commits run on a background thread (`committer.rs`); writers only freeze a full MemTable.
 //! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.
 //! The committer never holds `mem` while it waits for `table`. Readers hold `mem` and `table`
 //! one after the other, never together, except `rmw`, which holds `mem` for writing across its
 //! table lookup so no write to the key slips in between.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -17,14 +19,15 @@ use strata_core::{
     Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats, Value,
     VerifyReport, WriteBatch,
 };
-use strata_io::Storage;
+use strata_io::{OpenOptions, Storage, StorageFile};
 use strata_wal::{Wal, WalOptions};
 
+use crate::committer::{self, Signals};
 use crate::flexdb::iter::MergedRange;
 use crate::flexdb::memtable::MemTable;
 use crate::flexdb::meta::{self, Meta};
 use crate::flexdb::record::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::flexdb::table::{Table, TableConfig};
+use crate::flexdb::table::{Entry, Table, TableConfig};
 use crate::flexdb::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};
 use crate::flexfile::{FlexFile, TableFile};
 
@@ -33,6 +36,9 @@ pub const LIMITS: Limits =
     Limits { max_key_bytes: MAX_KEY_BYTES, max_value_bytes: MAX_VALUE_BYTES, max_batch_bytes: 8 << 20 };
 
 const WAL_FILE_PREFIX: &str = "flexdb-wal-";
+/// An empty file the engine holds open to notice that its storage handles went stale (a
+/// simulated power loss) before it trusts a commit's file replacements; see `check_alive`.
+const ALIVE_FILE_NAME: &str = "flexdb-alive";
 /// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
 const FLEXFILE_NAME: &str = "flexdb-table";
 
@@ -45,15 +51,38 @@ pub(crate) struct MemState {
     pub(crate) active: MemTable,
     /// The MemTable being committed; readers consult it after `active`, before the table.
     pub(crate) imm: Option<Arc<MemTable>>,
+    /// The WAL's last lsn when `imm` was frozen: `imm` holds every record up to it not yet in
+    /// the table file.
+    imm_lsn: u64,
+}
+
+/// What a writer found after applying its batch (under the `mem` write lock).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// The active MemTable has room.
+    Free,
+    /// The active MemTable was full and became the immutable one: wake the committer.
+    Frozen,
+    /// The active MemTable is full and the committer is still busy: wait for it.
+    Full,
 }
 
 pub(crate) struct Inner {
     storage: Arc<dyn Storage>,
+    /// Handle to `ALIVE_FILE_NAME`, opened with the engine.
+    alive: Arc<dyn StorageFile>,
     wal_options: WalOptions,
     wal: Wal,
     pub(crate) mem: RwLock<MemState>,
     pub(crate) table: RwLock<Table>,
+    /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
+    /// Scans use it to detect a commit finishing between their table and MemTable reads.
+    pub(crate) imm_drops: AtomicU64,
     commit_lock: Mutex<()>,
+    pub(crate) signals: Signals,
+    /// Set when the engine is dropped: a running commit stops between steps.
+    aborting: AtomicBool,
+    committer: Mutex<Option<JoinHandle<()>>>,
     memtable_bytes: u64,
     step_entries: usize,
     table_kind: TableFileKind,
@@ -135,13 +164,19 @@ impl FlexEngine {
                 }
                 Ok(())
             })?;
+        let alive = storage.open(ALIVE_FILE_NAME, OpenOptions::create())?;
         let inner = Inner {
             storage,
+            alive,
             wal_options,
             wal,
-            mem: RwLock::new(MemState { active, imm: None }),
+            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0 }),
             table: RwLock::new(table),
+            imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
+            signals: Signals::default(),
+            aborting: AtomicBool::new(false),
+            committer: Mutex::new(None),
             memtable_bytes,
             step_entries: options.commit_step_entries.max(1),
             table_kind: options.table_file,
@@ -152,13 +187,16 @@ impl FlexEngine {
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
-        Ok(FlexEngine { inner: Arc::new(inner) })
+        let inner = Arc::new(inner);
+        *inner.committer.lock() = Some(committer::spawn(inner.clone())?);
+        Ok(FlexEngine { inner })
     }
 
-    /// Commits the MemTable into the table file now (normally triggered when it is full).
+    /// Commits the MemTables into the table file now, in the caller's thread (normally the
+    /// background committer does it when the MemTable is full).
     pub fn commit(&self) -> Result<()> {
         self.inner.check_usable()?;
-        self.inner.commit(true)
+        self.inner.commit_now()
     }
 }
 
@@ -192,58 +230,132 @@ impl Inner {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
-        let (lsn, full) = {
+        let (lsn, room) = {
             let mut mem = self.mem.write();
             let lsn = self.wal.append(&payload)?;
             for op in batch.into_ops() {
                 mem.active.apply(op);
             }
-            (lsn, mem.active.memory_bytes() >= self.memtable_bytes)
+            (lsn, self.freeze_if_full(&mut mem))
         };
-        self.after_append(lsn, user_bytes, durability, full)
+        self.after_append(lsn, user_bytes, durability, room)
     }
 
-    fn after_append(&self, lsn: u64, user_bytes: u64, durability: Durability, full: bool) -> Result<()> {
+    fn after_append(&self, lsn: u64, user_bytes: u64, durability: Durability, room: Room) -> Result<()> {
         self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
         self.wal.commit(lsn, durability)?;
-        if full {
-            self.commit(false)?;
+        match room {
+            Room::Free => Ok(()),
+            Room::Frozen => {
+                self.signals.wake_committer();
+                Ok(())
+            }
+            Room::Full => self.wait_for_room(),
         }
-        Ok(())
     }
 
-    /// Commit path (arch notes): freeze the MemTable, make the WAL durable up to it, apply it to
-    /// the table file in bounded steps, sync the table file, record the commit, drop the frozen
-    /// MemTable, release the WAL. `force` commits a non-full MemTable too.
-    fn commit(&self, force: bool) -> Result<()> {
+    /// Under the `mem` write lock, after a write: freezes a full active MemTable if it can.
+    fn freeze_if_full(&self, mem: &mut MemState) -> Room {
+        if mem.active.memory_bytes() < self.memtable_bytes {
+            Room::Free
+        } else if self.freeze(mem) {
+            Room::Frozen
+        } else {
+            Room::Full
+        }
+    }
+
+    /// Commit path step 1: the active MemTable becomes the immutable one, unless one exists or
+    /// it is empty. Appends happen under `mem`, so every record up to the frozen lsn is in the
+    /// new immutable MemTable or older.
+    fn freeze(&self, mem: &mut MemState) -> bool {
+        if mem.imm.is_some() || mem.active.is_empty() {
+            return false;
+        }
+        mem.imm = Some(Arc::new(std::mem::take(&mut mem.active)));
+        mem.imm_lsn = self.wal.last_lsn();
+        true
+    }
+
+    /// Backpressure: both MemTables are full; wait until the committer drops the immutable one,
+    /// then freeze. A write that got here is already applied and logged, so a closing engine
+    /// ends the wait without an error; a poisoned one reports it.
+    fn wait_for_room(&self) -> Result<()> {
+        loop {
+            let drops_seen = self.imm_drops.load(SeqCst);
+            let room = self.freeze_if_full(&mut self.mem.write());
+            match room {
+                Room::Free => return Ok(()),
+                Room::Frozen => {
+                    self.signals.wake_committer();
+                    return Ok(());
+                }
+                Room::Full => {}
+            }
+            if self.poisoned.load(Relaxed) {
+                return self.check_usable();
+            }
+            if self.closed.load(Relaxed) || self.signals.stopping() {
+                return Ok(());
+            }
+            self.signals.wait_for_room(self, drops_seen);
+        }
+    }
+
+    /// Commits whatever is in the MemTables, in the caller's thread: the immutable one first,
+    /// then the active one.
+    pub(crate) fn commit_now(&self) -> Result<()> {
+        loop {
+            self.commit_frozen()?;
+            let mut mem = self.mem.write();
+            if mem.imm.is_some() {
+                continue; // a writer froze one meanwhile: commit that first
+            }
+            if !self.freeze(&mut mem) {
+                return Ok(()); // nothing to commit
+            }
+            drop(mem);
+            return self.commit_frozen();
+        }
+    }
+
+    /// Commit path steps 2–7 (arch notes) for the immutable MemTable, if there is one: make the
+    /// WAL durable up to it, apply it to the table file in bounded steps, sync the table file,
+    /// record the commit, drop the MemTable, release the WAL. Stops between steps (without an
+    /// error that poisons) when the engine is being dropped.
+    pub(crate) fn commit_frozen(&self) -> Result<()> {
         let _one_committer = self.commit_lock.lock();
         self.check_usable()?;
         let started = Instant::now();
         let (imm, frozen_lsn) = {
-            let mut mem = self.mem.write();
-            if mem.imm.is_some()
-                || mem.active.is_empty()
-                || (!force && mem.active.memory_bytes() < self.memtable_bytes)
-            {
-                return Ok(());
+            let mem = self.mem.read();
+            match &mem.imm {
+                Some(imm) => (imm.clone(), mem.imm_lsn),
+                None => return Ok(()),
             }
-            let imm = Arc::new(std::mem::take(&mut mem.active));
-            mem.imm = Some(imm.clone());
-            // Appends happen under `mem`, so every record up to here is in `imm` or older.
-            (imm, self.wal.last_lsn())
         };
         self.wal.sync().map_err(|e| self.poison(e))?;
-        let entries: Vec<_> = imm.iter().collect();
+        let entries: Vec<Entry<'_>> = imm.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
         for step in entries.chunks(self.step_entries) {
-            let mut table = self.table.write();
-            for (key, value) in step {
-                table.apply(key, value.as_deref()).map_err(|e| self.poison(e))?;
-            }
+            self.check_aborting()?;
+            // Readers keep going while the step's intervals are read from the table file.
+            let prefetched = self.table.read().prefetch(step).map_err(|e| self.poison(e))?;
+            self.table.write().apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
         }
+        self.check_aborting()?;
         self.table.read().sync().map_err(|e| self.poison(e))?;
+        self.check_alive()?;
+        self.check_aborting()?;
         let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
         meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
-        self.mem.write().imm = None;
+        self.check_alive()?;
+        self.check_aborting()?;
+        {
+            let mut mem = self.mem.write();
+            mem.imm = None;
+            self.imm_drops.fetch_add(1, SeqCst);
+        }
+        self.signals.notify_drained();
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.committed_entries.fetch_add(entries.len() as u64, Relaxed);
@@ -251,13 +363,42 @@ impl Inner {
         Ok(())
     }
 
-    /// Close: optionally commit the MemTable (so the next open replays little; the WAL covers it
-    /// anyway), then close the WAL. Later calls return `Error::Closed`.
+    /// The engine is being dropped: a running commit stops before its next step or file change.
+    fn check_aborting(&self) -> Result<()> {
+        if self.aborting.load(SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Fails (and poisons) if the engine's storage handles went stale. A file replacement
+    /// (`write_file_atomic`) that a simulated power loss interrupts can still return `Ok`: its
+    /// rename is undone by the crash, its directory sync runs after it on the new namespace.
+    /// The committer runs on while the crashed engine is being dropped, so before it trusts
+    /// such a replacement (and records or truncates on top of it) it checks that a handle
+    /// opened before the replacement still works. Real storage never goes stale: one `fstat`.
+    fn check_alive(&self) -> Result<()> {
+        self.alive.len().map(|_| ()).map_err(|e| self.poison(e))
+    }
+
+    /// Close: stop the committer thread (`commit`: after its current commit; otherwise between
+    /// two steps of it) and join it, optionally commit the MemTables (so the next open replays
+    /// little; the WAL covers them anyway), then close the WAL. Later calls return
+    /// `Error::Closed`.
     fn shutdown(&self, commit: bool) -> Result<()> {
         if self.closed.load(Relaxed) {
             return Ok(());
         }
-        let committed = if commit && !self.poisoned.load(Relaxed) { self.commit(true) } else { Ok(()) };
+        if !commit {
+            self.aborting.store(true, SeqCst);
+        }
+        self.signals.stop();
+        let committer = self.committer.lock().take();
+        if let Some(thread) = committer {
+            let _ = thread.join();
+        }
+        // A commit the thread ran may have failed and poisoned the engine: close reports it.
+        let committed = if commit { self.check_usable().and_then(|()| self.commit_now()) } else { Ok(()) };
         if self.closed.swap(true, Relaxed) {
             return committed;
         }
@@ -314,7 +455,16 @@ impl Engine for FlexEngine {
     ) -> Result<Option<Value>> {
         let inner = &self.inner;
         inner.check_usable()?;
-        let (lsn, user_bytes, full, stored) = {
+        // Load the key's interval into the cache first, so the lookup under the `mem` write lock
+        // (which blocks every writer) is a cache hit rather than a file read.
+        let in_mem = {
+            let mem = inner.mem.read();
+            mem.active.get(key).is_some() || mem.imm.as_ref().is_some_and(|m| m.get(key).is_some())
+        };
+        if !in_mem {
+            inner.table.read().get(key)?;
+        }
+        let (lsn, user_bytes, room, stored) = {
             let mut mem = inner.mem.write();
             let current = match mem.active.get(key).or_else(|| mem.imm.as_ref().and_then(|m| m.get(key))) {
                 Some(v) => v.cloned(),
@@ -331,9 +481,9 @@ impl Engine for FlexEngine {
             for op in batch.into_ops() {
                 mem.active.apply(op);
             }
-            (lsn, user_bytes, mem.active.memory_bytes() >= inner.memtable_bytes, new)
+            (lsn, user_bytes, inner.freeze_if_full(&mut mem), new)
         };
-        inner.after_append(lsn, user_bytes, durability, full)?;
+        inner.after_append(lsn, user_bytes, durability, room)?;
         Ok(stored)
     }
 

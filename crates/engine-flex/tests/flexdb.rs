@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine_flex::{FlexEngine, FlexOptions};
-use strata_core::{Direction, Durability, Engine, EngineConfig, KeyRange};
+use engine_flex::{FlexEngine, FlexOptions, TableFileKind};
+use strata_core::{Direction, Durability, Engine, EngineConfig, Error, KeyRange};
 use strata_io::{MemStorage, SimStorage, Storage};
 
 fn small_options() -> FlexOptions {
@@ -113,7 +113,8 @@ fn reopen_rebuilds_the_index_from_samples_not_the_whole_file() {
 }
 
 /// Beyond the paper (§6.3): the committer holds the table lock for bounded steps, so a reader's
-/// worst get latency during a large commit stays far below the commit's duration.
+/// worst get latency during a large commit stays far below the commit's duration. Up to three
+/// attempts: on a loaded machine one descheduling of the reader can exceed the bound.
 #[test]
 fn readers_are_not_blocked_for_a_whole_commit() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
@@ -123,34 +124,41 @@ fn readers_are_not_blocked_for_a_whole_commit() {
         engine.put(&key(i), b"committed-before", Durability::None).unwrap();
     }
     engine.commit().unwrap();
-    for i in 20_000..60_000u64 {
-        engine.put(&key(i), b"in-the-big-commit", Durability::None).unwrap();
+    let mut attempts = Vec::new();
+    for attempt in 0..3u8 {
+        for i in 20_000..100_000u64 {
+            engine.put(&key(i), &[attempt; 17], Durability::None).unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (engine, stop) = (engine.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut worst, mut reads) = (Duration::ZERO, 0u64);
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    assert!(engine.get(&key(i % 20_000)).unwrap().is_some());
+                    worst = worst.max(started.elapsed());
+                    reads += 1;
+                    i += 13;
+                }
+                (worst, reads)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let started = Instant::now();
+        engine.commit().unwrap();
+        let commit_time = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let (worst, reads) = reader.join().unwrap();
+        eprintln!("commit of 80000 entries took {commit_time:?}; reader: {reads} gets, worst {worst:?}");
+        assert!(commit_time > Duration::from_millis(20), "commit too quick to measure: {commit_time:?}");
+        if worst * 5 < commit_time {
+            return;
+        }
+        attempts.push((worst, commit_time));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (engine, stop) = (engine.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let (mut worst, mut reads) = (Duration::ZERO, 0u64);
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let started = Instant::now();
-                assert!(engine.get(&key(i % 20_000)).unwrap().is_some());
-                worst = worst.max(started.elapsed());
-                reads += 1;
-                i += 13;
-            }
-            (worst, reads)
-        })
-    };
-    std::thread::sleep(Duration::from_millis(20));
-    let started = Instant::now();
-    engine.commit().unwrap();
-    let commit_time = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let (worst, reads) = reader.join().unwrap();
-    eprintln!("commit of 40000 entries took {commit_time:?}; reader: {reads} gets, worst {worst:?}");
-    assert!(commit_time > Duration::from_millis(50), "commit too quick to measure: {commit_time:?}");
-    assert!(worst * 5 < commit_time, "a reader waited {worst:?} during a {commit_time:?} commit");
+    panic!("a reader waited about as long as a whole commit (worst wait, commit): {attempts:?}");
 }
 
 /// Power loss in the middle of commits, on the simulated disk: recovery = durable WAL replayed
@@ -175,5 +183,35 @@ fn sync_writes_survive_power_loss_around_commits() {
             check_all(&engine, &model);
         }
         engine.verify().unwrap();
+    }
+}
+
+/// Regression (kit seed 1140967087395826500, `naive::fault_injection`, FailSync, timing
+/// dependent): `close` joined a background commit that had just failed an fsync and poisoned the
+/// engine, then skipped its own commit because of the poison and returned `Ok`: the failure never
+/// surfaced. `close` now reports the poison. This checks every engine call after a committer
+/// failure, `close` included, reports it.
+#[test]
+fn close_reports_a_sync_failure_of_the_background_committer() {
+    for table_file in [TableFileKind::Naive, TableFileKind::FlexFile] {
+        // Which of the committer's syncs fails: the WAL's, the table file's, the commit record's.
+        for after_syncs in 0..4 {
+            let sim = SimStorage::new(after_syncs);
+            let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+            let engine = open(&storage, FlexOptions { table_file, ..small_options() });
+            sim.inject(strata_io::Fault::FailSync { after_syncs });
+            // Durability::None: only the committer syncs. Write until its failure shows.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut i = 0u64;
+            while engine.put(&key(i), &[7u8; 100], Durability::None).is_ok() {
+                assert!(Instant::now() < deadline, "a failed sync never poisoned the engine");
+                i += 1;
+            }
+            assert!(matches!(engine.get(&key(0)), Err(Error::Poisoned(_))));
+            assert!(
+                engine.close().is_err(),
+                "close hid the committer's failure ({table_file:?}, {after_syncs})"
+            );
+        }
     }
 }

@@ -61,3 +61,13 @@ fn fault_injection_bit_flip_in_last_log_block_seed_6157996280926389800() {
         panic!("{failure}");
     }
 }
+
+/// Regression: with a background committer, this seed found the dropped engine's committer
+/// thread still writing into the store after the simulated crash, under the reopened engine.
+/// The committer is now stopped and joined when the engine is closed or dropped.
+#[test]
+fn naive_fault_injection_committer_joined_on_drop_seed_5978650577240641082() {
+    if let Err(failure) = faults::run(&naive_target(), 5978650577240641082) {
+        panic!("{failure}");
+    }
+}

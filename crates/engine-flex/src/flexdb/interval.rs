@@ -16,8 +16,8 @@ struct Span {
     end: usize,
 }
 
-/// Invariant: the spans tile `bytes` in order, every record passed its checksum, keys strictly
-/// increase. Only `decode` builds one.
+/// Invariant: the spans tile `bytes` in order, every record passed its checksum (or was encoded
+/// here), keys strictly increase. Built by `decode`, or by `push_checked`/`push_new` from such.
 #[derive(Clone, Debug, Default)]
 pub struct IntervalData {
     bytes: Vec<u8>,
@@ -53,6 +53,35 @@ impl IntervalData {
             pos = span.end;
         }
         Ok(IntervalData { bytes, spans })
+    }
+
+    /// An empty interval to build with `push_checked` and `push_new`.
+    pub fn with_capacity(bytes: usize, records: usize) -> IntervalData {
+        IntervalData { bytes: Vec::with_capacity(bytes), spans: Vec::with_capacity(records) }
+    }
+
+    /// Appends a copy of record `i` of `other` (checked when `other` was decoded). The caller
+    /// keeps keys strictly increasing.
+    pub fn push_checked(&mut self, other: &IntervalData, i: usize) {
+        let Some(s) = other.spans.get(i) else { return };
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(other.bytes.get(s.start..s.end).unwrap_or_default());
+        let moved = |at: usize| at - s.start + start;
+        self.spans.push(Span {
+            start,
+            key_start: moved(s.key_start),
+            value_start: moved(s.value_start),
+            end: moved(s.end),
+        });
+    }
+
+    /// Appends a new record for `key` and `value`. The caller keeps keys strictly increasing.
+    pub fn push_new(&mut self, key: &[u8], value: &[u8]) {
+        let start = self.bytes.len();
+        record::encode_into(key, value, &mut self.bytes);
+        let end = self.bytes.len();
+        let value_start = end - value.len();
+        self.spans.push(Span { start, key_start: value_start - key.len(), value_start, end });
     }
 
     pub fn len(&self) -> usize {
@@ -91,7 +120,13 @@ impl IntervalData {
             .binary_search_by(|s| self.bytes.get(s.key_start..s.value_start).unwrap_or_default().cmp(key))
     }
 
+    /// The number of leading records whose key satisfies `pred` (which must hold for a prefix).
+    pub fn partition_point(&self, mut pred: impl FnMut(&[u8]) -> bool) -> usize {
+        self.spans.partition_point(|s| pred(self.bytes.get(s.key_start..s.value_start).unwrap_or_default()))
+    }
+
     /// (key, value) of every record, in key order.
+    #[cfg(test)]
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], &[u8])> + '_ {
         (0..self.len()).map(move |i| (self.key(i), self.value(i)))
     }

@@ -1,28 +1,47 @@
-//! Range scans: merge the active MemTable, the immutable one and the table file, in chunks. Each
-//! chunk reads the MemTables under one short read lock and the table under one short read lock;
-//! keys come out strictly ordered, the scan as a whole is not a point-in-time snapshot.
+//! Range scans: merge the active MemTable, the immutable one and the table file, one table
+//! interval (a *window*) at a time. Each window costs one index search, one interval load (a
+//! cache hit hands out slices of the cached bytes) and one short MemTable read lock; a record is
+//! copied only when the iterator hands it out. Keys come out strictly ordered; the scan as a whole
+//! is not a point-in-time snapshot.
+//!
+//! Why a window is consistent: the table is read first, then the MemTables. A commit moves keys
+//! from the immutable MemTable into the table and only then drops the MemTable, bumping
+//! `Inner::imm_drops` under the `mem` write lock. If that counter did not change between before
+//! the table read and the MemTable read, every key the table read missed is still in a MemTable.
+//! If it did, the window is read again.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use strata_core::{Direction, Key, KeyRange, Result, Value};
 
+use super::interval::IntervalData;
+use super::table::Resume;
 use crate::engine::Inner;
 
-/// Entries per MemTable in one chunk. Small: entries past the chunk's merge bound are dropped
-/// and read again by the next chunk.
-const MEM_CHUNK_ENTRIES: usize = 16;
-/// Table records per chunk: `scan_chunk` finishes the interval in which this is reached, so each
-/// chunk loads one interval and a short scan loads only the intervals it returns records from.
-const TABLE_CHUNK_RECORDS: usize = 1;
+/// MemTable entries per source and window: a window ends at the last one when a MemTable has
+/// more in it (a MemTable-only range then goes in windows of this many entries).
+const MEM_WINDOW_ENTRIES: usize = 64;
 
 pub(crate) struct MergedRange {
     inner: Arc<Inner>,
+    /// The part of the range no window has covered yet.
     remaining: KeyRange,
     reverse: bool,
-    buffer: VecDeque<(Key, Value)>,
+    /// The current window's table records not yet handed out: `lo..hi` of `table`.
+    table: Option<Arc<IntervalData>>,
+    lo: usize,
+    hi: usize,
+    /// The current window's MemTable entries (active over immutable), in scan order.
+    mem: VecDeque<(Key, Option<Value>)>,
+    /// No window follows the current one.
     exhausted: bool,
+    /// Where the table part of the next window starts, if the index is unchanged by then.
+    resume: Option<Resume>,
+    /// User bytes handed out and not yet added to the engine's counter.
+    unreported_bytes: u64,
 }
 
 impl MergedRange {
@@ -32,8 +51,13 @@ impl MergedRange {
             inner,
             remaining: range,
             reverse: direction == Direction::Reverse,
-            buffer: VecDeque::new(),
+            table: None,
+            lo: 0,
+            hi: 0,
+            mem: VecDeque::new(),
             exhausted,
+            resume: None,
+            unreported_bytes: 0,
         }
     }
 
@@ -46,39 +70,132 @@ impl MergedRange {
         }
     }
 
+    /// The next table record of the window in scan order.
+    fn table_head(&self) -> Option<(&[u8], &[u8])> {
+        let data = self.table.as_ref()?;
+        if self.lo >= self.hi {
+            return None;
+        }
+        let i = if self.reverse { self.hi - 1 } else { self.lo };
+        Some((data.key(i), data.value(i)))
+    }
+
+    fn advance_table(&mut self) {
+        if self.reverse {
+            self.hi -= 1;
+        } else {
+            self.lo += 1;
+        }
+    }
+
+    /// The next live entry of the current window, or `None` when the window is used up.
+    fn pop_window(&mut self) -> Option<(Key, Value)> {
+        loop {
+            let from_mem = match (self.table_head(), self.mem.front()) {
+                (None, None) => return None,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((tk, _)), Some((mk, _))) => {
+                    if tk == mk.as_slice() {
+                        self.advance_table(); // shadowed by the MemTable
+                        true
+                    } else {
+                        self.before(mk, tk)
+                    }
+                }
+            };
+            if from_mem {
+                if let Some((k, Some(v))) = self.mem.pop_front() {
+                    return Some((k, v));
+                }
+                continue; // a tombstone
+            }
+            let item = self.table_head().map(|(k, v)| (k.to_vec(), v.to_vec()));
+            self.advance_table();
+            return item;
+        }
+    }
+
+    /// Reads the next window: one table interval, then the MemTable entries up to its end.
     fn refill(&mut self) -> Result<()> {
-        let chunk = MEM_CHUNK_ENTRIES;
-        let (active, frozen) = {
-            let mem = self.inner.mem.read();
-            let active = mem.active.chunk(&self.remaining, self.reverse, chunk);
-            let frozen =
-                mem.imm.as_ref().map(|m| m.chunk(&self.remaining, self.reverse, chunk)).unwrap_or_default();
-            (active, frozen)
-        };
-        let (table, table_cut) =
-            self.inner.table.read().scan_chunk(&self.remaining, self.reverse, TABLE_CHUNK_RECORDS)?;
-        // Each source is complete up to its last key unless it was cut short; the merge is valid
-        // up to the earliest such cut.
-        let mut bound: Option<Key> = None;
-        let cuts = [
-            (active.len() >= chunk).then(|| active.last().map(|(k, _)| k.clone())),
-            (frozen.len() >= chunk).then(|| frozen.last().map(|(k, _)| k.clone())),
-            table_cut.then(|| table.last().map(|(k, _)| k.clone())),
-        ];
-        for k in cuts.into_iter().flatten().flatten() {
-            if bound.as_ref().is_none_or(|b| self.before(&k, b)) {
-                bound = Some(k);
+        self.report_reads();
+        loop {
+            let drops_before = self.inner.imm_drops.load(SeqCst);
+            let window =
+                self.inner.table.read().scan_interval(&self.remaining, self.reverse, self.resume.as_ref())?;
+            // The table holds every record of the range up to `table_bound` (inclusive).
+            let table_bound: Option<Key> = window.more.then(|| {
+                let i = if self.reverse { window.lo } else { window.hi - 1 };
+                window.data.key(i).to_vec()
+            });
+            let (mut active, mut frozen) = (Vec::new(), Vec::new());
+            {
+                let mem = self.inner.mem.read();
+                if self.inner.imm_drops.load(SeqCst) != drops_before {
+                    continue; // a commit finished in between: the table read may miss keys
+                }
+                let bounds = self.mem_bounds(table_bound.as_deref());
+                mem.active.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut active);
+                if let Some(imm) = &mem.imm {
+                    imm.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut frozen);
+                }
+            }
+            // A full MemTable window may stop before the table's: the window ends at the earliest.
+            let mut bound = table_bound.clone();
+            for source in [&active, &frozen] {
+                if source.len() >= MEM_WINDOW_ENTRIES {
+                    if let Some((k, _)) = source.last() {
+                        if bound.as_ref().is_none_or(|b| self.before(k, b)) {
+                            bound = Some(k.clone());
+                        }
+                    }
+                }
+            }
+            let mut resume = window.resume;
+            resume.step_past = bound == table_bound;
+            self.resume = Some(resume);
+            self.set_window(window.data, window.lo, window.hi, active, frozen, bound);
+            return Ok(());
+        }
+    }
+
+    /// The MemTable range of a window: `remaining` cut at `table_bound` (inclusive).
+    fn mem_bounds<'a>(&'a self, table_bound: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+        let (start, end) = self.remaining.as_bounds();
+        match table_bound {
+            None => (start, end),
+            Some(b) if self.reverse => (Bound::Included(b), end),
+            Some(b) => (start, Bound::Included(b)),
+        }
+    }
+
+    fn set_window(
+        &mut self,
+        data: Arc<IntervalData>,
+        mut lo: usize,
+        mut hi: usize,
+        active: Vec<(Key, Option<Value>)>,
+        frozen: Vec<(Key, Option<Value>)>,
+        bound: Option<Key>,
+    ) {
+        let within = |k: &[u8]| bound.as_deref().is_none_or(|b| !self.before(b, k));
+        if let Some(b) = bound.as_deref() {
+            if self.reverse {
+                lo = lo.max(data.partition_point(|k| k < b)).min(hi);
+            } else {
+                hi = lo.max(data.partition_point(|k| k <= b)).min(hi);
             }
         }
-        // Priority: active over frozen over table. Each source is sorted in scan order.
-        let table = table.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        let merged = merge_newest_first(self.reverse, [active, frozen, table]);
-        let within = |k: &Key| bound.as_ref().is_none_or(|b| !self.before(b, k));
-        let live: Vec<(Key, Value)> = merged
-            .into_iter()
-            .take_while(|(k, _)| within(k))
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect();
+        let mut merged = VecDeque::with_capacity(active.len() + frozen.len());
+        let mut frozen = frozen.into_iter().take_while(|(k, _)| within(k)).peekable();
+        for entry in active.into_iter().take_while(|(k, _)| within(k)) {
+            while let Some(f) = frozen.next_if(|(fk, _)| self.before(fk, &entry.0)) {
+                merged.push_back(f);
+            }
+            frozen.next_if(|(fk, _)| *fk == entry.0); // shadowed by the active MemTable
+            merged.push_back(entry);
+        }
+        merged.extend(frozen);
         match bound {
             None => self.exhausted = true,
             Some(b) => {
@@ -87,15 +204,16 @@ impl MergedRange {
                 } else {
                     self.remaining.start = Bound::Excluded(b);
                 }
-                if self.remaining.is_empty() {
-                    self.exhausted = true;
-                }
+                self.exhausted = self.remaining.is_empty();
             }
         }
-        let bytes: usize = live.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.inner.note_read(bytes as u64);
-        self.buffer.extend(live);
-        Ok(())
+        (self.table, self.lo, self.hi, self.mem) = (Some(data), lo, hi, merged);
+    }
+
+    fn report_reads(&mut self) {
+        if self.unreported_bytes > 0 {
+            self.inner.note_read(std::mem::take(&mut self.unreported_bytes));
+        }
     }
 }
 
@@ -103,37 +221,27 @@ impl Iterator for MergedRange {
     type Item = Result<(Key, Value)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while self.buffer.is_empty() && !self.exhausted {
+        loop {
+            if let Some((k, v)) = self.pop_window() {
+                self.unreported_bytes += (k.len() + v.len()) as u64;
+                return Some(Ok((k, v)));
+            }
+            if self.exhausted {
+                self.report_reads();
+                return None;
+            }
             if let Err(e) = self.inner.check_usable().and_then(|()| self.refill()) {
                 self.exhausted = true;
+                self.table = None;
+                self.mem.clear();
                 return Some(Err(e));
             }
         }
-        self.buffer.pop_front().map(Ok)
     }
 }
 
-/// Merges sources sorted in scan order (`reverse`: descending) into one; for a key in several
-/// sources the entry of the earliest source wins.
-fn merge_newest_first(reverse: bool, sources: [Vec<(Key, Option<Value>)>; 3]) -> Vec<(Key, Option<Value>)> {
-    let mut out = Vec::with_capacity(sources.iter().map(Vec::len).sum());
-    let mut queues = sources.map(VecDeque::from);
-    loop {
-        // The source whose head comes first in scan order; ties go to the earlier source.
-        let mut best: Option<(usize, &Key)> = None;
-        for (i, q) in queues.iter().enumerate() {
-            let Some((k, _)) = q.front() else { continue };
-            if best.is_none_or(|(_, bk)| if reverse { k > bk } else { k < bk }) {
-                best = Some((i, k));
-            }
-        }
-        let Some((b, _)) = best else { return out };
-        let Some(entry) = queues.get_mut(b).and_then(VecDeque::pop_front) else { return out };
-        for q in queues.iter_mut() {
-            if q.front().is_some_and(|(k, _)| *k == entry.0) {
-                q.pop_front();
-            }
-        }
-        out.push(entry);
+impl Drop for MergedRange {
+    fn drop(&mut self) {
+        self.report_reads();
     }
 }

@@ -2,8 +2,9 @@
 //! one active MemTable and at most one immutable one being committed (§5.2).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
-use strata_core::{BatchOp, Key, KeyRange, Value};
+use strata_core::{BatchOp, Key, Value};
 
 /// Estimated per-entry overhead of the map, for the size that triggers a commit.
 const ENTRY_OVERHEAD_BYTES: u64 = 64;
@@ -52,14 +53,21 @@ impl MemTable {
         self.entries.iter()
     }
 
-    /// Up to `limit` entries of `range` (tombstones included), in scan order.
-    pub fn chunk(&self, range: &KeyRange, reverse: bool, limit: usize) -> Vec<(Key, Option<Value>)> {
-        let r = self.entries.range::<[u8], _>(range.as_bounds());
+    /// Up to `limit` entries between `lower` and `upper` (tombstones included), in scan order,
+    /// appended to `out`.
+    pub fn window_into(
+        &self,
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+        limit: usize,
+        out: &mut Vec<(Key, Option<Value>)>,
+    ) {
+        let r = self.entries.range::<[u8], _>(bounds);
         let clone = |(k, v): (&Key, &Option<Value>)| (k.clone(), v.clone());
         if reverse {
-            r.rev().take(limit).map(clone).collect()
+            out.extend(r.rev().take(limit).map(clone));
         } else {
-            r.take(limit).map(clone).collect()
+            out.extend(r.take(limit).map(clone));
         }
     }
 }

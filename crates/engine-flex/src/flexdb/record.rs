@@ -33,6 +33,7 @@ pub fn encode_into(key: &[u8], value: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+#[cfg(test)]
 pub fn encode(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(encoded_len(key, value));
     encode_into(key, value, &mut out);

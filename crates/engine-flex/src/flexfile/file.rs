@@ -242,15 +242,32 @@ impl FlexFile {
         let n = (buf.len() as u64).min(st.tree.len().saturating_sub(offset)) as usize;
         let mut mappings = Vec::new();
         st.tree.query(offset, n as u64, &mut mappings);
+        // Extents that are also adjacent on disk (in one segment) are read together: one read
+        // per physical run, not per extent.
         let mut at = 0usize;
-        for m in mappings {
-            let dst = &mut buf[at..at + m.len as usize];
-            if m.is_hole() {
+        let mut i = 0;
+        while let Some(first) = mappings.get(i) {
+            let mut run_len = first.len;
+            i += 1;
+            if !first.is_hole() {
+                while let Some(m) = mappings.get(i) {
+                    let adjacent = !m.is_hole()
+                        && m.addr == first.addr + run_len
+                        && st.space.segment_of(m.addr + m.len.max(1) - 1) == st.space.segment_of(first.addr);
+                    if !adjacent {
+                        break;
+                    }
+                    run_len += m.len;
+                    i += 1;
+                }
+            }
+            let dst = &mut buf[at..at + run_len as usize];
+            if first.is_hole() {
                 dst.fill(0);
             } else {
-                st.space.read(m.addr, dst, &*self.data)?;
+                st.space.read(first.addr, dst, &*self.data)?;
             }
-            at += m.len as usize;
+            at += run_len as usize;
         }
         Ok(at)
     }

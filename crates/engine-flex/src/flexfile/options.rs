@@ -58,6 +58,7 @@ impl FlexFileOptions {
                 leaf_capacity: 8,
                 internal_capacity: 8,
                 max_merge_bytes: 4 << 10,
+                merge_boundary_bytes: 0,
                 rebase_threshold: 1 << 20,
             },
             ..FlexFileOptions::default()
@@ -67,6 +68,8 @@ impl FlexFileOptions {
     pub(crate) fn validate(&mut self) -> Result<()> {
         crate::flextree::check_tree_config(&self.tree)?;
         self.tree.max_merge_bytes = self.tree.max_merge_bytes.min(self.max_extent_bytes);
+        // An extent spanning two segments would be read and accounted in the wrong segment.
+        self.tree.merge_boundary_bytes = self.segment_bytes;
         let extent = u64::from(self.max_extent_bytes);
         let ok = self.segment_bytes.is_multiple_of(4096)
             && self.segment_bytes <= 1 << 30

@@ -90,7 +90,44 @@ impl Space {
         self.open.as_ref().map_or(0, |o| self.segment_bytes - o.buf.len() as u64)
     }
 
+    /// `addr .. addr + len` cut at segment boundaries: (address, length) per segment. Extents
+    /// lie in one segment (the tree never merges across one), but a store written before that
+    /// rule may hold some that span two.
+    fn per_segment(&self, addr: u64, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let end = addr.saturating_add(len);
+        let mut at = addr;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let segment_end = (self.segment_of(at) + 1).saturating_mul(self.segment_bytes);
+            let piece = (at, segment_end.min(end) - at);
+            at += piece.1;
+            Some(piece)
+        })
+    }
+
     pub fn add_live(&mut self, addr: u64, len: u64) {
+        if self.segment_of(addr) == self.segment_of(addr + len.max(1) - 1) {
+            return self.add_live_in_segment(addr, len);
+        }
+        let pieces: Vec<(u64, u64)> = self.per_segment(addr, len).collect();
+        for (at, n) in pieces {
+            self.add_live_in_segment(at, n);
+        }
+    }
+
+    pub fn remove_live(&mut self, addr: u64, len: u64) {
+        if self.segment_of(addr) == self.segment_of(addr + len.max(1) - 1) {
+            return self.remove_live_in_segment(addr, len);
+        }
+        let pieces: Vec<(u64, u64)> = self.per_segment(addr, len).collect();
+        for (at, n) in pieces {
+            self.remove_live_in_segment(at, n);
+        }
+    }
+
+    fn add_live_in_segment(&mut self, addr: u64, len: u64) {
         let seg = self.segment_of(addr) as usize;
         if let Some(live) = self.live_bytes.get_mut(seg) {
             *live += len;
@@ -98,7 +135,7 @@ impl Space {
         }
     }
 
-    pub fn remove_live(&mut self, addr: u64, len: u64) {
+    fn remove_live_in_segment(&mut self, addr: u64, len: u64) {
         let seg = self.segment_of(addr) as usize;
         let Some(live) = self.live_bytes.get_mut(seg) else { return };
         debug_assert!(*live >= len, "segment {seg} live bytes underflow");
@@ -169,6 +206,16 @@ impl Space {
 
     /// Reads `buf.len()` bytes at `addr` (the open segment from its buffer).
     pub fn read(&self, addr: u64, buf: &mut [u8], data: &dyn StorageFile) -> Result<()> {
+        let mut done = 0usize;
+        for (at, n) in self.per_segment(addr, buf.len() as u64) {
+            let Some(dst) = buf.get_mut(done..done + n as usize) else { break };
+            self.read_in_segment(at, dst, data)?;
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    fn read_in_segment(&self, addr: u64, buf: &mut [u8], data: &dyn StorageFile) -> Result<()> {
         if let Some(open) = &self.open {
             if self.segment_of(addr) == open.id {
                 let at = (addr - open.id * self.segment_bytes) as usize;

@@ -30,7 +30,13 @@ fn can_merge(prev: &LeafEntry, len: u32, addr: u64, cfg: &FlexTreeConfig) -> boo
     if prev.addr == HOLE_ADDR || addr == HOLE_ADDR {
         return prev.addr == addr && total <= MAX_ENTRY_BYTES;
     }
-    total <= u64::from(cfg.max_merge_bytes) && prev.addr.checked_add(u64::from(prev.len)) == Some(addr)
+    let same_region = match cfg.merge_boundary_bytes {
+        0 => true,
+        b => prev.addr / b == (addr + u64::from(len)).saturating_sub(1) / b,
+    };
+    total <= u64::from(cfg.max_merge_bytes)
+        && prev.addr.checked_add(u64::from(prev.len)) == Some(addr)
+        && same_region
 }
 
 /// What a leaf operation did that the parent must know.

@@ -95,6 +95,9 @@ pub struct FlexTreeConfig {
     /// An inserted extent is merged into the extent before it when both are logically and
     /// physically contiguous and the result is at most this long (0 disables merging).
     pub max_merge_bytes: u32,
+    /// Extents never merge across a multiple of this physical address (FlexFile: its segment
+    /// size, so every extent lies in one segment); 0: no boundary.
+    pub merge_boundary_bytes: u64,
     /// A leaf whose partial offsets would pass this value is rebased (§3.3). `u32::MAX` in
     /// production; tests lower it so rebasing happens often.
     pub rebase_threshold: u32,
@@ -106,6 +109,7 @@ impl Default for FlexTreeConfig {
             leaf_capacity: 120,
             internal_capacity: 120,
             max_merge_bytes: 128 << 10,
+            merge_boundary_bytes: 0,
             rebase_threshold: u32::MAX,
         }
     }

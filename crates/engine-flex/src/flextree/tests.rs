@@ -112,7 +112,13 @@ fn random_ops(seed: u64, cfg: FlexTreeConfig, steps: usize) {
 }
 
 fn small_config() -> FlexTreeConfig {
-    FlexTreeConfig { leaf_capacity: 4, internal_capacity: 4, max_merge_bytes: 100, rebase_threshold: 5_000 }
+    FlexTreeConfig {
+        leaf_capacity: 4,
+        internal_capacity: 4,
+        max_merge_bytes: 100,
+        merge_boundary_bytes: 0,
+        rebase_threshold: 5_000,
+    }
 }
 
 #[test]
@@ -188,6 +194,21 @@ fn contiguous_appends_merge_up_to_the_limit() {
     }
     let lens: Vec<u64> = tree.extents().iter().map(|e| e.len).collect();
     assert_eq!(lens, vec![100, 100, 50]);
+}
+
+/// Regression (FlexFile GC panicked on "segment live bytes underflow" in
+/// tests/flexdb.rs `readers_are_not_blocked_for_a_whole_commit`): an extent ending at a segment
+/// end merged with the next one starting the following segment, so one extent spanned two
+/// segments. With `merge_boundary_bytes` no merge crosses a multiple of it.
+#[test]
+fn contiguous_appends_do_not_merge_across_the_boundary() {
+    let config = FlexTreeConfig { max_merge_bytes: 100, merge_boundary_bytes: 40, ..small_config() };
+    let mut tree = FlexTree::new(config).unwrap();
+    for i in 0..10u64 {
+        tree.append(10, i * 10).unwrap();
+    }
+    let extents: Vec<(u64, u64)> = tree.extents().iter().map(|e| (e.addr, e.len)).collect();
+    assert_eq!(extents, vec![(0, 40), (40, 40), (80, 20)]);
 }
 
 #[test]
