@@ -143,6 +143,7 @@ impl FlexEngine {
             max_interval_records: options.max_interval_records.max(2),
             rebuild_interval_bytes: options.rebuild_interval_bytes.max(1),
             cache_bytes,
+            scan_readahead_bytes: options.scan_readahead_bytes,
         };
         let table = Table::open(file, file_name, table_config)?;
         // 3. Replay the WAL after the last completed commit into the MemTable. The table file may

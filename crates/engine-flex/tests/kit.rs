@@ -21,6 +21,7 @@ fn options(table_file: TableFileKind) -> FlexOptions {
         max_interval_bytes: 2 << 10,
         max_interval_records: 6,
         rebuild_interval_bytes: 1 << 10,
+        scan_readahead_bytes: 4 << 10,
         commit_step_entries: 16,
         table_file,
         flexfile: FlexFileOptions::for_tests(),

@@ -58,6 +58,11 @@ impl IntervalCache {
         found
     }
 
+    /// Whether `owner` owns `slot` and it holds data; counts nothing, touches no reference bit.
+    pub fn contains(&self, slot: u32, owner: &[u8]) -> bool {
+        self.slots.get(slot as usize).is_some_and(|s| s.owner == owner && s.data.is_some())
+    }
+
     /// Caches `data` for `owner`, evicting by CLOCK; returns the slot, or `NO_SLOT` when the
     /// interval alone is larger than the cache.
     pub fn insert(&mut self, owner: Key, data: Arc<IntervalData>) -> u32 {

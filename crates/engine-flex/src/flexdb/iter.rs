@@ -121,8 +121,9 @@ impl MergedRange {
         self.report_reads();
         loop {
             let drops_before = self.inner.imm_drops.load(SeqCst);
+            // Taken: a retry after a commit searches the index again.
             let window =
-                self.inner.table.read().scan_interval(&self.remaining, self.reverse, self.resume.as_ref())?;
+                self.inner.table.read().scan_interval(&self.remaining, self.reverse, self.resume.take())?;
             // The table holds every record of the range up to `table_bound` (inclusive).
             let table_bound: Option<Key> = window.more.then(|| {
                 let i = if self.reverse { window.lo } else { window.hi - 1 };

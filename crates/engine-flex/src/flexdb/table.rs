@@ -3,13 +3,12 @@
 //! `verify`) take the read lock, the committer takes the write lock for one bounded step of
 //! `apply` calls at a time.
 
-use std::ops::Bound;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use strata_core::{Error, Key, KeyRange, Result, Value};
+use strata_core::{Error, Key, Result, Value};
 
 use super::cache::{IntervalCache, IntervalData};
 use super::record::{self, HeaderParse};
@@ -18,7 +17,10 @@ use crate::flexfile::TableFile;
 
 #[path = "table_apply.rs"]
 mod apply;
+#[path = "table_scan.rs"]
+mod scan;
 pub use apply::Entry;
+pub use scan::Resume;
 
 /// Interval bounds and cache size.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +32,9 @@ pub struct TableConfig {
     /// Recovery samples the table file every this many bytes (§5.4).
     pub rebuild_interval_bytes: u64,
     pub cache_bytes: u64,
+    /// A scan's cache miss also reads the intervals after it in scan order, up to this many bytes
+    /// in all, with the same table-file read (0: no read-ahead).
+    pub scan_readahead_bytes: u64,
 }
 
 /// An interval estimated to span more table-file extents than this after a change is rewritten
@@ -40,26 +45,6 @@ const REWRITE_ABOVE_EXTENTS: u32 = 2;
 
 /// Bytes requested from `read_extent` per recovery sample: enough for the header and a short key.
 const SAMPLE_READ_BYTES: usize = 512;
-
-/// One interval of a scan: records `lo..hi` of `data` are in the scanned range.
-pub struct TableWindow {
-    pub data: Arc<IntervalData>,
-    pub lo: usize,
-    pub hi: usize,
-    /// Intervals with records of the range may follow in scan order; when `true`, `lo < hi` and
-    /// the table holds no record of the range between this window and the next one.
-    pub more: bool,
-    /// Where the next window starts if it begins past this interval.
-    pub resume: Resume,
-}
-
-/// Where a scan's next window starts, valid while the index is unchanged.
-pub struct Resume {
-    version: u64,
-    cursor: Cursor,
-    /// Start at the interval after `cursor` in scan order, not at `cursor` itself.
-    pub step_past: bool,
-}
 
 pub struct Table {
     file: Arc<dyn TableFile>,
@@ -196,6 +181,17 @@ impl Table {
         if n != size {
             return Err(corrupt(&self.file_name, offset + n as u64, "table file ends inside an interval"));
         }
+        let data = self.check_interval(cur, offset, buf)?;
+        if !cache_it {
+            return Ok(data);
+        }
+        Ok(self.cache_loaded(cur, slot, data))
+    }
+
+    /// Decodes the bytes of the interval at `cur` (read from `offset`) and checks them against
+    /// the index.
+    fn check_interval(&self, cur: &Cursor, offset: u64, buf: Vec<u8>) -> Result<Arc<IntervalData>> {
+        let e = self.index.interval(cur);
         let data =
             IntervalData::decode(buf).map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
         if !data.is_empty() && data.key(0) < e.key.as_slice() {
@@ -211,20 +207,23 @@ impl Table {
                 "interval holds a different number of records than indexed",
             ));
         }
-        let data = Arc::new(data);
-        if !cache_it {
-            return Ok(data);
-        }
+        Ok(Arc::new(data))
+    }
+
+    /// Caches `data`, just read for the interval at `cur` whose slot was `slot` before the read,
+    /// unless another reader cached it meanwhile; returns the cached copy.
+    fn cache_loaded(&self, cur: &Cursor, slot: u32, data: Arc<IntervalData>) -> Arc<IntervalData> {
+        let e = self.index.interval(cur);
         let mut cache = self.cache.lock();
         let now = e.cache_slot.load(Relaxed);
         if now != NO_SLOT && now != slot {
             if let Some(d) = cache.get(now, &e.key) {
-                return Ok(d); // another reader cached it meanwhile
+                return d; // another reader cached it meanwhile
             }
         }
         let new_slot = cache.insert(e.key.clone(), data.clone());
         e.cache_slot.store(new_slot, Relaxed);
-        Ok(data)
+        data
     }
 
     /// The records of every interval `entries` (sorted) fall in, in order, each interval once
@@ -320,50 +319,6 @@ impl Table {
         }
     }
 
-    /// The first interval in scan order holding records of `range` (or the last one, when none
-    /// does): its decoded records and which of them are in `range`. Starts from `resume` (the
-    /// previous window of the scan) if the index has not changed since, else searches the index.
-    pub fn scan_interval(
-        &self,
-        range: &KeyRange,
-        reverse: bool,
-        resume: Option<&Resume>,
-    ) -> Result<TableWindow> {
-        let resumed = resume.filter(|r| r.version == self.version).and_then(|r| match r.step_past {
-            false => Some(r.cursor.clone()),
-            true if reverse => self.index.prev(&r.cursor),
-            true => self.index.next(&r.cursor),
-        });
-        let mut cur = match (resumed, reverse, &range.start, &range.end) {
-            (Some(c), ..) => c,
-            (None, false, Bound::Included(k) | Bound::Excluded(k), _) => self.index.seek(k),
-            (None, false, Bound::Unbounded, _) => self.index.first(),
-            (None, true, _, Bound::Included(k) | Bound::Excluded(k)) => self.index.seek(k),
-            (None, true, _, Bound::Unbounded) => self.index.last(),
-        };
-        loop {
-            let data = self.load(&cur)?;
-            let lo = data.partition_point(|k| !starts_after(range, k));
-            let hi = data.partition_point(|k| ends_before(range, k)).max(lo);
-            // A record outside the range on the far side means the range ends in this interval.
-            let past_the_range = if reverse { lo > 0 } else { hi < data.len() };
-            let next = if past_the_range {
-                None
-            } else if reverse {
-                self.index.prev(&cur)
-            } else {
-                self.index.next(&cur)
-            };
-            match next {
-                Some(n) if lo == hi => cur = n,
-                _ => {
-                    let resume = Resume { version: self.version, cursor: cur, step_past: true };
-                    return Ok(TableWindow { data, lo, hi, more: next.is_some(), resume });
-                }
-            }
-        }
-    }
-
     /// Reads every interval and checks every record: (records, bytes).
     pub fn verify(&self) -> Result<(u64, u64)> {
         let (mut records, mut bytes) = (0u64, 0u64);
@@ -397,24 +352,11 @@ impl Table {
     }
 }
 
-fn starts_after(range: &KeyRange, k: &[u8]) -> bool {
-    match &range.start {
-        Bound::Included(s) => k >= s.as_slice(),
-        Bound::Excluded(s) => k > s.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
-
-fn ends_before(range: &KeyRange, k: &[u8]) -> bool {
-    match &range.end {
-        Bound::Included(e) => k <= e.as_slice(),
-        Bound::Excluded(e) => k < e.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+
+    use strata_core::KeyRange;
     use strata_io::MemStorage;
 
     use super::*;
@@ -426,6 +368,7 @@ mod tests {
             max_interval_records: 4,
             rebuild_interval_bytes: 64,
             cache_bytes: 4096,
+            scan_readahead_bytes: 512,
         }
     }
 

@@ -180,6 +180,7 @@ mod tests {
                 max_interval_records: 8,
                 rebuild_interval_bytes: 128,
                 cache_bytes: 8 << 10,
+                scan_readahead_bytes: 2048,
             };
             let file = open_file(storage.clone());
             let mut table = Table::open(file.clone(), "t".into(), config).unwrap();
