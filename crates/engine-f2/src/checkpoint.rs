@@ -2,11 +2,16 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 use strata_core::{Error, Result};
-use strata_io::Storage;
+use strata_io::{Storage, StorageFile};
 
 pub const FILE_NAME: &str = "f2-checkpoint";
+
+pub fn tmp_name() -> String {
+    format!("{FILE_NAME}.tmp")
+}
 const MAGIC: &[u8; 8] = b"STRF2CK1";
-const FORMAT_VERSION: u32 = 1;
+/// 2: cold-index chunk entries carry a tag and a shared bit (docs/format/f2-logs.md).
+const FORMAT_VERSION: u32 = 2;
 pub const CHECKPOINT_BYTES: usize = 112;
 const FIELDS_OFFSET: usize = 16;
 
@@ -125,9 +130,18 @@ impl Checkpoint {
         Checkpoint::decode(&strata_io::read_all(file.as_ref())?).map(Some)
     }
 
-    /// Durably replaces the checkpoint file (temporary file, fsync, rename, directory fsync).
-    pub fn store(&self, storage: &dyn Storage) -> Result<()> {
-        strata_io::write_file_atomic(storage, FILE_NAME, &self.encode())
+    /// Durably replaces the checkpoint file through `tmp` (a handle on [`tmp_name`], opened when
+    /// the checkpoint began): write, fsync, rename, directory fsync, then fsync `tmp` once more.
+    /// A power loss makes every handle opened before it fail, so that last fsync proves that no
+    /// crash happened since the checkpoint began — storage-level calls (rename, directory sync,
+    /// the deletions that follow) would otherwise succeed on the post-crash directory when a
+    /// background thread races the crash.
+    pub fn store_via(&self, storage: &dyn Storage, tmp: &dyn StorageFile) -> Result<()> {
+        tmp.write_at(0, &self.encode())?;
+        tmp.sync()?;
+        storage.rename(&tmp_name(), FILE_NAME)?;
+        storage.sync_dir()?;
+        tmp.sync()
     }
 }
 
@@ -156,7 +170,7 @@ mod tests {
         let bytes = sample().encode();
         assert_eq!(bytes.len(), CHECKPOINT_BYTES);
         assert_eq!(&bytes[0..8], b"STRF2CK1");
-        assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
+        assert_eq!(&bytes[8..12], &2u32.to_le_bytes());
         assert_eq!(&bytes[12..16], &crc32c::crc32c(&bytes[16..112]).to_le_bytes());
         let field = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
         assert_eq!(field(16), 7);

@@ -6,12 +6,14 @@
 //!
 //! Paths (write, read, rmw, compaction, checkpoint, recovery): /work/notes/arch-f2.md.
 //! On-disk formats: docs/format/f2-logs.md, docs/format/wal.md, docs/format/write-batch.md.
-//! Not yet implemented: multi-threaded compaction, persisting the hot index
-//! (it is rebuilt by scanning the checkpointed hot log at open).
+//! Maintenance (compaction, chunk-log GC, checkpoints) runs on one background thread; the hot
+//! index is persisted at a clean close (`f2-hot-index`), else rebuilt by scanning the hot log.
+//! Not yet implemented: multi-threaded compaction.
 
 mod checkpoint;
 mod engine;
 mod hash;
+mod hot_snapshot;
 mod index;
 mod log;
 mod options;
@@ -37,9 +39,10 @@ use strata_core::{
 };
 use strata_io::Storage;
 
-/// The f2 engine. Cheap handles share one `Inner`.
+/// The f2 engine: shared state plus the background maintenance thread (if enabled).
 pub struct F2Engine {
     inner: Arc<Inner>,
+    worker: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl F2Engine {
@@ -55,7 +58,13 @@ impl F2Engine {
         config: &EngineConfig,
         options: F2Options,
     ) -> Result<F2Engine> {
-        Ok(F2Engine { inner: Arc::new(Inner::open(storage, config, &options)?) })
+        let inner = Arc::new(Inner::open(storage, config, &options)?);
+        let worker = if inner.opts.background_maintenance {
+            Some(engine::worker::spawn(inner.clone())?)
+        } else {
+            None
+        };
+        Ok(F2Engine { inner, worker: parking_lot::Mutex::new(worker) })
     }
 
     /// Every live key and value, in no particular order (for export and `strata verify`). Keys
@@ -131,7 +140,11 @@ impl Engine for F2Engine {
     }
 
     fn range(&self, _range: KeyRange, _direction: Direction) -> Result<KvIter> {
-        self.inner.ensure_usable()?;
+        // Unsupported whatever the engine's state — except closed — even when the background
+        // worker poisoned it meanwhile (the caller did nothing that failed).
+        if self.inner.closed.load(Relaxed) {
+            return Err(Error::Closed);
+        }
         Err(Error::unsupported(
             "f2 is hash-indexed and keeps no key order, so it has no ordered range scans; use F2Engine::scan_all for an unordered full iteration",
         ))
@@ -147,9 +160,15 @@ impl Engine for F2Engine {
         if inner.closed.load(Relaxed) {
             return Ok(());
         }
+        // The worker is gone before the final checkpoint (and before a crashed engine's handle
+        // is dropped), so it never touches storage after close.
+        engine::worker::stop_and_join(inner, &self.worker);
         let checkpointed = if inner.poison.lock().is_none() {
             let _only_one = inner.maintenance.lock();
-            inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
+            inner
+                .checkpoint_locked()
+                .and_then(|()| inner.write_hot_index_snapshot())
+                .map_err(|e| inner.poisoned(e))
         } else {
             Ok(())
         };
@@ -208,6 +227,9 @@ impl Engine for F2Engine {
             ("cold_index.chunks", inner.cold_index.chunk_count()),
             ("cold_index.chunks_in_use", inner.cold_index.chunks_in_use()),
             ("chunk_log.size_bytes", inner.cold_index.log.size_bytes()),
+            ("hot_log.point_reads", inner.hot.file.point_reads.load(Relaxed)),
+            ("cold_log.point_reads", inner.cold.file.point_reads.load(Relaxed)),
+            ("chunk_log.point_reads", inner.cold_index.log.file.point_reads.load(Relaxed)),
             ("ops.in_place_updates", load(&c.in_place_updates)),
             ("ops.appends", load(&c.appends)),
             ("ops.hot_hits", load(&c.hot_hits)),
@@ -232,6 +254,13 @@ impl Engine for F2Engine {
             ("checkpoints", load(&c.checkpoints)),
             ("open.records_replayed", load(&c.records_replayed)),
             ("open.hot_records_scanned", load(&c.hot_records_scanned_at_open)),
+            ("open.hot_index_entries_loaded", load(&c.hot_index_entries_loaded)),
+            ("backpressure_waits", load(&c.backpressure_waits)),
+            ("backpressure_max_wait_us", load(&c.backpressure_max_wait_us)),
+            ("compaction.hot_to_cold_max_us", load(&c.hot_round_max_us)),
+            ("compaction.cold_to_cold_max_us", load(&c.cold_round_max_us)),
+            ("compaction.chunk_gc_max_us", load(&c.chunk_gc_max_us)),
+            ("checkpoint_max_us", load(&c.checkpoint_max_us)),
         ];
         Stats {
             engine: "f2".into(),

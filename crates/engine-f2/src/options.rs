@@ -33,6 +33,10 @@ pub struct F2Options {
     /// A checkpoint is taken when this many WAL bytes were appended since the last one.
     /// Default: the WAL segment size.
     pub checkpoint_wal_bytes: Option<u64>,
+    /// Run compaction, chunk-log GC and checkpoints on a background thread (writers only wait
+    /// when the hot log exceeds its whole disk budget). Off: the writer that crosses a trigger
+    /// runs them inline.
+    pub background_maintenance: bool,
 }
 
 impl Default for F2Options {
@@ -50,6 +54,7 @@ impl Default for F2Options {
             compaction_trigger_fraction: 0.8,
             compaction_fraction: 0.2,
             checkpoint_wal_bytes: None,
+            background_maintenance: true,
         }
     }
 }
@@ -65,9 +70,12 @@ pub struct Resolved {
     pub chunk_count: u64,
     pub mutable_fraction: f64,
     pub hot_trigger_bytes: u64,
+    /// The hot log's whole disk budget: writers wait for compaction beyond it.
+    pub hot_hard_bytes: u64,
     pub cold_trigger_bytes: u64,
     pub compaction_fraction: f64,
     pub checkpoint_wal_bytes: u64,
+    pub background_maintenance: bool,
     /// The budget split as configured: (hot index, hot log, read cache, cold index).
     pub split_bytes: [u64; 4],
     /// Memory outside the split that the budget sets aside: see [`reserved_bytes`].
@@ -130,9 +138,11 @@ impl F2Options {
             chunk_count: floor_pow2((cold_index / 8).clamp(1, 1 << 32)),
             mutable_fraction: self.mutable_fraction,
             hot_trigger_bytes: (hot_budget as f64 * self.compaction_trigger_fraction) as u64,
+            hot_hard_bytes: hot_budget,
             cold_trigger_bytes: (cold_budget as f64 * self.compaction_trigger_fraction) as u64,
             compaction_fraction: self.compaction_fraction,
             checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
+            background_maintenance: self.background_maintenance,
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
             reserved_bytes: reserved,
         })

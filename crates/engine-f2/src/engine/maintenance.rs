@@ -1,6 +1,7 @@
-//! Background-style work run inline by the writer that crosses a threshold (one at a time, under
-//! the maintenance lock): lookup-based hot→cold and cold→cold compaction (F2 §5.2), chunk-log
-//! garbage collection, checkpoints; plus `verify` and the unordered full scan.
+//! Maintenance (one task at a time, under the maintenance lock; run by the background worker, or
+//! inline by the writer that crosses a threshold when `F2Options::background_maintenance` is
+//! off): lookup-based hot→cold and cold→cold compaction (F2 §5.2), chunk-log garbage
+//! collection, checkpoints; plus `verify` and the unordered full scan.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
@@ -8,19 +9,26 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_core::{Error, Key, Result, VerifyReport};
 
 use super::Inner;
-use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
+use crate::checkpoint::{self, Checkpoint, CHECKPOINT_BYTES};
 use crate::hash::key_hash;
-use crate::log::{scan_range, SegmentedFile};
+use crate::hot_snapshot;
+use crate::index::hot::HotIndex;
+use crate::log::{scan_range, SegmentedFile, FIRST_ADDRESS, READ_CACHE_FLAG};
 use crate::record;
 
 impl Inner {
-    /// Runs whatever maintenance is due, unless another thread is already doing maintenance.
+    /// After a write: signals the worker if maintenance is due and applies backpressure (with
+    /// background maintenance); or runs what is due inline, unless another thread already is.
     pub fn maybe_maintain(&self) -> Result<()> {
         let due = self.hot.size_bytes() > self.opts.hot_trigger_bytes
             || self.cold.size_bytes() > self.opts.cold_trigger_bytes
             || self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes;
         if !due {
             return Ok(());
+        }
+        if self.opts.background_maintenance {
+            self.worker.request();
+            return self.wait_for_hot_room();
         }
         let Some(_only_one) = self.maintenance.try_lock() else { return Ok(()) };
         self.ensure_usable()?;
@@ -29,16 +37,18 @@ impl Inner {
 
     /// Caller holds the maintenance lock.
     pub fn maintain_locked(&self) -> Result<()> {
+        let c = &self.counters;
         if self.hot.size_bytes() > self.opts.hot_trigger_bytes {
-            self.compact_hot()?;
+            timed(&c.hot_round_max_us, || self.compact_hot())?;
         }
         if self.cold.size_bytes() > self.opts.cold_trigger_bytes {
-            self.compact_cold()?;
+            timed(&c.cold_round_max_us, || self.compact_cold())?;
         }
-        let copied = self.cold_index.collect_garbage(2 * self.opts.page_size_bytes)?;
-        self.counters.chunks_collected.fetch_add(copied, Relaxed);
+        let copied =
+            timed(&c.chunk_gc_max_us, || self.cold_index.collect_garbage(2 * self.opts.page_size_bytes))?;
+        c.chunks_collected.fetch_add(copied, Relaxed);
         if self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes {
-            self.checkpoint_locked()?;
+            timed(&c.checkpoint_max_us, || self.checkpoint_locked())?;
         }
         Ok(())
     }
@@ -56,24 +66,42 @@ impl Inner {
     /// log; then the hot log is truncated and index entries below the new begin are cleared.
     /// Only the immutable region is compacted, so write-hot records in the mutable region never
     /// move (no FASTER death spiral).
+    ///
+    /// The range is processed a page at a time and the hot log truncated after each page, so
+    /// writers held back by the hot log's disk budget resume after one page, not a whole round.
+    /// (Index entries left pointing below `begin` read as "not in the hot log"; they are cleared
+    /// once per round.) A round stops early if the engine is closing.
     pub fn compact_hot(&self) -> Result<u64> {
         let begin = self.hot.begin();
         let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.read_only());
         if until <= begin {
             return Ok(0);
         }
+        let page = self.opts.page_size_bytes;
         let mut copied = 0;
-        self.hot.scan(begin, until, &mut |address, view| {
-            let hash = key_hash(view.key);
-            if self.hot_has_newer(view.key, hash, address)? {
-                return Ok(());
+        let mut step_begin = begin;
+        while step_begin < until {
+            let step_end = (step_begin - step_begin % page + page).min(until);
+            self.hot.scan(step_begin, step_end, &mut |address, view| {
+                let hash = key_hash(view.key);
+                if self.hot_has_newer(view.key, hash, address)? {
+                    return Ok(());
+                }
+                self.cold_append(view.key, view.value_opt(), hash)?;
+                copied += 1;
+                Ok(())
+            })?;
+            match &self.read_cache {
+                Some(cache) => cache.exclusive(|| self.hot.truncate(step_end)),
+                None => self.hot.truncate(step_end),
             }
-            self.cold_append(view.key, view.value_opt(), hash)?;
-            copied += 1;
-            Ok(())
-        })?;
-        self.hot.truncate(until);
-        self.hot_index.invalidate_below(until);
+            self.worker.notify_progress();
+            step_begin = step_end;
+            if self.opts.background_maintenance && !self.worker_may_continue() {
+                break;
+            }
+        }
+        self.hot_index.invalidate_below(step_begin);
         self.counters.hot_compactions.fetch_add(1, Relaxed);
         self.counters.hot_records_to_cold.fetch_add(copied, Relaxed);
         Ok(copied)
@@ -112,10 +140,9 @@ impl Inner {
     /// Appends a record to the cold log and points its cold-index entry at it. Caller holds the
     /// maintenance lock (the cold log has a single writer).
     fn cold_append(&self, key: &[u8], value: Option<&[u8]>, hash: u64) -> Result<()> {
-        let head = self.cold_index.find(hash)?;
-        let prev = if head >= self.cold.begin() { head } else { 0 };
-        let address = self.cold.append(&record::encode(key, value, prev))?;
-        self.cold_index.update(hash, address)
+        let placement = self.cold_index.place(hash, self.cold.begin())?;
+        let address = self.cold.append(&record::encode(key, value, placement.prev_address))?;
+        self.cold_index.commit(placement, address)
     }
 
     /// Takes a checkpoint: seals the hot log at the tail (under the write lock, together with the
@@ -123,6 +150,12 @@ impl Inner {
     /// file, deletes segments below the new begins and truncates the WAL. Caller holds the
     /// maintenance lock.
     pub fn checkpoint_locked(&self) -> Result<()> {
+        // Opened first: its final fsync in `store_via` proves no crash happened meanwhile.
+        let tmp = checkpoint::tmp_name();
+        if self.storage.exists(&tmp)? {
+            self.storage.remove(&tmp)?;
+        }
+        let probe = self.storage.open(&tmp, strata_io::OpenOptions::create())?;
         let (wal_lsn, hot_tail) = {
             let _w = self.write_lock.lock();
             (self.wal.last_lsn(), self.hot.seal_to_tail())
@@ -148,7 +181,8 @@ impl Inner {
             chunk_tail: self.cold_index.log.tail(),
             cold_truncations: self.cold.truncations(),
         };
-        ck.store(self.storage.as_ref())?;
+        ck.store_via(self.storage.as_ref(), probe.as_ref())?;
+        drop(probe);
         *self.last_checkpoint.lock() = ck;
         for (file, begin) in [
             (&self.hot.file, ck.hot_begin),
@@ -161,6 +195,58 @@ impl Inner {
         self.wal.truncate_before(wal_lsn + 1)?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         Ok(())
+    }
+
+    /// Writes `f2-hot-index` for the last checkpoint (at close, after the final checkpoint; caller
+    /// holds the maintenance lock). Each entry is the chain head as of the checkpoint's hot tail
+    /// `T`: a read-cache copy is skipped, records at or above `T` (written concurrently) are
+    /// walked past, and chains wholly below the hot log's begin are left out.
+    pub fn write_hot_index_snapshot(&self) -> Result<()> {
+        let ck = *self.last_checkpoint.lock();
+        let key = hot_snapshot::SnapshotKey {
+            wal_lsn: ck.wal_lsn,
+            hot_begin: ck.hot_begin,
+            hot_tail: ck.hot_tail,
+            bucket_count: self.hot_index.bucket_count(),
+        };
+        let mut writer = hot_snapshot::Writer::create(self.storage.as_ref())?;
+        let mut failed = None;
+        self.hot_index.for_each_entry(|bucket, tag, address| {
+            if failed.is_some() {
+                return;
+            }
+            let head = self.snapshot_head(HotIndex::hash_for(bucket, tag), address, ck.hot_tail);
+            let pushed = match head {
+                Ok(Some(a)) if a >= ck.hot_begin.max(FIRST_ADDRESS) => writer.push(bucket, tag, a),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = pushed {
+                failed = Some(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        writer.finish(self.storage.as_ref(), &key)?;
+        Ok(())
+    }
+
+    /// The newest hot-log address below `tail` on the chain whose entry holds `address`.
+    fn snapshot_head(&self, hash: u64, address: u64, tail: u64) -> Result<Option<u64>> {
+        let mut address = address;
+        if address & READ_CACHE_FLAG != 0 {
+            let Some(head) = self.chain_head(hash) else { return Ok(None) };
+            address = head.hot_address;
+        }
+        while address >= tail {
+            let Some(rec) = self.hot.read(address)? else { return Ok(None) };
+            if rec.prev_address >= address {
+                return Ok(None);
+            }
+            address = rec.prev_address;
+        }
+        Ok(Some(address))
     }
 
     /// Reads the WAL, the checkpoint and every checkpointed byte of the three logs from storage,
@@ -208,6 +294,14 @@ impl Inner {
         self.cold.scan(self.cold.begin(), self.cold.tail(), &mut visit)?;
         Ok(keys)
     }
+}
+
+/// Runs `f`, recording its duration in `max_us` if it is the longest so far.
+fn timed<T>(max_us: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let out = f();
+    max_us.fetch_max(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), Relaxed);
+    out
 }
 
 fn read_disk_page(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {

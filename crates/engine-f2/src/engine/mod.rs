@@ -3,6 +3,7 @@
 
 mod maintenance;
 mod ops;
+pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use strata_wal::{Wal, WalOptions};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::hash::key_hash;
+use crate::hot_snapshot;
 use crate::index::cold::ColdIndex;
 use crate::index::hot::HotIndex;
 use crate::log::{AppendLog, HybridLog, ReadCache, SegmentedFile, FIRST_ADDRESS};
@@ -51,6 +53,8 @@ pub(crate) struct Inner {
     pub closed: AtomicBool,
     pub poison: Mutex<Option<String>>,
     pub counters: Counters,
+    /// Signals between writers and the background maintenance thread.
+    pub worker: worker::WorkerSignal,
 }
 
 #[derive(Default)]
@@ -78,14 +82,25 @@ pub(crate) struct Counters {
     pub checkpoints: AtomicU64,
     pub records_replayed: AtomicU64,
     pub hot_records_scanned_at_open: AtomicU64,
+    /// Hot-index entries loaded from the snapshot at open (instead of scanning the hot log).
+    pub hot_index_entries_loaded: AtomicU64,
+    /// Writes that found the hot log over its disk budget and waited for compaction.
+    pub backpressure_waits: AtomicU64,
+    pub backpressure_max_wait_us: AtomicU64,
+    /// Longest run of each maintenance task (µs).
+    pub hot_round_max_us: AtomicU64,
+    pub cold_round_max_us: AtomicU64,
+    pub chunk_gc_max_us: AtomicU64,
+    pub checkpoint_max_us: AtomicU64,
 }
 
 impl Inner {
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig, options: &F2Options) -> Result<Inner> {
         let mut opts = options.resolve(config)?;
-        let tmp = format!("{}.tmp", checkpoint::FILE_NAME);
-        if storage.exists(&tmp)? {
-            storage.remove(&tmp)?;
+        for tmp in [checkpoint::tmp_name(), hot_snapshot::tmp_name()] {
+            if storage.exists(&tmp)? {
+                storage.remove(&tmp)?;
+            }
         }
         // 1. The newest checkpoint fixes the layout and each log's live range.
         let ck = match Checkpoint::load(storage.as_ref())? {
@@ -128,16 +143,46 @@ impl Inner {
             ck.hot_tail,
         )?;
         let cold = AppendLog::open(cold_file, page, ck.cold_begin, ck.cold_tail)?;
+        verify_tail_page(ck.cold_begin, ck.cold_tail, page, &mut |from, to| {
+            cold.scan(from, to, &mut |_, _| Ok(()))
+        })?;
         let cold_index =
             ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
         cold_index.rebuild()?;
+        //    The hot index comes from the snapshot written at the last clean close if it matches
+        //    this checkpoint, else from a scan of the hot log.
         let hot_index = HotIndex::with_budget_bytes(opts.hot_index_buckets, opts.split_bytes[0]);
-        let scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
-            let entry = hot_index.find_or_create(key_hash(view.key));
-            let _ = entry.cas_address(address);
+        let snapshot_key = hot_snapshot::SnapshotKey {
+            wal_lsn: ck.wal_lsn,
+            hot_begin: ck.hot_begin,
+            hot_tail: ck.hot_tail,
+            bucket_count: hot_index.bucket_count(),
+        };
+        let (mut scanned, mut loaded) = (0, 0);
+        if let Some(entries) = hot_snapshot::load_matching(storage.as_ref(), &snapshot_key)? {
+            for (bucket, tag, address) in entries {
+                let _ = hot_index.find_or_create(HotIndex::hash_for(bucket, tag)).cas_address(address);
+                loaded += 1;
+            }
             hot.set_lent_bytes(hot_index.overrun_bytes());
-            Ok(())
-        })?;
+            // In-memory pages are read without checksum checks, so the tail page loaded from
+            // disk is checked here (the scan below checks it otherwise).
+            verify_tail_page(ck.hot_begin, ck.hot_tail, page, &mut |from, to| {
+                hot.scan(from, to, &mut |_, _| Ok(()))
+            })?;
+        } else {
+            scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
+                let entry = hot_index.find_or_create(key_hash(view.key));
+                let _ = entry.cas_address(address);
+                hot.set_lent_bytes(hot_index.overrun_bytes());
+                Ok(())
+            })?;
+        }
+        // Only valid for this checkpoint; not kept around to take disk space (if a crash undoes
+        // the removal, the file still matches only this checkpoint).
+        if storage.exists(hot_snapshot::FILE_NAME)? {
+            storage.remove(hot_snapshot::FILE_NAME)?;
+        }
         let wal_options = WalOptions {
             segment_bytes: config.wal_segment_bytes,
             recovery_mode: config.recovery_mode,
@@ -185,9 +230,11 @@ impl Inner {
             closed: AtomicBool::new(false),
             poison: Mutex::new(None),
             counters: Counters::default(),
+            worker: worker::WorkerSignal::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.hot_records_scanned_at_open.store(scanned, Relaxed);
+        inner.counters.hot_index_entries_loaded.store(loaded, Relaxed);
         Ok(inner)
     }
 
@@ -214,6 +261,21 @@ impl Inner {
         }
         e
     }
+}
+
+/// Checks every record checksum of the tail page of a log `[begin, tail)` (loaded into memory at
+/// open, where reads do not check checksums).
+fn verify_tail_page(
+    begin: u64,
+    tail: u64,
+    page_size_bytes: u64,
+    scan: &mut dyn FnMut(u64, u64) -> Result<u64>,
+) -> Result<()> {
+    let from = (tail - tail % page_size_bytes).max(begin);
+    if tail > from {
+        scan(from, tail)?;
+    }
+    Ok(())
 }
 
 struct Replay<'a> {

@@ -194,9 +194,10 @@ impl Inner {
         self.counters.cold_lookups.fetch_add(1, Relaxed);
         loop {
             let truncations = self.cold.truncations();
-            let head = self.cold_index.find(hash)?;
-            if let Some(found) = self.cold_chain_find(key, head, FIRST_ADDRESS)? {
-                return Ok(Some(found));
+            for head in self.cold_index.find(hash, self.cold.begin())? {
+                if let Some(found) = self.cold_chain_find(key, head, FIRST_ADDRESS)? {
+                    return Ok(Some(found));
+                }
             }
             if self.cold.truncations() == truncations {
                 return Ok(None);
@@ -207,8 +208,12 @@ impl Inner {
 
     /// True when the cold log holds a record of `key` above `above`.
     pub fn cold_has_newer(&self, key: &[u8], hash: u64, above: u64) -> Result<bool> {
-        let head = self.cold_index.find(hash)?;
-        Ok(self.cold_chain_find(key, head, above + 1)?.is_some())
+        for head in self.cold_index.find(hash, self.cold.begin())? {
+            if self.cold_chain_find(key, head, above + 1)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Newest record of `key`: read cache, hot log, then cold log. Disk-resident values found
@@ -268,14 +273,15 @@ impl Inner {
                 e
             }
         };
-        if self.hot.truncations() != truncations {
-            return;
-        }
+        // The truncation check runs inside `publish`, under the cache's append lock, which hot-log
+        // truncation also takes: otherwise a reader paused between check and CAS could publish a
+        // stale copy after the key's newer records were compacted away and the entry was cleared
+        // and re-created with the very value it saw (an ABA on a fresh entry: tag, address 0).
         let bytes = record::encode(&rec.key, Some(value), entry.address());
+        let mut publish =
+            |address| self.hot.truncations() == truncations && entry.cas_address(address).is_ok();
         let inserted =
-            cache.insert(&bytes, &mut |address| entry.cas_address(address).is_ok(), &mut |address, view| {
-                self.unlink_cached(address, view)
-            });
+            cache.insert(&bytes, &mut publish, &mut |address, view| self.unlink_cached(address, view));
         if inserted {
             self.counters.read_cache_inserts.fetch_add(1, Relaxed);
         }

@@ -23,11 +23,72 @@ pub struct ColdIndex {
     chunk_addresses: Box<[AtomicU64]>,
 }
 
-/// Which chunk and which slot of it a key hash uses.
-pub fn position(hash: u64, chunk_count: u64) -> (u64, usize) {
+/// An entry: bits 0..48 the cold-log address of its chain's newest record (0 = empty), bits
+/// 48..63 the tag of the key that claimed it, bit 63 "shared": keys of other tags whose home is
+/// this slot overflowed into the chain because the chunk was full.
+const ADDRESS_MASK: u64 = (1 << 48) - 1;
+const TAG_SHIFT: u32 = 48;
+const TAG_MASK: u64 = 0x7fff;
+const SHARED_BIT: u64 = 1 << 63;
+
+/// Which chunk a key hash uses, its home slot in it, and its 15-bit tag (independent hash bits:
+/// low bits pick the chunk, bits 40.. the home slot, bits 49.. the tag).
+pub fn position(hash: u64, chunk_count: u64) -> (u64, usize, u64) {
     let chunk = hash & (chunk_count - 1);
-    let slot = ((hash >> 40) as usize) % ENTRIES_PER_CHUNK;
-    (chunk, slot)
+    let home = ((hash >> 40) as usize) % ENTRIES_PER_CHUNK;
+    (chunk, home, (hash >> 49) & TAG_MASK)
+}
+
+fn entry_address(entry: u64) -> u64 {
+    entry & ADDRESS_MASK
+}
+
+fn entry_tag(entry: u64) -> u64 {
+    (entry >> TAG_SHIFT) & TAG_MASK
+}
+
+/// The chains a key's cold records can be on, newest first: the live chain claimed by its tag,
+/// then its home slot's chain if that is shared. 0 = none. `live_floor`: addresses below it are
+/// truncated (their entries are dead and may be reused).
+fn candidates(entries: &[u64; ENTRIES_PER_CHUNK], home: usize, tag: u64, live_floor: u64) -> [u64; 2] {
+    let live = |e: u64| entry_address(e) >= live_floor.max(1);
+    let tagged = entries.iter().position(|&e| live(e) && entry_tag(e) == tag);
+    let home_entry = entries.get(home).copied().unwrap_or_default();
+    let home_is_shared = live(home_entry) && home_entry & SHARED_BIT != 0 && tagged != Some(home);
+    let shared = if home_is_shared { entry_address(home_entry) } else { 0 };
+    [tagged.and_then(|i| entries.get(i)).map_or(0, |&e| entry_address(e)), shared]
+}
+
+/// Where a new record of a key goes: the slot whose chain it joins and that chain's live head
+/// (the new record's previous address). In order: the live entry of its tag; its home slot if
+/// shared; a dead (empty or truncated) slot, claimed for the tag (home first); else the home
+/// slot, which becomes shared.
+fn choose_slot(entries: &[u64; ENTRIES_PER_CHUNK], home: usize, tag: u64, live_floor: u64) -> (usize, u64) {
+    let live = |e: u64| entry_address(e) >= live_floor.max(1);
+    let home_entry = entries.get(home).copied().unwrap_or_default();
+    if let Some(i) = entries.iter().position(|&e| live(e) && entry_tag(e) == tag) {
+        return (i, entries.get(i).map_or(0, |&e| entry_address(e)));
+    }
+    if live(home_entry) && home_entry & SHARED_BIT != 0 {
+        return (home, entry_address(home_entry));
+    }
+    if !live(home_entry) {
+        return (home, 0);
+    }
+    if let Some(i) = entries.iter().position(|&e| !live(e)) {
+        return (i, 0);
+    }
+    (home, entry_address(home_entry))
+}
+
+/// A chosen place for a new cold record (see [`ColdIndex::place`]); `prev_address` is the chain
+/// head the record must link to.
+pub struct Placement {
+    chunk: u64,
+    entries: [u64; ENTRIES_PER_CHUNK],
+    slot: usize,
+    tag: u64,
+    pub prev_address: u64,
 }
 
 impl ColdIndex {
@@ -99,18 +160,36 @@ impl ColdIndex {
         }
     }
 
-    /// The cold-log address of the hash chain for `hash` (0 = empty).
-    pub fn find(&self, hash: u64) -> Result<u64> {
-        let (chunk, slot) = position(hash, self.chunk_count());
-        Ok(self.read_chunk(chunk)?.get(slot).copied().unwrap_or_default())
+    /// The cold-log chains that may hold `hash`'s records, newest first (0 = none). Addresses
+    /// below `live_floor` (the cold log's begin) are truncated.
+    pub fn find(&self, hash: u64, live_floor: u64) -> Result<[u64; 2]> {
+        let (chunk, home, tag) = position(hash, self.chunk_count());
+        Ok(candidates(&self.read_chunk(chunk)?, home, tag, live_floor))
     }
 
-    /// Sets the entry for `hash` by appending a new copy of its chunk. Single updater only.
-    pub fn update(&self, hash: u64, cold_address: u64) -> Result<()> {
-        let (chunk, slot) = position(hash, self.chunk_count());
-        let mut entries = self.read_chunk(chunk)?;
+    /// Chooses the chain a new record of `hash` joins; append the record (previous address =
+    /// `prev_address`) and pass its address to [`ColdIndex::commit`]. Single updater only.
+    pub fn place(&self, hash: u64, live_floor: u64) -> Result<Placement> {
+        let (chunk, home, tag) = position(hash, self.chunk_count());
+        let entries = self.read_chunk(chunk)?;
+        let (slot, prev_address) = choose_slot(&entries, home, tag, live_floor);
+        Ok(Placement { chunk, entries, slot, tag, prev_address })
+    }
+
+    /// Points the placed slot at `cold_address` by appending a new copy of its chunk.
+    pub fn commit(&self, placement: Placement, cold_address: u64) -> Result<()> {
+        let Placement { chunk, mut entries, slot, tag, prev_address } = placement;
+        if cold_address > ADDRESS_MASK {
+            return Err(Error::invalid("f2 cold log address space exhausted (2^48 bytes)"));
+        }
         if let Some(e) = entries.get_mut(slot) {
-            *e = cold_address;
+            let (owner_tag, shared) = if prev_address == 0 {
+                (tag, 0)
+            } else {
+                let shared = if entry_tag(*e) == tag { *e & SHARED_BIT } else { SHARED_BIT };
+                (entry_tag(*e), shared)
+            };
+            *e = cold_address | (owner_tag << TAG_SHIFT) | shared;
         }
         self.write_chunk(chunk, &entries)
     }
@@ -174,33 +253,82 @@ mod tests {
         AppendLog::open(file, 4096, begin, tail).unwrap()
     }
 
-    /// Entries survive chunk-log garbage collection and a rebuild from the log, and the chunk
-    /// log stays near its live size.
+    /// Walks the candidate chains of `hash` in a model cold log (`log[address - 1]` = (hash,
+    /// prev)) and returns the newest address holding `hash`.
+    fn lookup(index: &ColdIndex, log: &[(u64, u64)], hash: u64, floor: u64) -> Option<u64> {
+        for mut address in index.find(hash, floor).unwrap() {
+            while address >= floor && address != 0 {
+                let (h, prev) = log[address as usize - 1];
+                if h == hash {
+                    return Some(address);
+                }
+                assert!(prev < address);
+                address = prev;
+            }
+        }
+        None
+    }
+
+    /// Tagged entries with overflow into shared home chains and reuse of truncated entries:
+    /// every key's newest record stays reachable through chunk-log garbage collection, cold-log
+    /// truncation (live records re-inserted first, as compaction does) and a rebuild.
     #[test]
-    fn updates_gc_and_rebuild_agree_with_a_model() {
+    fn updates_overflow_truncation_gc_and_rebuild_agree_with_a_model() {
         let storage = Arc::new(MemStorage::new());
         let index = ColdIndex::new(chunk_log(&storage, FIRST_ADDRESS, FIRST_ADDRESS), 8);
-        let mut model = std::collections::HashMap::new();
+        let mut log: Vec<(u64, u64)> = Vec::new();
+        let mut newest = std::collections::HashMap::new();
+        let mut floor = 1;
         let mut h = 0x9e37_79b9_7f4a_7c15u64;
-        for i in 0..2000u64 {
-            h = h.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let hash = (h % 64) | (h & (0x1f << 40));
-            index.update(hash, FIRST_ADDRESS + i).unwrap();
-            model.insert(position(hash, 8), FIRST_ADDRESS + i);
-            index.collect_garbage(2 * 4096).unwrap();
+        // 400 keys over 8 chunks of 32 slots: chunks overflow; few tag bits: tags collide.
+        let keys: Vec<u64> = (0..400u64)
+            .map(|i| {
+                h = h.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (i % 8) | (h & (0x1f << 40)) | ((h >> 20) % 200) << 49
+            })
+            .collect();
+        let insert = |index: &ColdIndex, log: &mut Vec<(u64, u64)>, hash: u64, floor: u64| {
+            let placement = index.place(hash, floor).unwrap();
+            log.push((hash, placement.prev_address));
+            let address = log.len() as u64;
+            index.commit(placement, address).unwrap();
+            address
+        };
+        for round in 0..6u64 {
+            for (i, &hash) in keys.iter().enumerate() {
+                if !(i as u64 + round).is_multiple_of(3) {
+                    let address = insert(&index, &mut log, hash, floor);
+                    newest.insert(hash, address);
+                }
+                index.collect_garbage(2 * 4096).unwrap();
+            }
+            // Truncate the oldest half of the model log after re-inserting its live records.
+            let new_floor = floor + (log.len() as u64 + 1 - floor) / 2;
+            for (&hash, address) in newest.iter_mut() {
+                if *address < new_floor {
+                    *address = insert(&index, &mut log, hash, floor);
+                }
+            }
+            floor = new_floor;
+            for (&hash, &address) in &newest {
+                assert_eq!(lookup(&index, &log, hash, floor), Some(address), "round {round}");
+            }
         }
-        assert!(index.log.size_bytes() <= 2 * index.live_bytes() + 3 * 4096);
-        for (&(chunk, slot), &address) in &model {
-            let hash = chunk | ((slot as u64) << 40);
-            assert_eq!(index.find(hash).unwrap(), address);
+        for _ in 0..8 {
+            index.collect_garbage(2 * 4096).unwrap(); // each pass halves the log at most
         }
+        assert!(
+            index.log.size_bytes() <= 2 * index.live_bytes() + 3 * 4096,
+            "{} {}",
+            index.log.size_bytes(),
+            index.live_bytes()
+        );
         index.log.flush().unwrap();
         let (begin, tail) = (index.log.begin(), index.log.tail());
         let rebuilt = ColdIndex::new(chunk_log(&storage, begin, tail), 8);
         rebuilt.rebuild().unwrap();
-        for (&(chunk, slot), &address) in &model {
-            let hash = chunk | ((slot as u64) << 40);
-            assert_eq!(rebuilt.find(hash).unwrap(), address);
+        for (&hash, &address) in &newest {
+            assert_eq!(lookup(&rebuilt, &log, hash, floor), Some(address));
         }
     }
 }

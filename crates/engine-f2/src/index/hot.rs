@@ -145,6 +145,32 @@ impl HotIndex {
         None
     }
 
+    pub fn bucket_count(&self) -> u64 {
+        self.buckets.len() as u64
+    }
+
+    /// A hash that selects home bucket `bucket` and carries `tag` (the entry a snapshot entry
+    /// is restored into).
+    pub fn hash_for(bucket: u64, tag: u64) -> u64 {
+        bucket | ((tag & TAG_MASK) << TAG_SHIFT)
+    }
+
+    /// Visits every published entry as (home bucket, tag, address), overflow buckets included.
+    pub fn for_each_entry(&self, mut f: impl FnMut(u64, u64, u64)) {
+        for (i, home) in self.buckets.iter().enumerate() {
+            let mut bucket = Some(home);
+            while let Some(b) = bucket {
+                for slot in &b.entries {
+                    let v = slot.load(SeqCst);
+                    if v & OCCUPIED != 0 && v & TENTATIVE == 0 {
+                        f(i as u64, entry_tag(v), v & ADDRESS_MASK);
+                    }
+                }
+                bucket = self.overflow_bucket(b.overflow.load(SeqCst));
+            }
+        }
+    }
+
     /// The (non-tentative) entry for `hash`, if any.
     pub fn find(&self, hash: u64) -> Option<EntryRef<'_>> {
         let tag = tag_of(hash);

@@ -21,10 +21,21 @@ pub const FIRST_ADDRESS: u64 = 64;
 /// First disk read for a record; longer records take a second read.
 const FIRST_READ_BYTES: u64 = 512;
 
+/// The device block size assumed when sizing a record's first read: the first read stops at a
+/// block boundary (if that leaves room for a header and a short key), so a small record costs one
+/// block, not two.
+const DEVICE_BLOCK_BYTES: u64 = 4096;
+const MIN_FIRST_READ_BYTES: u64 = 64;
+
 /// Reads and checks (checksum included) the record at `address` from the segment files.
 pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64) -> Result<OwnedRecord> {
     let page_end = address - address % page_size + page_size;
-    let first = FIRST_READ_BYTES.min(page_end - address);
+    file.point_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let to_block_end = DEVICE_BLOCK_BYTES - address % DEVICE_BLOCK_BYTES;
+    let mut first = FIRST_READ_BYTES.min(page_end - address);
+    if to_block_end >= MIN_FIRST_READ_BYTES {
+        first = first.min(to_block_end);
+    }
     let mut buf = vec![0u8; first as usize];
     file.read_at(address, &mut buf)?;
     let corrupt =

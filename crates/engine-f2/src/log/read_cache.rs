@@ -75,6 +75,13 @@ impl ReadCache {
         Some(rec)
     }
 
+    /// Runs `f` while no insert can publish (hot-log truncation uses it, so an insert's
+    /// "not truncated since the lookup" check and its CAS are atomic with respect to it).
+    pub fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _no_inserts = self.append_lock.lock();
+        f()
+    }
+
     /// True for records in the older half of the cache (a hit there earns a second chance).
     pub fn is_old(&self, address: u64) -> bool {
         let offset = address & !READ_CACHE_FLAG;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -16,11 +17,20 @@ pub struct SegmentedFile {
     direct_io: bool,
     /// Open segment files; a segment is opened (and created) on first use.
     open: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    /// Single-record reads from storage (for stats: how many I/Os lookups cost).
+    pub point_reads: AtomicU64,
 }
 
 impl SegmentedFile {
     pub fn new(storage: Arc<dyn Storage>, prefix: &'static str, segment_bytes: u64, direct_io: bool) -> Self {
-        SegmentedFile { storage, prefix, segment_bytes, direct_io, open: Mutex::new(BTreeMap::new()) }
+        SegmentedFile {
+            storage,
+            prefix,
+            segment_bytes,
+            direct_io,
+            open: Mutex::new(BTreeMap::new()),
+            point_reads: AtomicU64::new(0),
+        }
     }
 
     pub fn segment_name(&self, segment: u64) -> String {
