@@ -244,6 +244,7 @@ impl Engine for F2Engine {
             ("ops.misses", load(&c.misses)),
             ("ops.cold_lookups", load(&c.cold_lookups)),
             ("ops.false_absence_retries", load(&c.false_absence_retries)),
+            ("ops.hot_truncation_retries", load(&c.hot_truncation_retries)),
             ("ops.rmw_retries", load(&c.rmw_retries)),
             ("ops.rmw_cold_reads", load(&c.rmw_cold_reads)),
             ("compaction.hot_to_cold_runs", load(&c.hot_compactions)),

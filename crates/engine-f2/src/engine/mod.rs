@@ -3,6 +3,8 @@
 
 mod maintenance;
 mod ops;
+#[cfg(test)]
+mod race_tests;
 pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -71,6 +73,8 @@ pub(crate) struct Counters {
     pub misses: AtomicU64,
     pub cold_lookups: AtomicU64,
     pub false_absence_retries: AtomicU64,
+    /// Lookups restarted because the hot log was truncated while they missed in it.
+    pub hot_truncation_retries: AtomicU64,
     pub rmw_retries: AtomicU64,
     /// Rmw calls that found no hot record and read the cold log outside the write lock.
     pub rmw_cold_reads: AtomicU64,

@@ -134,6 +134,8 @@ impl Inner {
     /// hot log), its address, and the chain head seen.
     pub fn hot_lookup(&self, key: &[u8], hash: u64) -> Result<(Option<ChainHead>, Found)> {
         let Some(head) = self.chain_head(hash) else { return Ok((None, None)) };
+        #[cfg(test)]
+        test_hooks::after_chain_head();
         if let Some((address, rec)) = &head.cached {
             if !rec.invalid && rec.key == key {
                 let found = Some((*address, rec.clone()));
@@ -218,36 +220,56 @@ impl Inner {
 
     /// Newest record of `key`: read cache, hot log, then cold log. Disk-resident values found
     /// are offered to the read cache.
+    ///
+    /// False absence across the hot→cold move: compaction drops a hot record that a newer record
+    /// of its key supersedes (it is not copied to the cold log) and then truncates. A lookup that
+    /// read the chain head before the newer record was published walks into the truncated
+    /// address, and the cold log then holds an older version of the key or none. So a lookup
+    /// that missed in the hot log starts over if the hot log was truncated since it began (the
+    /// truncation counter moves before `begin`, so a walk that met the new `begin` sees it).
     pub fn lookup(&self, key: &[u8]) -> Result<Option<OwnedRecord>> {
         let hash = key_hash(key);
-        let truncations = self.hot.truncations();
-        let (head, found) = self.hot_lookup(key, hash)?;
-        if let Some((address, rec)) = found {
-            if address & READ_CACHE_FLAG != 0 {
-                self.counters.read_cache_hits.fetch_add(1, Relaxed);
-                if let (Some(cache), Some(head)) = (&self.read_cache, &head) {
-                    if cache.is_old(address) {
-                        self.second_chance(cache, hash, head.entry_value, address, &rec);
+        loop {
+            let truncations = self.hot.truncations();
+            // Records below the head were immutable before the lookup began, so a copy of one
+            // cannot miss an in-place update made after it was read.
+            let immutable_below = self.hot.head();
+            let (head, found) = self.hot_lookup(key, hash)?;
+            #[cfg(test)]
+            test_hooks::after_hot_lookup();
+            if let Some((address, rec)) = found {
+                if address & READ_CACHE_FLAG != 0 {
+                    self.counters.read_cache_hits.fetch_add(1, Relaxed);
+                    if let (Some(cache), Some(head)) = (&self.read_cache, &head) {
+                        if cache.is_old(address) {
+                            self.second_chance(cache, hash, head.entry_value, address, &rec);
+                        }
+                    }
+                } else {
+                    self.counters.hot_hits.fetch_add(1, Relaxed);
+                    if address < immutable_below {
+                        let seen = head.as_ref().map(|h| h.entry_value);
+                        self.cache_insert(hash, seen, &rec, truncations);
                     }
                 }
-            } else {
-                self.counters.hot_hits.fetch_add(1, Relaxed);
-                if address < self.hot.head() {
+                return Ok(Some(rec));
+            }
+            let cold = self.cold_lookup(key, hash)?;
+            if self.hot.truncations() != truncations {
+                self.counters.hot_truncation_retries.fetch_add(1, Relaxed);
+                continue;
+            }
+            return match cold {
+                Some((_, rec)) => {
+                    self.counters.cold_hits.fetch_add(1, Relaxed);
                     self.cache_insert(hash, head.as_ref().map(|h| h.entry_value), &rec, truncations);
+                    Ok(Some(rec))
                 }
-            }
-            return Ok(Some(rec));
-        }
-        match self.cold_lookup(key, hash)? {
-            Some((_, rec)) => {
-                self.counters.cold_hits.fetch_add(1, Relaxed);
-                self.cache_insert(hash, head.as_ref().map(|h| h.entry_value), &rec, truncations);
-                Ok(Some(rec))
-            }
-            None => {
-                self.counters.misses.fetch_add(1, Relaxed);
-                Ok(None)
-            }
+                None => {
+                    self.counters.misses.fetch_add(1, Relaxed);
+                    Ok(None)
+                }
+            };
         }
     }
 
@@ -407,6 +429,42 @@ impl Inner {
             }
             self.log_and_apply(guard, &single(&new), durability)?;
             return Ok(new);
+        }
+    }
+}
+
+/// Test-only pause points inside the read path, so a test can run a writer and compaction at
+/// an exact point of a lookup (on the reader's own thread).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use std::cell::RefCell;
+
+    type Hook = Box<dyn FnOnce()>;
+
+    thread_local! {
+        static AFTER_CHAIN_HEAD: RefCell<Option<Hook>> = const { RefCell::new(None) };
+        static AFTER_HOT_LOOKUP: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` once, on this thread, right after the next hot lookup read its chain head.
+    pub fn set_after_chain_head(f: impl FnOnce() + 'static) {
+        AFTER_CHAIN_HEAD.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+    }
+
+    pub(super) fn after_chain_head() {
+        if let Some(f) = AFTER_CHAIN_HEAD.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// Runs `f` once, on this thread, right after the next lookup's hot part returned.
+    pub fn set_after_hot_lookup(f: impl FnOnce() + 'static) {
+        AFTER_HOT_LOOKUP.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+    }
+
+    pub(super) fn after_hot_lookup() {
+        if let Some(f) = AFTER_HOT_LOOKUP.with(|h| h.borrow_mut().take()) {
+            f();
         }
     }
 }
