@@ -305,12 +305,10 @@ fn timed<T>(max_us: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
 }
 
 fn read_disk_page(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; page_size as usize];
-    file.read_at(page_start, &mut buf).map_err(|e| match e {
+    crate::log::read_page_from_disk(file, page_size, page_start).map_err(|e| match e {
         Error::Io { .. } => {
             Error::corruption(file.file_of(page_start), page_start % file.segment_bytes(), e.to_string())
         }
         other => other,
-    })?;
-    Ok(buf)
+    })
 }

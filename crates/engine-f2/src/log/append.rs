@@ -1,21 +1,18 @@
 //! An append-only log with one in-memory tail page: the cold log and the hash-chunk log. One
 //! appender at a time (the engine's maintenance lock); readers never block on disk I/O of others.
 
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-
 use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
-use super::{read_record_from_disk, scan_range, SegmentedFile};
+use super::{
+    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_range, Bounds, SegmentedFile,
+};
 use crate::record::{OwnedRecord, RecordView};
 
 pub struct AppendLog {
     pub file: SegmentedFile,
     page_size: u64,
-    begin: AtomicU64,
-    tail: AtomicU64,
-    /// Incremented *before* `begin` moves, so a reader that saw the new `begin` sees the new count.
-    truncations: AtomicU64,
+    bounds: Bounds,
     /// The page holding `tail`. Bytes below its start are in the segment files (handed to the OS).
     tail_page: Mutex<TailPage>,
 }
@@ -28,34 +25,25 @@ struct TailPage {
 impl AppendLog {
     /// Opens a log whose durable contents are `[begin, tail)`; loads the tail page.
     pub fn open(file: SegmentedFile, page_size: u64, begin: u64, tail: u64) -> Result<AppendLog> {
-        let start = tail - tail % page_size;
-        let mut bytes = vec![0u8; page_size as usize];
-        // Only `[begin, tail)` is live; bytes of the tail page outside it are never read.
-        let from = start.max(begin);
-        if tail > from {
-            let range = (from - start) as usize..(tail - start) as usize;
-            file.read_at(from, bytes.get_mut(range).unwrap_or_default())?;
-        }
+        let (start, bytes) = load_tail_page(&file, page_size, begin, tail)?;
         Ok(AppendLog {
             file,
             page_size,
-            begin: AtomicU64::new(begin),
-            tail: AtomicU64::new(tail),
-            truncations: AtomicU64::new(0),
+            bounds: Bounds::new(begin, tail),
             tail_page: Mutex::new(TailPage { start, bytes }),
         })
     }
 
     pub fn begin(&self) -> u64 {
-        self.begin.load(SeqCst)
+        self.bounds.begin()
     }
 
     pub fn tail(&self) -> u64 {
-        self.tail.load(SeqCst)
+        self.bounds.tail()
     }
 
     pub fn truncations(&self) -> u64 {
-        self.truncations.load(SeqCst)
+        self.bounds.truncations()
     }
 
     pub fn page_size(&self) -> u64 {
@@ -82,7 +70,7 @@ impl AppendLog {
         let offset = (tail - page.start) as usize;
         let slot = page.bytes.get_mut(offset..offset + bytes.len()).unwrap_or_default();
         slot.copy_from_slice(bytes);
-        self.tail.store(tail + len, SeqCst);
+        self.bounds.set_tail(tail + len);
         Ok(tail)
     }
 
@@ -100,23 +88,10 @@ impl AppendLog {
         {
             let page = self.tail_page.lock();
             if address >= page.start {
-                let offset = (address - page.start) as usize;
-                let view = page.bytes.get(offset..).and_then(RecordView::parse);
-                return match view {
-                    Some(v) => Ok(Some(OwnedRecord::from_view(&v))),
-                    None => Err(Error::corruption(
-                        self.file.file_of(address),
-                        address % self.file.segment_bytes(),
-                        "no record at this address of the in-memory tail page",
-                    )),
-                };
+                return record_in_page(&self.file, &page.bytes, page.start, address);
             }
         }
-        match read_record_from_disk(&self.file, self.page_size, address) {
-            Ok(r) => Ok(Some(r)),
-            Err(_) if address < self.begin() => Ok(None),
-            Err(e) => Err(e),
-        }
+        record_on_disk(&self.file, self.page_size, &self.bounds, address)
     }
 
     /// A copy of the page starting at `page_start`.
@@ -127,9 +102,7 @@ impl AppendLog {
                 return Ok(page.bytes.clone());
             }
         }
-        let mut buf = vec![0u8; self.page_size as usize];
-        self.file.read_at(page_start, &mut buf)?;
-        Ok(buf)
+        read_page_from_disk(&self.file, self.page_size, page_start)
     }
 
     /// Visits every record in `[from, to)`, checking checksums.
@@ -144,13 +117,12 @@ impl AppendLog {
 
     /// Moves `begin` forward (after everything live below `new_begin` was copied elsewhere).
     pub fn truncate(&self, new_begin: u64) {
-        self.truncations.fetch_add(1, SeqCst);
-        self.begin.fetch_max(new_begin, SeqCst);
+        self.bounds.truncate(new_begin);
     }
 
     /// Bytes between begin and tail.
     pub fn size_bytes(&self) -> u64 {
-        self.tail().saturating_sub(self.begin())
+        self.bounds.size_bytes()
     }
 
     pub fn memory_bytes(&self) -> u64 {

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use strata_core::{Error, Result};
 
-use super::{read_record_from_disk, scan_range, SegmentedFile};
+use super::{
+    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_range, Bounds, SegmentedFile,
+};
 use crate::record::{self, OwnedRecord, RecordView};
 
 type Page = RwLock<Box<[u8]>>;
@@ -32,8 +34,7 @@ pub struct HybridLog {
     lent_bytes: AtomicU64,
     /// The window size the last `push_page` used (for stats).
     window_pages: AtomicUsize,
-    begin: AtomicU64,
-    tail: AtomicU64,
+    bounds: Bounds,
     read_only: AtomicU64,
     /// Start of the oldest in-memory page. Changed only under the `pages` write lock.
     head: AtomicU64,
@@ -41,7 +42,6 @@ pub struct HybridLog {
     pages: RwLock<VecDeque<Arc<Page>>>,
     /// Everything below this address has been written to the segment files.
     flushed_until: Mutex<u64>,
-    truncations: AtomicU64,
 }
 
 impl HybridLog {
@@ -55,14 +55,7 @@ impl HybridLog {
         tail: u64,
     ) -> Result<HybridLog> {
         let max_pages = max_pages_in_memory.max(2);
-        let head = tail - tail % page_size;
-        let mut bytes = vec![0u8; page_size as usize].into_boxed_slice();
-        // Only `[begin, tail)` is live; bytes of the tail page outside it are never read.
-        let from = head.max(begin);
-        if tail > from {
-            let range = (from - head) as usize..(tail - head) as usize;
-            file.read_at(from, bytes.get_mut(range).unwrap_or_default())?;
-        }
+        let (head, bytes) = load_tail_page(&file, page_size, begin, tail)?;
         Ok(HybridLog {
             file,
             page_size,
@@ -70,21 +63,19 @@ impl HybridLog {
             mutable_fraction,
             lent_bytes: AtomicU64::new(0),
             window_pages: AtomicUsize::new(max_pages),
-            begin: AtomicU64::new(begin),
-            tail: AtomicU64::new(tail),
+            bounds: Bounds::new(begin, tail),
             read_only: AtomicU64::new(tail),
             head: AtomicU64::new(head),
-            pages: RwLock::new(VecDeque::from([Arc::new(RwLock::new(bytes))])),
+            pages: RwLock::new(VecDeque::from([Arc::new(RwLock::new(bytes.into_boxed_slice()))])),
             flushed_until: Mutex::new(tail),
-            truncations: AtomicU64::new(0),
         })
     }
 
     pub fn begin(&self) -> u64 {
-        self.begin.load(SeqCst)
+        self.bounds.begin()
     }
     pub fn tail(&self) -> u64 {
-        self.tail.load(SeqCst)
+        self.bounds.tail()
     }
     pub fn read_only(&self) -> u64 {
         self.read_only.load(SeqCst)
@@ -93,13 +84,13 @@ impl HybridLog {
         self.head.load(SeqCst)
     }
     pub fn truncations(&self) -> u64 {
-        self.truncations.load(SeqCst)
+        self.bounds.truncations()
     }
     pub fn memory_bytes(&self) -> u64 {
         self.pages.read().len() as u64 * self.page_size
     }
     pub fn size_bytes(&self) -> u64 {
-        self.tail().saturating_sub(self.begin())
+        self.bounds.size_bytes()
     }
 
     /// Lends `bytes` of the in-memory window to another structure: from the next page change on,
@@ -140,7 +131,7 @@ impl HybridLog {
             let dst = bytes_guard.get_mut(offset..offset + bytes.len()).unwrap_or_default();
             dst.copy_from_slice(bytes);
         }
-        self.tail.store(address + len, SeqCst);
+        self.bounds.set_tail(address + len);
         Ok(address)
     }
 
@@ -223,22 +214,10 @@ impl HybridLog {
             return Ok(None);
         }
         if let Some(page) = self.page(address) {
-            let guard = page.read();
-            let offset = (address % self.page_size) as usize;
-            return match guard.get(offset..).and_then(RecordView::parse) {
-                Some(v) => Ok(Some(OwnedRecord::from_view(&v))),
-                None => Err(Error::corruption(
-                    self.file.file_of(address),
-                    address % self.file.segment_bytes(),
-                    "no record at this address of an in-memory hot page",
-                )),
-            };
+            let page_start = address - address % self.page_size;
+            return record_in_page(&self.file, &page.read(), page_start, address);
         }
-        match read_record_from_disk(&self.file, self.page_size, address) {
-            Ok(r) => Ok(Some(r)),
-            Err(_) if address < self.begin() => Ok(None),
-            Err(e) => Err(e),
-        }
+        record_on_disk(&self.file, self.page_size, &self.bounds, address)
     }
 
     /// Overwrites the value of the record at `address` if it is in the mutable region and holds
@@ -266,9 +245,7 @@ impl HybridLog {
         if let Some(page) = self.page(page_start) {
             return Ok(page.read().to_vec());
         }
-        let mut buf = vec![0u8; self.page_size as usize];
-        self.file.read_at(page_start, &mut buf)?;
-        Ok(buf)
+        read_page_from_disk(&self.file, self.page_size, page_start)
     }
 
     /// Visits every record in `[from, to)`, checking checksums.
@@ -284,8 +261,7 @@ impl HybridLog {
     /// Moves `begin` forward; the counter moves first so a reader that sees the new `begin` also
     /// sees the new count.
     pub fn truncate(&self, new_begin: u64) {
-        self.truncations.fetch_add(1, SeqCst);
-        self.begin.fetch_max(new_begin, SeqCst);
+        self.bounds.truncate(new_begin);
     }
 }
 

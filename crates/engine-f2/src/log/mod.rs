@@ -11,6 +11,8 @@ pub use append::AppendLog;
 pub use hybrid::HybridLog;
 pub use read_cache::{ReadCache, READ_CACHE_FLAG};
 pub use segments::SegmentedFile;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
 use strata_core::{Error, Result};
 
 use crate::record::{self, OwnedRecord, RecordView, Slot};
@@ -26,6 +28,102 @@ const FIRST_READ_BYTES: u64 = 512;
 /// block, not two.
 const DEVICE_BLOCK_BYTES: u64 = 4096;
 const MIN_FIRST_READ_BYTES: u64 = 64;
+
+/// A log's live address range `[begin, tail)` and how often `begin` moved (shared by the hot log
+/// and the append-only logs).
+pub struct Bounds {
+    begin: AtomicU64,
+    tail: AtomicU64,
+    /// Incremented *before* `begin` moves, so a reader that saw the new `begin` sees the new count.
+    truncations: AtomicU64,
+}
+
+impl Bounds {
+    pub fn new(begin: u64, tail: u64) -> Bounds {
+        Bounds { begin: AtomicU64::new(begin), tail: AtomicU64::new(tail), truncations: AtomicU64::new(0) }
+    }
+
+    pub fn begin(&self) -> u64 {
+        self.begin.load(SeqCst)
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.tail.load(SeqCst)
+    }
+
+    pub fn set_tail(&self, tail: u64) {
+        self.tail.store(tail, SeqCst);
+    }
+
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(SeqCst)
+    }
+
+    /// Moves `begin` forward (after everything live below `new_begin` was copied elsewhere).
+    pub fn truncate(&self, new_begin: u64) {
+        self.truncations.fetch_add(1, SeqCst);
+        self.begin.fetch_max(new_begin, SeqCst);
+    }
+
+    /// Bytes between begin and tail.
+    pub fn size_bytes(&self) -> u64 {
+        self.tail().saturating_sub(self.begin())
+    }
+}
+
+/// The page holding `tail`, with its live bytes (`[begin, tail)` ∩ the page) read from the
+/// segment files: (page start, page bytes). Bytes outside the live range stay zero; they are
+/// never read.
+pub fn load_tail_page(file: &SegmentedFile, page_size: u64, begin: u64, tail: u64) -> Result<(u64, Vec<u8>)> {
+    let start = tail - tail % page_size;
+    let mut bytes = vec![0u8; page_size as usize];
+    let from = start.max(begin);
+    if tail > from {
+        let range = (from - start) as usize..(tail - start) as usize;
+        file.read_at(from, bytes.get_mut(range).unwrap_or_default())?;
+    }
+    Ok((start, bytes))
+}
+
+/// The record at `address` inside an in-memory page that starts at `page_start`.
+fn record_in_page(
+    file: &SegmentedFile,
+    page: &[u8],
+    page_start: u64,
+    address: u64,
+) -> Result<Option<OwnedRecord>> {
+    let offset = (address - page_start) as usize;
+    match page.get(offset..).and_then(RecordView::parse) {
+        Some(view) => Ok(Some(OwnedRecord::from_view(&view))),
+        None => Err(Error::corruption(
+            file.file_of(address),
+            address % file.segment_bytes(),
+            "no record at this address of an in-memory log page",
+        )),
+    }
+}
+
+/// The record at `address` from the segment files, or `None` if the log was truncated past it
+/// while the read ran (its segment may have been deleted).
+fn record_on_disk(
+    file: &SegmentedFile,
+    page_size: u64,
+    bounds: &Bounds,
+    address: u64,
+) -> Result<Option<OwnedRecord>> {
+    match read_record_from_disk(file, page_size, address) {
+        Ok(r) => Ok(Some(r)),
+        Err(_) if address < bounds.begin() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A copy of the on-disk page starting at `page_start`.
+pub fn read_page_from_disk(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; page_size as usize];
+    file.read_at(page_start, &mut buf)?;
+    Ok(buf)
+}
 
 /// Reads and checks (checksum included) the record at `address` from the segment files.
 pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64) -> Result<OwnedRecord> {
