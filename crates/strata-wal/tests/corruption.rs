@@ -44,6 +44,32 @@ fn open_err(storage: &Arc<dyn Storage>, opts: &WalOptions) -> (Error, Vec<Lsn>) 
     (result.map(|_| ()).unwrap_err(), replayed)
 }
 
+/// Opening in both recovery modes reports damage at (`file`, `offset`) that is "not a torn tail",
+/// after replaying exactly the records before `damaged_lsn`.
+fn assert_not_a_torn_tail_in_both_modes(
+    storage: &Arc<dyn Storage>,
+    opts: &WalOptions,
+    (file, offset): (&str, u64),
+    damaged_lsn: Lsn,
+    context: &str,
+) {
+    for opts in [opts.clone(), strict(opts)] {
+        let (err, replayed) = open_err(storage, &opts);
+        match &err {
+            Error::Corruption { file: f, offset: at, what } => {
+                assert_eq!((f.as_str(), *at), (file, offset), "{context}: {what}");
+                assert!(what.contains("not a torn tail"), "{context}: {what}");
+            }
+            other => panic!("{context}: {other}"),
+        }
+        assert_eq!(
+            replayed,
+            (1..damaged_lsn).collect::<Vec<_>>(),
+            "{context}: nothing past the damage is replayed"
+        );
+    }
+}
+
 #[test]
 fn a_damaged_record_followed_by_synced_records_is_corruption_in_both_modes() {
     // Byte offsets inside record 10: crc, payload_len, lsn, synced_lsn, payload.
@@ -52,17 +78,8 @@ fn a_damaged_record_followed_by_synced_records_is_corruption_in_both_modes() {
         let (storage, opts) = synced_log(&sim, 64 << 10, 50);
         let offset = position_of(storage.as_ref(), FIRST_SEGMENT, 10);
         sim.flip_bit(FIRST_SEGMENT, offset + delta, 3).unwrap();
-        for opts in [opts.clone(), strict(&opts)] {
-            let (err, replayed) = open_err(&storage, &opts);
-            match &err {
-                Error::Corruption { file, offset: at, what } => {
-                    assert_eq!((file.as_str(), *at), (FIRST_SEGMENT, offset), "byte +{delta}: {what}");
-                    assert!(what.contains("not a torn tail"), "{what}");
-                }
-                other => panic!("byte +{delta}: {other}"),
-            }
-            assert_eq!(replayed, (1..10).collect::<Vec<_>>(), "nothing past the damage is replayed");
-        }
+        let context = format!("byte +{delta}");
+        assert_not_a_torn_tail_in_both_modes(&storage, &opts, (FIRST_SEGMENT, offset), 10, &context);
         assert!(Wal::verify(storage.as_ref(), &opts).unwrap_err().is_corruption());
     }
 }
@@ -353,16 +370,8 @@ fn a_flipped_bit_in_the_last_records_after_sync_or_close_is_corruption_in_both_m
             drop(wal);
             let offset = position_of(storage.as_ref(), FIRST_SEGMENT, last);
             sim.flip_bit(FIRST_SEGMENT, offset + delta, 2).unwrap();
+            assert_not_a_torn_tail_in_both_modes(&storage, &opts, (FIRST_SEGMENT, offset), last, &context);
             for opts in [opts.clone(), strict(&opts)] {
-                let (err, replayed) = open_err(&storage, &opts);
-                match &err {
-                    Error::Corruption { file, offset: at, what } => {
-                        assert_eq!((file.as_str(), *at), (FIRST_SEGMENT, offset), "{context}: {what}");
-                        assert!(what.contains("not a torn tail"), "{context}: {what}");
-                    }
-                    other => panic!("{context}: {other}"),
-                }
-                assert_eq!(replayed, (1..last).collect::<Vec<_>>(), "{context}");
                 let err = Wal::verify(storage.as_ref(), &opts).unwrap_err();
                 assert!(
                     matches!(&err, Error::Corruption { file, offset: at, .. } if file == FIRST_SEGMENT && *at == offset),

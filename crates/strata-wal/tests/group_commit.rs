@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::*;
 use strata_core::Durability;
 use strata_io::{MemStorage, Storage, SyncHook, SyncHookStorage};
+use strata_wal::Wal;
 
 /// MemStorage whose file syncs take `sync_delay`, like a disk, and are counted in `file_syncs`.
 fn slow_sync_storage(sync_delay: Duration, file_syncs: Arc<AtomicU64>) -> Arc<dyn Storage> {
@@ -21,6 +22,44 @@ fn slow_sync_storage(sync_delay: Duration, file_syncs: Arc<AtomicU64>) -> Arc<dy
     Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), hook))
 }
 
+/// `threads` writers each append `commits_per_thread` records under one engine lock (so log order
+/// is apply order) and make each durable with `make_durable(wal, lsn, i)`, checking it is durable
+/// when that returns. Returns what was applied, in lsn order.
+fn concurrent_writers(
+    wal: &Arc<Wal>,
+    threads: u64,
+    commits_per_thread: u64,
+    make_durable: fn(&Wal, u64, u64),
+) -> Vec<(u64, Vec<u8>)> {
+    let engine_lock = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let barrier = Arc::new(Barrier::new(threads as usize));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (wal, engine_lock, barrier) = (wal.clone(), engine_lock.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for i in 0..commits_per_thread {
+                    let payload = format!("thread {t} commit {i}").into_bytes();
+                    let lsn = {
+                        let mut applied = engine_lock.lock();
+                        let lsn = wal.append(&payload).unwrap();
+                        applied.push((lsn, payload));
+                        lsn
+                    };
+                    make_durable(&wal, lsn, i);
+                    assert!(wal.durable_lsn() >= lsn, "lsn {lsn} returned before it was durable");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let mut applied = engine_lock.lock().clone();
+    applied.sort();
+    applied
+}
+
 #[test]
 fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
     const THREADS: u64 = 8;
@@ -30,30 +69,9 @@ fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
     let opts = small_opts(64 << 10);
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let wal = Arc::new(wal);
-    let engine_lock = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let barrier = Arc::new(Barrier::new(THREADS as usize));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let (wal, engine_lock, barrier) = (wal.clone(), engine_lock.clone(), barrier.clone());
-            thread::spawn(move || {
-                barrier.wait();
-                for i in 0..COMMITS_PER_THREAD {
-                    let payload = format!("thread {t} commit {i}").into_bytes();
-                    let lsn = {
-                        let mut applied = engine_lock.lock();
-                        let lsn = wal.append(&payload).unwrap();
-                        applied.push((lsn, payload));
-                        lsn
-                    };
-                    wal.commit(lsn, Durability::Sync).unwrap();
-                    assert!(wal.durable_lsn() >= lsn, "commit(Sync) returned before lsn {lsn} was durable");
-                }
-            })
-        })
-        .collect();
-    for handle in handles {
-        handle.join().unwrap();
-    }
+    let applied = concurrent_writers(&wal, THREADS, COMMITS_PER_THREAD, |wal, lsn, _| {
+        wal.commit(lsn, Durability::Sync).unwrap();
+    });
     let commits = THREADS * COMMITS_PER_THREAD;
     let stats = wal.stats();
     assert_eq!(wal.durable_lsn(), commits);
@@ -65,8 +83,6 @@ fn eight_threads_of_sync_commits_share_syncs_and_all_become_durable() {
     wal.close().unwrap();
 
     let (_wal, _, replayed) = open(&storage, &opts, 1).unwrap();
-    let mut applied = engine_lock.lock().clone();
-    applied.sort();
     assert_eq!(replayed, applied, "log order equals apply order");
 }
 
@@ -112,34 +128,13 @@ fn concurrent_flushes_and_sync_commits_share_syncs() {
     let opts = small_opts(64 << 10);
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let wal = Arc::new(wal);
-    let engine_lock = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let barrier = Arc::new(Barrier::new(THREADS as usize));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let (wal, engine_lock, barrier) = (wal.clone(), engine_lock.clone(), barrier.clone());
-            thread::spawn(move || {
-                barrier.wait();
-                for i in 0..COMMITS_PER_THREAD {
-                    let payload = format!("thread {t} commit {i}").into_bytes();
-                    let lsn = {
-                        let mut applied = engine_lock.lock();
-                        let lsn = wal.append(&payload).unwrap();
-                        applied.push((lsn, payload));
-                        lsn
-                    };
-                    if i % FLUSH_EVERY == 0 {
-                        assert!(wal.sync().unwrap() >= lsn);
-                    } else {
-                        wal.commit(lsn, Durability::Sync).unwrap();
-                    }
-                    assert!(wal.durable_lsn() >= lsn, "lsn {lsn} returned before it was durable");
-                }
-            })
-        })
-        .collect();
-    for handle in handles {
-        handle.join().unwrap();
-    }
+    let applied = concurrent_writers(&wal, THREADS, COMMITS_PER_THREAD, |wal, lsn, i| {
+        if i % FLUSH_EVERY == 0 {
+            assert!(wal.sync().unwrap() >= lsn);
+        } else {
+            wal.commit(lsn, Durability::Sync).unwrap();
+        }
+    });
     let commits = THREADS * COMMITS_PER_THREAD;
     let flushes = THREADS * COMMITS_PER_THREAD / FLUSH_EVERY;
     let stats = wal.stats();
@@ -152,7 +147,5 @@ fn concurrent_flushes_and_sync_commits_share_syncs() {
     wal.close().unwrap();
 
     let (_wal, _, replayed) = open(&storage, &opts, 1).unwrap();
-    let mut applied = engine_lock.lock().clone();
-    applied.sort();
     assert_eq!(replayed, applied, "log order equals apply order; markers are not replayed");
 }
