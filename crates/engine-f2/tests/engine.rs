@@ -6,42 +6,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
+use common::{config, counter, key, small_options};
 use engine_f2::{F2Engine, F2Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Direction, Durability, Engine, EngineConfig, Error, KeyRange, WriteBatch};
 use strata_io::{CrashMode, MemStorage, SimStorage, Storage};
 
-fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
-}
-
-/// Tiny budgets: every few hundred writes move records hot→cold, compact the cold log, collect
-/// chunk-log garbage and take a checkpoint.
-fn small_options() -> F2Options {
-    F2Options {
-        page_size_bytes: 4 << 10,
-        segment_bytes: 16 << 10,
-        hot_index_bytes: Some(2 << 10),
-        hot_log_memory_bytes: Some(16 << 10),
-        cold_index_bytes: Some(64),
-        hot_log_disk_budget_bytes: Some(32 << 10),
-        cold_log_disk_budget_bytes: 64 << 10,
-        checkpoint_wal_bytes: Some(24 << 10),
-        ..F2Options::default()
-    }
-}
-
 fn open(storage: &Arc<dyn Storage>) -> F2Engine {
     F2Engine::open_with(storage.clone(), &config(), small_options()).unwrap()
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key-{i:05}").into_bytes()
-}
-
-fn counter(engine: &F2Engine, name: &str) -> u64 {
-    engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"))
 }
 
 fn check_model(engine: &F2Engine, model: &HashMap<Vec<u8>, Option<Vec<u8>>>) {

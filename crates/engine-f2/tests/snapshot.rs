@@ -5,37 +5,25 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod common;
+
+use common::{config, counter, key, small_options};
 use engine_f2::{F2Engine, F2Options};
-use strata_core::{Durability, Engine, EngineConfig};
+use strata_core::{Durability, Engine};
 use strata_io::{CrashMode, SimStorage, Storage};
 
-fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
-}
-
+/// No compaction: the disk budgets are far above what the tests write.
 fn options() -> F2Options {
     F2Options {
-        page_size_bytes: 4 << 10,
-        segment_bytes: 16 << 10,
-        hot_index_bytes: Some(2 << 10),
-        hot_log_memory_bytes: Some(16 << 10),
-        cold_index_bytes: Some(64),
         hot_log_disk_budget_bytes: Some(1 << 20),
         cold_log_disk_budget_bytes: 1 << 20,
-        ..F2Options::default()
+        checkpoint_wal_bytes: None,
+        ..small_options()
     }
 }
 
 fn open(storage: &Arc<dyn Storage>) -> F2Engine {
     F2Engine::open_with(storage.clone(), &config(), options()).unwrap()
-}
-
-fn counter(engine: &F2Engine, name: &str) -> u64 {
-    engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"))
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key-{i:05}").into_bytes()
 }
 
 #[test]

@@ -6,40 +6,25 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{config, counter, key, small_options};
 use engine_f2::{F2Engine, F2Options};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use strata_core::{Durability, Engine, EngineConfig};
+use strata_core::{Durability, Engine};
 use strata_io::{CrashMode, MemStorage, SimStorage, Storage};
 
 const PAGE_BYTES: u64 = 4 << 10;
 const HOT_DISK_BUDGET_BYTES: u64 = 32 << 10;
 
-fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
-}
-
 fn options() -> F2Options {
     F2Options {
         page_size_bytes: PAGE_BYTES,
-        segment_bytes: 16 << 10,
-        hot_index_bytes: Some(2 << 10),
-        hot_log_memory_bytes: Some(16 << 10),
-        cold_index_bytes: Some(64),
         hot_log_disk_budget_bytes: Some(HOT_DISK_BUDGET_BYTES),
-        cold_log_disk_budget_bytes: 64 << 10,
-        checkpoint_wal_bytes: Some(24 << 10),
         background_maintenance: true,
-        ..F2Options::default()
+        ..small_options()
     }
-}
-
-fn counter(engine: &F2Engine, name: &str) -> u64 {
-    engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"))
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key-{i:05}").into_bytes()
 }
 
 #[test]
