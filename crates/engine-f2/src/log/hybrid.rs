@@ -163,13 +163,7 @@ impl HybridLog {
                 spare = Some(bytes.into_inner());
             }
         }
-        let bytes = match spare {
-            Some(mut bytes) => {
-                bytes.fill(0);
-                bytes
-            }
-            None => vec![0u8; self.page_size as usize].into_boxed_slice(),
-        };
+        let bytes = super::zeroed_page(spare, self.page_size);
         self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
         Ok(())
     }

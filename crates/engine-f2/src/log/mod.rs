@@ -118,6 +118,17 @@ fn record_on_disk(
     }
 }
 
+/// A zeroed page: `spare` (an evicted page nobody else holds) cleared, or a new allocation.
+pub fn zeroed_page(spare: Option<Box<[u8]>>, page_size: u64) -> Box<[u8]> {
+    match spare {
+        Some(mut bytes) => {
+            bytes.fill(0);
+            bytes
+        }
+        None => vec![0u8; page_size as usize].into_boxed_slice(),
+    }
+}
+
 /// A copy of the on-disk page starting at `page_start`.
 pub fn read_page_from_disk(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; page_size as usize];

@@ -124,13 +124,7 @@ impl ReadCache {
         if page_start > last_start {
             let spare =
                 if self.pages.read().len() >= self.max_pages { self.evict_oldest(unlink) } else { None };
-            let bytes = match spare {
-                Some(mut bytes) => {
-                    bytes.fill(0);
-                    bytes
-                }
-                None => vec![0u8; self.page_size as usize].into_boxed_slice(),
-            };
+            let bytes = super::zeroed_page(spare, self.page_size);
             self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
         }
         let Some(page) = self.page(offset) else { return false };
