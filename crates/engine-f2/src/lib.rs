@@ -4,7 +4,7 @@
 //! lookup-based hot→cold and cold→cold compaction, and durability through the shared WAL plus
 //! checkpoints of the logs' address ranges.
 //!
-//! Paths (write, read, rmw, compaction, checkpoint, recovery): /work/notes/arch-f2.md.
+//! Paths (write, read, rmw, compaction, checkpoint, recovery): docs/ARCHITECTURE.md, section `f2`.
 //! On-disk formats: docs/format/f2-logs.md, docs/format/wal.md, docs/format/write-batch.md.
 //! Maintenance (compaction, chunk-log GC, checkpoints) runs on one background thread; the hot
 //! index is persisted at a clean close (`f2-hot-index`), else rebuilt by scanning the hot log.

@@ -1,5 +1,6 @@
 //! The background committer: one thread per engine that commits the immutable MemTable into the
-//! table file (commit path, /work/notes/arch-flex.md), so writers never run a commit themselves.
+//! table file (the commit path in docs/ARCHITECTURE.md, section `flex`), so writers never run a
+//! commit themselves.
 //! A writer that fills the active MemTable freezes it (if no immutable one exists) and wakes the
 //! committer; a writer that fills it while the committer is still busy waits for it
 //! (backpressure: memory stays bounded to about two MemTables).

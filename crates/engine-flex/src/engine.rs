@@ -1,5 +1,5 @@
 //! `FlexEngine`: FlexDB behind the `strata_core::Engine` trait. Write, commit and recovery paths
-//! are numbered in /work/notes/arch-flex.md (the `flex` section of docs/ARCHITECTURE.md).
+//! are numbered in the `flex` section of docs/ARCHITECTURE.md.
 //!
 //! Commits run on a background thread (`committer.rs`); writers only freeze a full MemTable.
 //! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.

@@ -1,5 +1,5 @@
 //! The engine's shared state, how it opens (recovery), and its poison/closed bookkeeping.
-//! Paths: /work/notes/arch-f2.md (numbered write, compaction, checkpoint and recovery paths).
+//! Paths: docs/ARCHITECTURE.md, section `f2` (numbered write, compaction, checkpoint and recovery paths).
 
 mod maintenance;
 mod ops;

@@ -1,7 +1,7 @@
 //! FlexDB (paper §5): a MemTable and the shared WAL in front of one sorted table file that is
 //! updated in place with insert-range and collapse-range; a volatile sparse index with partial
 //! offsets and shifts; an interval cache; recovery by sampling extents. Paths:
-//! /work/notes/arch-flex.md (ARCHITECTURE section), docs/format/flexdb.md.
+//! docs/ARCHITECTURE.md (section `flex`), docs/format/flexdb.md.
 
 mod cache;
 mod interval;
