@@ -19,7 +19,7 @@ use strata_core::{
     Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats, Value,
     VerifyReport, WriteBatch,
 };
-use strata_io::{OpenOptions, Storage, StorageFile};
+use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
 
 use crate::committer::{self, Signals};
@@ -36,9 +36,6 @@ pub const LIMITS: Limits =
     Limits { max_key_bytes: MAX_KEY_BYTES, max_value_bytes: MAX_VALUE_BYTES, max_batch_bytes: 8 << 20 };
 
 const WAL_FILE_PREFIX: &str = "flexdb-wal-";
-/// An empty file the engine holds open to notice that its storage handles went stale (a
-/// simulated power loss) before it trusts a commit's file replacements; see `check_alive`.
-const ALIVE_FILE_NAME: &str = "flexdb-alive";
 /// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
 const FLEXFILE_NAME: &str = "flexdb-table";
 
@@ -69,8 +66,6 @@ enum Room {
 
 pub(crate) struct Inner {
     storage: Arc<dyn Storage>,
-    /// Handle to `ALIVE_FILE_NAME`, opened with the engine.
-    alive: Arc<dyn StorageFile>,
     wal_options: WalOptions,
     wal: Wal,
     pub(crate) mem: RwLock<MemState>,
@@ -165,10 +160,8 @@ impl FlexEngine {
                 }
                 Ok(())
             })?;
-        let alive = storage.open(ALIVE_FILE_NAME, OpenOptions::create())?;
         let inner = Inner {
             storage,
-            alive,
             wal_options,
             wal,
             mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0 }),
@@ -345,11 +338,9 @@ impl Inner {
         }
         self.check_aborting()?;
         self.table.read().sync().map_err(|e| self.poison(e))?;
-        self.check_alive()?;
         self.check_aborting()?;
         let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
         meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
-        self.check_alive()?;
         self.check_aborting()?;
         {
             let mut mem = self.mem.write();
@@ -370,16 +361,6 @@ impl Inner {
             return Err(Error::Closed);
         }
         Ok(())
-    }
-
-    /// Fails (and poisons) if the engine's storage handles went stale. A file replacement
-    /// (`write_file_atomic`) that a simulated power loss interrupts can still return `Ok`: its
-    /// rename is undone by the crash, its directory sync runs after it on the new namespace.
-    /// The committer runs on while the crashed engine is being dropped, so before it trusts
-    /// such a replacement (and records or truncates on top of it) it checks that a handle
-    /// opened before the replacement still works. Real storage never goes stale: one `fstat`.
-    fn check_alive(&self) -> Result<()> {
-        self.alive.len().map(|_| ()).map_err(|e| self.poison(e))
     }
 
     /// Close: stop the committer thread (`commit`: after its current commit; otherwise between

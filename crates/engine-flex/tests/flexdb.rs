@@ -167,9 +167,11 @@ fn readers_are_not_blocked_for_a_whole_commit() {
 fn sync_writes_survive_power_loss_around_commits() {
     for seed in 0..4u64 {
         let sim = SimStorage::new(seed);
-        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        // Each open gets the storage of one process lifetime: a committer of the crashed engine
+        // still running can no longer touch the disk.
+        let boot = || -> Arc<dyn Storage> { Arc::new(sim.booted()) };
         let mut model = BTreeMap::new();
-        let mut engine = open(&storage, small_options());
+        let mut engine = open(&boot(), small_options());
         for round in 0..6u64 {
             for i in 0..400u64 {
                 let k = key(round * 131 + i);
@@ -179,7 +181,7 @@ fn sync_writes_survive_power_loss_around_commits() {
             }
             sim.crash(strata_io::CrashMode::Random);
             drop(engine);
-            engine = open(&storage, small_options());
+            engine = open(&boot(), small_options());
             check_all(&engine, &model);
         }
         engine.verify().unwrap();

@@ -72,9 +72,16 @@ pub enum Fault {
 ///
 /// Any failing operation (injected or capacity) changes nothing. Faults stay armed across
 /// `crash` until `clear_faults`.
+///
+/// A plain value (from `new` or `clone`) works across crashes, like an operator's view of the
+/// disk. [`SimStorage::booted`] gives the view of one process lifetime instead: after the next
+/// crash every `Storage` call through it fails, as the process that held it would be dead. An
+/// engine opened on such a view can never write after the power loss, whatever threads it leaves.
 #[derive(Clone)]
 pub struct SimStorage {
     shared: Arc<Shared>,
+    /// `Some(epoch)` for a [`SimStorage::booted`] view: the disk epoch it belongs to.
+    boot_epoch: Option<u64>,
 }
 
 struct Shared {
@@ -124,7 +131,28 @@ fn to_usize(value: u64, what: &str) -> Result<usize> {
 impl SimStorage {
     pub fn new(seed: u64) -> SimStorage {
         let state = State { disk: Disk::new(StdRng::seed_from_u64(seed)), faults: FaultPlan::default() };
-        SimStorage { shared: Arc::new(Shared { state: Mutex::new(state), counters: Counters::default() }) }
+        SimStorage {
+            shared: Arc::new(Shared { state: Mutex::new(state), counters: Counters::default() }),
+            boot_epoch: None,
+        }
+    }
+
+    /// A view of this disk for one process lifetime (see the type's documentation): every
+    /// `Storage` call through it fails with `Error::Io` once the disk crashes again.
+    pub fn booted(&self) -> SimStorage {
+        let epoch = self.shared.state.lock().disk.epoch;
+        SimStorage { shared: self.shared.clone(), boot_epoch: Some(epoch) }
+    }
+
+    /// The state lock, after checking that a booted view's process is still alive.
+    fn live_state(&self, context: impl FnOnce() -> String) -> Result<parking_lot::MutexGuard<'_, State>> {
+        let state = self.shared.state.lock();
+        match self.boot_epoch {
+            Some(epoch) if epoch != state.disk.epoch => {
+                Err(Error::io(context(), io::Error::other("simulated crash: storage view of a dead process")))
+            }
+            _ => Ok(state),
+        }
     }
 
     /// Power loss. Applies `mode` to every file, then invalidates every handle and lock taken before the
@@ -208,7 +236,7 @@ impl fmt::Debug for SimStorage {
 impl Storage for SimStorage {
     fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
         check_name(name)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.live_state(|| format!("opening sim:{name}"))?;
         state.count_op(OpClass::Other, None, || format!("opening sim:{name}"))?;
         let id = match state.disk.dir.get(name) {
             Some(&id) => id,
@@ -224,12 +252,12 @@ impl Storage for SimStorage {
 
     fn exists(&self, name: &str) -> Result<bool> {
         check_name(name)?;
-        Ok(self.shared.state.lock().disk.dir.contains_key(name))
+        Ok(self.live_state(|| format!("checking sim:{name}"))?.disk.dir.contains_key(name))
     }
 
     fn remove(&self, name: &str) -> Result<()> {
         check_name(name)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.live_state(|| format!("removing sim:{name}"))?;
         state.count_op(OpClass::Other, None, || format!("removing sim:{name}"))?;
         let id = state.disk.dir.remove(name).ok_or_else(|| not_found(format!("removing sim:{name}")))?;
         state.disk.collect_if_unreachable(id);
@@ -240,7 +268,7 @@ impl Storage for SimStorage {
         check_name(from)?;
         check_name(to)?;
         let context = || format!("renaming sim:{from} to sim:{to}");
-        let mut state = self.shared.state.lock();
+        let mut state = self.live_state(context)?;
         state.count_op(OpClass::Other, None, context)?;
         let id = state.disk.dir.remove(from).ok_or_else(|| not_found(context()))?;
         if let Some(replaced) = state.disk.dir.insert(to.to_string(), id) {
@@ -250,11 +278,11 @@ impl Storage for SimStorage {
     }
 
     fn list(&self) -> Result<Vec<String>> {
-        Ok(self.shared.state.lock().disk.dir.keys().cloned().collect())
+        Ok(self.live_state(|| "listing sim:".to_string())?.disk.dir.keys().cloned().collect())
     }
 
     fn sync_dir(&self) -> Result<()> {
-        let mut state = self.shared.state.lock();
+        let mut state = self.live_state(|| "syncing directory sim:".to_string())?;
         state.count_op(OpClass::Sync, None, || "syncing directory sim:".to_string())?;
         state.disk.sync_dir();
         self.shared.counters.on_sync();
@@ -263,7 +291,7 @@ impl Storage for SimStorage {
 
     fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
         check_name(name)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.live_state(|| format!("locking sim:{name}"))?;
         if state.disk.locks.contains_key(name) {
             return Err(Error::Locked(format!("sim:{name}")));
         }

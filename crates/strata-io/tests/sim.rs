@@ -191,6 +191,34 @@ fn old_handles_are_stale_after_crash() {
     assert_eq!(reopened.len().unwrap(), 3);
 }
 
+/// A booted view is one process lifetime: after a crash nothing goes through it (not even a
+/// whole-file replacement with new handles), while plain clones and the next boot work on.
+#[test]
+fn a_booted_view_is_dead_after_the_next_crash() {
+    let sim = SimStorage::new(4);
+    let process = sim.booted();
+    write_file_atomic(&process, "meta", b"before").unwrap();
+    sim.crash(CrashMode::DropUnsynced);
+    let dead = [
+        process.open("other", OpenOptions::create()).err(),
+        write_file_atomic(&process, "meta", b"after").err(),
+        process.remove("meta").err(),
+        process.rename("meta", "moved").err(),
+        process.sync_dir().err(),
+        process.lock("LOCK").err(),
+        process.list().err(),
+        process.exists("meta").err(),
+    ];
+    for (i, err) in dead.into_iter().enumerate() {
+        let err = err.unwrap_or_else(|| panic!("call {i} through a dead view succeeded"));
+        assert!(err.to_string().contains("dead process"), "call {i}: {err}");
+    }
+    assert_eq!(sim.contents("meta").unwrap(), b"before");
+    let next = sim.booted();
+    write_file_atomic(&next, "meta", b"rebooted").unwrap();
+    assert_eq!(sim.contents("meta").unwrap(), b"rebooted");
+}
+
 #[test]
 fn crash_releases_locks_and_old_guards_cannot_release_new_ones() {
     let sim = SimStorage::new(8);

@@ -23,7 +23,8 @@ impl Backend {
     pub(crate) fn storage(&self) -> Arc<dyn Storage> {
         match self {
             Backend::Mem(mem) => Arc::new(mem.clone()),
-            Backend::Sim(sim) => Arc::new(sim.clone()),
+            // One process lifetime: after a crash the old engine can no longer touch the disk.
+            Backend::Sim(sim) => Arc::new(sim.booted()),
         }
     }
 
