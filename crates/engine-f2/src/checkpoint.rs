@@ -2,7 +2,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 use strata_core::{Error, Result};
-use strata_io::{Storage, StorageFile};
+use strata_io::Storage;
 
 pub const FILE_NAME: &str = "f2-checkpoint";
 
@@ -130,18 +130,9 @@ impl Checkpoint {
         Checkpoint::decode(&strata_io::read_all(file.as_ref())?).map(Some)
     }
 
-    /// Durably replaces the checkpoint file through `tmp` (a handle on [`tmp_name`], opened when
-    /// the checkpoint began): write, fsync, rename, directory fsync, then fsync `tmp` once more.
-    /// A power loss makes every handle opened before it fail, so that last fsync proves that no
-    /// crash happened since the checkpoint began — storage-level calls (rename, directory sync,
-    /// the deletions that follow) would otherwise succeed on the post-crash directory when a
-    /// background thread races the crash.
-    pub fn store_via(&self, storage: &dyn Storage, tmp: &dyn StorageFile) -> Result<()> {
-        tmp.write_at(0, &self.encode())?;
-        tmp.sync()?;
-        storage.rename(&tmp_name(), FILE_NAME)?;
-        storage.sync_dir()?;
-        tmp.sync()
+    /// Durably replaces the checkpoint file (tmp file, fsync, rename, directory fsync).
+    pub fn store(&self, storage: &dyn Storage) -> Result<()> {
+        strata_io::write_file_atomic(storage, FILE_NAME, &self.encode())
     }
 }
 

@@ -86,8 +86,6 @@ impl Writer {
         self.file.sync()?;
         storage.rename(&tmp_name(), FILE_NAME)?;
         storage.sync_dir()?;
-        // Proves no power loss happened since `create` (see `Checkpoint::store_via`).
-        self.file.sync()?;
         Ok(self.count)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_core::{Error, Key, Result, VerifyReport};
 
 use super::Inner;
-use crate::checkpoint::{self, Checkpoint, CHECKPOINT_BYTES};
+use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
 use crate::hash::key_hash;
 use crate::hot_snapshot;
 use crate::index::hot::HotIndex;
@@ -150,12 +150,6 @@ impl Inner {
     /// file, deletes segments below the new begins and truncates the WAL. Caller holds the
     /// maintenance lock.
     pub fn checkpoint_locked(&self) -> Result<()> {
-        // Opened first: its final fsync in `store_via` proves no crash happened meanwhile.
-        let tmp = checkpoint::tmp_name();
-        if self.storage.exists(&tmp)? {
-            self.storage.remove(&tmp)?;
-        }
-        let probe = self.storage.open(&tmp, strata_io::OpenOptions::create())?;
         let (wal_lsn, hot_tail) = {
             let _w = self.write_lock.lock();
             (self.wal.last_lsn(), self.hot.seal_to_tail())
@@ -181,8 +175,7 @@ impl Inner {
             chunk_tail: self.cold_index.log.tail(),
             cold_truncations: self.cold.truncations(),
         };
-        ck.store_via(self.storage.as_ref(), probe.as_ref())?;
-        drop(probe);
+        ck.store(self.storage.as_ref())?;
         *self.last_checkpoint.lock() = ck;
         for (file, begin) in [
             (&self.hot.file, ck.hot_begin),
