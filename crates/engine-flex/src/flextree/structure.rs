@@ -11,8 +11,8 @@ use super::tree::FlexTree;
 pub(crate) enum SplitAt {
     /// In the middle: both halves have room for inserts anywhere.
     Half,
-    /// Before the last entry: the node stays full and the new right node holds one entry — for
-    /// appends, which never come back to the left node.
+    /// Before the last entry (leaf) or the last two children (internal node): the node stays
+    /// (nearly) full — for appends, which never come back to the left node.
     Last,
 }
 
@@ -130,20 +130,23 @@ impl FlexTree {
     pub(crate) fn split_child(&mut self, parent: NodeId, i: usize, split: SplitAt) {
         let child = self.internal(parent).0[i];
         self.touch(child.id);
-        let at = |n: usize| match split {
+        // `keep_right`: entries an append split leaves in the new right node — one in a leaf, two
+        // in an internal node (below the root an internal node keeps two children, so an
+        // underfull child always has a sibling to merge with).
+        let at = |n: usize, keep_right: usize| match split {
             SplitAt::Half => n / 2,
-            SplitAt::Last => n - 1,
+            SplitAt::Last => n - keep_right,
         };
         let (right, pivot, right_shift) = match &mut self.nodes[child.id as usize].body {
             NodeBody::Leaf(entries) => {
                 // The right half keeps its partial offsets and inherits the shift; it is rebased
                 // lazily when its offsets outgrow 32 bits (§3.3).
-                let right = entries.split_off(at(entries.len()));
+                let right = entries.split_off(at(entries.len(), 1));
                 let right_start = i64::from(right[0].partial_offset);
                 (NodeBody::Leaf(right), child.shift + right_start, child.shift)
             }
             NodeBody::Internal { children, pivots } => {
-                let mid = at(children.len());
+                let mid = at(children.len(), 2);
                 let right_children = children.split_off(mid);
                 let right_pivots = pivots.split_off(mid);
                 let separator = pivots.pop().unwrap_or(0);

@@ -272,7 +272,10 @@ impl FlexTree {
                 Ok((i64::from(first.partial_offset), at - i64::from(first.partial_offset), 1))
             }
             NodeBody::Internal { children, pivots } => {
-                if children.is_empty() || pivots.len() + 1 != children.len() {
+                // Below the root an internal node keeps two children, so an underfull child
+                // always has a sibling to merge with.
+                let min_children = if id == self.root { 1 } else { 2 };
+                if children.len() < min_children || pivots.len() + 1 != children.len() {
                     return Err(format!(
                         "internal node {id} has {} children, {} pivots",
                         children.len(),
