@@ -444,7 +444,7 @@ impl Engine for FlexEngine {
             mem.active.get(key).is_some() || mem.imm.as_ref().is_some_and(|m| m.get(key).is_some())
         };
         if !in_mem {
-            inner.table.read().get(key)?;
+            inner.table.read().warm(key)?;
         }
         let (lsn, user_bytes, room, stored) = {
             let mut mem = inner.mem.write();
@@ -540,7 +540,13 @@ impl Engine for FlexEngine {
         let inner = &self.inner;
         let mut report = Wal::verify(inner.storage.as_ref(), &inner.wal_options)?;
         if let Some(m) = meta::load(inner.storage.as_ref())? {
-            let _ = m;
+            if m.table_kind != inner.table_kind.code() {
+                return Err(Error::corruption(
+                    "flexdb-meta",
+                    12,
+                    format!("table file kind {} does not match the open table file", m.table_kind),
+                ));
+            }
             report.files_checked += 1;
         }
         let (records, bytes) = inner.table.read().verify()?;

@@ -163,5 +163,13 @@ mod tests {
         assert!(IntervalData::decode(unsorted).is_err());
         assert!(IntervalData::decode(bytes[..bytes.len() - 1].to_vec()).is_err());
         assert!(IntervalData::decode(Vec::new()).unwrap().is_empty());
+        assert!(IntervalData::decode(vec![0x13; 64]).is_err());
+    }
+
+    #[test]
+    fn decode_requires_sorted_keys_and_points_at_the_first_out_of_order_record() {
+        let mut buf = record::encode(b"b", b"1");
+        buf.extend(record::encode(b"a", b"2"));
+        assert_eq!(IntervalData::decode(buf).unwrap_err().0, record::encoded_len(b"b", b"1"));
     }
 }

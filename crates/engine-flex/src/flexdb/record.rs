@@ -106,22 +106,6 @@ pub fn check(buf: &[u8]) -> Result<Header, String> {
     Ok(header)
 }
 
-/// Decodes every record of `buf` (which must end on a record boundary); `on_error` gets the byte
-/// position of the first bad record inside `buf`. Keys must be strictly increasing.
-pub fn decode_all(buf: &[u8]) -> Result<Vec<(Key, Value)>, (usize, String)> {
-    let mut out: Vec<(Key, Value)> = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let (key, value, len) = decode(buf.get(pos..).unwrap_or_default()).map_err(|e| (pos, e))?;
-        if out.last().is_some_and(|(prev, _)| prev.as_slice() >= key.as_slice()) {
-            return Err((pos, "keys out of order".into()));
-        }
-        out.push((key, value));
-        pos += len;
-    }
-    Ok(out)
-}
-
 fn varint_len(mut v: usize) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -193,13 +177,5 @@ mod tests {
             assert!(decode(&bad).is_err(), "bit flip {i} went unnoticed");
         }
         assert!(decode(&[0xff; 32]).is_err());
-        assert!(decode_all(&[0x13; 64]).is_err());
-    }
-
-    #[test]
-    fn decode_all_requires_sorted_keys() {
-        let mut buf = encode(b"b", b"1");
-        buf.extend(encode(b"a", b"2"));
-        assert_eq!(decode_all(&buf).unwrap_err().0, encoded_len(b"b", b"1"));
     }
 }

@@ -174,18 +174,24 @@ impl Table {
             self.cache.lock().misses += 1;
         }
         self.interval_loads.fetch_add(1, Relaxed);
+        let data = self.read_interval(cur)?;
+        if !cache_it {
+            return Ok(data);
+        }
+        Ok(self.cache_loaded(cur, slot, data))
+    }
+
+    /// Reads the interval at `cur` from the table file (never the cache) and checks it.
+    fn read_interval(&self, cur: &Cursor) -> Result<Arc<IntervalData>> {
         let offset = self.index.offset(cur);
-        let size = usize::try_from(e.size_bytes).map_err(|_| Error::invalid("interval too large"))?;
+        let size = self.index.interval(cur).size_bytes;
+        let size = usize::try_from(size).map_err(|_| Error::invalid("interval too large"))?;
         let mut buf = vec![0u8; size];
         let n = self.file.read(offset, &mut buf)?;
         if n != size {
             return Err(corrupt(&self.file_name, offset + n as u64, "table file ends inside an interval"));
         }
-        let data = self.check_interval(cur, offset, buf)?;
-        if !cache_it {
-            return Ok(data);
-        }
-        Ok(self.cache_loaded(cur, slot, data))
+        self.check_interval(cur, offset, buf)
     }
 
     /// Decodes the bytes of the interval at `cur` (read from `offset`) and checks them against
@@ -245,6 +251,11 @@ impl Table {
             };
         }
         Ok(out)
+    }
+
+    /// Loads `key`'s interval into the cache (if it is not there) without looking the key up.
+    pub fn warm(&self, key: &[u8]) -> Result<()> {
+        self.load(&self.index.seek(key)).map(|_| ())
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
@@ -326,23 +337,17 @@ impl Table {
         let mut cur = Some(self.index.first());
         while let Some(c) = cur {
             let offset = self.index.offset(&c);
-            let size = self.index.interval(&c).size_bytes as usize;
-            let mut buf = vec![0u8; size];
-            if self.file.read(offset, &mut buf)? != size {
-                return Err(corrupt(&self.file_name, offset, "table file ends inside an interval"));
-            }
-            let decoded =
-                record::decode_all(&buf).map_err(|(p, w)| corrupt(&self.file_name, offset + p as u64, w))?;
-            if let (Some(prev), Some((first, _))) = (&last_key, decoded.first()) {
-                if prev >= first {
+            let data = self.read_interval(&c)?;
+            if let (Some(prev), false) = (&last_key, data.is_empty()) {
+                if prev.as_slice() >= data.key(0) {
                     return Err(corrupt(&self.file_name, offset, "keys out of order across intervals"));
                 }
             }
-            if let Some((k, _)) = decoded.last() {
-                last_key = Some(k.clone());
+            if !data.is_empty() {
+                last_key = Some(data.key(data.len() - 1).to_vec());
             }
-            records += decoded.len() as u64;
-            bytes += size as u64;
+            records += data.len() as u64;
+            bytes += data.bytes().len() as u64;
             cur = self.index.next(&c);
         }
         if bytes != self.file.len() {

@@ -37,7 +37,6 @@ impl Table {
     /// records still match the index. On error the table file and the index may disagree: the
     /// engine poisons itself.
     pub fn apply_sorted(&mut self, entries: &[Entry<'_>], prefetched: &[Arc<IntervalData>]) -> Result<()> {
-        self.version += 1;
         let mut rest = entries;
         let mut candidates = prefetched;
         while let Some(&(first, _)) = rest.first() {
@@ -116,6 +115,8 @@ impl Table {
         if changes.is_empty() {
             return Ok(());
         }
+        // Scans holding a cursor into the old layout must search the index again.
+        self.version += 1;
         let interval_offset = self.index.offset(&cur);
         let extents = self.index.interval(&cur).extents;
         // A change inside an extent splits it: an insert or replace adds up to two extents, a
