@@ -10,6 +10,8 @@ pub fn tmp_name() -> String {
     format!("{FILE_NAME}.tmp")
 }
 const MAGIC: &[u8; 8] = b"STRF2CK1";
+/// Largest log page (and record) size; a checkpoint claiming more is damaged.
+pub const MAX_PAGE_BYTES: u64 = 1 << 30;
 /// 2: cold-index chunk entries carry a tag and a shared bit (docs/format/f2-logs.md).
 const FORMAT_VERSION: u32 = 2;
 pub const CHECKPOINT_BYTES: usize = 112;
@@ -107,7 +109,7 @@ impl Checkpoint {
             chunk_tail,
             cold_truncations,
         };
-        let sane = page_size_bytes >= 4096
+        let sane = (4096..=MAX_PAGE_BYTES).contains(&page_size_bytes)
             && page_size_bytes.is_power_of_two()
             && segment_bytes >= page_size_bytes
             && segment_bytes % page_size_bytes == 0

@@ -29,6 +29,11 @@ mod tests {
     #[test]
     fn hash_is_stable() {
         assert_eq!(key_hash(b""), fmix64(FNV_OFFSET));
+        // Computed independently (FNV-1a 64 over the key, xor the length, murmur3 fmix64).
+        assert_eq!(key_hash(b""), 0xefd0_1f60_ba99_2926);
+        assert_eq!(key_hash(b"user:1"), 0x3fa2_efa0_2dae_96f5);
+        assert_eq!(key_hash(b"user:2"), 0x7f04_0b85_e4ef_f1ae);
+        assert_eq!(key_hash(&[0, 1, 2, 3, 4, 5, 6, 7]), 0xa3f5_8b16_a9fa_152f);
         let a = key_hash(b"user:1");
         assert_eq!(a, key_hash(b"user:1"));
         assert_ne!(a, key_hash(b"user:2"));

@@ -105,7 +105,7 @@ fn floor_pow2(x: u64) -> u64 {
 impl F2Options {
     pub fn resolve(&self, config: &EngineConfig) -> Result<Resolved> {
         let page = self.page_size_bytes;
-        if page < 4096 || !page.is_power_of_two() || page > 1 << 30 {
+        if page < 4096 || !page.is_power_of_two() || page > crate::checkpoint::MAX_PAGE_BYTES {
             return Err(Error::invalid(format!(
                 "f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB"
             )));

@@ -90,11 +90,13 @@ fn compaction_matches_a_model_and_survives_reopen() {
 #[test]
 fn power_loss_after_compaction_keeps_synced_writes() {
     let sim = SimStorage::new(11);
-    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    // Each open gets the storage of one process lifetime, as in the kit: the engine dropped after
+    // the power loss can no longer touch the disk.
+    let boot = || -> Arc<dyn Storage> { Arc::new(sim.booted()) };
     let mut model: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
     let mut rng = SmallRng::seed_from_u64(3);
     for round in 0..6u64 {
-        let engine = open(&storage);
+        let engine = open(&boot());
         check_model(&engine, &model);
         for i in 0..800u64 {
             let k = key(rng.gen_range(0..300));
@@ -111,7 +113,7 @@ fn power_loss_after_compaction_keeps_synced_writes() {
         // stops and joins its maintenance thread before the next instance opens.
         drop(engine);
     }
-    let engine = open(&storage);
+    let engine = open(&boot());
     check_model(&engine, &model);
     engine.verify().unwrap();
 }

@@ -5,13 +5,12 @@
 
 use std::sync::Arc;
 
-use engine_f2::{F2Engine, F2Options};
-use strata_core::{Engine, EngineConfig};
-use strata_testkit::Target;
+mod common;
 
-fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
-}
+use common::config;
+use engine_f2::{F2Engine, F2Options};
+use strata_core::Engine;
+use strata_testkit::Target;
 
 fn options() -> F2Options {
     F2Options {

@@ -29,7 +29,7 @@ fn open(storage: &Arc<dyn Storage>) -> F2Engine {
 #[test]
 fn clean_reopen_loads_the_hot_index_and_a_crash_falls_back_to_the_scan() {
     let sim = SimStorage::new(1);
-    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
     let engine = open(&storage);
     let mut model = HashMap::new();
     for i in 0..2000u64 {
@@ -54,7 +54,8 @@ fn clean_reopen_loads_the_hot_index_and_a_crash_falls_back_to_the_scan() {
     model.insert(key(2), b"after-checkpoint".to_vec());
     sim.crash(CrashMode::DropUnsynced);
     drop(engine);
-    let engine = open(&storage);
+    // The storage of the next process lifetime (the dropped engine's is dead).
+    let engine = open(&(Arc::new(sim.booted()) as Arc<dyn Storage>));
     assert_eq!(counter(&engine, "open.hot_index_entries_loaded"), 0);
     assert!(counter(&engine, "open.hot_records_scanned") > 0);
     for (k, v) in &model {

@@ -127,8 +127,7 @@ impl Inner {
         opts.segment_bytes = ck.segment_bytes;
         opts.chunk_count = ck.chunk_count;
         let page = ck.page_size_bytes;
-        let segments =
-            |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes, config.direct_io);
+        let segments = |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes);
         // 2. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
         //    or of one before the deletion of truncated segments finished).
         let (hot_file, cold_file, chunk_file) =

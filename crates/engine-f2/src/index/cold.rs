@@ -249,7 +249,7 @@ mod tests {
     use crate::log::{SegmentedFile, FIRST_ADDRESS};
 
     fn chunk_log(storage: &Arc<MemStorage>, begin: u64, tail: u64) -> AppendLog {
-        let file = SegmentedFile::new(storage.clone(), "f2-chunk-", 16 << 10, false);
+        let file = SegmentedFile::new(storage.clone(), "f2-chunk-", 16 << 10);
         AppendLog::open(file, 4096, begin, tail).unwrap()
     }
 

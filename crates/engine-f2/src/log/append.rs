@@ -20,17 +20,25 @@ pub struct AppendLog {
 struct TailPage {
     start: u64,
     bytes: Vec<u8>,
+    /// Bytes of this page (from its start) already handed to the segment files.
+    written_len: u64,
+    /// The whole page is in its segment file (its first write covers the whole page, zero
+    /// padding included, so segment files always hold whole pages).
+    on_disk: bool,
 }
 
 impl AppendLog {
     /// Opens a log whose durable contents are `[begin, tail)`; loads the tail page.
     pub fn open(file: SegmentedFile, page_size: u64, begin: u64, tail: u64) -> Result<AppendLog> {
         let (start, bytes) = load_tail_page(&file, page_size, begin, tail)?;
+        // Live bytes in the page mean it was written whole once; an empty log (or one truncated
+        // to its tail) may have no segment file for it yet.
+        let on_disk = tail > start.max(begin);
         Ok(AppendLog {
             file,
             page_size,
             bounds: Bounds::new(begin, tail),
-            tail_page: Mutex::new(TailPage { start, bytes }),
+            tail_page: Mutex::new(TailPage { start, bytes, written_len: tail - start, on_disk }),
         })
     }
 
@@ -62,9 +70,13 @@ impl AppendLog {
         let mut page = self.tail_page.lock();
         let mut tail = self.tail();
         if tail - page.start + len > self.page_size {
-            self.file.write_at(page.start, &page.bytes)?;
+            // The whole page, zero padding included: segment files hold whole pages.
+            let page_end = page.start + self.page_size;
+            write_unwritten(&self.file, &mut page, page_end)?;
             page.start += self.page_size;
             page.bytes.fill(0);
+            page.written_len = 0;
+            page.on_disk = false;
             tail = page.start;
         }
         let offset = (tail - page.start) as usize;
@@ -74,10 +86,11 @@ impl AppendLog {
         Ok(tail)
     }
 
-    /// Writes the tail page to the OS (not synced).
+    /// Writes the tail page's bytes not yet written to the OS (not synced); nothing when no
+    /// record was appended since the last flush.
     pub fn flush(&self) -> Result<()> {
-        let page = self.tail_page.lock();
-        self.file.write_at(page.start, &page.bytes)
+        let mut page = self.tail_page.lock();
+        write_unwritten(&self.file, &mut page, self.tail())
     }
 
     /// The record at `address`, or `None` if the log was truncated past it.
@@ -128,4 +141,19 @@ impl AppendLog {
     pub fn memory_bytes(&self) -> u64 {
         self.page_size
     }
+}
+
+/// Writes the tail page's bytes from `written_len` up to address `until` to the segment files
+/// (the whole page on its first write, then only the bytes appended since).
+fn write_unwritten(file: &SegmentedFile, page: &mut TailPage, until: u64) -> Result<()> {
+    let end = until - page.start;
+    if !page.on_disk {
+        file.write_at(page.start, &page.bytes)?;
+        page.on_disk = true;
+    } else if end > page.written_len {
+        let range = page.written_len as usize..end as usize;
+        file.write_at(page.start + page.written_len, page.bytes.get(range).unwrap_or_default())?;
+    }
+    page.written_len = page.written_len.max(end);
+    Ok(())
 }

@@ -10,7 +10,7 @@
 //! engine's write lock; reads take no engine lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -32,8 +32,6 @@ pub struct HybridLog {
     /// Bytes of the window's memory lent to structures that outgrew their own share (the hot
     /// index's overflow buckets); the window shrinks by that much, to no fewer than 2 pages.
     lent_bytes: AtomicU64,
-    /// The window size the last `push_page` used (for stats).
-    window_pages: AtomicUsize,
     bounds: Bounds,
     read_only: AtomicU64,
     /// Start of the oldest in-memory page. Changed only under the `pages` write lock.
@@ -62,7 +60,6 @@ impl HybridLog {
             max_pages_in_memory: max_pages,
             mutable_fraction,
             lent_bytes: AtomicU64::new(0),
-            window_pages: AtomicUsize::new(max_pages),
             bounds: Bounds::new(begin, tail),
             read_only: AtomicU64::new(tail),
             head: AtomicU64::new(head),
@@ -141,7 +138,6 @@ impl HybridLog {
     /// instead of freeing one page and allocating another.
     fn push_page(&self, page_start: u64) -> Result<()> {
         let window = self.window_pages();
-        self.window_pages.store(window, SeqCst);
         let mutable_pages = ((window as f64 * self.mutable_fraction) as usize).clamp(1, window - 1);
         let mutable_floor = page_start.saturating_sub((mutable_pages as u64 - 1) * self.page_size);
         self.read_only.fetch_max(mutable_floor, SeqCst);
@@ -273,7 +269,7 @@ mod tests {
     #[test]
     fn regions_eviction_and_in_place_updates() {
         let storage = Arc::new(MemStorage::new());
-        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10, false);
+        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
         let log = HybridLog::open(file, 4096, 3, 0.67, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
         let mut addresses = Vec::new();
         for i in 0..300u32 {

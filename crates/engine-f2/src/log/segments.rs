@@ -1,7 +1,7 @@
 //! A log address space stored in fixed-size segment files `{prefix}{segment:016}.seg`
 //! (docs/format/f2-logs.md, "Log address space and segment files").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -14,21 +14,24 @@ pub struct SegmentedFile {
     storage: Arc<dyn Storage>,
     prefix: &'static str,
     segment_bytes: u64,
-    direct_io: bool,
     /// Open segment files; a segment is opened (and created) on first use.
     open: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    /// Segments written since their last fdatasync (`sync_all` syncs only these).
+    dirty: Mutex<BTreeSet<u64>>,
     /// Single-record reads from storage (for stats: how many I/Os lookups cost).
     pub point_reads: AtomicU64,
 }
 
 impl SegmentedFile {
-    pub fn new(storage: Arc<dyn Storage>, prefix: &'static str, segment_bytes: u64, direct_io: bool) -> Self {
+    /// Segments are always written through the page cache (`EngineConfig::direct_io` is ignored:
+    /// pages are written whole but records are not aligned to the device).
+    pub fn new(storage: Arc<dyn Storage>, prefix: &'static str, segment_bytes: u64) -> Self {
         SegmentedFile {
             storage,
             prefix,
             segment_bytes,
-            direct_io,
             open: Mutex::new(BTreeMap::new()),
+            dirty: Mutex::new(BTreeSet::new()),
             point_reads: AtomicU64::new(0),
         }
     }
@@ -54,7 +57,6 @@ impl SegmentedFile {
         }
         let opts = if create { OpenOptions::create() } else { OpenOptions::existing() };
         let file = self.storage.open(&self.segment_name(segment), opts.with_direct(false))?;
-        let _ = self.direct_io; // pages are written whole but not aligned to the device; see README
         open.insert(segment, file.clone());
         Ok(file)
     }
@@ -63,7 +65,11 @@ impl SegmentedFile {
     pub fn write_at(&self, address: u64, bytes: &[u8]) -> Result<()> {
         let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
         debug_assert!(offset + bytes.len() as u64 <= self.segment_bytes);
-        self.segment(segment, true)?.write_at(offset, bytes)
+        self.segment(segment, true)?.write_at(offset, bytes)?;
+        // Marked after the write: a `sync_all` that took the set before this point leaves the
+        // segment dirty for the next one, never missing the write.
+        self.dirty.lock().insert(segment);
+        Ok(())
     }
 
     /// Reads `buf.len()` bytes at `address`; the range must not cross a segment boundary. A missing
@@ -79,11 +85,18 @@ impl SegmentedFile {
         self.segment(segment, false)?.read_at(offset, buf)
     }
 
-    /// fdatasyncs every open segment.
+    /// fdatasyncs every segment written since its last sync (segments only read are skipped).
     pub fn sync_all(&self) -> Result<()> {
-        let files: Vec<_> = self.open.lock().values().cloned().collect();
-        for f in files {
-            f.sync()?;
+        let segments = std::mem::take(&mut *self.dirty.lock());
+        for (i, &segment) in segments.iter().enumerate() {
+            let file = self.open.lock().get(&segment).cloned();
+            if let Some(file) = file {
+                if let Err(e) = file.sync() {
+                    // Still not durable: the next sync must try these again.
+                    self.dirty.lock().extend(segments.iter().skip(i));
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }
@@ -98,6 +111,7 @@ impl SegmentedFile {
             let Some(segment) = self.parse_segment_name(&name) else { continue };
             if segment < first_kept || segment > last_kept {
                 self.open.lock().remove(&segment);
+                self.dirty.lock().remove(&segment);
                 self.storage.remove(&name)?;
                 removed += 1;
             }
