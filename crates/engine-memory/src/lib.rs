@@ -118,8 +118,11 @@ impl MemoryEngine {
         }
         // 3. Replay the WAL after the snapshot; every record is one whole batch.
         let mut replayed_bytes = 0u64;
-        let (wal, report) =
-            Wal::open(storage.clone(), wal_options.clone(), snapshot_lsn + 1, &mut |lsn, payload| {
+        let (wal, report) = Wal::open(
+            storage.clone(),
+            wal_options.clone(),
+            snapshot_lsn.saturating_add(1),
+            &mut |lsn, payload| {
                 let batch = decode_batch(payload).map_err(|what| {
                     Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
                 })?;
@@ -128,7 +131,8 @@ impl MemoryEngine {
                     map.apply(op);
                 }
                 Ok(())
-            })?;
+            },
+        )?;
         let inner = Inner {
             storage,
             wal_options,
@@ -187,7 +191,8 @@ impl Inner {
         self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
         self.wal.commit(lsn, durability)?;
         let since = self.wal_bytes_since_snapshot.fetch_add(payload_bytes, Relaxed) + payload_bytes;
-        if since >= self.snapshot_trigger_bytes() {
+        // The cheap bound first: most commits stay below it and skip the map's lock.
+        if since >= self.snapshot_min_wal_bytes && since >= self.snapshot_trigger_bytes() {
             if let Some(_only_one) = self.snapshot_lock.try_lock() {
                 if self.wal_bytes_since_snapshot.load(Relaxed) >= self.snapshot_trigger_bytes() {
                     self.write_snapshot()?;
@@ -207,7 +212,7 @@ impl Inner {
     fn write_snapshot(&self) -> Result<()> {
         // Writers append to the WAL only under the map's write lock, so under the read lock the
         // map is exactly the state after record `lsn`.
-        let (lsn, name) = {
+        let lsn = {
             let map = self.map.read();
             let lsn = self.wal.last_lsn();
             let name = snapshot::file_name(lsn);
@@ -221,12 +226,12 @@ impl Inner {
             let bytes = writer.finish()?;
             self.counters.last_snapshot_bytes.store(bytes, Relaxed);
             self.storage.rename(&tmp, &name)?;
-            (lsn, name)
+            lsn
         };
         self.storage.sync_dir()?;
         // The snapshot is durable: older snapshots and the WAL records it covers can go.
         for old in self.storage.list()? {
-            if snapshot::parse_file_name(&old).is_some_and(|l| l < lsn) && old != name {
+            if snapshot::parse_file_name(&old).is_some_and(|l| l < lsn) {
                 self.storage.remove(&old)?;
             }
         }

@@ -54,7 +54,7 @@ pub struct BenchConfig {
 impl BenchConfig {
     /// Estimated key + value bytes the load writes.
     pub fn loaded_bytes_estimate(&self) -> u64 {
-        (self.records as f64 * (self.keys.typical_key_bytes() as f64 + self.values.mean_bytes())) as u64
+        self.records.saturating_mul(self.record_bytes_estimate())
     }
 
     pub fn effective_memory_budget_bytes(&self) -> u64 {

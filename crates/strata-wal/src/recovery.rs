@@ -95,8 +95,7 @@ enum Break {
 }
 
 pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanParams<'_>) -> Result<Recovered> {
-    let mut names = storage.list()?;
-    names.sort();
+    let names = storage.list()?;
     let mut segment_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_segment_name(n)).collect();
     segment_ids.sort_unstable();
     let free_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_free_segment_name(n)).collect();
@@ -293,7 +292,7 @@ impl Scan<'_, '_> {
                     }
                     self.report.last_lsn = lsn;
                     self.records_checked += 1;
-                    expected = lsn + 1;
+                    expected = lsn.saturating_add(1);
                     offset += record_bytes;
                 }
                 RecordSlot::Valid { lsn, .. } => {
