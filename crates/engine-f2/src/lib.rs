@@ -249,6 +249,8 @@ impl Engine for F2Engine {
             ("ops.rmw_cold_reads", load(&c.rmw_cold_reads)),
             ("compaction.hot_to_cold_runs", load(&c.hot_compactions)),
             ("compaction.hot_to_cold_records", load(&c.hot_records_to_cold)),
+            ("compaction.hot_to_hot_tail_records", load(&c.hot_records_to_hot_tail)),
+            ("compaction.bytes_written", load(&c.compaction_bytes_written)),
             ("compaction.cold_to_cold_runs", load(&c.cold_compactions)),
             ("compaction.cold_to_cold_records", load(&c.cold_records_copied)),
             ("compaction.chunks_collected", load(&c.chunks_collected)),

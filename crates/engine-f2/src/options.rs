@@ -37,6 +37,14 @@ pub struct F2Options {
     /// when the hot log exceeds its whole disk budget). Off: the writer that crosses a trigger
     /// runs them inline.
     pub background_maintenance: bool,
+    /// FASTER's design, for comparison only (F2 §2, Figure 2; the paper's FASTER baseline of
+    /// §8.1): hot-log compaction copies the live records of the compacted range to the hot log's
+    /// own tail (lookup-based liveness: a record is copied iff it is still the newest of its key)
+    /// instead of moving them to the cold log, so the hot log must hold every live record and
+    /// the cold log stays empty. The on-disk format is the same in both modes, so a store may be
+    /// reopened in the other mode: reads always consult the cold log too, and single-log
+    /// compaction keeps tombstones while the cold log is not empty.
+    pub single_log: bool,
 }
 
 impl Default for F2Options {
@@ -55,6 +63,7 @@ impl Default for F2Options {
             compaction_fraction: 0.2,
             checkpoint_wal_bytes: None,
             background_maintenance: true,
+            single_log: false,
         }
     }
 }
@@ -76,6 +85,8 @@ pub struct Resolved {
     pub compaction_fraction: f64,
     pub checkpoint_wal_bytes: u64,
     pub background_maintenance: bool,
+    /// See [`F2Options::single_log`].
+    pub single_log: bool,
     /// The budget split as configured: (hot index, hot log, read cache, cold index).
     pub split_bytes: [u64; 4],
     /// Memory outside the split that the budget sets aside: see [`reserved_bytes`].
@@ -143,6 +154,7 @@ impl F2Options {
             compaction_fraction: self.compaction_fraction,
             checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
             background_maintenance: self.background_maintenance,
+            single_log: self.single_log,
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
             reserved_bytes: reserved,
         })

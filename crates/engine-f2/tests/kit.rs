@@ -38,3 +38,25 @@ fn target() -> Target {
 }
 
 strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));
+
+/// The same kit for `F2Options::single_log` (FASTER's one-log design, kept for comparison):
+/// its compaction copies live records to the hot log's own tail, so it must stay as correct and
+/// crash-safe as the f2 design. Same options as the f2 target; the kit's live data outgrows
+/// that hot-log budget, so rounds (each copying a few live records) run often.
+mod single_log {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            name: "f2-single-log",
+            open: Arc::new(|storage| {
+                let options = F2Options { single_log: true, ..super::options() };
+                Ok(Box::new(F2Engine::open_with(storage, &config(), options)?) as Box<dyn Engine>)
+            }),
+            ordered: false,
+            prefix_consistent: true,
+        }
+    }
+
+    strata_testkit::kit_tests!(target(), process_kill_cycles = 12, stress = (4, 1_000));
+}

@@ -65,7 +65,9 @@ impl Inner {
     /// newest of its key in the hot log (ConditionalInsert's lookup) is upserted into the cold
     /// log; then the hot log is truncated and index entries below the new begin are cleared.
     /// Only the immutable region is compacted, so write-hot records in the mutable region never
-    /// move (no FASTER death spiral).
+    /// move (no FASTER death spiral). With `F2Options::single_log` the live records are copied to
+    /// the hot log's tail instead (FASTER, for comparison): those copies push the mutable region,
+    /// write-hot records included, out of memory.
     ///
     /// The range is processed a page at a time and the hot log truncated after each page, so
     /// writers held back by the hot log's disk budget resume after one page, not a whole round.
@@ -87,8 +89,12 @@ impl Inner {
                 if self.hot_has_newer(view.key, hash, address)? {
                     return Ok(());
                 }
-                self.cold_append(view.key, view.value_opt(), hash)?;
-                copied += 1;
+                if self.opts.single_log {
+                    copied += u64::from(self.copy_to_hot_tail(view.key, view.value_opt(), hash, address)?);
+                } else {
+                    self.cold_append(view.key, view.value_opt(), hash)?;
+                    copied += 1;
+                }
                 Ok(())
             })?;
             match &self.read_cache {
@@ -103,8 +109,34 @@ impl Inner {
         }
         self.hot_index.invalidate_below(step_begin);
         self.counters.hot_compactions.fetch_add(1, Relaxed);
-        self.counters.hot_records_to_cold.fetch_add(copied, Relaxed);
+        let target = if self.opts.single_log {
+            &self.counters.hot_records_to_hot_tail
+        } else {
+            &self.counters.hot_records_to_cold
+        };
+        target.fetch_add(copied, Relaxed);
         Ok(copied)
+    }
+
+    /// Single-log mode (`F2Options::single_log`, FASTER's design): ConditionalInsert of the
+    /// record of `key` at `address` into the hot log's own tail. Under the write lock (appends
+    /// to the hot log are serialised by it) the liveness check is repeated, since a writer may
+    /// have published a newer record since the caller's check; that repeat costs no reads in
+    /// the usual case (the chain head is `address` itself). A tombstone is dropped when the
+    /// cold log is empty: every older record of its key is below `address`, so in the part
+    /// being truncated. Returns whether the record was copied.
+    fn copy_to_hot_tail(&self, key: &[u8], value: Option<&[u8]>, hash: u64, address: u64) -> Result<bool> {
+        if value.is_none() && self.cold.size_bytes() == 0 {
+            return Ok(false);
+        }
+        let _w = self.write_lock.lock();
+        if self.hot_has_newer(key, hash, address)? {
+            return Ok(false);
+        }
+        super::ops::apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, value, None)?;
+        let bytes = record::stored_len(key.len(), value.map_or(0, <[u8]>::len));
+        self.counters.compaction_bytes_written.fetch_add(bytes as u64, Relaxed);
+        Ok(true)
     }
 
     /// Cold→cold compaction: live records of the oldest part of the cold log are copied to its
@@ -141,7 +173,9 @@ impl Inner {
     /// maintenance lock (the cold log has a single writer).
     fn cold_append(&self, key: &[u8], value: Option<&[u8]>, hash: u64) -> Result<()> {
         let placement = self.cold_index.place(hash, self.cold.begin())?;
-        let address = self.cold.append(&record::encode(key, value, placement.prev_address))?;
+        let bytes = record::encode(key, value, placement.prev_address);
+        self.counters.compaction_bytes_written.fetch_add(bytes.len() as u64, Relaxed);
+        let address = self.cold.append(&bytes)?;
         self.cold_index.commit(placement, address)
     }
 

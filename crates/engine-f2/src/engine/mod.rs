@@ -5,6 +5,8 @@ mod maintenance;
 mod ops;
 #[cfg(test)]
 mod race_tests;
+#[cfg(test)]
+mod single_log_tests;
 pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -80,6 +82,10 @@ pub(crate) struct Counters {
     pub rmw_cold_reads: AtomicU64,
     pub hot_compactions: AtomicU64,
     pub hot_records_to_cold: AtomicU64,
+    /// Single-log mode: live records hot-log compaction copied to the hot log's own tail.
+    pub hot_records_to_hot_tail: AtomicU64,
+    /// Record bytes appended by compaction (hot→cold, hot→hot tail and cold→cold copies).
+    pub compaction_bytes_written: AtomicU64,
     pub cold_compactions: AtomicU64,
     pub cold_records_copied: AtomicU64,
     pub chunks_collected: AtomicU64,
@@ -127,7 +133,9 @@ impl Inner {
         opts.segment_bytes = ck.segment_bytes;
         opts.chunk_count = ck.chunk_count;
         let page = ck.page_size_bytes;
-        let segments = |prefix| SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes);
+        let segments = |prefix| {
+            SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes).with_direct_reads(config.direct_io)
+        };
         // 2. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
         //    or of one before the deletion of truncated segments finished).
         let (hot_file, cold_file, chunk_file) =

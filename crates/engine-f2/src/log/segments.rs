@@ -16,6 +16,10 @@ pub struct SegmentedFile {
     segment_bytes: u64,
     /// Open segment files; a segment is opened (and created) on first use.
     open: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    /// With direct reads: a second, O_DIRECT handle per segment that reads go through (writes
+    /// stay buffered: records are not aligned to the device; the kernel writes back dirty cached
+    /// pages of a range before an O_DIRECT read of it, so reads see every write).
+    direct_readers: Option<Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>>,
     /// Segments written since their last fdatasync (`sync_all` syncs only these).
     dirty: Mutex<BTreeSet<u64>>,
     /// Single-record reads from storage (for stats: how many I/Os lookups cost).
@@ -23,17 +27,24 @@ pub struct SegmentedFile {
 }
 
 impl SegmentedFile {
-    /// Segments are always written through the page cache (`EngineConfig::direct_io` is ignored:
-    /// pages are written whole but records are not aligned to the device).
+    /// Segments are written through the page cache; see [`SegmentedFile::with_direct_reads`].
     pub fn new(storage: Arc<dyn Storage>, prefix: &'static str, segment_bytes: u64) -> Self {
         SegmentedFile {
             storage,
             prefix,
             segment_bytes,
             open: Mutex::new(BTreeMap::new()),
+            direct_readers: None,
             dirty: Mutex::new(BTreeSet::new()),
             point_reads: AtomicU64::new(0),
         }
+    }
+
+    /// Reads bypass the page cache (O_DIRECT where the storage supports it), so the engine's
+    /// memory budget is all the caching it gets (`EngineConfig::direct_io`).
+    pub fn with_direct_reads(mut self, direct: bool) -> Self {
+        self.direct_readers = direct.then(|| Mutex::new(BTreeMap::new()));
+        self
     }
 
     pub fn segment_name(&self, segment: u64) -> String {
@@ -82,7 +93,22 @@ impl SegmentedFile {
                 io::Error::new(io::ErrorKind::InvalidInput, "read crosses a segment boundary"),
             ));
         }
-        self.segment(segment, false)?.read_at(offset, buf)
+        let file = match &self.direct_readers {
+            None => self.segment(segment, false)?,
+            Some(readers) => {
+                let mut readers = readers.lock();
+                match readers.get(&segment) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let opts = OpenOptions::existing().with_direct(true);
+                        let file = self.storage.open(&self.segment_name(segment), opts)?;
+                        readers.insert(segment, file.clone());
+                        file
+                    }
+                }
+            }
+        };
+        file.read_at(offset, buf)
     }
 
     /// fdatasyncs every segment written since its last sync (segments only read are skipped).
@@ -111,6 +137,9 @@ impl SegmentedFile {
             let Some(segment) = self.parse_segment_name(&name) else { continue };
             if segment < first_kept || segment > last_kept {
                 self.open.lock().remove(&segment);
+                if let Some(readers) = &self.direct_readers {
+                    readers.lock().remove(&segment);
+                }
                 self.dirty.lock().remove(&segment);
                 self.storage.remove(&name)?;
                 removed += 1;
