@@ -79,12 +79,35 @@ pub(crate) struct Inner {
     aborting: AtomicBool,
     committer: Mutex<Option<JoinHandle<()>>>,
     memtable_bytes: u64,
+    memory: MemoryBudget,
     step_entries: usize,
     table_kind: TableFileKind,
     poison: Mutex<Option<String>>,
     poisoned: AtomicBool,
     closed: AtomicBool,
     counters: Counters,
+}
+
+/// How the memory budget is shared (see [`FlexOptions::cache_bytes`]): two MemTables at most, the
+/// sparse index and the table file's structures take what they need, the interval cache gets
+/// the rest, re-evaluated after every commit.
+struct MemoryBudget {
+    budget_bytes: u64,
+    /// `FlexOptions::cache_bytes`: a fixed cache size instead of the rest.
+    fixed_cache_bytes: Option<u64>,
+}
+
+impl MemoryBudget {
+    /// The cache never shrinks below this share of the budget, even when the index and the
+    /// table file's structures outgrow the budget (the engine then reports the excess).
+    const MIN_CACHE_DIVISOR: u64 = 16;
+
+    fn cache_bytes(&self, memtables_bytes: u64, outside_cache_bytes: u64) -> u64 {
+        self.fixed_cache_bytes.unwrap_or_else(|| {
+            let rest = self.budget_bytes.saturating_sub(memtables_bytes + outside_cache_bytes);
+            rest.max(self.budget_bytes / Self::MIN_CACHE_DIVISOR)
+        })
+    }
 }
 
 #[derive(Default)]
@@ -110,8 +133,10 @@ impl FlexEngine {
     ) -> Result<FlexEngine> {
         let started = Instant::now();
         let budget = config.memory_budget_bytes;
-        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 4).clamp(64 << 10, 256 << 20));
-        let cache_bytes = options.cache_bytes.unwrap_or(budget / 2);
+        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 8).clamp(64 << 10, 256 << 20));
+        let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };
+        // Sized again below, once the sparse index exists.
+        let cache_bytes = memory.cache_bytes(2 * memtable_bytes, 0);
         // 1. The commit record says up to which lsn the table file is complete.
         let meta = meta::load(storage.as_ref())?;
         if let Some(m) = meta {
@@ -172,6 +197,7 @@ impl FlexEngine {
             aborting: AtomicBool::new(false),
             committer: Mutex::new(None),
             memtable_bytes,
+            memory,
             step_entries: options.commit_step_entries.max(1),
             table_kind: options.table_file,
             poison: Mutex::new(None),
@@ -181,6 +207,7 @@ impl FlexEngine {
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
+        inner.resize_cache();
         let inner = Arc::new(inner);
         *inner.committer.lock() = Some(committer::spawn(inner.clone())?);
         Ok(FlexEngine { inner })
@@ -213,6 +240,15 @@ impl Inner {
         }
         self.poisoned.store(true, Relaxed);
         e
+    }
+
+    /// Gives the interval cache what the budget leaves (two MemTables, the sparse index and the
+    /// table file's structures come first).
+    fn resize_cache(&self) {
+        let table = self.table.read();
+        let cache_bytes =
+            self.memory.cache_bytes(2 * self.memtable_bytes, table.memory_bytes_outside_cache());
+        table.set_cache_capacity(cache_bytes);
     }
 
     pub(crate) fn note_read(&self, bytes: u64) {
@@ -349,6 +385,7 @@ impl Inner {
         }
         self.signals.notify_drained();
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
+        self.resize_cache();
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.committed_entries.fetch_add(entries.len() as u64, Relaxed);
         self.counters.last_commit_micros.store(started.elapsed().as_micros() as u64, Relaxed);
@@ -490,21 +527,19 @@ impl Engine for FlexEngine {
             let imm = mem.imm.as_ref().map_or(0, |m| m.memory_bytes());
             (mem.active.memory_bytes() + imm, mem.active.len() as u64)
         };
-        let (hits, misses, cache_bytes, index_bytes, intervals, table_bytes, rebuild_bytes, loads) = {
+        let (hits, misses, cache_bytes, cache_capacity, index_bytes, file_memory, intervals) = {
             let t = inner.table.read();
             let (h, m, c) = t.cache_stats();
             let idx = t.index();
-            (
-                h,
-                m,
-                c,
-                idx.memory_bytes(),
-                idx.interval_count() as u64,
-                t.file_len(),
-                t.rebuild_bytes_read,
-                t.interval_loads.load(Relaxed),
-            )
+            let index_bytes = idx.memory_bytes();
+            let file_memory = t.memory_bytes_outside_cache() - index_bytes;
+            (h, m, c, t.cache_capacity_bytes(), index_bytes, file_memory, idx.interval_count() as u64)
         };
+        let (table_bytes, rebuild_bytes, loads) = {
+            let t = inner.table.read();
+            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed))
+        };
+        let memory_bytes = mem_bytes + cache_bytes + index_bytes + file_memory;
         let c = &inner.counters;
         Stats {
             engine: "flex".into(),
@@ -514,7 +549,7 @@ impl Engine for FlexEngine {
             io: inner.storage.io_stats(),
             cache_hits: hits,
             cache_misses: misses,
-            memory_bytes: mem_bytes + cache_bytes + index_bytes,
+            memory_bytes,
             disk_bytes: inner.disk_bytes(),
             engine_counters: [
                 ("flexdb.commits", c.commits.load(Relaxed)),
@@ -527,6 +562,14 @@ impl Engine for FlexEngine {
                 ("flexdb.rebuild_bytes_read", rebuild_bytes),
                 ("flexdb.records_replayed_at_open", c.records_replayed.load(Relaxed)),
                 ("flexdb.open_micros", c.open_micros.load(Relaxed)),
+                ("memory.budget_bytes", inner.memory.budget_bytes),
+                ("memory.memtables_bytes", mem_bytes),
+                ("memory.memtable_limit_bytes", inner.memtable_bytes),
+                ("memory.cache_bytes", cache_bytes),
+                ("memory.cache_capacity_bytes", cache_capacity),
+                ("memory.sparse_index_bytes", index_bytes),
+                ("memory.table_file_bytes", file_memory),
+                ("memory.over_budget_bytes", memory_bytes.saturating_sub(inner.memory.budget_bytes)),
             ]
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))

@@ -217,3 +217,48 @@ fn close_reports_a_sync_failure_of_the_background_committer() {
         }
     }
 }
+
+/// With the default split, what the engine holds (MemTables, interval cache, sparse index,
+/// FlexTree and buffers) stays within the memory budget as the sparse index grows: the interval
+/// cache gives way to the index after each commit.
+#[test]
+fn memory_stays_within_the_budget_as_the_sparse_index_grows() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let budget_bytes = 4 << 20;
+    let config = EngineConfig { memory_budget_bytes: budget_bytes, ..EngineConfig::default() };
+    let options = FlexOptions {
+        memtable_bytes: None,
+        cache_bytes: None,
+        flexfile: engine_flex::flexfile::FlexFileOptions {
+            max_data_bytes: 64 << 20,
+            ..engine_flex::flexfile::FlexFileOptions::for_tests()
+        },
+        ..small_options()
+    };
+    let engine = FlexEngine::open_with(storage, &config, options).unwrap();
+    let counter = |name: &str| engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"));
+    let empty_cache_capacity = counter("memory.cache_capacity_bytes");
+    let value = vec![7u8; 100];
+    let key = |i: u64| format!("k{:010}", i.wrapping_mul(0x9e37_79b9) % 1_000_000_007).into_bytes();
+    const RECORDS: u64 = 60_000; // ~7 MiB of records: larger than the budget
+    for i in 0..RECORDS {
+        engine.put(&key(i), &value, Durability::None).unwrap();
+    }
+    engine.commit().unwrap();
+    for i in 0..RECORDS {
+        assert_eq!(engine.get(&key(i)).unwrap().as_ref(), Some(&value));
+    }
+    let stats = engine.stats();
+    let index_bytes = counter("memory.sparse_index_bytes");
+    let capacity = counter("memory.cache_capacity_bytes");
+    assert!(index_bytes > 0 && counter("memory.table_file_bytes") > 0);
+    assert!(capacity < empty_cache_capacity - index_bytes / 2, "{:?}", stats.engine_counters);
+    assert!(counter("memory.cache_bytes") <= capacity);
+    assert!(
+        stats.memory_bytes <= budget_bytes,
+        "{} > {budget_bytes}: {:?}",
+        stats.memory_bytes,
+        stats.engine_counters
+    );
+    assert_eq!(counter("memory.over_budget_bytes"), 0);
+}

@@ -45,6 +45,16 @@ impl IntervalCache {
         self.used_bytes
     }
 
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    /// Changes the capacity, evicting by CLOCK down to it.
+    pub fn set_capacity(&mut self, capacity_bytes: u64) {
+        self.capacity_bytes = capacity_bytes;
+        self.make_room(0, None);
+    }
+
     /// The data in `slot` if `owner` still owns it; counts a hit or a miss.
     pub fn get(&mut self, slot: u32, owner: &[u8]) -> Option<Arc<IntervalData>> {
         let found = self.slots.get_mut(slot as usize).filter(|s| s.owner == owner).and_then(|s| {

@@ -6,8 +6,25 @@ use std::ops::Bound;
 
 use strata_core::{BatchOp, Key, Value};
 
-/// Estimated per-entry overhead of the map, for the size that triggers a commit.
-const ENTRY_OVERHEAD_BYTES: u64 = 64;
+/// Estimated per-entry share of the map's nodes: a 24 B key and a 24 B value slot in B-tree
+/// nodes of 11 slots about 2/3 full, plus the node headers.
+const ENTRY_OVERHEAD_BYTES: u64 = 80;
+
+/// What a heap buffer of `len` bytes costs the allocator (glibc: an 8 B header, 16 B granules,
+/// 32 B minimum); an empty `Vec` allocates nothing. Counting this keeps the MemTable's share of
+/// the memory budget honest for small records.
+fn heap_bytes(len: usize) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        ((len as u64 + 8).next_multiple_of(16)).max(32)
+    }
+}
+
+/// The memory one entry costs.
+fn entry_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
+    ENTRY_OVERHEAD_BYTES + heap_bytes(key.len()) + value.map_or(0, |v| heap_bytes(v.len()))
+}
 
 #[derive(Debug, Default)]
 pub struct MemTable {
@@ -21,14 +38,11 @@ impl MemTable {
             BatchOp::Put { key, value } => (key, Some(value)),
             BatchOp::Delete { key } => (key, None),
         };
-        let added = key.len() as u64 + value.as_ref().map_or(0, |v| v.len() as u64) + ENTRY_OVERHEAD_BYTES;
-        let key_len = key.len() as u64;
-        match self.entries.insert(key, value) {
-            Some(old) => {
-                self.bytes =
-                    self.bytes + added - key_len - old.map_or(0, |v| v.len() as u64) - ENTRY_OVERHEAD_BYTES
-            }
-            None => self.bytes += added,
+        self.bytes += entry_bytes(&key, value.as_deref());
+        let old_bytes = entry_bytes(&key, None);
+        if let Some(old) = self.entries.insert(key, value) {
+            // The key and the entry slot were already counted; the old value goes.
+            self.bytes -= old_bytes + old.map_or(0, |v| heap_bytes(v.len()));
         }
     }
 

@@ -39,9 +39,13 @@ impl TableFileKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlexOptions {
     pub table_file: TableFileKind,
-    /// MemTable size that triggers a commit; `None`: a quarter of the memory budget (64 KiB–256 MiB).
+    /// MemTable size that triggers a commit; `None`: an eighth of the memory budget (64 KiB–256
+    /// MiB). At most two MemTables exist (the active one and the one being committed).
     pub memtable_bytes: Option<u64>,
-    /// Interval-cache size; `None`: half of the memory budget.
+    /// Interval-cache size; `None`: what the memory budget leaves after two MemTables, the sparse
+    /// index and the table file's own structures (FlexTree, buffers), re-evaluated after every
+    /// commit, and at least 1/16 of the budget (`memory.over_budget_bytes` in the stats reports
+    /// an index that outgrew the budget).
     pub cache_bytes: Option<u64>,
     /// Intervals are split above this many bytes (§5.1).
     pub max_interval_bytes: u64,

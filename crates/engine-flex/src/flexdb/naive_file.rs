@@ -232,6 +232,12 @@ impl TableFile for NaiveTableFile {
         let bytes = encode(&self.state.read());
         write_file_atomic(self.storage.as_ref(), FILE_NAME, &bytes)
     }
+
+    /// The whole file is in memory.
+    fn memory_bytes(&self) -> u64 {
+        let state = self.state.read();
+        (state.data.capacity() + state.extent_starts.capacity() * 8) as u64
+    }
 }
 
 #[cfg(test)]

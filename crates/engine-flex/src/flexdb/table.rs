@@ -91,6 +91,21 @@ impl Table {
         self.file.sync()
     }
 
+    /// Memory the table keeps outside the interval cache: the sparse index and the table
+    /// file's own structures (FlexTree, buffers).
+    pub fn memory_bytes_outside_cache(&self) -> u64 {
+        self.index.memory_bytes() + self.file.memory_bytes()
+    }
+
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        self.cache.lock().capacity_bytes()
+    }
+
+    /// Resizes the interval cache (evicting down to the new size).
+    pub fn set_cache_capacity(&self, capacity_bytes: u64) {
+        self.cache.lock().set_capacity(capacity_bytes);
+    }
+
     /// (hits, misses, bytes cached)
     pub fn cache_stats(&self) -> (u64, u64, u64) {
         let c = self.cache.lock();

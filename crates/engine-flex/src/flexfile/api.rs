@@ -39,4 +39,7 @@ pub trait TableFile: Send + Sync {
     /// After a crash the file recovers to the state of some prefix of its operations that includes
     /// every operation before the last `sync` that returned.
     fn sync(&self) -> Result<()>;
+
+    /// Memory the file keeps (its index, buffers), charged to the engine's memory budget.
+    fn memory_bytes(&self) -> u64;
 }

@@ -100,6 +100,7 @@ impl FlexFile {
         stats
     }
 
+    /// The FlexTree, the segment buffer and the logical-log buffer.
     pub fn memory_bytes(&self) -> u64 {
         let st = self.state.read();
         st.tree.memory_bytes() + st.space.segment_bytes + (st.log_buf.capacity() * 24) as u64
@@ -348,6 +349,10 @@ impl TableFile for FlexFile {
 
     fn sync(&self) -> Result<()> {
         self.sync_unblocking()
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        FlexFile::memory_bytes(self)
     }
 }
 
