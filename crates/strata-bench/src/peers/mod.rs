@@ -24,14 +24,22 @@ mod rocksdb;
 mod sled;
 
 /// Every peer this crate knows, with the cargo feature that compiles it in.
-const PEER_FEATURES: [(&str, &str); 5] =
-    [("rocksdb", "rocksdb"), ("lmdb", "lmdb"), ("redb", "redb"), ("fjall", "fjall"), ("sled", "sled")];
+const PEER_FEATURES: [(&str, &str); 6] = [
+    ("rocksdb", "rocksdb"),
+    ("rocksdb-point", "rocksdb"),
+    ("lmdb", "lmdb"),
+    ("redb", "redb"),
+    ("fjall", "fjall"),
+    ("sled", "sled"),
+];
 
-const ALL_PEER_NAMES: [&str; 5] = ["rocksdb", "lmdb", "redb", "fjall", "sled"];
+const ALL_PEER_NAMES: [&str; 6] = ["rocksdb", "rocksdb-point", "lmdb", "redb", "fjall", "sled"];
 
 const COMPILED_PEER_NAMES: &[&str] = &[
     #[cfg(feature = "rocksdb")]
     "rocksdb",
+    #[cfg(feature = "rocksdb")]
+    "rocksdb-point",
     #[cfg(feature = "lmdb")]
     "lmdb",
     #[cfg(feature = "redb")]
@@ -64,7 +72,11 @@ pub fn open_peer(name: &str, params: &OpenParams) -> Option<anyhow::Result<Box<d
     let _ = params;
     match name {
         #[cfg(feature = "rocksdb")]
-        "rocksdb" => Some(rocksdb::RocksDbAdapter::open(params).map(boxed)),
+        "rocksdb" => Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::General).map(boxed)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-point" => {
+            Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::PointLookup).map(boxed))
+        }
         #[cfg(feature = "lmdb")]
         "lmdb" => Some(lmdb::LmdbAdapter::open(params).map(boxed)),
         #[cfg(feature = "redb")]
