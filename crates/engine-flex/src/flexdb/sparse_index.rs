@@ -6,12 +6,21 @@
 //! the later entries of the same leaf and the later siblings on the path. Keys and pivots never
 //! change when shifting.
 //!
+//! Searching a node compares the search key with the node's shared key prefix once and then
+//! binary-searches a contiguous array of 8-byte key heads (`NodeHeads`); the heap-allocated keys are
+//! only read when heads tie. Heads live next to the nodes in an `Arena` whose only mutable access
+//! to a node's keys marks it dirty; every `&mut self` method ends with `refresh_dirty`.
+//!
 //! Invariants: every node is non-empty; a child's pivot equals the smallest index key in its
-//! subtree; intervals are contiguous (offset of the next = offset + size) and the first starts at 0.
+//! subtree; intervals are contiguous (offset of the next = offset + size) and the first starts at 0;
+//! outside a `&mut self` method no node is dirty.
 
+use std::cmp::Ordering;
 use std::sync::atomic::AtomicU32;
 
 use strata_core::Key;
+
+use self::arena::Arena;
 
 /// Children per node before it splits.
 const MAX_FANOUT: usize = 64;
@@ -65,6 +74,225 @@ enum Node {
     Internal(Vec<Child>),
 }
 
+impl Node {
+    fn len(&self) -> usize {
+        match self {
+            Node::Leaf(entries) => entries.len(),
+            Node::Internal(children) => children.len(),
+        }
+    }
+
+    /// The `i`-th search key: an index key in a leaf, a pivot in an internal node.
+    fn key(&self, i: usize) -> &[u8] {
+        match self {
+            Node::Leaf(entries) => &entries[i].key,
+            Node::Internal(children) => &children[i].pivot,
+        }
+    }
+}
+
+/// `x[..8]` as a big-endian u64, zero-padded on the right.
+///
+/// Order: for byte strings `a < b`, `head(a) <= head(b)`. Either `a` is a proper prefix of `b`:
+/// then `a`'s padded 8 bytes are `b`'s first bytes followed by zeros, and 0 is the smallest byte,
+/// so `head(a) <= head(b)`. Or they first differ at `j` with `a[j] < b[j]`: for `j < 8` the padded
+/// arrays first differ at `j` the same way (`head(a) < head(b)`); for `j >= 8` the first 8 bytes
+/// are equal and so are the heads. Contrapositive: `head(a) < head(b)` implies `a < b`.
+fn head(x: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = x.len().min(8);
+    bytes[..n].copy_from_slice(&x[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Search acceleration for one node with sorted keys `k_0 <= .. <= k_{n-1}` (prefix truncation and
+/// inline heads, as in LeanStore).
+///
+/// `skip_empty_first` is set when `k_0` is the empty key (the leftmost node of each level): it is
+/// `<=` every search key, and leaving it out keeps the prefix of the root from collapsing to 0.
+/// The other keys `k_s..` (`s` = 0 or 1) all start with the `prefix_len` bytes shared by `k_s` and
+/// `k_{n-1}`: the strings with a given prefix are a contiguous range in lexicographic order, so
+/// every key between the two starts with it too. `heads[i] = head(k_{s+i}[prefix_len..])`; since
+/// removing a shared prefix keeps order, the heads are sorted (see `head`).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct NodeHeads {
+    skip_empty_first: bool,
+    prefix_len: usize,
+    heads: Vec<u64>,
+}
+
+impl NodeHeads {
+    fn rebuild(&mut self, node: &Node) {
+        let n = node.len();
+        self.skip_empty_first = n > 0 && node.key(0).is_empty();
+        let from = usize::from(self.skip_empty_first);
+        self.prefix_len = if from < n { common_prefix_len(node.key(from), node.key(n - 1)) } else { 0 };
+        self.heads.clear();
+        self.heads.extend((from..n).map(|i| head(&node.key(i)[self.prefix_len..])));
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        self.heads.capacity() as u64 * 8
+    }
+
+    /// How many of `node`'s keys are `<= key`. `self` must be up to date for `node`.
+    ///
+    /// With `h = head(key[p..])` (`key` starts with the prefix `P`, `p = |P|`): keys whose head is
+    /// `< h` are `< key` and keys whose head is `> h` are `> key` (contrapositive in `head`), so
+    /// only the contiguous run with head `h` needs full comparisons.
+    fn count_le(&self, node: &Node, key: &[u8]) -> usize {
+        let from = usize::from(self.skip_empty_first);
+        if self.heads.is_empty() {
+            return from;
+        }
+        let p = self.prefix_len;
+        // `key` shorter than `p` compares `Less` when it is a prefix of `P`: then it is smaller
+        // than every key starting with `P`. `Equal` means `key` starts with `P`.
+        match key[..p.min(key.len())].cmp(&node.key(from)[..p]) {
+            Ordering::Less => return from,
+            Ordering::Greater => return from + self.heads.len(),
+            Ordering::Equal => {}
+        }
+        let rest = &key[p..];
+        let h = head(rest);
+        let mut hi = self.heads.partition_point(|&x| x <= h);
+        if hi == 0 || self.heads[hi - 1] != h {
+            return from + hi;
+        }
+        let mut lo = self.heads[..hi].partition_point(|&x| x < h);
+        // Binary search of the tie run on the rest of the keys (they share `P`).
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if &node.key(from + mid)[p..] <= rest {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        from + lo
+    }
+}
+
+mod arena {
+    //! Fields are private to this module: outside it, a node can only be changed through
+    //! `node_mut` (marks it dirty), `alloc`/`release` (mark it dirty), or the narrow accessors
+    //! `shift_from` and `stats_mut`, whose bodies touch offsets/sizes/counts and never a key, so
+    //! the heads stay valid without a refresh.
+
+    use super::{Node, NodeHeads};
+
+    #[derive(Debug, Default)]
+    pub(super) struct Arena {
+        nodes: Vec<Node>,
+        /// `heads[id]` belongs to `nodes[id]`; up to date unless `dirty[id]`.
+        heads: Vec<NodeHeads>,
+        dirty: Vec<bool>,
+        dirty_ids: Vec<usize>,
+        free: Vec<usize>,
+        heads_heap_bytes: u64,
+    }
+
+    /// The non-key fields of one interval.
+    pub(super) struct StatsMut<'a> {
+        pub size_bytes: &'a mut u64,
+        pub count: &'a mut Option<u32>,
+        pub extents: &'a mut u32,
+    }
+
+    impl Arena {
+        pub(super) fn node(&self, id: usize) -> &Node {
+            &self.nodes[id]
+        }
+
+        pub(super) fn heads(&self, id: usize) -> &NodeHeads {
+            &self.heads[id]
+        }
+
+        /// Mutable access to a node; its heads are recomputed at the next `refresh_dirty`.
+        pub(super) fn node_mut(&mut self, id: usize) -> &mut Node {
+            self.mark_dirty(id);
+            &mut self.nodes[id]
+        }
+
+        fn mark_dirty(&mut self, id: usize) {
+            if !self.dirty[id] {
+                self.dirty[id] = true;
+                self.dirty_ids.push(id);
+            }
+        }
+
+        pub(super) fn alloc(&mut self, node: Node) -> usize {
+            let id = match self.free.pop() {
+                Some(id) => {
+                    self.nodes[id] = node;
+                    id
+                }
+                None => {
+                    self.nodes.push(node);
+                    self.heads.push(NodeHeads::default());
+                    self.dirty.push(false);
+                    self.nodes.len() - 1
+                }
+            };
+            self.mark_dirty(id);
+            id
+        }
+
+        pub(super) fn release(&mut self, id: usize) {
+            self.nodes[id] = Node::Leaf(Vec::new());
+            self.heads_heap_bytes -= self.heads[id].heap_bytes();
+            self.heads[id].heads = Vec::new();
+            self.mark_dirty(id);
+            self.free.push(id);
+        }
+
+        /// Adds `delta` to the offset (leaf) or shift (internal) of entries `from..` of `id`.
+        pub(super) fn shift_from(&mut self, id: usize, from: usize, delta: i64) {
+            match &mut self.nodes[id] {
+                Node::Leaf(entries) => {
+                    entries.iter_mut().skip(from).for_each(|e| e.partial_offset += delta);
+                }
+                Node::Internal(children) => {
+                    children.iter_mut().skip(from).for_each(|c| c.shift += delta);
+                }
+            }
+        }
+
+        pub(super) fn stats_mut(&mut self, leaf: usize, pos: usize) -> StatsMut<'_> {
+            let Node::Leaf(entries) = &mut self.nodes[leaf] else {
+                unreachable!("node {leaf} is not a leaf")
+            };
+            let e = &mut entries[pos];
+            StatsMut { size_bytes: &mut e.size_bytes, count: &mut e.count, extents: &mut e.extents }
+        }
+
+        /// Recomputes the heads of every dirty node.
+        pub(super) fn refresh_dirty(&mut self) {
+            while let Some(id) = self.dirty_ids.pop() {
+                let heads = &mut self.heads[id];
+                self.heads_heap_bytes -= heads.heap_bytes();
+                heads.rebuild(&self.nodes[id]);
+                self.heads_heap_bytes += heads.heap_bytes();
+                self.dirty[id] = false;
+            }
+        }
+
+        pub(super) fn is_clean(&self) -> bool {
+            self.dirty_ids.is_empty()
+        }
+
+        /// Memory of the heads: the arrays plus their per-node bookkeeping.
+        pub(super) fn heads_bytes(&self) -> u64 {
+            let per_node = std::mem::size_of::<NodeHeads>() + std::mem::size_of::<bool>();
+            self.heads_heap_bytes + (self.heads.len() * per_node) as u64
+        }
+    }
+}
+
 /// Where an interval is: valid until the index is next modified.
 #[derive(Clone, Debug)]
 pub struct Cursor {
@@ -79,8 +307,7 @@ pub struct Cursor {
 /// The sparse index. See the module documentation.
 #[derive(Debug)]
 pub struct SparseIndex {
-    nodes: Vec<Node>,
-    free_nodes: Vec<usize>,
+    nodes: Arena,
     root: usize,
     intervals: usize,
     key_bytes: u64,
@@ -98,13 +325,8 @@ impl SparseIndex {
     pub fn build(starts: Vec<(Key, u64)>, total_bytes: u64) -> SparseIndex {
         let ends: Vec<u64> = starts.iter().skip(1).map(|(_, o)| *o).chain([total_bytes]).collect();
         let known_empty = total_bytes == 0;
-        let mut index = SparseIndex {
-            nodes: Vec::new(),
-            free_nodes: Vec::new(),
-            root: 0,
-            intervals: starts.len(),
-            key_bytes: 0,
-        };
+        let mut index =
+            SparseIndex { nodes: Arena::default(), root: 0, intervals: starts.len(), key_bytes: 0 };
         let per_node = MAX_FANOUT * 3 / 4;
         let mut entries: Vec<Interval> = Vec::with_capacity(starts.len());
         for ((key, offset), end) in starts.into_iter().zip(ends) {
@@ -117,7 +339,7 @@ impl SparseIndex {
         while rest.peek().is_some() {
             let chunk: Vec<Interval> = rest.by_ref().take(per_node).collect();
             let pivot = chunk.first().map(|e| e.key.clone()).unwrap_or_default();
-            let node = index.alloc(Node::Leaf(chunk));
+            let node = index.nodes.alloc(Node::Leaf(chunk));
             level.push(Child { pivot, node, shift: 0 });
         }
         while level.len() > 1 {
@@ -126,49 +348,32 @@ impl SparseIndex {
             while rest.peek().is_some() {
                 let chunk: Vec<Child> = rest.by_ref().take(per_node).collect();
                 let pivot = chunk.first().map(|c| c.pivot.clone()).unwrap_or_default();
-                let node = index.alloc(Node::Internal(chunk));
+                let node = index.nodes.alloc(Node::Internal(chunk));
                 upper.push(Child { pivot, node, shift: 0 });
             }
             level = upper;
         }
         index.root = level.first().map_or(0, |c| c.node);
+        index.nodes.refresh_dirty();
         index
     }
 
-    fn alloc(&mut self, node: Node) -> usize {
-        match self.free_nodes.pop() {
-            Some(id) => {
-                self.nodes[id] = node;
-                id
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            }
-        }
-    }
-
-    fn release(&mut self, id: usize) {
-        self.nodes[id] = Node::Leaf(Vec::new());
-        self.free_nodes.push(id);
-    }
-
     fn leaf(&self, id: usize) -> &Vec<Interval> {
-        match &self.nodes[id] {
+        match self.nodes.node(id) {
             Node::Leaf(e) => e,
             Node::Internal(_) => unreachable!("node {id} is not a leaf"),
         }
     }
 
     fn leaf_mut(&mut self, id: usize) -> &mut Vec<Interval> {
-        match &mut self.nodes[id] {
+        match self.nodes.node_mut(id) {
             Node::Leaf(e) => e,
             Node::Internal(_) => unreachable!("node {id} is not a leaf"),
         }
     }
 
     fn children_mut(&mut self, id: usize) -> &mut Vec<Child> {
-        match &mut self.nodes[id] {
+        match self.nodes.node_mut(id) {
             Node::Internal(c) => c,
             Node::Leaf(_) => unreachable!("node {id} is not internal"),
         }
@@ -179,7 +384,7 @@ impl SparseIndex {
     }
 
     pub fn memory_bytes(&self) -> u64 {
-        self.key_bytes + self.intervals as u64 * ENTRY_OVERHEAD_BYTES
+        self.key_bytes + self.intervals as u64 * ENTRY_OVERHEAD_BYTES + self.nodes.heads_bytes()
     }
 
     /// The interval that would hold `key`: the last one whose index key is `<= key`.
@@ -198,18 +403,18 @@ impl SparseIndex {
     /// `pick(n)` gets the number of children/entries whose key is `<= key` and returns how many
     /// to step over (the chosen index is that minus one, clamped to the node).
     fn descend(&self, pick: impl Fn(usize) -> usize, key: &[u8]) -> Cursor {
+        debug_assert!(self.nodes.is_clean(), "search with stale heads");
         let (mut node, mut base, mut path) = (self.root, 0i64, Vec::new());
         loop {
-            match &self.nodes[node] {
+            let le = self.nodes.heads(node).count_le(self.nodes.node(node), key);
+            match self.nodes.node(node) {
                 Node::Internal(children) => {
-                    let le = children.partition_point(|c| c.pivot.as_slice() <= key);
                     let idx = pick(le).clamp(1, children.len()) - 1;
                     path.push((node, idx, base));
                     base += children[idx].shift;
                     node = children[idx].node;
                 }
                 Node::Leaf(entries) => {
-                    let le = entries.partition_point(|e| e.key.as_slice() <= key);
                     let pos = pick(le).clamp(1, entries.len()) - 1;
                     return Cursor { path, leaf: node, pos, base };
                 }
@@ -236,7 +441,7 @@ impl SparseIndex {
         }
         let mut path = cur.path.clone();
         while let Some((node, idx, base)) = path.pop() {
-            let Node::Internal(children) = &self.nodes[node] else { return None };
+            let Node::Internal(children) = self.nodes.node(node) else { return None };
             if idx + 1 < children.len() {
                 path.push((node, idx + 1, base));
                 return Some(self.descend_edge(
@@ -256,7 +461,7 @@ impl SparseIndex {
         }
         let mut path = cur.path.clone();
         while let Some((node, idx, base)) = path.pop() {
-            let Node::Internal(children) = &self.nodes[node] else { return None };
+            let Node::Internal(children) = self.nodes.node(node) else { return None };
             if idx > 0 {
                 path.push((node, idx - 1, base));
                 return Some(self.descend_edge(
@@ -278,7 +483,7 @@ impl SparseIndex {
         last: bool,
     ) -> Cursor {
         loop {
-            match &self.nodes[node] {
+            match self.nodes.node(node) {
                 Node::Internal(children) => {
                     let idx = if last { children.len() - 1 } else { 0 };
                     path.push((node, idx, base));
@@ -293,30 +498,27 @@ impl SparseIndex {
         }
     }
 
-    /// Moves every interval after `cur` by `delta` bytes.
+    /// Moves every interval after `cur` by `delta` bytes. Keys do not change.
     fn shift_after(&mut self, cur: &Cursor, delta: i64) {
         if delta == 0 {
             return;
         }
-        for e in self.leaf_mut(cur.leaf).iter_mut().skip(cur.pos + 1) {
-            e.partial_offset += delta;
-        }
+        self.nodes.shift_from(cur.leaf, cur.pos + 1, delta);
         for &(node, idx, _) in &cur.path {
-            for c in self.children_mut(node).iter_mut().skip(idx + 1) {
-                c.shift += delta;
-            }
+            self.nodes.shift_from(node, idx + 1, delta);
         }
     }
 
     /// Sets the size and record count of the interval at `cur` and shifts the later ones by the
     /// change in size (the table file grew or shrank inside this interval).
     pub fn resize(&mut self, cur: &Cursor, size_bytes: u64, count: Option<u32>, extents: u32) {
-        let e = &mut self.leaf_mut(cur.leaf)[cur.pos];
-        let delta = size_bytes as i64 - e.size_bytes as i64;
-        e.size_bytes = size_bytes;
-        e.count = count;
-        e.extents = extents;
+        let e = self.nodes.stats_mut(cur.leaf, cur.pos);
+        let delta = size_bytes as i64 - *e.size_bytes as i64;
+        *e.size_bytes = size_bytes;
+        *e.count = count;
+        *e.extents = extents;
         self.shift_after(cur, delta);
+        self.nodes.refresh_dirty();
     }
 
     /// Splits the interval at `cur`: it keeps its first `left_bytes`/`left_count`; a new interval
@@ -344,11 +546,12 @@ impl SparseIndex {
         if leaf.len() > MAX_FANOUT {
             self.split_node(cur.leaf, &cur.path);
         }
+        self.nodes.refresh_dirty();
     }
 
     /// Splits the overfull `node` (reached by `path`), then its ancestors as needed.
     fn split_node(&mut self, node: usize, path: &[(usize, usize, i64)]) {
-        let (right, right_pivot) = match &mut self.nodes[node] {
+        let (right, right_pivot) = match self.nodes.node_mut(node) {
             Node::Leaf(entries) => {
                 let right = entries.split_off(entries.len() / 2);
                 let pivot = right[0].key.clone();
@@ -360,12 +563,12 @@ impl SparseIndex {
                 (Node::Internal(right), pivot)
             }
         };
-        let right_id = self.alloc(right);
+        let right_id = self.nodes.alloc(right);
         match path.split_last() {
             None => {
                 // The root split: a new root over both halves, with no shift of its own.
                 let left_pivot = self.min_key(node);
-                let root = self.alloc(Node::Internal(vec![
+                let root = self.nodes.alloc(Node::Internal(vec![
                     Child { pivot: left_pivot, node, shift: 0 },
                     Child { pivot: right_pivot, node: right_id, shift: 0 },
                 ]));
@@ -384,9 +587,11 @@ impl SparseIndex {
     }
 
     fn min_key(&self, node: usize) -> Key {
-        match &self.nodes[node] {
-            Node::Leaf(entries) => entries.first().map(|e| e.key.clone()).unwrap_or_default(),
-            Node::Internal(children) => children.first().map(|c| c.pivot.clone()).unwrap_or_default(),
+        let node = self.nodes.node(node);
+        if node.len() == 0 {
+            Key::new()
+        } else {
+            node.key(0).to_vec()
         }
     }
 
@@ -395,29 +600,27 @@ impl SparseIndex {
     pub fn absorb_next(&mut self, cur: &Cursor) -> Option<u32> {
         let next = self.next(cur)?;
         let removed = self.leaf_mut(next.leaf).remove(next.pos);
-        let e = &mut self.leaf_mut(cur.leaf)[cur.pos];
-        e.size_bytes += removed.size_bytes;
-        e.extents = e.extents.saturating_add(removed.extents);
-        e.count = match (e.count, removed.count) {
+        let e = self.nodes.stats_mut(cur.leaf, cur.pos);
+        *e.size_bytes += removed.size_bytes;
+        *e.extents = e.extents.saturating_add(removed.extents);
+        *e.count = match (*e.count, removed.count) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
         self.intervals -= 1;
         self.key_bytes -= removed.key.len() as u64;
         self.after_removal(next.leaf, next.pos, &next.path);
+        self.nodes.refresh_dirty();
         Some(removed.cache_slot.into_inner())
     }
 
     /// Restores the invariants after removing entry `pos` of `node`: drops emptied nodes, fixes
     /// pivots, and collapses a root with one child.
     fn after_removal(&mut self, node: usize, pos: usize, path: &[(usize, usize, i64)]) {
-        let emptied = match &self.nodes[node] {
-            Node::Leaf(e) => e.is_empty(),
-            Node::Internal(c) => c.is_empty(),
-        };
+        let emptied = self.nodes.node(node).len() == 0;
         if let Some((&(parent, idx, _), above)) = path.split_last() {
             if emptied {
-                self.release(node);
+                self.nodes.release(node);
                 self.children_mut(parent).remove(idx);
                 self.after_removal(parent, idx, above);
             } else if pos == 0 {
@@ -445,18 +648,15 @@ impl SparseIndex {
     /// is pushed down into it so effective offsets stay the same.
     fn collapse_root(&mut self) {
         loop {
-            let Node::Internal(children) = &self.nodes[self.root] else { return };
+            let Node::Internal(children) = self.nodes.node(self.root) else { return };
             if children.len() != 1 {
                 return;
             }
             let (child, shift) = (children[0].node, children[0].shift);
-            match &mut self.nodes[child] {
-                Node::Leaf(entries) => entries.iter_mut().for_each(|e| e.partial_offset += shift),
-                Node::Internal(cs) => cs.iter_mut().for_each(|c| c.shift += shift),
-            }
+            self.nodes.shift_from(child, 0, shift);
             let old = self.root;
             self.root = child;
-            self.release(old);
+            self.nodes.release(old);
         }
     }
 
@@ -474,101 +674,5 @@ impl SparseIndex {
 }
 
 #[cfg(test)]
-mod tests {
-    use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
-
-    use super::*;
-
-    /// Brute-force model: (key, size, count) in order; offsets are prefix sums.
-    fn check(index: &SparseIndex, model: &[(Key, u64, u32)]) {
-        let got = index.intervals();
-        assert_eq!(got.len(), model.len());
-        assert_eq!(index.interval_count(), model.len());
-        let mut offset = 0;
-        for ((k, o, s, _), (mk, ms, _)) in got.iter().zip(model) {
-            assert_eq!((k, *o, *s), (mk, offset, *ms));
-            offset += ms;
-        }
-        for (i, (mk, _, _)) in model.iter().enumerate() {
-            let c = index.seek(mk);
-            assert_eq!(&index.interval(&c).key, mk);
-            let mut probe = mk.clone();
-            probe.push(0);
-            assert_eq!(&index.seek(&probe).key_of(index), mk, "probe after interval {i}");
-            assert_eq!(
-                index.prev(&c).map(|p| index.interval(&p).key.clone()),
-                i.checked_sub(1).map(|j| model[j].0.clone())
-            );
-        }
-    }
-
-    impl Cursor {
-        fn key_of(&self, index: &SparseIndex) -> Key {
-            index.interval(self).key.clone()
-        }
-    }
-
-    #[test]
-    fn random_resize_split_absorb_against_a_list() {
-        let mut rng = SmallRng::seed_from_u64(7);
-        let mut index = SparseIndex::default();
-        let mut model: Vec<(Key, u64, u32)> = vec![(Vec::new(), 0, 0)];
-        for step in 0..6000 {
-            let i = rng.gen_range(0..model.len());
-            let key = model[i].0.clone();
-            let cur = index.seek(&key);
-            match rng.gen_range(0..10) {
-                0..=3 => {
-                    let size = rng.gen_range(0..500);
-                    index.resize(&cur, size, Some(3), 1);
-                    model[i].1 = size;
-                }
-                4..=7 => {
-                    let upper = model.get(i + 1).map_or(vec![0xff; 4], |m| m.0.clone());
-                    let mut right: Key = key.clone();
-                    right.push(rng.gen_range(1..=255));
-                    if right >= upper || model[i].1 == 0 {
-                        continue;
-                    }
-                    let left = rng.gen_range(0..model[i].1);
-                    index.split(&cur, left, 1, right.clone(), 1);
-                    let rest = model[i].1 - left;
-                    model[i].1 = left;
-                    model.insert(i + 1, (right, rest, 1));
-                }
-                _ => {
-                    if index.absorb_next(&cur).is_some() {
-                        let (_, s, _) = model.remove(i + 1);
-                        model[i].1 += s;
-                    }
-                }
-            }
-            if step % 97 == 0 {
-                check(&index, &model);
-            }
-        }
-        check(&index, &model);
-        while model.len() > 1 {
-            let cur = index.first();
-            index.absorb_next(&cur).unwrap();
-            let (_, s, _) = model.remove(1);
-            model[0].1 += s;
-        }
-        check(&index, &model);
-    }
-
-    #[test]
-    fn build_matches_the_given_starts() {
-        let starts: Vec<(Key, u64)> = (0..5000u32)
-            .map(|i| (if i == 0 { vec![] } else { i.to_be_bytes().to_vec() }, u64::from(i) * 10))
-            .collect();
-        let index = SparseIndex::build(starts.clone(), 50_005);
-        let got = index.intervals();
-        assert_eq!(got.len(), 5000);
-        assert_eq!(got[4999], (4999u32.to_be_bytes().to_vec(), 49_990, 15, None));
-        let c = index.seek(&1234u32.to_be_bytes());
-        assert_eq!(index.offset(&c), 12_340);
-        assert!(index.is_first(&index.seek(b"")));
-    }
-}
+#[path = "sparse_index_tests.rs"]
+mod tests;
