@@ -275,11 +275,7 @@ impl Engine for MemoryEngine {
         let (lsn, payload_bytes, user_bytes, stored) = {
             let mut map = inner.map.write();
             let new = f(map.entries.get(key).map(Vec::as_slice));
-            let mut batch = WriteBatch::new();
-            match &new {
-                Some(v) => batch.put(key, v.clone()),
-                None => batch.delete(key),
-            };
+            let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
             let lsn = inner.wal.append(&payload)?;
             let user_bytes = batch.payload_bytes() as u64;

@@ -36,6 +36,16 @@ impl WriteBatch {
         Self::default()
     }
 
+    /// A batch of one op: `Some(value)` puts it, `None` deletes the key (what an `rmw` writes).
+    pub fn single(key: &[u8], value: Option<&[u8]>) -> Self {
+        let mut batch = Self::new();
+        match value {
+            Some(v) => batch.put(key, v),
+            None => batch.delete(key),
+        };
+        batch
+    }
+
     pub fn put(&mut self, key: impl Into<Key>, value: impl Into<Value>) -> &mut Self {
         let (key, value) = (key.into(), value.into());
         self.payload_bytes += key.len() + value.len();
@@ -90,5 +100,22 @@ impl FromIterator<BatchOp> for WriteBatch {
             batch.push(op);
         }
         batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_is_a_put_or_a_delete_with_its_payload_counted() {
+        let put = WriteBatch::single(b"k", Some(b"vv"));
+        assert_eq!(put.ops(), &[BatchOp::Put { key: b"k".to_vec(), value: b"vv".to_vec() }]);
+        assert_eq!(put.payload_bytes(), 3);
+        let empty_value = WriteBatch::single(b"k", Some(b""));
+        assert_eq!(empty_value.ops(), &[BatchOp::Put { key: b"k".to_vec(), value: Vec::new() }]);
+        let delete = WriteBatch::single(b"k", None);
+        assert_eq!(delete.ops(), &[BatchOp::Delete { key: b"k".to_vec() }]);
+        assert_eq!(delete.payload_bytes(), 1);
     }
 }

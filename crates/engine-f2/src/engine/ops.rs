@@ -395,14 +395,7 @@ impl Inner {
         durability: Durability,
     ) -> Result<Option<Value>> {
         let hash = key_hash(key);
-        let single = |new: &Option<Value>| {
-            let mut batch = WriteBatch::new();
-            match new {
-                Some(v) => batch.put(key, v.clone()),
-                None => batch.delete(key),
-            };
-            batch
-        };
+        let single = |new: &Option<Value>| WriteBatch::single(key, new.as_deref());
         loop {
             self.ensure_usable()?;
             let guard = self.write_lock.lock();
