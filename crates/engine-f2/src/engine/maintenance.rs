@@ -12,9 +12,10 @@ use super::Inner;
 use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
 use crate::hash::key_hash;
 use crate::hot_snapshot;
+use crate::index::cold::ChunkBatch;
 use crate::index::hot::HotIndex;
 use crate::log::{scan_range, SegmentedFile, FIRST_ADDRESS, READ_CACHE_FLAG};
-use crate::record;
+use crate::record::{self, OwnedRecord};
 
 impl Inner {
     /// After a write: signals the worker if maintenance is due and applies backpressure (with
@@ -84,19 +85,29 @@ impl Inner {
         let mut step_begin = begin;
         while step_begin < until {
             let step_end = (step_begin - step_begin % page + page).min(until);
+            // The step's live records first, then their chunks read in one parallel batch, then
+            // the appends (a record superseded meanwhile is still copied: the hot log's newer
+            // record shadows the cold copy, as when the check races a writer).
+            let mut live: Vec<(u64, OwnedRecord)> = Vec::new();
             self.hot.scan(step_begin, step_end, &mut |address, view| {
                 let hash = key_hash(view.key);
-                if self.hot_has_newer(view.key, hash, address)? {
-                    return Ok(());
-                }
-                if self.opts.single_log {
-                    copied += u64::from(self.copy_to_hot_tail(view.key, view.value_opt(), hash, address)?);
-                } else {
-                    self.cold_append(view.key, view.value_opt(), hash)?;
-                    copied += 1;
+                if !self.hot_has_newer(view.key, hash, address)? {
+                    live.push((address, OwnedRecord::from_view(&view)));
                 }
                 Ok(())
             })?;
+            if self.opts.single_log {
+                for (address, rec) in &live {
+                    let hash = key_hash(&rec.key);
+                    copied += u64::from(self.copy_to_hot_tail(&rec.key, rec.value_opt(), hash, *address)?);
+                }
+            } else {
+                let mut batch = self.cold_index.read_batch(live.iter().map(|(_, r)| key_hash(&r.key)))?;
+                for (_, rec) in &live {
+                    self.cold_append_in(&mut batch, &rec.key, rec.value_opt(), key_hash(&rec.key))?;
+                    copied += 1;
+                }
+            }
             match &self.read_cache {
                 Some(cache) => cache.exclusive(|| self.hot.truncate(step_end)),
                 None => self.hot.truncate(step_end),
@@ -150,33 +161,51 @@ impl Inner {
         if until <= begin {
             return Ok(0);
         }
+        let page = self.opts.page_size_bytes;
         let mut copied = 0;
-        self.cold.scan(begin, until, &mut |address, view| {
-            if view.is_tombstone() {
-                return Ok(());
+        let mut step_begin = begin;
+        while step_begin < until {
+            // A page of records, their chunks read in one parallel batch, then the liveness check
+            // and the copy of each in log order (the batch follows the copies).
+            let step_end = (step_begin - step_begin % page + page).min(until);
+            let mut records: Vec<(u64, OwnedRecord)> = Vec::new();
+            self.cold.scan(step_begin, step_end, &mut |address, view| {
+                if !view.is_tombstone() {
+                    records.push((address, OwnedRecord::from_view(&view)));
+                }
+                Ok(())
+            })?;
+            let mut batch = self.cold_index.read_batch(records.iter().map(|(_, r)| key_hash(&r.key)))?;
+            for (address, rec) in &records {
+                let hash = key_hash(&rec.key);
+                if !self.cold_has_newer_in(&batch, &rec.key, hash, *address)? {
+                    self.cold_append_in(&mut batch, &rec.key, rec.value_opt(), hash)?;
+                    copied += 1;
+                }
             }
-            let hash = key_hash(view.key);
-            if self.cold_has_newer(view.key, hash, address)? {
-                return Ok(());
-            }
-            self.cold_append(view.key, view.value_opt(), hash)?;
-            copied += 1;
-            Ok(())
-        })?;
+            step_begin = step_end;
+        }
         self.cold.truncate(until);
         self.counters.cold_compactions.fetch_add(1, Relaxed);
         self.counters.cold_records_copied.fetch_add(copied, Relaxed);
         Ok(copied)
     }
 
-    /// Appends a record to the cold log and points its cold-index entry at it. Caller holds the
-    /// maintenance lock (the cold log has a single writer).
-    fn cold_append(&self, key: &[u8], value: Option<&[u8]>, hash: u64) -> Result<()> {
-        let placement = self.cold_index.place(hash, self.cold.begin())?;
+    /// Appends a record to the cold log and points its cold-index entry at it, with the chunk
+    /// taken from (and kept current in) `batch`. Caller holds the maintenance lock (the cold log
+    /// has a single writer).
+    fn cold_append_in(
+        &self,
+        batch: &mut ChunkBatch,
+        key: &[u8],
+        value: Option<&[u8]>,
+        hash: u64,
+    ) -> Result<()> {
+        let placement = self.cold_index.place_in(batch, hash, self.cold.begin())?;
         let bytes = record::encode(key, value, placement.prev_address);
         self.counters.compaction_bytes_written.fetch_add(bytes.len() as u64, Relaxed);
         let address = self.cold.append(&bytes)?;
-        self.cold_index.commit(placement, address)
+        self.cold_index.commit_in(batch, placement, address)
     }
 
     /// Takes a checkpoint: seals the hot log at the tail (under the write lock, together with the

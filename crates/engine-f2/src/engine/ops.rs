@@ -9,6 +9,7 @@ use strata_core::{Durability, Error, Result, Value, WriteBatch};
 
 use super::{Counters, Inner};
 use crate::hash::key_hash;
+use crate::index::cold::ChunkBatch;
 use crate::index::hot::{EntryRef, HotIndex};
 use crate::log::{HybridLog, ReadCache, FIRST_ADDRESS, READ_CACHE_FLAG};
 use crate::record::{self, OwnedRecord};
@@ -208,9 +209,10 @@ impl Inner {
         }
     }
 
-    /// True when the cold log holds a record of `key` above `above`.
-    pub fn cold_has_newer(&self, key: &[u8], hash: u64, above: u64) -> Result<bool> {
-        for head in self.cold_index.find(hash, self.cold.begin())? {
+    /// True when the cold log holds a record of `key` above `above`; the chunk comes from `batch`
+    /// when it holds it. Maintenance only (the cold index's single updater).
+    pub fn cold_has_newer_in(&self, batch: &ChunkBatch, key: &[u8], hash: u64, above: u64) -> Result<bool> {
+        for head in self.cold_index.find_in(batch, hash, self.cold.begin())? {
             if self.cold_chain_find(key, head, above + 1)?.is_some() {
                 return Ok(true);
             }
