@@ -585,9 +585,9 @@ impl Engine for FlexEngine {
             let file_memory = t.memory_bytes_outside_cache() - index_bytes;
             (h, m, c, t.cache_capacity_bytes(), index_bytes, file_memory, idx.interval_count() as u64)
         };
-        let (table_bytes, rebuild_bytes, loads) = {
+        let (table_bytes, rebuild_bytes, loads, file_counters) = {
             let t = inner.table.read();
-            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed))
+            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters())
         };
         let memory_bytes = mem_bytes + cache_bytes + index_bytes + file_memory;
         let c = &inner.counters;
@@ -623,6 +623,7 @@ impl Engine for FlexEngine {
                 ("memory.over_budget_bytes", memory_bytes.saturating_sub(inner.memory.budget_bytes)),
             ]
             .into_iter()
+            .chain(file_counters)
             .map(|(name, value)| (name.to_string(), value))
             .chain(inner.wal.stats().counters())
             .collect(),

@@ -261,6 +261,9 @@ fn memory_stays_within_the_budget_as_the_sparse_index_grows() {
         stats.engine_counters
     );
     assert_eq!(counter("memory.over_budget_bytes"), 0);
+    // The table file's own counters come along.
+    assert!(counter("flexfile.log_commits") > 0 && counter("flexfile.write_locked_micros") > 0);
+    assert!(counter("flexfile.write_locked_max_micros") <= counter("flexfile.write_locked_micros"));
 }
 
 /// While a commit runs, writers that get ahead of it are paced (short sleeps until the commit's

@@ -91,6 +91,11 @@ fn json_has_the_required_fields_and_data_is_cleaned_up() {
     assert_eq!(memory_load["workload"], "load");
     assert!(memory_load["disk_bytes"].as_u64().unwrap() > 0, "the memory engine writes a WAL");
     assert!(memory_load["write_amplification"].is_number());
+    let counters = &memory_load["engine_io"]["counters_at_end"];
+    assert!(
+        counters["wal.records_appended"].as_u64().unwrap() > 0,
+        "engine counters in the JSON: {counters}"
+    );
 
     // Same trace for every engine: identical operation counts per type in each workload.
     let ops = |engine: &str, workload: &str| {
@@ -164,7 +169,10 @@ fn timeline_is_recorded_reported_and_plotted() {
         assert_eq!(r["timeline_interval_secs"].as_f64(), Some(0.1));
         let series = r["timeline_ops_per_sec"].as_array().unwrap();
         assert!((5..=8).contains(&series.len()), "{} intervals", series.len());
-        assert!(series.iter().all(|v| v.as_f64().unwrap() > 0.0), "{series:?}");
+        // One empty interval is tolerated: a snapshot or a descheduled process on a busy CI
+        // machine can stall both workers for 0.1 s.
+        let empty = series.iter().filter(|v| v.as_f64().unwrap() <= 0.0).count();
+        assert!(empty <= 1, "{series:?}");
     }
     let out = tmp.path().join("plots");
     assert_eq!(bench(&["plot", json.to_str().unwrap(), "--out", out.to_str().unwrap()]), ExitCode::SUCCESS);

@@ -97,6 +97,11 @@ impl Table {
         self.index.memory_bytes() + self.file.memory_bytes()
     }
 
+    /// The table file's own counters.
+    pub fn file_counters(&self) -> Vec<(&'static str, u64)> {
+        self.file.counters()
+    }
+
     pub fn cache_capacity_bytes(&self) -> u64 {
         self.cache.lock().capacity_bytes()
     }

@@ -42,4 +42,9 @@ pub trait TableFile: Send + Sync {
 
     /// Memory the file keeps (its index, buffers), charged to the engine's memory budget.
     fn memory_bytes(&self) -> u64;
+
+    /// Implementation counters for the engine's stats (none by default).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }

@@ -93,7 +93,9 @@ impl FlexFile {
     /// Commits the in-memory tree to the tree file copy-on-write and resets the log. Requires an
     /// empty log buffer (call after a log commit).
     pub(crate) fn checkpoint_locked(&self, st: &mut State) -> Result<()> {
+        let started = std::time::Instant::now();
         let result = self.checkpoint_inner(st);
+        st.stats.tree_commit_micros += started.elapsed().as_micros() as u64;
         Self::poison_on_error(st, result)
     }
 

@@ -34,6 +34,13 @@ pub struct FlexFileStats {
     pub segments_available: u64,
     pub tree_nodes: u64,
     pub rebases: u64,
+    /// Time spent with the state lock held for writing by mutations (readers of the file wait
+    /// for these), in total and the longest single hold; and the parts of it spent in garbage
+    /// collection and in tree commits (copy-on-write persist + fsyncs).
+    pub write_locked_micros: u64,
+    pub write_locked_max_micros: u64,
+    pub gc_micros: u64,
+    pub tree_commit_micros: u64,
 }
 
 pub(crate) struct State {
@@ -160,6 +167,7 @@ impl FlexFile {
     pub(crate) fn mutate<T>(&self, f: impl FnOnce(&Self, &mut State) -> Result<T>) -> Result<T> {
         let _w = self.writer.lock();
         let mut st = self.state.write();
+        let locked = std::time::Instant::now();
         Self::check_usable(&st)?;
         st.op_started = false;
         let result = f(self, &mut st);
@@ -168,9 +176,15 @@ impl FlexFile {
                 st.poisoned.get_or_insert_with(|| err.to_string());
             }
         }
-        if result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries {
-            self.commit_locked(&mut st)?;
-        }
+        let committed = if result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries {
+            self.commit_locked(&mut st)
+        } else {
+            Ok(())
+        };
+        let micros = locked.elapsed().as_micros() as u64;
+        st.stats.write_locked_micros += micros;
+        st.stats.write_locked_max_micros = st.stats.write_locked_max_micros.max(micros);
+        committed?;
         result
     }
 
@@ -353,6 +367,24 @@ impl TableFile for FlexFile {
 
     fn memory_bytes(&self) -> u64 {
         FlexFile::memory_bytes(self)
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats();
+        vec![
+            ("flexfile.live_data_bytes", s.live_data_bytes),
+            ("flexfile.data_bytes_written", s.data_bytes_written),
+            ("flexfile.gc_bytes_relocated", s.gc_bytes_relocated),
+            ("flexfile.gc_segments_reclaimed", s.gc_segments_reclaimed),
+            ("flexfile.log_commits", s.log_commits),
+            ("flexfile.tree_commits", s.tree_commits),
+            ("flexfile.segments_used", s.segments_used),
+            ("flexfile.tree_nodes", s.tree_nodes),
+            ("flexfile.write_locked_micros", s.write_locked_micros),
+            ("flexfile.write_locked_max_micros", s.write_locked_max_micros),
+            ("flexfile.gc_micros", s.gc_micros),
+            ("flexfile.tree_commit_micros", s.tree_commit_micros),
+        ]
     }
 }
 

@@ -55,7 +55,10 @@ impl FlexFile {
             if victims.is_empty() {
                 break;
             }
-            self.relocate_segments(st, &victims)?;
+            let started = std::time::Instant::now();
+            let relocated = self.relocate_segments(st, &victims);
+            st.stats.gc_micros += started.elapsed().as_micros() as u64;
+            relocated?;
         }
         if st.space.available_segments() < need + 1 && st.space.pending.is_empty() {
             return Err(no_space_error(format!(

@@ -139,7 +139,7 @@ pub struct PhaseResult {
 }
 
 /// Deltas of `strata::Stats` over a phase.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct EngineIo {
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -150,6 +150,9 @@ pub struct EngineIo {
     pub user_bytes_read: u64,
     pub memory_bytes: u64,
     pub disk_bytes: u64,
+    /// The engine's own counters (`Stats::engine_counters`) at the end of the phase: totals
+    /// since open, not deltas (some are gauges), for diagnosis from the JSON.
+    pub counters_at_end: BTreeMap<String, u64>,
 }
 
 impl EngineIo {
@@ -165,6 +168,7 @@ impl EngineIo {
             user_bytes_read: d(after.user_bytes_read, before.user_bytes_read),
             memory_bytes: after.memory_bytes,
             disk_bytes: after.disk_bytes,
+            counters_at_end: after.engine_counters.iter().cloned().collect(),
         }
     }
 }

@@ -186,7 +186,7 @@ pub fn render(report: &BenchReport) -> String {
             fmt_bytes(r.user_bytes_read),
             fmt_ratio(r.write_amplification),
             fmt_ratio(r.read_amplification),
-            r.engine_io.map_or_else(|| "-".into(), |io| fmt_bytes(io.bytes_written)),
+            r.engine_io.as_ref().map_or_else(|| "-".into(), |io| fmt_bytes(io.bytes_written)),
             fmt_bytes(r.disk_bytes),
             fmt_bytes(r.disk_apparent_bytes),
             fmt_ratio(r.space_amplification),
