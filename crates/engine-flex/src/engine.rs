@@ -438,8 +438,13 @@ impl Inner {
     fn apply_steps(&self, entries: &[Entry<'_>]) -> Result<()> {
         for step in entries.chunks(self.step_entries) {
             self.check_aborting()?;
-            // Readers keep going while the step's intervals are read from the table file.
-            let prefetched = self.table.read().prefetch(step).map_err(|e| self.poison(e))?;
+            // Readers keep going while the table file collects garbage ahead of the step's writes
+            // and while the step's intervals are read from it.
+            let prefetched = {
+                let table = self.table.read();
+                table.maintain_file().map_err(|e| self.poison(e))?;
+                table.prefetch(step).map_err(|e| self.poison(e))?
+            };
             self.table.write().apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
             self.commit_done.fetch_add(step.len() as u64, Relaxed);
         }

@@ -168,6 +168,46 @@ fn garbage_collection_reclaims_overwritten_segments() {
     assert_same(&file, &model, "after reopen");
 }
 
+/// GC ahead of need (what FlexDB runs between commit steps) lifts utilization above the
+/// trigger, one segment per lock hold, keeps the contents, and leaves nothing for the writes'
+/// own low-utilization GC to do right after.
+#[test]
+fn garbage_collection_ahead_of_writes_restores_utilization() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    // No GC inside writes for low utilization: only the space cap forces it.
+    let opts =
+        FlexFileOptions { gc_trigger_percent: 0, max_data_bytes: 64 << 20, ..FlexFileOptions::for_tests() };
+    let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut model = vec![0u8; 1 << 20];
+    rng.fill(&mut model[..]);
+    file.write(0, &model).unwrap();
+    for _ in 0..2048 {
+        let off = rng.gen_range(0..(model.len() - 4096)) as u64;
+        let mut piece = vec![0u8; 4096];
+        rng.fill(&mut piece[..]);
+        file.write(off, &piece).unwrap();
+        model[off as usize..off as usize + 4096].copy_from_slice(&piece);
+    }
+    let utilization = |s: &engine_flex::flexfile::FlexFileStats| {
+        s.live_data_bytes as f64 / (s.segments_used * opts.segment_bytes) as f64
+    };
+    let before = file.stats();
+    assert!(utilization(&before) < 0.5, "overwrites left garbage: {before:?}");
+    // Reopen with the default trigger (50%) and collect ahead.
+    file.close().unwrap();
+    let opts = FlexFileOptions { gc_trigger_percent: 50, ..opts };
+    let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
+    let cleaned = file.collect_garbage_ahead().unwrap();
+    let after = file.stats();
+    assert!(cleaned > 0 && utilization(&after) >= 0.55, "cleaned {cleaned}: {after:?}");
+    assert_same(&file, &model, "after GC ahead");
+    assert_eq!(file.collect_garbage_ahead().unwrap(), 0, "nothing left to clean");
+    file.close().unwrap();
+    let file = FlexFile::open(storage, "g", opts).unwrap();
+    assert_same(&file, &model, "after reopen");
+}
+
 #[test]
 fn running_out_of_space_is_an_error_and_the_file_stays_usable() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());

@@ -97,6 +97,12 @@ impl Table {
         self.index.memory_bytes() + self.file.memory_bytes()
     }
 
+    /// The table file's background upkeep (see `TableFile::maintain`); the committer calls it
+    /// under the table's read lock.
+    pub fn maintain_file(&self) -> Result<()> {
+        self.file.maintain()
+    }
+
     /// The table file's own counters.
     pub fn file_counters(&self) -> Vec<(&'static str, u64)> {
         self.file.counters()

@@ -43,6 +43,12 @@ pub trait TableFile: Send + Sync {
     /// Memory the file keeps (its index, buffers), charged to the engine's memory budget.
     fn memory_bytes(&self) -> u64;
 
+    /// Background upkeep between writes (FlexFile: garbage collection ahead of need), called
+    /// where it blocks fewer readers than inside a write; nothing by default.
+    fn maintain(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Implementation counters for the engine's stats (none by default).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -369,6 +369,15 @@ impl TableFile for FlexFile {
         FlexFile::memory_bytes(self)
     }
 
+    /// No free segment to relocate into is not an error here: GC ahead of need is optional, and
+    /// a write that truly lacks space reports it itself. Any other error is.
+    fn maintain(&self) -> Result<()> {
+        match self.collect_garbage_ahead() {
+            Err(e) if !e.is_no_space() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let s = self.stats();
         vec![
