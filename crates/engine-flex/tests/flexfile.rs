@@ -141,23 +141,30 @@ fn random_operations_match_a_vec_model_across_reopens() {
     }
 }
 
-#[test]
-fn garbage_collection_reclaims_overwritten_segments() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let opts = FlexFileOptions::for_tests();
-    let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
-    let mut rng = SmallRng::seed_from_u64(7);
+/// Writes 1 MiB of random bytes, then overwrites `pieces` random 4 KiB pieces of it; returns
+/// the expected contents.
+fn write_then_overwrite(file: &FlexFile, seed: u64, pieces: usize) -> Vec<u8> {
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mut model = vec![0u8; 1 << 20];
     rng.fill(&mut model[..]);
     file.write(0, &model).unwrap();
-    // Rewrite random 4 KiB pieces: 16 MiB of writes through a 4 MiB data file.
-    for _ in 0..4096 {
+    for _ in 0..pieces {
         let off = rng.gen_range(0..(model.len() - 4096)) as u64;
         let mut piece = vec![0u8; 4096];
         rng.fill(&mut piece[..]);
         file.write(off, &piece).unwrap();
         model[off as usize..off as usize + 4096].copy_from_slice(&piece);
     }
+    model
+}
+
+#[test]
+fn garbage_collection_reclaims_overwritten_segments() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let opts = FlexFileOptions::for_tests();
+    let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
+    // 16 MiB of writes through a 4 MiB data file.
+    let model = write_then_overwrite(&file, 7, 4096);
     assert_same(&file, &model, "after overwrites");
     let stats = file.stats();
     assert!(stats.gc_bytes_relocated > 0 && stats.gc_segments_reclaimed > 0, "{stats:?}");
@@ -178,17 +185,7 @@ fn garbage_collection_ahead_of_writes_restores_utilization() {
     let opts =
         FlexFileOptions { gc_trigger_percent: 0, max_data_bytes: 64 << 20, ..FlexFileOptions::for_tests() };
     let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
-    let mut rng = SmallRng::seed_from_u64(9);
-    let mut model = vec![0u8; 1 << 20];
-    rng.fill(&mut model[..]);
-    file.write(0, &model).unwrap();
-    for _ in 0..2048 {
-        let off = rng.gen_range(0..(model.len() - 4096)) as u64;
-        let mut piece = vec![0u8; 4096];
-        rng.fill(&mut piece[..]);
-        file.write(off, &piece).unwrap();
-        model[off as usize..off as usize + 4096].copy_from_slice(&piece);
-    }
+    let model = write_then_overwrite(&file, 9, 2048);
     let utilization = |s: &engine_flex::flexfile::FlexFileStats| {
         s.live_data_bytes as f64 / (s.segments_used * opts.segment_bytes) as f64
     };
