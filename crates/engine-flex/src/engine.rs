@@ -407,11 +407,14 @@ impl Inner {
                 None => return Ok(()),
             }
         };
-        self.wal.sync().map_err(|e| self.poison(e))?;
-        let entries: Vec<Entry<'_>> = imm.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+        // Pacing starts with the WAL sync: writers that fill the active MemTable faster than the
+        // sync returns would otherwise find both MemTables full before the first step.
         self.commit_done.store(0, Relaxed);
-        self.commit_total.store(entries.len() as u64, Relaxed);
-        let applied = self.apply_steps(&entries);
+        self.commit_total.store(imm.len().max(1) as u64, Relaxed);
+        let applied = self.wal.sync().map(|_| ()).map_err(|e| self.poison(e)).and_then(|()| {
+            let entries: Vec<Entry<'_>> = imm.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+            self.apply_steps(&entries)
+        });
         // Also on errors: pacing must not wait for a commit that stopped.
         self.commit_total.store(0, Relaxed);
         applied?;
@@ -429,7 +432,7 @@ impl Inner {
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
         self.resize_cache();
         self.counters.commits.fetch_add(1, Relaxed);
-        self.counters.committed_entries.fetch_add(entries.len() as u64, Relaxed);
+        self.counters.committed_entries.fetch_add(imm.len() as u64, Relaxed);
         self.counters.last_commit_micros.store(started.elapsed().as_micros() as u64, Relaxed);
         Ok(())
     }
@@ -662,5 +665,45 @@ impl Drop for FlexEngine {
         // No commit here: after a simulated power loss the handle is stale. Iterators still alive
         // see `Error::Closed`.
         let _ = self.inner.shutdown(false);
+    }
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use strata_core::EngineConfig;
+    use strata_io::MemStorage;
+
+    use super::FlexEngine;
+
+    /// A writer whose MemTable is further ahead of the running commit than the slack waits until
+    /// the commit's progress catches up, and only that long; with no commit running it never waits.
+    #[test]
+    fn a_writer_ahead_of_the_commit_waits_for_its_progress() {
+        let engine = FlexEngine::open(Arc::new(MemStorage::new()), &EngineConfig::default()).unwrap();
+        let inner = engine.inner.clone();
+        inner.pace(0.9); // no commit running
+        assert_eq!(inner.counters.paced_micros.load(Relaxed), 0);
+        inner.commit_done.store(0, Relaxed);
+        inner.commit_total.store(100, Relaxed);
+        inner.pace(0.2); // within the slack
+        assert_eq!(inner.counters.paced_micros.load(Relaxed), 0);
+        let writer = {
+            let inner = inner.clone();
+            std::thread::spawn(move || inner.pace(0.9))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!writer.is_finished(), "a writer 90% full against a commit 0% done went on");
+        inner.commit_done.store(60, Relaxed); // 0.60 + 0.25 < 0.9: still waits
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(!writer.is_finished(), "a writer 90% full against a commit 60% done went on");
+        inner.commit_done.store(70, Relaxed);
+        writer.join().unwrap();
+        // It waited (the time depends on when its thread started; 100 ms is generous).
+        assert!(inner.counters.paced_micros.load(Relaxed) > 0);
+        inner.commit_total.store(0, Relaxed);
     }
 }

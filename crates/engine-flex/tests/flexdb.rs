@@ -265,34 +265,3 @@ fn memory_stays_within_the_budget_as_the_sparse_index_grows() {
     assert!(counter("flexfile.log_commits") > 0 && counter("flexfile.write_locked_micros") > 0);
     assert!(counter("flexfile.write_locked_max_micros") <= counter("flexfile.write_locked_micros"));
 }
-
-/// While a commit runs, writers that get ahead of it are paced (short sleeps until the commit's
-/// progress catches up) rather than all stopping once both MemTables are full; every write
-/// still lands.
-#[test]
-fn writers_are_paced_by_the_running_commit() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let options = FlexOptions {
-        memtable_bytes: Some(64 << 10),
-        commit_step_entries: 8,
-        flexfile: engine_flex::flexfile::FlexFileOptions {
-            max_data_bytes: 64 << 20,
-            ..engine_flex::flexfile::FlexFileOptions::for_tests()
-        },
-        ..small_options()
-    };
-    let engine = open(&storage, options);
-    let value = vec![3u8; 120];
-    let paced = || engine.stats().counter("flexdb.write_paced_micros").unwrap();
-    // Whether a given commit paces anyone depends on scheduling; over a few hundred commits
-    // some writer gets ahead of one.
-    let mut written = 0;
-    while written < 400_000 && (written % 5_000 != 0 || paced() == 0) {
-        engine.put(&key(written), &value, Durability::None).unwrap();
-        written += 1;
-    }
-    assert!(paced() > 0, "no writer was paced in {written} writes: {:?}", engine.stats().engine_counters);
-    for i in (0..written.min(100_000)).step_by(97) {
-        assert_eq!(engine.get(&key(i)).unwrap().as_ref(), Some(&value));
-    }
-}
