@@ -75,32 +75,50 @@ impl FlexFile {
     /// Garbage collection ahead of writes (FlexDB calls it between commit steps, where readers
     /// are not blocked by the table's write lock): while live data fills less than
     /// `gc_trigger_percent` + `GC_AHEAD_MARGIN_PERCENT` of the used segments, relocates the
-    /// emptiest one — one segment per hold of the state lock, so readers of the file wait for at
-    /// most one relocation. The margin keeps the one-victim-per-operation GC of `make_room` from
-    /// firing inside the writes that follow. Returns the segments cleaned.
+    /// emptiest one. The victim's extents are listed under the state *read* lock (the tree walk
+    /// is the long part) and moved one extent per hold of the write lock, so readers of the file
+    /// wait for at most one extent's copy; an extent that changed in between is skipped (the
+    /// segment is then simply not freed this time). The margin keeps the one-victim-per-operation
+    /// GC of `make_room` from firing inside the writes that follow. Returns the segments cleaned.
     pub fn collect_garbage_ahead(&self) -> Result<u64> {
         const GC_AHEAD_MARGIN_PERCENT: u64 = 5;
         const MAX_SEGMENTS_PER_CALL: u64 = 64;
         let target_percent = self.opts.gc_trigger_percent + GC_AHEAD_MARGIN_PERCENT;
         let mut cleaned = 0;
         while cleaned < MAX_SEGMENTS_PER_CALL {
-            let moved = self.mutate(|this, st| {
+            let extents = {
+                let st = self.state.read();
+                Self::check_usable(&st)?;
                 let used = st.space.used_segments();
                 let segment_bytes = st.space.segment_bytes;
                 let low_util =
                     used >= 4 && st.space.total_live_bytes * 100 < used * segment_bytes * target_percent;
-                let victims = if low_util { st.space.gc_victims(1) } else { Vec::new() };
-                if victims.is_empty() {
-                    return Ok(false);
-                }
-                let started = std::time::Instant::now();
-                let relocated = this.relocate_segments(st, &victims);
-                st.stats.gc_micros += started.elapsed().as_micros() as u64;
-                relocated.map(|()| true)
-            })?;
-            if !moved {
-                break;
+                let Some(&victim) = st.space.gc_victims(1).first().filter(|_| low_util) else { break };
+                let mut extents = Vec::new();
+                st.tree.for_each(|e| {
+                    if !e.is_hole() && e.addr / segment_bytes == victim {
+                        extents.push(e);
+                    }
+                });
+                extents
+            };
+            for e in extents {
+                self.mutate(|this, st| {
+                    let mut now = Vec::new();
+                    st.tree.query(e.offset, e.len, &mut now);
+                    if now.as_slice() != [e] {
+                        return Ok(()); // changed since it was listed
+                    }
+                    let started = std::time::Instant::now();
+                    let moved = this.relocate(st, e.offset, e.len, e.addr);
+                    st.stats.gc_micros += started.elapsed().as_micros() as u64;
+                    moved
+                })?;
             }
+            self.mutate(|_, st| {
+                st.stats.gc_segments_reclaimed += 1;
+                Ok(())
+            })?;
             cleaned += 1;
         }
         Ok(cleaned)
