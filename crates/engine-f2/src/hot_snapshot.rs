@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::Result;
 use strata_io::{OpenOptions, Storage, StorageFile};
 
@@ -102,14 +103,6 @@ fn encode_header(key: &SnapshotKey, count: u64, body_crc: u32) -> Vec<u8> {
     out.extend_from_slice(&crc.to_le_bytes());
     out.resize(HEADER_BYTES, 0);
     out
-}
-
-fn u64_at(bytes: &[u8], offset: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(offset..offset + 8)?.try_into().ok()?))
-}
-
-fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(offset..offset + 4)?.try_into().ok()?))
 }
 
 /// One decoded entry: (home bucket, tag, hot-log address).

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::{Error, Key, Result, Value};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
@@ -119,14 +120,6 @@ pub(crate) fn load(storage: &dyn Storage, name: &str) -> Result<LoadedSnapshot> 
     decode(name, &bytes)
 }
 
-fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
-
-fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at.checked_add(8)?)?.try_into().ok()?))
-}
-
 pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     let bad = |offset: usize, what: &str| Error::corruption(name, offset as u64, what);
     if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
@@ -137,26 +130,26 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     if header.get(0..8) != Some(HEADER_MAGIC.as_slice()) {
         return Err(bad(0, "bad snapshot magic"));
     }
-    if le_u32(header, 12) != Some(header_crc(header)) {
+    if u32_at(header, 12) != Some(header_crc(header)) {
         return Err(bad(0, "snapshot header checksum mismatch"));
     }
-    let version = le_u32(header, 8).unwrap_or_default();
+    let version = u32_at(header, 8).unwrap_or_default();
     if version != FORMAT_VERSION {
         return Err(Error::Incompatible(format!(
             "{name}: snapshot format version {version} is not supported"
         )));
     }
-    let lsn = le_u64(header, 16).unwrap_or_default();
+    let lsn = u64_at(header, 16).unwrap_or_default();
 
     let trailer_at = bytes.len() - TRAILER_BYTES;
     let trailer = bytes.get(trailer_at..).ok_or_else(|| bad(trailer_at, "short trailer"))?;
     if trailer.get(0..8) != Some(TRAILER_MAGIC.as_slice())
-        || le_u32(trailer, 20) != trailer.get(0..20).map(crc32c::crc32c)
+        || u32_at(trailer, 20) != trailer.get(0..20).map(crc32c::crc32c)
     {
         return Err(bad(trailer_at, "snapshot trailer is missing or damaged"));
     }
-    let expected_entries = le_u64(trailer, 8).unwrap_or_default();
-    let expected_blocks = le_u32(trailer, 16).unwrap_or_default();
+    let expected_entries = u64_at(trailer, 8).unwrap_or_default();
+    let expected_blocks = u32_at(trailer, 16).unwrap_or_default();
 
     let mut entries = BTreeMap::new();
     let mut last_key: Option<Vec<u8>> = None;
@@ -164,8 +157,8 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     let mut blocks = 0u32;
     while pos < trailer_at {
         let block_at = pos;
-        let len = le_u32(bytes, pos).ok_or_else(|| bad(block_at, "truncated block header"))? as usize;
-        let crc = le_u32(bytes, pos + 4).ok_or_else(|| bad(block_at, "truncated block header"))?;
+        let len = u32_at(bytes, pos).ok_or_else(|| bad(block_at, "truncated block header"))? as usize;
+        let crc = u32_at(bytes, pos + 4).ok_or_else(|| bad(block_at, "truncated block header"))?;
         let start = pos + BLOCK_HEADER_BYTES;
         let payload = start
             .checked_add(len)
@@ -178,7 +171,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
         let mut p = 0;
         while p < payload.len() {
             let entry_at = start + p;
-            let (Some(klen), Some(vlen)) = (le_u32(payload, p), le_u32(payload, p + 4)) else {
+            let (Some(klen), Some(vlen)) = (u32_at(payload, p), u32_at(payload, p + 4)) else {
                 return Err(bad(entry_at, "truncated entry header"));
             };
             let kstart = p + 8;

@@ -5,6 +5,7 @@ mod batch;
 pub mod batch_codec;
 mod engine;
 mod error;
+pub mod le_bytes;
 mod range;
 mod stats;
 

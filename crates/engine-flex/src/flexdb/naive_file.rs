@@ -14,6 +14,7 @@ use strata_core::{Error, Result};
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage};
 
 use crate::flexfile::TableFile;
+use strata_core::le_bytes;
 
 /// The file's name in the storage directory.
 pub const FILE_NAME: &str = "flexdb-naive.table";
@@ -74,12 +75,13 @@ fn encode(state: &State) -> Vec<u8> {
     out
 }
 
+/// 0 past the end: callers check lengths first; a zero only fails their checksum/sanity checks.
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    bytes.get(at..at + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes)
+    le_bytes::u64_at(bytes, at).unwrap_or(0)
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    bytes.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes)
+    le_bytes::u32_at(bytes, at).unwrap_or(0)
 }
 
 fn decode(bytes: &[u8]) -> std::result::Result<State, (u64, String)> {

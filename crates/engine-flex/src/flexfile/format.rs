@@ -3,6 +3,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 use crate::flextree::HOLE_ADDR;
+use strata_core::le_bytes::{u32_at, u64_at};
 
 pub(crate) const LOG_MAGIC: &[u8; 8] = b"FLXLOG01";
 pub(crate) const LOG_FORMAT_VERSION: u32 = 1;
@@ -103,14 +104,6 @@ pub(crate) fn encode_log_header(tree_version: u64) -> [u8; LOG_HEADER_BYTES] {
 
 fn header_crc(header: &[u8; LOG_HEADER_BYTES]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[..LOG_CRC_AT]), &header[LOG_CRC_AT + 4..])
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// The tree version a log header names; `None` if the header is not valid.

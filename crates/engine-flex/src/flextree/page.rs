@@ -4,6 +4,7 @@
 use strata_core::{Error, Result};
 
 use super::node::LeafEntry;
+use strata_core::le_bytes::{u32_at, u64_at};
 
 pub(crate) const PAGE_BYTES: usize = 4096;
 /// Pages 0 and 1 are the header slots; nodes start at page 2.
@@ -61,14 +62,6 @@ pub(crate) fn encode_header(h: &TreeHeader) -> [u8; HEADER_BYTES] {
     let crc = crc32c::crc32c(&out[..HEADER_CRC_AT]);
     out[HEADER_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     out
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// A header slot, or `None` when it is not a valid slot (never written, torn, damaged).
