@@ -1,7 +1,5 @@
 //! Tests of the sparse index: seeks, resizes, splits and merges against a sorted list, heads
-//! checked against a fresh computation, and the seek measurement.
-
-use std::time::Instant;
+//! checked against a fresh computation, seeks against a full-key search.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -203,18 +201,18 @@ fn seek_by_full_keys(index: &SparseIndex, key: &[u8]) -> (usize, usize) {
     }
 }
 
-/// `cargo test --release -p engine-flex --lib measure_seek -- --ignored --nocapture`
+/// Seeks with heads agree with a plain full-key search, for UDB-like keys (19 zero bytes, then 8)
+/// and YCSB `user<n>` keys, over a built index of ~20k intervals. (Speed is not measured here:
+/// timings belong to the benchmark tools.)
 #[test]
-#[ignore = "measurement, not a check"]
-fn measure_seek_against_full_key_search() {
-    measure_seeks("UDB 27 B", |x| [&[0u8; 19][..], &x.to_be_bytes()].concat());
-    measure_seeks("YCSB user", |x| format!("user{x}").into_bytes());
+fn seeks_agree_with_a_full_key_search() {
+    check_against_full_keys(|x| [&[0u8; 19][..], &x.to_be_bytes()].concat());
+    check_against_full_keys(|x| format!("user{x}").into_bytes());
 }
 
-/// Times 1M seeks of random keys over ~100k intervals, with heads and with full keys.
-fn measure_seeks(name: &str, key_of: impl Fn(u64) -> Key) {
+fn check_against_full_keys(key_of: impl Fn(u64) -> Key) {
     let mut rng = SmallRng::seed_from_u64(3);
-    let mut keys: Vec<Key> = (0..100_000).map(|_| key_of(rng.gen())).collect();
+    let mut keys: Vec<Key> = (0..20_000).map(|_| key_of(rng.gen())).collect();
     keys.sort_unstable();
     keys.dedup();
     let starts = std::iter::once((Key::new(), 0))
@@ -222,26 +220,9 @@ fn measure_seeks(name: &str, key_of: impl Fn(u64) -> Key) {
         .collect::<Vec<_>>();
     let total_bytes = starts.len() as u64 * 100;
     let index = SparseIndex::build(starts, total_bytes);
-    let probes: Vec<Key> = (0..1_000_000).map(|_| key_of(rng.gen())).collect();
-    for p in probes.iter().take(10_000) {
-        let c = index.seek(p);
-        assert_eq!(seek_by_full_keys(&index, p), (c.leaf, c.pos));
+    for _ in 0..20_000 {
+        let p = key_of(rng.gen());
+        let c = index.seek(&p);
+        assert_eq!(seek_by_full_keys(&index, &p), (c.leaf, c.pos));
     }
-    let (mut heads_secs, mut full_secs) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        let t = Instant::now();
-        let sum: usize = probes.iter().map(|p| index.seek(p).pos).sum();
-        heads_secs = heads_secs.min(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        let full: usize = probes.iter().map(|p| seek_by_full_keys(&index, p).1).sum();
-        full_secs = full_secs.min(t.elapsed().as_secs_f64());
-        assert_eq!(std::hint::black_box(sum), std::hint::black_box(full));
-    }
-    println!(
-        "{name}: 1M seeks over {} intervals: heads {:.1} ms, full keys {:.1} ms, ratio {:.2}x",
-        index.interval_count(),
-        heads_secs * 1e3,
-        full_secs * 1e3,
-        full_secs / heads_secs
-    );
 }
