@@ -17,7 +17,20 @@ use crate::index::hot::HotIndex;
 use crate::log::{scan_range, SegmentedFile, FIRST_ADDRESS, READ_CACHE_FLAG};
 use crate::record::{self, OwnedRecord};
 
+/// A record of the page a compaction step works on: where it is, its key's hash, its bytes.
+struct StepRecord {
+    address: u64,
+    hash: u64,
+    rec: OwnedRecord,
+}
+
 impl Inner {
+    /// The end of the compaction step starting at `at`: the next page boundary, or `until`.
+    fn page_step_end(&self, at: u64, until: u64) -> u64 {
+        let page = self.opts.page_size_bytes;
+        (at - at % page + page).min(until)
+    }
+
     /// After a write: signals the worker if maintenance is due and applies backpressure (with
     /// background maintenance); or runs what is due inline, unless another thread already is.
     pub fn maybe_maintain(&self) -> Result<()> {
@@ -80,31 +93,30 @@ impl Inner {
         if until <= begin {
             return Ok(0);
         }
-        let page = self.opts.page_size_bytes;
         let mut copied = 0;
         let mut step_begin = begin;
         while step_begin < until {
-            let step_end = (step_begin - step_begin % page + page).min(until);
+            let step_end = self.page_step_end(step_begin, until);
             // The step's live records first, then their chunks read in one parallel batch, then
             // the appends (a record superseded meanwhile is still copied: the hot log's newer
             // record shadows the cold copy, as when the check races a writer).
-            let mut live: Vec<(u64, OwnedRecord)> = Vec::new();
+            let mut live: Vec<StepRecord> = Vec::new();
             self.hot.scan(step_begin, step_end, &mut |address, view| {
                 let hash = key_hash(view.key);
                 if !self.hot_has_newer(view.key, hash, address)? {
-                    live.push((address, OwnedRecord::from_view(&view)));
+                    live.push(StepRecord { address, hash, rec: OwnedRecord::from_view(&view) });
                 }
                 Ok(())
             })?;
             if self.opts.single_log {
-                for (address, rec) in &live {
-                    let hash = key_hash(&rec.key);
-                    copied += u64::from(self.copy_to_hot_tail(&rec.key, rec.value_opt(), hash, *address)?);
+                for r in &live {
+                    copied +=
+                        u64::from(self.copy_to_hot_tail(&r.rec.key, r.rec.value_opt(), r.hash, r.address)?);
                 }
             } else {
-                let mut batch = self.cold_index.read_batch(live.iter().map(|(_, r)| key_hash(&r.key)))?;
-                for (_, rec) in &live {
-                    self.cold_append_in(&mut batch, &rec.key, rec.value_opt(), key_hash(&rec.key))?;
+                let mut batch = self.cold_index.read_batch(live.iter().map(|r| r.hash))?;
+                for r in &live {
+                    self.cold_append_in(&mut batch, &r.rec.key, r.rec.value_opt(), r.hash)?;
                     copied += 1;
                 }
             }
@@ -161,25 +173,24 @@ impl Inner {
         if until <= begin {
             return Ok(0);
         }
-        let page = self.opts.page_size_bytes;
         let mut copied = 0;
         let mut step_begin = begin;
         while step_begin < until {
             // A page of records, their chunks read in one parallel batch, then the liveness check
             // and the copy of each in log order (the batch follows the copies).
-            let step_end = (step_begin - step_begin % page + page).min(until);
-            let mut records: Vec<(u64, OwnedRecord)> = Vec::new();
+            let step_end = self.page_step_end(step_begin, until);
+            let mut records: Vec<StepRecord> = Vec::new();
             self.cold.scan(step_begin, step_end, &mut |address, view| {
                 if !view.is_tombstone() {
-                    records.push((address, OwnedRecord::from_view(&view)));
+                    let hash = key_hash(view.key);
+                    records.push(StepRecord { address, hash, rec: OwnedRecord::from_view(&view) });
                 }
                 Ok(())
             })?;
-            let mut batch = self.cold_index.read_batch(records.iter().map(|(_, r)| key_hash(&r.key)))?;
-            for (address, rec) in &records {
-                let hash = key_hash(&rec.key);
-                if !self.cold_has_newer_in(&batch, &rec.key, hash, *address)? {
-                    self.cold_append_in(&mut batch, &rec.key, rec.value_opt(), hash)?;
+            let mut batch = self.cold_index.read_batch(records.iter().map(|r| r.hash))?;
+            for r in &records {
+                if !self.cold_has_newer_in(&batch, &r.rec.key, r.hash, r.address)? {
+                    self.cold_append_in(&mut batch, &r.rec.key, r.rec.value_opt(), r.hash)?;
                     copied += 1;
                 }
             }

@@ -239,8 +239,7 @@ impl ColdIndex {
     /// The cold-log chains that may hold `hash`'s records, newest first (0 = none). Addresses
     /// below `live_floor` (the cold log's begin) are truncated.
     pub fn find(&self, hash: u64, live_floor: u64) -> Result<[u64; 2]> {
-        let (chunk, home, tag) = position(hash, self.chunk_count());
-        Ok(candidates(&self.read_chunk(chunk)?, home, tag, live_floor))
+        self.find_in(&ChunkBatch::default(), hash, live_floor)
     }
 
     /// The placed chunk's entries with the placed slot pointing at `cold_address`.
