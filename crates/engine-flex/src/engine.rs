@@ -585,18 +585,15 @@ impl Engine for FlexEngine {
             let imm = mem.imm.as_ref().map_or(0, |m| m.memory_bytes());
             (mem.active.memory_bytes() + imm, mem.active.len() as u64)
         };
-        let (hits, misses, cache_bytes, cache_capacity, index_bytes, file_memory, intervals) = {
-            let t = inner.table.read();
-            let (h, m, c) = t.cache_stats();
-            let idx = t.index();
-            let index_bytes = idx.memory_bytes();
-            let file_memory = t.memory_bytes_outside_cache() - index_bytes;
-            (h, m, c, t.cache_capacity_bytes(), index_bytes, file_memory, idx.interval_count() as u64)
-        };
-        let (table_bytes, rebuild_bytes, loads, file_counters) = {
-            let t = inner.table.read();
-            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters())
-        };
+        // One read lock for the whole table snapshot.
+        let t = inner.table.read();
+        let (hits, misses, cache_bytes) = t.cache_stats();
+        let (cache_capacity, index_bytes, file_memory) =
+            (t.cache_capacity_bytes(), t.index().memory_bytes(), t.file_memory_bytes());
+        let intervals = t.index().interval_count() as u64;
+        let (table_bytes, rebuild_bytes, loads, file_counters) =
+            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters());
+        drop(t);
         let memory_bytes = mem_bytes + cache_bytes + index_bytes + file_memory;
         let c = &inner.counters;
         Stats {

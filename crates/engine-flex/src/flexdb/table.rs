@@ -94,7 +94,12 @@ impl Table {
     /// Memory the table keeps outside the interval cache: the sparse index and the table
     /// file's own structures (FlexTree, buffers).
     pub fn memory_bytes_outside_cache(&self) -> u64 {
-        self.index.memory_bytes() + self.file.memory_bytes()
+        self.index.memory_bytes() + self.file_memory_bytes()
+    }
+
+    /// What the table file keeps in memory (FlexTree, buffers).
+    pub fn file_memory_bytes(&self) -> u64 {
+        self.file.memory_bytes()
     }
 
     /// The table file's background upkeep (see `TableFile::maintain`); the committer calls it

@@ -102,8 +102,12 @@ impl FlexFile {
                 });
                 extents
             };
-            for e in extents {
+            for (i, e) in extents.into_iter().enumerate() {
                 self.mutate(|this, st| {
+                    if i == 0 {
+                        // Counted per victim taken, as `relocate_segments` does.
+                        st.stats.gc_segments_reclaimed += 1;
+                    }
                     let mut now = Vec::new();
                     st.tree.query(e.offset, e.len, &mut now);
                     if now.as_slice() != [e] {
@@ -115,10 +119,6 @@ impl FlexFile {
                     moved
                 })?;
             }
-            self.mutate(|_, st| {
-                st.stats.gc_segments_reclaimed += 1;
-                Ok(())
-            })?;
             cleaned += 1;
         }
         Ok(cleaned)
