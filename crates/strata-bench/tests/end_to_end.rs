@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-fn bench(args: &[&str]) -> ExitCode {
-    strata_bench::cli::main_with_args(args.iter().map(|a| a.into()))
-}
+mod common;
+
+use common::{bench, bench_json};
 
 fn run_tiny(dir: &Path, json: &Path, engines: &str) -> Value {
-    let code = bench(&[
+    let args = [
         "--engines",
         engines,
         "--workload",
@@ -22,15 +22,8 @@ fn run_tiny(dir: &Path, json: &Path, engines: &str) -> Value {
         "3000",
         "--threads",
         "2",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--quiet",
-        "--no-drop-caches",
-    ]);
-    assert_eq!(code, ExitCode::SUCCESS);
-    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    ];
+    bench_json(&args, dir, json)
 }
 
 #[test]
@@ -145,7 +138,7 @@ fn timeline_is_recorded_reported_and_plotted() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("timeline.json");
     let data = tmp.path().join("data");
-    let code = bench(&[
+    let args = [
         "--engines",
         "memory,btreemap",
         "--workload",
@@ -156,15 +149,8 @@ fn timeline_is_recorded_reported_and_plotted() {
         "0.6",
         "--timeline",
         "0.1",
-        "--dir",
-        data.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--quiet",
-        "--no-drop-caches",
-    ]);
-    assert_eq!(code, ExitCode::SUCCESS);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    ];
+    let report = bench_json(&args, &data, &json);
     for r in report["results"].as_array().unwrap().iter().filter(|r| r["workload"] == "rmw100") {
         assert_eq!(r["timeline_interval_secs"].as_f64(), Some(0.1));
         let series = r["timeline_ops_per_sec"].as_array().unwrap();

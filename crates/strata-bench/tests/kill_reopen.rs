@@ -1,9 +1,9 @@
 //! `--reopen-after-kill` through the command-line entry point. Its own test binary: the
 //! measurement forks, which is only sound while the process has a single thread.
 
-use std::process::ExitCode;
+mod common;
 
-use serde_json::Value;
+use common::bench_json;
 
 #[test]
 fn reopen_after_kill_finds_every_loaded_key() {
@@ -20,16 +20,8 @@ fn reopen_after_kill_finds_every_loaded_key() {
         "--threads",
         "2",
         "--reopen-after-kill",
-        "--dir",
-        data.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--quiet",
-        "--no-drop-caches",
     ];
-    let code = strata_bench::cli::main_with_args(args.iter().map(|a| a.into()));
-    assert_eq!(code, ExitCode::SUCCESS);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = bench_json(&args, &data, &json);
     let engines = report["engines"].as_array().unwrap();
     let memory = &engines[0];
     assert!(memory["kill_reopen_ms"].as_f64().unwrap() > 0.0, "{memory}");
