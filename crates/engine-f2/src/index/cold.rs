@@ -85,6 +85,8 @@ fn choose_slot(entries: &[u64; ENTRIES_PER_CHUNK], home: usize, tag: u64, live_f
 /// Threads that read a batch's chunks at once: on this project's 2-core VM a 4 KiB O_DIRECT read
 /// reaches ~23k IOPS one at a time and ~55k with 8 in flight (../shared/MACHINE.md).
 const BATCH_READERS: usize = 8;
+/// Below this many chunks a batch is read in the calling thread.
+const MIN_PARALLEL_CHUNKS: usize = 4 * BATCH_READERS;
 
 /// Chunks read ahead for one compaction step, kept current as the step places records (see
 /// [`ColdIndex::read_batch`]). Only the single updater uses it, so its entries cannot go stale
@@ -185,12 +187,17 @@ impl ColdIndex {
         let mut chunks: Vec<u64> = hashes.map(|h| position(h, chunk_count).0).collect();
         chunks.sort_unstable();
         chunks.dedup();
-        let per_reader = chunks.len().div_ceil(BATCH_READERS).max(1);
+        let read_part = |part: &[u64]| -> Result<Vec<ChunkEntries>> {
+            part.iter().map(|&c| Ok((c, self.read_chunk(c)?))).collect()
+        };
+        if chunks.len() < MIN_PARALLEL_CHUNKS {
+            // Too few to be worth threads.
+            return Ok(ChunkBatch { entries: read_part(&chunks)?.into_iter().collect() });
+        }
+        let per_reader = chunks.len().div_ceil(BATCH_READERS);
         let read: Vec<Result<Vec<ChunkEntries>>> = std::thread::scope(|scope| {
-            let readers: Vec<_> = chunks
-                .chunks(per_reader)
-                .map(|part| scope.spawn(move || part.iter().map(|&c| Ok((c, self.read_chunk(c)?))).collect()))
-                .collect();
+            let readers: Vec<_> =
+                chunks.chunks(per_reader).map(|part| scope.spawn(move || read_part(part))).collect();
             readers
                 .into_iter()
                 .map(|r| r.join().unwrap_or_else(|_| Err(Error::invalid("a chunk reader thread panicked"))))
@@ -333,6 +340,27 @@ mod tests {
             }
         }
         None
+    }
+
+    /// A batch large enough to be read by several threads holds exactly what reading each chunk
+    /// alone returns (written chunks, never-written ones as all zero).
+    #[test]
+    fn a_parallel_batch_reads_what_single_reads_return() {
+        let storage = Arc::new(MemStorage::new());
+        let index = ColdIndex::new(chunk_log(&storage, FIRST_ADDRESS, FIRST_ADDRESS), 256);
+        let hashes: Vec<u64> = (0..200u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let mut batch = ChunkBatch::default();
+        for (n, &h) in hashes.iter().enumerate().step_by(3) {
+            let placement = index.place_in(&batch, h, FIRST_ADDRESS).unwrap();
+            index.commit_in(&mut batch, placement, FIRST_ADDRESS + n as u64).unwrap();
+        }
+        let read = index.read_batch(hashes.iter().copied()).unwrap();
+        assert!(read.entries.len() >= MIN_PARALLEL_CHUNKS, "{} chunks", read.entries.len());
+        for &h in &hashes {
+            let chunk = position(h, index.chunk_count()).0;
+            assert_eq!(read.entries.get(&chunk), Some(&index.read_chunk(chunk).unwrap()));
+        }
+        assert!(read.entries.values().any(|e| e.iter().any(|&x| x != 0)));
     }
 
     /// Tagged entries with overflow into shared home chains and reuse of truncated entries:
