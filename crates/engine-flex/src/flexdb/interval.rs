@@ -6,14 +6,24 @@
 
 use super::record;
 
-/// Where one record sits in `IntervalData::bytes`: `start..key_start` is its header,
-/// `key_start..value_start` its key, `value_start..end` its value.
+/// Where one record sits in `IntervalData::bytes`: from the previous span's `end` (0 for the
+/// first) to `key_start` is its header, `key_start..value_start` its key, `value_start..end` its
+/// value. `u32` positions: `decode` refuses buffers of 4 GiB or more.
 #[derive(Clone, Copy, Debug)]
 struct Span {
-    start: usize,
-    key_start: usize,
-    value_start: usize,
-    end: usize,
+    key_start: u32,
+    value_start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn key(self) -> std::ops::Range<usize> {
+        self.key_start as usize..self.value_start as usize
+    }
+
+    fn value(self) -> std::ops::Range<usize> {
+        self.value_start as usize..self.end as usize
+    }
 }
 
 /// Invariant: the spans tile `bytes` in order, every record passed its checksum (or was encoded
@@ -33,24 +43,30 @@ impl IntervalData {
     /// Checks every record of `bytes` (which must end on a record boundary) and that keys strictly
     /// increase. Errors carry the byte position of the bad record inside `bytes`.
     pub fn decode(bytes: Vec<u8>) -> Result<IntervalData, (usize, String)> {
+        if u32::try_from(bytes.len()).is_err() {
+            return Err((0, format!("interval of {} bytes is larger than 4 GiB", bytes.len())));
+        }
         let mut spans: Vec<Span> = Vec::new();
         let mut pos = 0;
         while pos < bytes.len() {
             let h = record::check(bytes.get(pos..).unwrap_or_default()).map_err(|e| (pos, e))?;
+            let at = |offset: usize| (pos + offset) as u32; // < bytes.len(): checked above
             let span = Span {
-                start: pos,
-                key_start: pos + h.header_len,
-                value_start: pos + h.header_len + h.key_len,
-                end: pos + h.record_len(),
+                key_start: at(h.header_len),
+                value_start: at(h.header_len + h.key_len),
+                end: at(h.record_len()),
             };
-            let key = bytes.get(span.key_start..span.value_start).unwrap_or_default();
+            let key = bytes.get(span.key()).unwrap_or_default();
             if let Some(prev) = spans.last() {
-                if bytes.get(prev.key_start..prev.value_start).unwrap_or_default() >= key {
+                if bytes.get(prev.key()).unwrap_or_default() >= key {
                     return Err((pos, "keys out of order".into()));
                 }
+            } else {
+                // Records of an interval are alike in size: one allocation, not log2(n) regrowths.
+                spans.reserve(bytes.len() / h.record_len().max(1) + 1);
             }
             spans.push(span);
-            pos = span.end;
+            pos = span.end as usize;
         }
         Ok(IntervalData { bytes, spans })
     }
@@ -64,24 +80,28 @@ impl IntervalData {
     /// keeps keys strictly increasing.
     pub fn push_checked(&mut self, other: &IntervalData, i: usize) {
         let Some(s) = other.spans.get(i) else { return };
+        let from = other.record_start(i);
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(other.bytes.get(s.start..s.end).unwrap_or_default());
-        let moved = |at: usize| at - s.start + start;
+        self.bytes.extend_from_slice(other.bytes.get(from..s.end as usize).unwrap_or_default());
+        let moved = |at: u32| (at as usize - from + start) as u32;
         self.spans.push(Span {
-            start,
             key_start: moved(s.key_start),
             value_start: moved(s.value_start),
             end: moved(s.end),
         });
     }
 
-    /// Appends a new record for `key` and `value`. The caller keeps keys strictly increasing.
+    /// Appends a new record for `key` and `value`. The caller keeps keys strictly increasing and
+    /// the interval below 4 GiB (intervals are split far below that).
     pub fn push_new(&mut self, key: &[u8], value: &[u8]) {
-        let start = self.bytes.len();
         record::encode_into(key, value, &mut self.bytes);
         let end = self.bytes.len();
         let value_start = end - value.len();
-        self.spans.push(Span { start, key_start: value_start - key.len(), value_start, end });
+        self.spans.push(Span {
+            key_start: (value_start - key.len()) as u32,
+            value_start: value_start as u32,
+            end: end as u32,
+        });
     }
 
     pub fn len(&self) -> usize {
@@ -98,31 +118,34 @@ impl IntervalData {
     }
 
     pub fn key(&self, i: usize) -> &[u8] {
-        self.spans.get(i).and_then(|s| self.bytes.get(s.key_start..s.value_start)).unwrap_or_default()
+        self.spans.get(i).and_then(|s| self.bytes.get(s.key())).unwrap_or_default()
     }
 
     pub fn value(&self, i: usize) -> &[u8] {
-        self.spans.get(i).and_then(|s| self.bytes.get(s.value_start..s.end)).unwrap_or_default()
+        self.spans.get(i).and_then(|s| self.bytes.get(s.value())).unwrap_or_default()
     }
 
     /// Byte position of record `i` inside the interval; the interval's size for `i == len()`.
     pub fn record_start(&self, i: usize) -> usize {
-        self.spans.get(i).map_or(self.bytes.len(), |s| s.start)
+        match i.checked_sub(1) {
+            None if self.spans.is_empty() => self.bytes.len(),
+            None => 0,
+            Some(prev) => self.spans.get(prev).map_or(self.bytes.len(), |s| s.end as usize),
+        }
     }
 
     pub fn record_len(&self, i: usize) -> usize {
-        self.spans.get(i).map_or(0, |s| s.end - s.start)
+        self.spans.get(i).map_or(0, |s| s.end as usize - self.record_start(i))
     }
 
     /// `Ok(i)` if record `i` has `key`, else `Err(i)` where it would be inserted.
     pub fn find(&self, key: &[u8]) -> Result<usize, usize> {
-        self.spans
-            .binary_search_by(|s| self.bytes.get(s.key_start..s.value_start).unwrap_or_default().cmp(key))
+        self.spans.binary_search_by(|s| self.bytes.get(s.key()).unwrap_or_default().cmp(key))
     }
 
     /// The number of leading records whose key satisfies `pred` (which must hold for a prefix).
     pub fn partition_point(&self, mut pred: impl FnMut(&[u8]) -> bool) -> usize {
-        self.spans.partition_point(|s| pred(self.bytes.get(s.key_start..s.value_start).unwrap_or_default()))
+        self.spans.partition_point(|s| pred(self.bytes.get(s.key()).unwrap_or_default()))
     }
 
     /// (key, value) of every record, in key order.
