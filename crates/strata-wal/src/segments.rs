@@ -1,6 +1,7 @@
 //! The segment files while the log is open: placing encoded records into segments (rollover),
 //! continuing the last segment after `open`, creating or recycling segments, and releasing old
-//! ones. One writer at a time (the commit leader, or `truncate_before`) holds the `SegmentWriter`.
+//! ones. One writer at a time (a write round, or `truncate_before`) holds the `SegmentWriter`; a
+//! sync round only borrows the active segment's handle from it (see [`SegmentWriter::sync_target`]).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -53,14 +54,15 @@ impl SegmentWriter {
     }
 
     /// Writes `records` (encoded records with lsns `first_lsn..=last_lsn`, back to back) to the
-    /// log, rolling over to new segments as they fill. `on_segment_synced(lsn)` is called after a
-    /// full segment (holding records up to `lsn`) has been synced at rollover.
+    /// log, rolling over to new segments as they fill. At each rollover, before the next segment
+    /// is started, `sync_full_segment(file, lsn)` must make the full segment (holding records up
+    /// to `lsn`) durable.
     pub fn write_records(
         &mut self,
         records: &mut Vec<u8>,
         first_lsn: Lsn,
         last_lsn: Lsn,
-        on_segment_synced: &dyn Fn(Lsn),
+        sync_full_segment: &dyn Fn(&dyn StorageFile, Lsn) -> Result<()>,
     ) -> Result<()> {
         let records_len = records.len();
         records.extend_from_slice(&END_MARKER);
@@ -104,21 +106,19 @@ impl SegmentWriter {
                 lsn += chunk_records;
             }
             if pos < records_len {
-                self.finish_segment()?;
-                on_segment_synced(lsn - 1);
+                self.finish_segment(sync_full_segment, lsn - 1)?;
             }
         }
         records.truncate(records_len);
         Ok(())
     }
 
-    /// fdatasync of the active segment (every earlier segment is already durable).
-    pub fn sync_active(&self) -> Result<()> {
-        if let Some(active) = &self.active {
-            active.file.sync()?;
-            bump(&self.counters.syncs, 1);
-        }
-        Ok(())
+    /// What a sync round fdatasyncs: the active segment's handle and the lsn its first record
+    /// has (or would have), or `None` while no segment is active. Every earlier segment was
+    /// made durable at its rollover (or by recovery).
+    pub fn sync_target(&self) -> Option<(Arc<dyn StorageFile>, Option<Lsn>)> {
+        let active = self.active.as_ref()?;
+        Some((active.file.clone(), self.segments.last().and_then(|s| s.first_lsn)))
     }
 
     /// Releases (recycles or removes) every segment whose records are all below `lsn`, never the
@@ -269,9 +269,16 @@ impl SegmentWriter {
         self.storage.sync_dir()
     }
 
-    /// Syncs the full active segment and forgets it; the next write starts a new segment.
-    fn finish_segment(&mut self) -> Result<()> {
-        self.sync_active()?;
+    /// Makes the full active segment (holding records up to `last_lsn`) durable and forgets it;
+    /// the next write starts a new segment.
+    fn finish_segment(
+        &mut self,
+        sync_full_segment: &dyn Fn(&dyn StorageFile, Lsn) -> Result<()>,
+        last_lsn: Lsn,
+    ) -> Result<()> {
+        if let Some(active) = &self.active {
+            sync_full_segment(active.file.as_ref(), last_lsn)?;
+        }
         self.active = None;
         Ok(())
     }

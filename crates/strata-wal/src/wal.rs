@@ -1,12 +1,32 @@
-//! The open log: appends into a memory buffer, group commit, checkpoint truncation.
+//! The open log: appends into a memory buffer, group commit in two phases, checkpoint truncation.
+//!
+//! Commit phases. A *write round* takes the whole append buffer, writes it to the segments under
+//! `writer` and publishes `written_lsn`: that is all a `Buffered` commit waits for. A *sync round*
+//! (`Sync` commits, `sync`, `close`) first runs a write round if anything is buffered, then takes
+//! under `writer` a snapshot of the active segment's handle and of `written_lsn`, drops `writer`,
+//! fdatasyncs that handle under `sync_gate` and publishes `durable_lsn` up to the snapshot. At
+//! most one round of each kind runs at a time (`commit_state.writing` / `.syncing`), and write
+//! rounds go on while a sync round waits for its fdatasync: a Buffered commit never waits for
+//! another caller's fsync, unless its write fills the segment (the rollover's sync of the full
+//! segment waits at `sync_gate` for the one in flight). `Sync` commits arriving during a sync
+//! round wait for it and then share the next one (group commit).
 //!
 //! Locks (never taken in the other order): `marked_lsn` (held across a marker's append and
-//! commit), then `writer`, then `buffer`. `commit_state` is never held while taking another lock.
+//! commit), then `writer`, then `buffer` or `sync_gate` (never both); `poison_text` is taken
+//! last, under any of them. `commit_state` is never held while taking another lock but
+//! `poison_text`.
 //! Invariants:
 //! - `durable_lsn <= written_lsn <= last_lsn`; a record is on the storage once `lsn <=
 //!   written_lsn` and durable once `lsn <= durable_lsn`, which is published only after a successful
-//!   fdatasync of every segment holding records up to it.
-//! - Only the commit leader (`commit_state.leader_active`) or `truncate_before` touches files.
+//!   fdatasync of every segment holding records up to it: a sync round's fdatasync covers the
+//!   records of the active segment up to its snapshot, and every earlier segment was synced at
+//!   its rollover, before the next one was started (or by recovery); the sync round checks this.
+//! - Every fdatasync that publishes `durable_lsn` (a sync round's, a rollover's) runs under
+//!   `sync_gate`, which also orders poisoning: a failed one poisons the log before the gate is
+//!   released, and the next one checks for poison before it syncs or publishes.
+//! - Only a write round or `truncate_before` (both under `writer`) write, create, rename or remove
+//!   files; a sync round only fdatasyncs the handle it took (see `sync_round` for why that handle
+//!   is never a released or reused file).
 //! - Once poisoned, nothing is written or reported durable any more.
 //! - `sync` and `close` end with a durable marker record whose `synced_lsn` covers every record
 //!   they made durable, so damage to those records is later told apart from a torn tail.
@@ -17,7 +37,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use strata_core::{Durability, Error, Result, VerifyReport};
-use strata_io::Storage;
+use strata_io::{Storage, StorageFile};
 
 use crate::counters::{bump, Counters};
 use crate::format::{encode_durability_marker, encode_record, MAX_PAYLOAD_BYTES};
@@ -32,6 +52,10 @@ pub struct Wal {
     opts: WalOptions,
     buffer: Mutex<AppendBuffer>,
     writer: Mutex<SegmentWriter>,
+    /// Held across every fdatasync that publishes `durable_lsn` and its publishing or poisoning.
+    /// One at a time, because when concurrent fsyncs of one file hit a writeback error, Linux
+    /// may report it to only one of them: the other must not publish what the error lost.
+    sync_gate: Mutex<()>,
     commit_state: Mutex<CommitState>,
     commit_done: Condvar,
     last_lsn: AtomicU64,
@@ -50,12 +74,12 @@ pub struct Wal {
 
 #[derive(Debug)]
 struct AppendBuffer {
-    /// Encoded records not yet taken by a commit leader.
+    /// Encoded records not yet taken by a write round.
     records: Vec<u8>,
     /// Lsn of the first record in `records` (meaningless while it is empty).
     first_lsn: Lsn,
     next_lsn: Lsn,
-    /// The leader's emptied buffer from the previous round, reused to avoid reallocating.
+    /// The previous write round's emptied buffer, reused to avoid reallocating.
     spare: Vec<u8>,
     /// `close` has begun: no more appends.
     closing: bool,
@@ -63,7 +87,10 @@ struct AppendBuffer {
 
 #[derive(Debug, Default)]
 struct CommitState {
-    leader_active: bool,
+    /// A write round is running (its caller took the role).
+    writing: bool,
+    /// A sync round is running: its write round, or its fdatasync.
+    syncing: bool,
     /// Lsns of `commit(.., Sync)` callers waiting for durability.
     sync_waiters: Vec<Lsn>,
 }
@@ -109,6 +136,7 @@ impl Wal {
                 closing: false,
             }),
             writer: Mutex::new(writer),
+            sync_gate: Mutex::new(()),
             commit_state: Mutex::new(CommitState::default()),
             commit_done: Condvar::new(),
             last_lsn: AtomicU64::new(next_lsn - 1),
@@ -176,9 +204,10 @@ impl Wal {
     /// Waits until record `lsn` and every record before it are as durable as `durability` asks:
     /// `Sync` fdatasync'ed, `Buffered` written to the OS, `None` no wait.
     ///
-    /// Group commit: the first waiter becomes the leader, takes the whole buffer, writes it, syncs
-    /// if anyone asked for `Sync`, publishes the progress and wakes the others; records appended
-    /// meanwhile are written by the next leader in one go.
+    /// Group commit: a `Buffered` caller whose record is not written yet runs a write round (or
+    /// waits for the running one), which writes the whole buffer; a `Sync` caller runs a sync
+    /// round (or waits for the running one), which writes the buffer and then fdatasyncs once for
+    /// everything written. Write rounds go on while a sync round's fdatasync runs.
     pub fn commit(&self, lsn: Lsn, durability: Durability) -> Result<()> {
         if lsn > self.last_lsn.load(Acquire) {
             return Err(Error::invalid(format!(
@@ -208,21 +237,61 @@ impl Wal {
                 state.sync_waiters.push(lsn);
                 registered = true;
             }
-            if state.leader_active {
+            let busy = if need_sync { state.syncing } else { state.writing };
+            if busy {
                 self.commit_done.wait(&mut state);
                 continue;
             }
-            state.leader_active = true;
-            let sync = need_sync || !state.sync_waiters.is_empty();
-            let led = MutexGuard::unlocked(&mut state, || self.lead(sync));
-            state.leader_active = false;
+            let round = if need_sync {
+                self.run_sync_round(&mut state, lsn)
+            } else {
+                self.run_write_round(&mut state)
+            };
             self.count_covered_sync_waiters(&mut state);
-            if led.is_err() {
+            if round.is_err() {
                 state.sync_waiters.clear();
             }
             self.commit_done.notify_all();
-            led?;
+            round?;
         }
+    }
+
+    /// Runs a write round in the `writing` role, which the caller saw free.
+    fn run_write_round(&self, state: &mut MutexGuard<'_, CommitState>) -> Result<()> {
+        state.writing = true;
+        let written = MutexGuard::unlocked(state, || self.write_round());
+        state.writing = false;
+        written
+    }
+
+    /// Runs a sync round for record `lsn` in the `syncing` role, which the caller saw free.
+    fn run_sync_round(&self, state: &mut MutexGuard<'_, CommitState>, lsn: Lsn) -> Result<()> {
+        state.syncing = true;
+        let synced = self.write_then_sync(state, lsn);
+        state.syncing = false;
+        synced
+    }
+
+    /// Unless a running write round already wrote `lsn`, writes everything buffered (so that
+    /// the fdatasync covers every record appended so far) and lets the write role go; then
+    /// syncs. Waiting for the write role ends: every write round after `lsn` was appended
+    /// writes it.
+    fn write_then_sync(&self, state: &mut MutexGuard<'_, CommitState>, lsn: Lsn) -> Result<()> {
+        loop {
+            if !state.writing {
+                if self.written_lsn.load(Acquire) < self.last_lsn.load(Acquire) {
+                    self.run_write_round(state)?;
+                    // Buffered commits covered by that write need not wait for the fdatasync.
+                    self.commit_done.notify_all();
+                }
+                break;
+            }
+            if self.written_lsn.load(Acquire) >= lsn {
+                break;
+            }
+            self.commit_done.wait(state);
+        }
+        MutexGuard::unlocked(state, || self.sync_round())
     }
 
     /// Makes every record appended so far durable and returns the last lsn appended before the
@@ -316,35 +385,94 @@ impl Wal {
         })
     }
 
-    /// One leader round: write out the buffer, then sync if asked. Any failure poisons the log.
-    fn lead(&self, sync: bool) -> Result<()> {
+    /// Takes the whole append buffer, writes it (making full segments durable at rollover) and
+    /// publishes `written_lsn`. Any failure poisons the log.
+    fn write_round(&self) -> Result<()> {
         let mut writer = self.writer.lock();
+        self.check_poisoned()?;
         let (mut records, first_lsn, last_lsn) = {
             let mut buffer = self.buffer.lock();
             let spare = std::mem::take(&mut buffer.spare);
             (std::mem::replace(&mut buffer.records, spare), buffer.first_lsn, buffer.next_lsn - 1)
         };
-        if !records.is_empty() {
-            let publish = |lsn: Lsn| {
-                self.durable_lsn.fetch_max(lsn, Release);
-            };
-            if let Err(e) = writer.write_records(&mut records, first_lsn, last_lsn, &publish) {
-                return Err(self.poison(e));
-            }
-            self.written_lsn.store(last_lsn, Release);
-            // Keep the allocation for the next round unless one huge record inflated it.
-            if records.capacity() <= self.opts.buffer_bytes.saturating_mul(2) {
-                records.clear();
-                self.buffer.lock().spare = records;
-            }
+        if records.is_empty() {
+            return Ok(());
         }
-        let written = self.written_lsn.load(Acquire);
-        if sync && self.durable_lsn.load(Acquire) < written {
-            if let Err(e) = writer.sync_active() {
-                return Err(self.poison(e));
-            }
-            self.durable_lsn.fetch_max(written, Release);
+        let sync_full_segment = |file: &dyn StorageFile, segment_last_lsn: Lsn| {
+            // Records up to `segment_last_lsn` are on the storage already.
+            self.written_lsn.fetch_max(segment_last_lsn, Release);
+            self.sync_segment(file, segment_last_lsn)
+        };
+        if let Err(e) = writer.write_records(&mut records, first_lsn, last_lsn, &sync_full_segment) {
+            return Err(self.poison(e));
         }
+        // Stored under `writer`, so a sync round's snapshot sees the file and the lsn agree.
+        self.written_lsn.store(last_lsn, Release);
+        // Keep the allocation for the next round unless one huge record inflated it.
+        if records.capacity() <= self.opts.buffer_bytes.saturating_mul(2) {
+            records.clear();
+            self.buffer.lock().spare = records;
+        }
+        Ok(())
+    }
+
+    /// Makes every record written so far durable: fdatasync of the active segment, taken with
+    /// `written_lsn` under `writer` and synced without it, so write rounds go on meanwhile (their
+    /// records are simply not covered). Any failure poisons the log.
+    ///
+    /// Why the handle is never a released or reused file when it is synced: the fdatasync runs
+    /// under `sync_gate` and only while `durable_lsn < covered`. The segment it belongs to (N)
+    /// was the active one at the snapshot. Before N stops being the last segment, its rollover
+    /// syncs it under `sync_gate` and publishes `durable_lsn` up to N's last record (`>=
+    /// covered`), or poisons the log; both are seen here under the gate, and then nothing is
+    /// synced. So when this fdatasync runs, N is still the last segment: `truncate_before` never
+    /// releases the last segment, and a `.free` file is only reused by a rollover after N. After
+    /// `close` dropped the writer's handle, ours (an `Arc`) stays open; syncing it is harmless.
+    fn sync_round(&self) -> Result<()> {
+        self.check_poisoned()?;
+        let (target, covered) = {
+            let writer = self.writer.lock();
+            (writer.sync_target(), self.written_lsn.load(Acquire))
+        };
+        if covered <= self.durable_lsn.load(Acquire) {
+            return Ok(());
+        }
+        let Some((file, first_lsn)) = target else {
+            return Err(self.poison(Error::invalid(format!(
+                "WAL records up to lsn {covered} are written but no segment is active to sync"
+            ))));
+        };
+        let _gate = self.sync_gate.lock();
+        self.check_poisoned()?;
+        let durable = self.durable_lsn.load(Acquire);
+        if durable >= covered {
+            return Ok(());
+        }
+        // This fdatasync covers the active segment only: records before it must be durable.
+        if let Some(first_lsn) = first_lsn.filter(|&first| durable.saturating_add(1) < first) {
+            return Err(self.poison(Error::invalid(format!(
+                "WAL segment {} starts at lsn {first_lsn} but only lsns up to {durable} are durable",
+                file.name()
+            ))));
+        }
+        self.sync_file_and_publish(file.as_ref(), covered)
+    }
+
+    /// The rollover's fdatasync of a full segment holding records up to `last_lsn`.
+    fn sync_segment(&self, file: &dyn StorageFile, last_lsn: Lsn) -> Result<()> {
+        let _gate = self.sync_gate.lock();
+        self.check_poisoned()?;
+        self.sync_file_and_publish(file, last_lsn)
+    }
+
+    /// fdatasync of `file`, then `durable_lsn = max(durable_lsn, covered)`; a failure poisons the
+    /// log. Called under `sync_gate` on a log that is not poisoned.
+    fn sync_file_and_publish(&self, file: &dyn StorageFile, covered: Lsn) -> Result<()> {
+        if let Err(e) = file.sync() {
+            return Err(self.poison(e));
+        }
+        bump(&self.counters.syncs, 1);
+        self.durable_lsn.fetch_max(covered, Release);
         Ok(())
     }
 
