@@ -63,9 +63,9 @@ pub struct Wal {
     durable_lsn: AtomicU64,
     poisoned: AtomicBool,
     poison_text: Mutex<String>,
-    /// Lsn of the newest durable marker (or, after `open`, of the last record recovery made
-    /// durable): every record up to it is covered by a durable marker or needs none. Held while
-    /// a marker is written, so concurrent `sync` calls write one marker, not one each.
+    /// Every record up to this lsn is vouched for by a durable marker's `synced_lsn` or needs no
+    /// voucher (markers; after `open`, what recovery made durable). Held while a marker is
+    /// written, so concurrent `sync` calls write one marker, not one each.
     marked_lsn: Mutex<Lsn>,
     /// Set by `close` once everything is durable.
     closed: AtomicBool,
@@ -163,12 +163,14 @@ impl Wal {
                 payload.len()
             )));
         }
-        self.append_entry(Some(payload))
+        self.append_entry(Some(payload)).map(|(lsn, _)| lsn)
     }
 
     /// Buffers a data record (`Some(payload)`) or, with `None`, a durability marker. Markers are
     /// accepted while `close` is in progress.
-    fn append_entry(&self, payload: Option<&[u8]>) -> Result<Lsn> {
+    /// Buffers a record (`None`: a durability marker); returns its lsn and the `synced_lsn` it
+    /// carries.
+    fn append_entry(&self, payload: Option<&[u8]>) -> Result<(Lsn, Lsn)> {
         self.check_poisoned()?;
         let mut buffer = self.buffer.lock();
         if buffer.closing && payload.is_some() {
@@ -198,7 +200,7 @@ impl Wal {
         if buffer_full {
             self.commit(lsn, Durability::Buffered)?;
         }
-        Ok(lsn)
+        Ok((lsn, synced_lsn))
     }
 
     /// Waits until record `lsn` and every record before it are as durable as `durability` asks:
@@ -304,20 +306,28 @@ impl Wal {
         }
         let lsn = self.last_lsn();
         self.commit(lsn, Durability::Sync)?;
-        self.write_durability_marker()?;
+        self.write_durability_marker(lsn)?;
         Ok(lsn)
     }
 
-    /// Appends a durability marker naming `durable_lsn` and makes it durable, unless a durable
-    /// marker already covers every durable record.
-    fn write_durability_marker(&self) -> Result<()> {
+    /// Makes sure a durable marker vouches for every record up to `target` (which must be
+    /// durable): unless one already does, appends a marker naming `durable_lsn` and syncs it.
+    ///
+    /// A marker vouches for the records up to its own `synced_lsn` (the `durable_lsn` when it was
+    /// appended), not up to its own lsn: a record appended by another thread between that moment
+    /// and the marker is made durable by the marker's sync but not vouched for, and a later
+    /// `sync` must write another marker for it (regression test
+    /// `a_record_appended_before_a_marker_but_after_its_synced_lsn_gets_a_marker_later`).
+    fn write_durability_marker(&self, target: Lsn) -> Result<()> {
         let mut marked_lsn = self.marked_lsn.lock();
-        if self.durable_lsn() <= *marked_lsn {
+        if target <= *marked_lsn {
             return Ok(());
         }
-        let marker_lsn = self.append_entry(None)?;
+        let (marker_lsn, synced_lsn) = self.append_entry(None)?;
         self.commit(marker_lsn, Durability::Sync)?;
-        *marked_lsn = marker_lsn;
+        // A marker needs no voucher itself: right behind its synced_lsn it vouches for itself.
+        let vouched = if synced_lsn + 1 == marker_lsn { marker_lsn } else { synced_lsn };
+        *marked_lsn = (*marked_lsn).max(vouched);
         Ok(())
     }
 
@@ -362,8 +372,9 @@ impl Wal {
             }
             buffer.closing = true;
         }
+        let last_lsn = self.last_lsn();
         let synced =
-            self.commit(self.last_lsn(), Durability::Sync).and_then(|()| self.write_durability_marker());
+            self.commit(last_lsn, Durability::Sync).and_then(|()| self.write_durability_marker(last_lsn));
         self.closed.store(true, Release);
         self.writer.lock().release_files();
         synced

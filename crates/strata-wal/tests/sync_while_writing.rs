@@ -400,3 +400,43 @@ fn many_threads_mixing_commits_syncs_and_rollovers_lose_no_acknowledged_record()
     // Every record from the checkpoint up to the last acknowledged one comes back.
     model.check_recovery(&replayed, "after a power loss");
 }
+
+/// Review finding (session 4): `marked_lsn` was set to the marker's own lsn, but a marker vouches
+/// only for records up to its `synced_lsn`. A record appended by another thread between a `sync`'s
+/// commit and its marker became durable without a voucher, no later `sync`/`close` wrote one,
+/// and damage to it was then dropped as a torn tail instead of reported.
+#[test]
+fn a_record_appended_before_a_marker_but_after_its_synced_lsn_gets_a_marker_later() {
+    let sim = SimStorage::new(Default::default());
+    let blocking = BlockingSync::new(Arc::new(sim.clone()));
+    let wal = open_with_a_segment(&blocking);
+    let before = wal.append(b"made durable by the sync").unwrap();
+    blocking.arm();
+    let flusher = {
+        let wal = wal.clone();
+        thread::spawn(move || wal.sync())
+    };
+    blocking.wait_entered();
+    // Appended while the sync's own commit is in its fdatasync: after that commit's snapshot,
+    // before the sync appends its marker (whose synced_lsn is then `before`).
+    let squeezed = wal.append(&[7u8; 64]).unwrap();
+    blocking.release.send(Ok(())).unwrap();
+    assert_eq!(flusher.join().unwrap().unwrap(), before);
+    wal.commit(squeezed, Durability::Sync).unwrap();
+    wal.close().unwrap();
+
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let positions = record_positions(&read_file(storage.as_ref(), FIRST_SEGMENT));
+    let (offset, _, _) = *positions.iter().find(|p| p.1 == squeezed).unwrap();
+    assert!(
+        positions.iter().any(|&(at, _, synced)| at > offset && synced >= squeezed),
+        "no marker after the acknowledged record vouches for it: {positions:?}"
+    );
+    // Damage to it must be reported, not dropped as a torn tail.
+    flip_bit(storage.as_ref(), FIRST_SEGMENT, offset + 30, 2);
+    let opened = Wal::open(storage, small_opts(64 << 10), 1, &mut |_, _| Ok(()));
+    match opened {
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+        Ok(_) => panic!("a damaged acknowledged record was dropped as a torn tail"),
+    }
+}
