@@ -1,296 +1,167 @@
 //! The sparse KV index (§5.1): a B+-tree over intervals of the table file. Each leaf entry holds an
-//! interval's index key (the smallest key in it; the first interval's is the empty key, so every
-//! key has an interval) and a *partial* offset; each internal child pointer holds a *shift*. The
+//! interval's index key and a *partial* offset; each internal child pointer holds a *shift*. The
 //! effective file offset of an interval is its partial offset plus the shifts on its search path,
 //! so inserting or removing bytes in one interval shifts all later intervals in O(fanout · height):
 //! the later entries of the same leaf and the later siblings on the path. Keys and pivots never
 //! change when shifting.
 //!
-//! Searching a node compares the search key with the node's shared key prefix once and then
-//! binary-searches a contiguous array of 8-byte key heads (`NodeHeads`); the heap-allocated keys are
-//! only read when heads tie. Heads live next to the nodes in an `Arena` whose only mutable access
-//! to a node's keys marks it dirty; every `&mut self` method ends with `refresh_dirty`.
+//! Routing invariant: with `s_i` the index key of interval `i` (in file order), interval `i` holds
+//! exactly the records whose keys are in `[s_i, s_{i+1})`; `s_0` is the empty key (every key has an
+//! interval) and the last interval is unbounded above. An index key need not be a record key: a
+//! split gives the right part `shortest_separator(last key on the left, first key on the right)`
+//! (any `s` with `left < s <= right` routes every lookup and insert the same), recovery's samples
+//! (§5.4) use record keys. So nothing may assume that an interval's first record has its index
+//! key: checks use `s_i <= first record` and `last record < s_{i+1}`, and the interval cache names
+//! an interval by its index key only because that is unique while the interval exists.
 //!
-//! Invariants: every node is non-empty; a child's pivot equals the smallest index key in its
-//! subtree; intervals are contiguous (offset of the next = offset + size) and the first starts at 0;
-//! outside a `&mut self` method no node is dirty.
+//! Memory (`memory_bytes` counts what is allocated, with malloc's rounding): a leaf keeps its keys
+//! in one `NodeKeys` (shared prefix once, suffixes back to back, 8-byte heads; see node_keys.rs) and
+//! its entries in one array of 24-byte `LeafEntry`s; sizes are u32 (`MAX_INTERVAL_BYTES`) and a
+//! count is a u32 with a sentinel. Node arrays grow by a quarter, not by doubling.
+//!
+//! Tree invariants: every node is non-empty; a child's pivot equals the smallest index key in its
+//! subtree; intervals are contiguous (offset of the next = offset + size) and the first starts at 0.
 
-use std::cmp::Ordering;
 use std::sync::atomic::AtomicU32;
 
 use strata_core::Key;
 
-use self::arena::Arena;
+#[path = "node_keys.rs"]
+mod node_keys;
+
+pub use self::node_keys::IndexKey;
+use self::node_keys::{allocation_bytes, reserve, NodeKeys};
 
 /// Children per node before it splits.
 const MAX_FANOUT: usize = 64;
-/// Entry overhead (node slot, key header, offsets) used for memory accounting.
-const ENTRY_OVERHEAD_BYTES: u64 = 64;
 /// `cache_slot` value of an interval that is not cached.
 pub const NO_SLOT: u32 = u32::MAX;
-
-/// One interval: a run of consecutive records in the table file.
-#[derive(Debug)]
-pub struct Interval {
-    pub key: Key,
-    partial_offset: i64,
-    pub size_bytes: u64,
-    /// Records in the interval; `None` until it is first loaded after a rebuild (§5.4).
-    pub count: Option<u32>,
-    /// Interval-cache slot holding the decoded records, or `NO_SLOT` (§5.3). Readers set it under
-    /// the index's read lock; the slot itself records its owner key, so a stale value is harmless.
-    pub cache_slot: AtomicU32,
-    /// Upper estimate of the table-file extents the interval spans (each is one device read on a
-    /// cache miss); `UNKNOWN_EXTENTS` after a rebuild. The table rewrites fragmented intervals.
-    pub extents: u32,
-}
-
+/// The largest interval the index can describe: sizes are stored as u32.
+pub const MAX_INTERVAL_BYTES: u64 = u32::MAX as u64;
+/// `LeafEntry::count` of an interval whose record count is unknown (after a rebuild). A real count
+/// is far below: a record takes at least 6 bytes and an interval at most `MAX_INTERVAL_BYTES`.
+const UNKNOWN_COUNT: u32 = u32::MAX;
 /// `Interval::extents` when nothing is known (after a rebuild): treated as fragmented.
 pub const UNKNOWN_EXTENTS: u32 = u32::MAX;
 
-impl Interval {
-    fn new(key: Key, offset: i64, size_bytes: u64, count: Option<u32>) -> Interval {
-        Interval {
-            key,
-            partial_offset: offset,
+/// One interval's index entry, without its key (that is in the leaf's `NodeKeys`).
+#[derive(Debug)]
+struct LeafEntry {
+    partial_offset: i64,
+    size_bytes: u32,
+    /// Records in the interval, or `UNKNOWN_COUNT` until it is first loaded after a rebuild.
+    count: u32,
+    /// Interval-cache slot holding the decoded records, or `NO_SLOT` (§5.3). Readers set it under
+    /// the index's read lock; the slot itself records its owner key, so a stale value is harmless.
+    cache_slot: AtomicU32,
+    /// Upper estimate of the table-file extents the interval spans (each is one device read on a
+    /// cache miss), or `UNKNOWN_EXTENTS`. The table rewrites fragmented intervals.
+    extents: u32,
+}
+
+const _: () = assert!(size_of::<LeafEntry>() == 24, "the memory estimate in the module doc");
+
+impl LeafEntry {
+    fn new(partial_offset: i64, size_bytes: u32, count: Option<u32>) -> LeafEntry {
+        LeafEntry {
+            partial_offset,
             size_bytes,
-            count,
+            count: count.unwrap_or(UNKNOWN_COUNT),
             cache_slot: AtomicU32::new(NO_SLOT),
             extents: UNKNOWN_EXTENTS,
         }
     }
 }
 
-#[derive(Debug)]
-struct Child {
-    pivot: Key,
-    node: usize,
+/// One interval as the index describes it: valid until the index is next modified.
+#[derive(Clone, Copy, Debug)]
+pub struct Interval<'a> {
+    key: IndexKey<'a>,
+    entry: &'a LeafEntry,
+}
+
+impl<'a> Interval<'a> {
+    /// The interval's index key `s_i` (see the routing invariant).
+    pub fn key(&self) -> IndexKey<'a> {
+        self.key
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        u64::from(self.entry.size_bytes)
+    }
+
+    /// Records in the interval; `None` until it is first loaded after a rebuild (§5.4).
+    pub fn count(&self) -> Option<u32> {
+        (self.entry.count != UNKNOWN_COUNT).then_some(self.entry.count)
+    }
+
+    pub fn cache_slot(&self) -> &'a AtomicU32 {
+        &self.entry.cache_slot
+    }
+
+    pub fn extents(&self) -> u32 {
+        self.entry.extents
+    }
+}
+
+/// The shortest byte string `s` with `left < s <= right` (for `left < right`): `right` cut just
+/// after the first byte where it differs from `left`. No shorter `s` exists: one of at most the
+/// common prefix's length is either a prefix of `left` (so `<= left`) or differs from both at the
+/// same byte (so below `left` or above `right`).
+pub fn shortest_separator<'a>(left: &[u8], right: &'a [u8]) -> &'a [u8] {
+    debug_assert!(left < right);
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right.get(..common + 1).unwrap_or(right)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ChildRef {
     shift: i64,
+    node: usize,
 }
 
 #[derive(Debug)]
 enum Node {
-    Leaf(Vec<Interval>),
-    Internal(Vec<Child>),
+    Leaf {
+        keys: NodeKeys,
+        entries: Vec<LeafEntry>,
+    },
+    /// `keys` are the pivots: key `i` is the smallest index key under `children[i]`.
+    Internal {
+        keys: NodeKeys,
+        children: Vec<ChildRef>,
+    },
 }
 
 impl Node {
+    fn keys(&self) -> &NodeKeys {
+        match self {
+            Node::Leaf { keys, .. } | Node::Internal { keys, .. } => keys,
+        }
+    }
+
     fn len(&self) -> usize {
-        match self {
-            Node::Leaf(entries) => entries.len(),
-            Node::Internal(children) => children.len(),
-        }
-    }
-
-    /// The `i`-th search key: an index key in a leaf, a pivot in an internal node.
-    fn key(&self, i: usize) -> &[u8] {
-        match self {
-            Node::Leaf(entries) => &entries[i].key,
-            Node::Internal(children) => &children[i].pivot,
-        }
-    }
-}
-
-/// `x[..8]` as a big-endian u64, zero-padded on the right.
-///
-/// Order: for byte strings `a < b`, `head(a) <= head(b)`. Either `a` is a proper prefix of `b`:
-/// then `a`'s padded 8 bytes are `b`'s first bytes followed by zeros, and 0 is the smallest byte,
-/// so `head(a) <= head(b)`. Or they first differ at `j` with `a[j] < b[j]`: for `j < 8` the padded
-/// arrays first differ at `j` the same way (`head(a) < head(b)`); for `j >= 8` the first 8 bytes
-/// are equal and so are the heads. Contrapositive: `head(a) < head(b)` implies `a < b`.
-fn head(x: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = x.len().min(8);
-    bytes[..n].copy_from_slice(&x[..n]);
-    u64::from_be_bytes(bytes)
-}
-
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// Search acceleration for one node with sorted keys `k_0 <= .. <= k_{n-1}` (prefix truncation and
-/// inline heads, as in LeanStore).
-///
-/// `skip_empty_first` is set when `k_0` is the empty key (the leftmost node of each level): it is
-/// `<=` every search key, and leaving it out keeps the prefix of the root from collapsing to 0.
-/// The other keys `k_s..` (`s` = 0 or 1) all start with the `prefix_len` bytes shared by `k_s` and
-/// `k_{n-1}`: the strings with a given prefix are a contiguous range in lexicographic order, so
-/// every key between the two starts with it too. `heads[i] = head(k_{s+i}[prefix_len..])`; since
-/// removing a shared prefix keeps order, the heads are sorted (see `head`).
-#[derive(Debug, Default, PartialEq, Eq)]
-struct NodeHeads {
-    skip_empty_first: bool,
-    prefix_len: usize,
-    heads: Vec<u64>,
-}
-
-impl NodeHeads {
-    fn rebuild(&mut self, node: &Node) {
-        let n = node.len();
-        self.skip_empty_first = n > 0 && node.key(0).is_empty();
-        let from = usize::from(self.skip_empty_first);
-        self.prefix_len = if from < n { common_prefix_len(node.key(from), node.key(n - 1)) } else { 0 };
-        self.heads.clear();
-        self.heads.extend((from..n).map(|i| head(&node.key(i)[self.prefix_len..])));
+        self.keys().len()
     }
 
     fn heap_bytes(&self) -> u64 {
-        self.heads.capacity() as u64 * 8
+        let (keys, entries_bytes) = match self {
+            Node::Leaf { keys, entries } => (keys, entries.capacity() * size_of::<LeafEntry>()),
+            Node::Internal { keys, children } => (keys, children.capacity() * size_of::<ChildRef>()),
+        };
+        keys.heap_bytes() + allocation_bytes(entries_bytes)
     }
 
-    /// How many of `node`'s keys are `<= key`. `self` must be up to date for `node`.
-    ///
-    /// With `h = head(key[p..])` (`key` starts with the prefix `P`, `p = |P|`): keys whose head is
-    /// `< h` are `< key` and keys whose head is `> h` are `> key` (contrapositive in `head`), so
-    /// only the contiguous run with head `h` needs full comparisons.
-    fn count_le(&self, node: &Node, key: &[u8]) -> usize {
-        let from = usize::from(self.skip_empty_first);
-        if self.heads.is_empty() {
-            return from;
-        }
-        let p = self.prefix_len;
-        // `key` shorter than `p` compares `Less` when it is a prefix of `P`: then it is smaller
-        // than every key starting with `P`. `Equal` means `key` starts with `P`.
-        match key[..p.min(key.len())].cmp(&node.key(from)[..p]) {
-            Ordering::Less => return from,
-            Ordering::Greater => return from + self.heads.len(),
-            Ordering::Equal => {}
-        }
-        let rest = &key[p..];
-        let h = head(rest);
-        let mut hi = self.heads.partition_point(|&x| x <= h);
-        if hi == 0 || self.heads[hi - 1] != h {
-            return from + hi;
-        }
-        let mut lo = self.heads[..hi].partition_point(|&x| x < h);
-        // Binary search of the tie run on the rest of the keys (they share `P`).
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if &node.key(from + mid)[p..] <= rest {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        from + lo
+    fn free() -> Node {
+        Node::Leaf { keys: NodeKeys::default(), entries: Vec::new() }
     }
 }
 
-mod arena {
-    //! Fields are private to this module: outside it, a node can only be changed through
-    //! `node_mut` (marks it dirty), `alloc`/`release` (mark it dirty), or the narrow accessors
-    //! `shift_from` and `stats_mut`, whose bodies touch offsets/sizes/counts and never a key, so
-    //! the heads stay valid without a refresh.
-
-    use super::{Node, NodeHeads};
-
-    #[derive(Debug, Default)]
-    pub(super) struct Arena {
-        nodes: Vec<Node>,
-        /// `heads[id]` belongs to `nodes[id]`; up to date unless `dirty[id]`.
-        heads: Vec<NodeHeads>,
-        dirty: Vec<bool>,
-        dirty_ids: Vec<usize>,
-        free: Vec<usize>,
-        heads_heap_bytes: u64,
-    }
-
-    /// The non-key fields of one interval.
-    pub(super) struct StatsMut<'a> {
-        pub size_bytes: &'a mut u64,
-        pub count: &'a mut Option<u32>,
-        pub extents: &'a mut u32,
-    }
-
-    impl Arena {
-        pub(super) fn node(&self, id: usize) -> &Node {
-            &self.nodes[id]
-        }
-
-        pub(super) fn heads(&self, id: usize) -> &NodeHeads {
-            &self.heads[id]
-        }
-
-        /// Mutable access to a node; its heads are recomputed at the next `refresh_dirty`.
-        pub(super) fn node_mut(&mut self, id: usize) -> &mut Node {
-            self.mark_dirty(id);
-            &mut self.nodes[id]
-        }
-
-        fn mark_dirty(&mut self, id: usize) {
-            if !self.dirty[id] {
-                self.dirty[id] = true;
-                self.dirty_ids.push(id);
-            }
-        }
-
-        pub(super) fn alloc(&mut self, node: Node) -> usize {
-            let id = match self.free.pop() {
-                Some(id) => {
-                    self.nodes[id] = node;
-                    id
-                }
-                None => {
-                    self.nodes.push(node);
-                    self.heads.push(NodeHeads::default());
-                    self.dirty.push(false);
-                    self.nodes.len() - 1
-                }
-            };
-            self.mark_dirty(id);
-            id
-        }
-
-        pub(super) fn release(&mut self, id: usize) {
-            self.nodes[id] = Node::Leaf(Vec::new());
-            self.heads_heap_bytes -= self.heads[id].heap_bytes();
-            self.heads[id].heads = Vec::new();
-            self.mark_dirty(id);
-            self.free.push(id);
-        }
-
-        /// Adds `delta` to the offset (leaf) or shift (internal) of entries `from..` of `id`.
-        pub(super) fn shift_from(&mut self, id: usize, from: usize, delta: i64) {
-            match &mut self.nodes[id] {
-                Node::Leaf(entries) => {
-                    entries.iter_mut().skip(from).for_each(|e| e.partial_offset += delta);
-                }
-                Node::Internal(children) => {
-                    children.iter_mut().skip(from).for_each(|c| c.shift += delta);
-                }
-            }
-        }
-
-        pub(super) fn stats_mut(&mut self, leaf: usize, pos: usize) -> StatsMut<'_> {
-            let Node::Leaf(entries) = &mut self.nodes[leaf] else {
-                unreachable!("node {leaf} is not a leaf")
-            };
-            let e = &mut entries[pos];
-            StatsMut { size_bytes: &mut e.size_bytes, count: &mut e.count, extents: &mut e.extents }
-        }
-
-        /// Recomputes the heads of every dirty node.
-        pub(super) fn refresh_dirty(&mut self) {
-            while let Some(id) = self.dirty_ids.pop() {
-                let heads = &mut self.heads[id];
-                self.heads_heap_bytes -= heads.heap_bytes();
-                heads.rebuild(&self.nodes[id]);
-                self.heads_heap_bytes += heads.heap_bytes();
-                self.dirty[id] = false;
-            }
-        }
-
-        pub(super) fn is_clean(&self) -> bool {
-            self.dirty_ids.is_empty()
-        }
-
-        /// Memory of the heads: the arrays plus their per-node bookkeeping.
-        pub(super) fn heads_bytes(&self) -> u64 {
-            let per_node = std::mem::size_of::<NodeHeads>() + std::mem::size_of::<bool>();
-            self.heads_heap_bytes + (self.heads.len() * per_node) as u64
-        }
-    }
+/// Splits `v` at `at`, leaving the left part a quarter of room to grow.
+fn split_vec<T>(v: &mut Vec<T>, at: usize) -> Vec<T> {
+    let right = v.split_off(at);
+    v.shrink_to(v.len() + v.len() / 4);
+    right
 }
 
 /// Where an interval is: valid until the index is next modified.
@@ -304,131 +175,181 @@ pub struct Cursor {
     base: i64,
 }
 
+/// An interval `build` cannot describe: larger than `MAX_INTERVAL_BYTES`, or ending before it
+/// starts (offsets out of order).
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadInterval {
+    pub offset: u64,
+    pub end: u64,
+}
+
 /// The sparse index. See the module documentation.
 #[derive(Debug)]
 pub struct SparseIndex {
-    nodes: Arena,
+    /// Nodes by id; released ones are empty leaves listed in `free`.
+    nodes: Vec<Node>,
+    free: Vec<usize>,
     root: usize,
     intervals: usize,
-    key_bytes: u64,
 }
 
 impl Default for SparseIndex {
+    /// One empty interval.
     fn default() -> Self {
-        SparseIndex::build(vec![(Vec::new(), 0)], 0)
+        let keys = NodeKeys::from_keys(&[IndexKey::from_slice(&[])]);
+        let leaf = Node::Leaf { keys, entries: vec![LeafEntry::new(0, 0, Some(0))] };
+        SparseIndex { nodes: vec![leaf], free: Vec::new(), root: 0, intervals: 1 }
     }
 }
 
 impl SparseIndex {
     /// Builds an index over intervals starting at the given `(index key, offset)` pairs (sorted by
     /// both; the first must be `("", 0)`), the last ending at `total_bytes`. Counts are unknown.
-    pub fn build(starts: Vec<(Key, u64)>, total_bytes: u64) -> SparseIndex {
-        let ends: Vec<u64> = starts.iter().skip(1).map(|(_, o)| *o).chain([total_bytes]).collect();
-        let known_empty = total_bytes == 0;
-        let mut index =
-            SparseIndex { nodes: Arena::default(), root: 0, intervals: starts.len(), key_bytes: 0 };
-        let per_node = MAX_FANOUT * 3 / 4;
-        let mut entries: Vec<Interval> = Vec::with_capacity(starts.len());
-        for ((key, offset), end) in starts.into_iter().zip(ends) {
-            index.key_bytes += key.len() as u64;
-            let count = known_empty.then_some(0);
-            entries.push(Interval::new(key, offset as i64, end - offset, count));
+    pub fn build(starts: &[(Key, u64)], total_bytes: u64) -> Result<SparseIndex, BadInterval> {
+        debug_assert!(starts.first().is_some_and(|(k, o)| k.is_empty() && *o == 0));
+        let ends = starts.iter().skip(1).map(|(_, o)| *o).chain([total_bytes]);
+        let count = (total_bytes == 0).then_some(0);
+        let mut entries = Vec::with_capacity(starts.len());
+        for ((_, offset), end) in starts.iter().zip(ends) {
+            let size = end.checked_sub(*offset).and_then(|s| u32::try_from(s).ok());
+            let size = size.ok_or(BadInterval { offset: *offset, end })?;
+            entries.push(LeafEntry::new(*offset as i64, size, count));
         }
-        let mut level: Vec<Child> = Vec::new();
-        let mut rest = entries.into_iter().peekable();
-        while rest.peek().is_some() {
-            let chunk: Vec<Interval> = rest.by_ref().take(per_node).collect();
-            let pivot = chunk.first().map(|e| e.key.clone()).unwrap_or_default();
-            let node = index.nodes.alloc(Node::Leaf(chunk));
-            level.push(Child { pivot, node, shift: 0 });
+        let mut index = SparseIndex { nodes: Vec::new(), free: Vec::new(), root: 0, intervals: starts.len() };
+        // Leaves three quarters full: room for splits before the first node split.
+        let per_node = MAX_FANOUT * 3 / 4;
+        let mut level: Vec<(Key, ChildRef)> = Vec::new();
+        let mut rest = entries.into_iter();
+        for chunk in starts.chunks(per_node) {
+            let keys: Vec<IndexKey<'_>> = chunk.iter().map(|(k, _)| IndexKey::from_slice(k)).collect();
+            let entries: Vec<LeafEntry> = rest.by_ref().take(chunk.len()).collect();
+            let pivot = chunk.first().map(|(k, _)| k.clone()).unwrap_or_default();
+            let node = index.alloc(Node::Leaf { keys: NodeKeys::from_keys(&keys), entries });
+            level.push((pivot, ChildRef { shift: 0, node }));
         }
         while level.len() > 1 {
             let mut upper = Vec::new();
-            let mut rest = level.into_iter().peekable();
-            while rest.peek().is_some() {
-                let chunk: Vec<Child> = rest.by_ref().take(per_node).collect();
-                let pivot = chunk.first().map(|c| c.pivot.clone()).unwrap_or_default();
-                let node = index.nodes.alloc(Node::Internal(chunk));
-                upper.push(Child { pivot, node, shift: 0 });
+            for chunk in level.chunks(per_node) {
+                let keys: Vec<IndexKey<'_>> = chunk.iter().map(|(k, _)| IndexKey::from_slice(k)).collect();
+                let children = chunk.iter().map(|(_, c)| *c).collect();
+                let pivot = chunk.first().map(|(k, _)| k.clone()).unwrap_or_default();
+                let node = index.alloc(Node::Internal { keys: NodeKeys::from_keys(&keys), children });
+                upper.push((pivot, ChildRef { shift: 0, node }));
             }
             level = upper;
         }
-        index.root = level.first().map_or(0, |c| c.node);
-        index.nodes.refresh_dirty();
-        index
+        index.root = level.first().map_or(0, |(_, c)| c.node);
+        if index.nodes.is_empty() {
+            return Ok(SparseIndex::default());
+        }
+        Ok(index)
     }
 
-    fn leaf(&self, id: usize) -> &Vec<Interval> {
-        match self.nodes.node(id) {
-            Node::Leaf(e) => e,
-            Node::Internal(_) => unreachable!("node {id} is not a leaf"),
+    fn alloc(&mut self, node: Node) -> usize {
+        match self.free.pop() {
+            Some(id) => {
+                self.nodes[id] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                self.nodes.len() - 1
+            }
         }
     }
 
-    fn leaf_mut(&mut self, id: usize) -> &mut Vec<Interval> {
-        match self.nodes.node_mut(id) {
-            Node::Leaf(e) => e,
-            Node::Internal(_) => unreachable!("node {id} is not a leaf"),
+    fn release(&mut self, id: usize) {
+        self.nodes[id] = Node::free();
+        self.free.push(id);
+    }
+
+    fn leaf_mut(&mut self, id: usize) -> (&mut NodeKeys, &mut Vec<LeafEntry>) {
+        match &mut self.nodes[id] {
+            Node::Leaf { keys, entries } => (keys, entries),
+            Node::Internal { .. } => unreachable!("node {id} is not a leaf"),
         }
     }
 
-    fn children_mut(&mut self, id: usize) -> &mut Vec<Child> {
-        match self.nodes.node_mut(id) {
-            Node::Internal(c) => c,
-            Node::Leaf(_) => unreachable!("node {id} is not internal"),
+    fn internal_mut(&mut self, id: usize) -> (&mut NodeKeys, &mut Vec<ChildRef>) {
+        match &mut self.nodes[id] {
+            Node::Internal { keys, children } => (keys, children),
+            Node::Leaf { .. } => unreachable!("node {id} is not internal"),
         }
+    }
+
+    fn entry_mut(&mut self, cur: &Cursor) -> &mut LeafEntry {
+        &mut self.leaf_mut(cur.leaf).1[cur.pos]
     }
 
     pub fn interval_count(&self) -> usize {
         self.intervals
     }
 
+    /// Heap memory of the index as the allocator counts it: the node table, the free list, and
+    /// every node's key and entry arrays (capacities, not lengths).
     pub fn memory_bytes(&self) -> u64 {
-        self.key_bytes + self.intervals as u64 * ENTRY_OVERHEAD_BYTES + self.nodes.heads_bytes()
+        allocation_bytes(self.nodes.capacity() * size_of::<Node>())
+            + allocation_bytes(self.free.capacity() * size_of::<usize>())
+            + self.nodes.iter().map(Node::heap_bytes).sum::<u64>()
     }
 
     /// The interval that would hold `key`: the last one whose index key is `<= key`.
     pub fn seek(&self, key: &[u8]) -> Cursor {
-        self.descend(|keys_le| keys_le, key)
+        self.descend(|keys| keys.count_le(key))
     }
 
     pub fn first(&self) -> Cursor {
-        self.descend(|_| 1, &[])
+        self.descend(|_| 1)
     }
 
     pub fn last(&self) -> Cursor {
-        self.descend(|_| usize::MAX, &[])
+        self.descend(|_| usize::MAX)
     }
 
-    /// `pick(n)` gets the number of children/entries whose key is `<= key` and returns how many
-    /// to step over (the chosen index is that minus one, clamped to the node).
-    fn descend(&self, pick: impl Fn(usize) -> usize, key: &[u8]) -> Cursor {
-        debug_assert!(self.nodes.is_clean(), "search with stale heads");
+    /// `pick(keys)` returns how many children/entries of a node to step over (the chosen index is
+    /// that minus one, clamped to the node).
+    fn descend(&self, pick: impl Fn(&NodeKeys) -> usize) -> Cursor {
         let (mut node, mut base, mut path) = (self.root, 0i64, Vec::new());
         loop {
-            let le = self.nodes.heads(node).count_le(self.nodes.node(node), key);
-            match self.nodes.node(node) {
-                Node::Internal(children) => {
-                    let idx = pick(le).clamp(1, children.len()) - 1;
+            match &self.nodes[node] {
+                Node::Internal { keys, children } => {
+                    let idx = pick(keys).clamp(1, children.len()) - 1;
                     path.push((node, idx, base));
                     base += children[idx].shift;
                     node = children[idx].node;
                 }
-                Node::Leaf(entries) => {
-                    let pos = pick(le).clamp(1, entries.len()) - 1;
+                Node::Leaf { keys, entries } => {
+                    let pos = pick(keys).clamp(1, entries.len()) - 1;
                     return Cursor { path, leaf: node, pos, base };
                 }
             }
         }
     }
 
-    pub fn interval(&self, cur: &Cursor) -> &Interval {
-        &self.leaf(cur.leaf)[cur.pos]
+    pub fn interval(&self, cur: &Cursor) -> Interval<'_> {
+        match &self.nodes[cur.leaf] {
+            Node::Leaf { keys, entries } => Interval { key: keys.key(cur.pos), entry: &entries[cur.pos] },
+            Node::Internal { .. } => unreachable!("cursor on internal node {}", cur.leaf),
+        }
     }
 
     /// The effective file offset of the interval at `cur`.
     pub fn offset(&self, cur: &Cursor) -> u64 {
-        (cur.base + self.interval(cur).partial_offset) as u64
+        (cur.base + self.interval(cur).entry.partial_offset) as u64
+    }
+
+    /// The index key of the interval after `cur` (`s_{i+1}`, the exclusive upper end of its
+    /// keys), without building a cursor: the next entry of the leaf, or else the pivot of the
+    /// next subtree at the lowest ancestor that has one (a pivot is its subtree's smallest key).
+    pub fn next_key(&self, cur: &Cursor) -> Option<IndexKey<'_>> {
+        let keys = self.nodes[cur.leaf].keys();
+        if cur.pos + 1 < keys.len() {
+            return Some(keys.key(cur.pos + 1));
+        }
+        cur.path.iter().rev().find_map(|&(node, idx, _)| {
+            let keys = self.nodes[node].keys();
+            (idx + 1 < keys.len()).then(|| keys.key(idx + 1))
+        })
     }
 
     pub fn is_first(&self, cur: &Cursor) -> bool {
@@ -436,20 +357,15 @@ impl SparseIndex {
     }
 
     pub fn next(&self, cur: &Cursor) -> Option<Cursor> {
-        if cur.pos + 1 < self.leaf(cur.leaf).len() {
+        if cur.pos + 1 < self.nodes[cur.leaf].len() {
             return Some(Cursor { pos: cur.pos + 1, ..cur.clone() });
         }
         let mut path = cur.path.clone();
         while let Some((node, idx, base)) = path.pop() {
-            let Node::Internal(children) = self.nodes.node(node) else { return None };
-            if idx + 1 < children.len() {
+            let Node::Internal { children, .. } = &self.nodes[node] else { return None };
+            if let Some(c) = children.get(idx + 1) {
                 path.push((node, idx + 1, base));
-                return Some(self.descend_edge(
-                    path,
-                    base + children[idx + 1].shift,
-                    children[idx + 1].node,
-                    false,
-                ));
+                return Some(self.descend_edge(path, base + c.shift, c.node, false));
             }
         }
         None
@@ -461,15 +377,11 @@ impl SparseIndex {
         }
         let mut path = cur.path.clone();
         while let Some((node, idx, base)) = path.pop() {
-            let Node::Internal(children) = self.nodes.node(node) else { return None };
+            let Node::Internal { children, .. } = &self.nodes[node] else { return None };
             if idx > 0 {
+                let c = children[idx - 1];
                 path.push((node, idx - 1, base));
-                return Some(self.descend_edge(
-                    path,
-                    base + children[idx - 1].shift,
-                    children[idx - 1].node,
-                    true,
-                ));
+                return Some(self.descend_edge(path, base + c.shift, c.node, true));
             }
         }
         None
@@ -483,17 +395,29 @@ impl SparseIndex {
         last: bool,
     ) -> Cursor {
         loop {
-            match self.nodes.node(node) {
-                Node::Internal(children) => {
+            match &self.nodes[node] {
+                Node::Internal { children, .. } => {
                     let idx = if last { children.len() - 1 } else { 0 };
                     path.push((node, idx, base));
                     base += children[idx].shift;
                     node = children[idx].node;
                 }
-                Node::Leaf(entries) => {
+                Node::Leaf { entries, .. } => {
                     let pos = if last { entries.len() - 1 } else { 0 };
                     return Cursor { path, leaf: node, pos, base };
                 }
+            }
+        }
+    }
+
+    /// Adds `delta` to the offset (leaf) or shift (internal) of entries `from..` of `id`.
+    fn shift_from(&mut self, id: usize, from: usize, delta: i64) {
+        match &mut self.nodes[id] {
+            Node::Leaf { entries, .. } => {
+                entries.iter_mut().skip(from).for_each(|e| e.partial_offset += delta);
+            }
+            Node::Internal { children, .. } => {
+                children.iter_mut().skip(from).for_each(|c| c.shift += delta);
             }
         }
     }
@@ -503,82 +427,93 @@ impl SparseIndex {
         if delta == 0 {
             return;
         }
-        self.nodes.shift_from(cur.leaf, cur.pos + 1, delta);
+        self.shift_from(cur.leaf, cur.pos + 1, delta);
         for &(node, idx, _) in &cur.path {
-            self.nodes.shift_from(node, idx + 1, delta);
+            self.shift_from(node, idx + 1, delta);
         }
     }
 
     /// Sets the size and record count of the interval at `cur` and shifts the later ones by the
     /// change in size (the table file grew or shrank inside this interval).
-    pub fn resize(&mut self, cur: &Cursor, size_bytes: u64, count: Option<u32>, extents: u32) {
-        let e = self.nodes.stats_mut(cur.leaf, cur.pos);
-        let delta = size_bytes as i64 - *e.size_bytes as i64;
-        *e.size_bytes = size_bytes;
-        *e.count = count;
-        *e.extents = extents;
+    pub fn resize(&mut self, cur: &Cursor, size_bytes: u32, count: Option<u32>, extents: u32) {
+        let e = self.entry_mut(cur);
+        let delta = i64::from(size_bytes) - i64::from(e.size_bytes);
+        e.size_bytes = size_bytes;
+        e.count = count.unwrap_or(UNKNOWN_COUNT);
+        e.extents = extents;
         self.shift_after(cur, delta);
-        self.nodes.refresh_dirty();
     }
 
     /// Splits the interval at `cur`: it keeps its first `left_bytes`/`left_count`; a new interval
-    /// with index key `right_key` covers the rest. Offsets of other intervals do not change.
+    /// with index key `right_key` covers the rest. `right_key` must be above the interval's index
+    /// key and below the next one's, and route as the routing invariant says: above every record
+    /// left of the cut, at most the first one right of it. Offsets of other intervals do not
+    /// change.
     pub fn split(
         &mut self,
         cur: &Cursor,
-        left_bytes: u64,
+        left_bytes: u32,
         left_count: u32,
-        right_key: Key,
+        right_key: &[u8],
         right_count: u32,
     ) {
-        self.key_bytes += right_key.len() as u64;
+        debug_assert!(self.interval(cur).key().cmp_slice(right_key).is_lt());
+        debug_assert!(self.next(cur).is_none_or(|n| self.interval(&n).key().cmp_slice(right_key).is_gt()));
         self.intervals += 1;
-        let leaf = self.leaf_mut(cur.leaf);
-        let e = &mut leaf[cur.pos];
-        debug_assert!(right_key > e.key && left_bytes <= e.size_bytes);
-        let right_size = e.size_bytes - left_bytes;
-        e.size_bytes = left_bytes;
-        e.count = Some(left_count);
-        let right_offset = e.partial_offset + left_bytes as i64;
-        let mut right = Interval::new(right_key, right_offset, right_size, Some(right_count));
+        let (keys, entries) = self.leaf_mut(cur.leaf);
+        let e = &mut entries[cur.pos];
+        debug_assert!(left_bytes <= e.size_bytes);
+        let mut right = LeafEntry::new(
+            e.partial_offset + i64::from(left_bytes),
+            e.size_bytes - left_bytes,
+            Some(right_count),
+        );
         right.extents = e.extents;
-        leaf.insert(cur.pos + 1, right);
-        if leaf.len() > MAX_FANOUT {
+        e.size_bytes = left_bytes;
+        e.count = left_count;
+        keys.insert(cur.pos + 1, right_key);
+        reserve(entries, 1);
+        entries.insert(cur.pos + 1, right);
+        if entries.len() > MAX_FANOUT {
             self.split_node(cur.leaf, &cur.path);
         }
-        self.nodes.refresh_dirty();
     }
 
     /// Splits the overfull `node` (reached by `path`), then its ancestors as needed.
     fn split_node(&mut self, node: usize, path: &[(usize, usize, i64)]) {
-        let (right, right_pivot) = match self.nodes.node_mut(node) {
-            Node::Leaf(entries) => {
-                let right = entries.split_off(entries.len() / 2);
-                let pivot = right[0].key.clone();
-                (Node::Leaf(right), pivot)
+        let (right, right_pivot) = match &mut self.nodes[node] {
+            Node::Leaf { keys, entries } => {
+                let at = entries.len() / 2;
+                let (keys, entries) = (keys.split_off(at), split_vec(entries, at));
+                let pivot = keys.key(0).to_vec();
+                (Node::Leaf { keys, entries }, pivot)
             }
-            Node::Internal(children) => {
-                let right = children.split_off(children.len() / 2);
-                let pivot = right[0].pivot.clone();
-                (Node::Internal(right), pivot)
+            Node::Internal { keys, children } => {
+                let at = children.len() / 2;
+                let (keys, children) = (keys.split_off(at), split_vec(children, at));
+                let pivot = keys.key(0).to_vec();
+                (Node::Internal { keys, children }, pivot)
             }
         };
-        let right_id = self.nodes.alloc(right);
+        let right_id = self.alloc(right);
         match path.split_last() {
             None => {
                 // The root split: a new root over both halves, with no shift of its own.
-                let left_pivot = self.min_key(node);
-                let root = self.nodes.alloc(Node::Internal(vec![
-                    Child { pivot: left_pivot, node, shift: 0 },
-                    Child { pivot: right_pivot, node: right_id, shift: 0 },
-                ]));
-                self.root = root;
+                let left_pivot = self.nodes[node].keys().key(0).to_vec();
+                let keys = NodeKeys::from_keys(&[
+                    IndexKey::from_slice(&left_pivot),
+                    IndexKey::from_slice(&right_pivot),
+                ]);
+                let children = vec![ChildRef { shift: 0, node }, ChildRef { shift: 0, node: right_id }];
+                self.root = self.alloc(Node::Internal { keys, children });
             }
             Some((&(parent, idx, _), above)) => {
-                let children = self.children_mut(parent);
+                let (keys, children) = self.internal_mut(parent);
                 // Same shift as the left half's pointer: effective offsets stay the same.
                 let shift = children[idx].shift;
-                children.insert(idx + 1, Child { pivot: right_pivot, node: right_id, shift });
+                keys.insert(idx + 1, &right_pivot);
+                reserve(children, 1);
+                children.insert(idx + 1, ChildRef { shift, node: right_id });
                 if children.len() > MAX_FANOUT {
                     self.split_node(parent, above);
                 }
@@ -586,60 +521,54 @@ impl SparseIndex {
         }
     }
 
-    fn min_key(&self, node: usize) -> Key {
-        let node = self.nodes.node(node);
-        if node.len() == 0 {
-            Key::new()
-        } else {
-            node.key(0).to_vec()
-        }
-    }
-
     /// The interval at `cur` absorbs the next one (whose index entry goes away): used when an
-    /// interval becomes empty or small. Returns the removed interval's cache slot, if any.
+    /// interval becomes empty. Returns the removed interval's cache slot; `None` (and no change)
+    /// when there is no next interval or both together would exceed `MAX_INTERVAL_BYTES`.
     pub fn absorb_next(&mut self, cur: &Cursor) -> Option<u32> {
         let next = self.next(cur)?;
-        let removed = self.leaf_mut(next.leaf).remove(next.pos);
-        let e = self.nodes.stats_mut(cur.leaf, cur.pos);
-        *e.size_bytes += removed.size_bytes;
-        *e.extents = e.extents.saturating_add(removed.extents);
-        *e.count = match (*e.count, removed.count) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
+        let removed_size = self.interval(&next).entry.size_bytes;
+        let size = self.interval(cur).entry.size_bytes.checked_add(removed_size)?;
+        let (keys, entries) = self.leaf_mut(next.leaf);
+        keys.remove(next.pos);
+        let removed = entries.remove(next.pos);
+        let e = self.entry_mut(cur);
+        e.size_bytes = size;
+        e.extents = e.extents.saturating_add(removed.extents);
+        e.count = match (e.count, removed.count) {
+            (UNKNOWN_COUNT, _) | (_, UNKNOWN_COUNT) => UNKNOWN_COUNT,
+            (a, b) => a.saturating_add(b),
         };
         self.intervals -= 1;
-        self.key_bytes -= removed.key.len() as u64;
         self.after_removal(next.leaf, next.pos, &next.path);
-        self.nodes.refresh_dirty();
         Some(removed.cache_slot.into_inner())
     }
 
     /// Restores the invariants after removing entry `pos` of `node`: drops emptied nodes, fixes
     /// pivots, and collapses a root with one child.
     fn after_removal(&mut self, node: usize, pos: usize, path: &[(usize, usize, i64)]) {
-        let emptied = self.nodes.node(node).len() == 0;
+        let emptied = self.nodes[node].len() == 0;
         if let Some((&(parent, idx, _), above)) = path.split_last() {
             if emptied {
-                self.nodes.release(node);
-                self.children_mut(parent).remove(idx);
+                self.release(node);
+                let (keys, children) = self.internal_mut(parent);
+                keys.remove(idx);
+                children.remove(idx);
                 self.after_removal(parent, idx, above);
             } else if pos == 0 {
-                let pivot = self.min_key(node);
-                self.children_mut(parent)[idx].pivot = pivot;
-                if idx == 0 {
-                    self.after_removal_pivot_only(parent, above);
-                }
+                self.fix_pivot(node, path);
             }
         }
         self.collapse_root();
     }
 
-    fn after_removal_pivot_only(&mut self, node: usize, path: &[(usize, usize, i64)]) {
+    /// The smallest key of `node` changed: its pivot (and the ancestors' pivots it was the
+    /// smallest of) becomes the new one.
+    fn fix_pivot(&mut self, node: usize, path: &[(usize, usize, i64)]) {
         if let Some((&(parent, idx, _), above)) = path.split_last() {
-            let pivot = self.min_key(node);
-            self.children_mut(parent)[idx].pivot = pivot;
+            let pivot = self.nodes[node].keys().key(0).to_vec();
+            self.internal_mut(parent).0.replace(idx, &pivot);
             if idx == 0 {
-                self.after_removal_pivot_only(parent, above);
+                self.fix_pivot(parent, above);
             }
         }
     }
@@ -648,15 +577,13 @@ impl SparseIndex {
     /// is pushed down into it so effective offsets stay the same.
     fn collapse_root(&mut self) {
         loop {
-            let Node::Internal(children) = self.nodes.node(self.root) else { return };
-            if children.len() != 1 {
-                return;
-            }
-            let (child, shift) = (children[0].node, children[0].shift);
-            self.nodes.shift_from(child, 0, shift);
+            let Node::Internal { children, .. } = &self.nodes[self.root] else { return };
+            let [only] = children.as_slice() else { return };
+            let (child, shift) = (only.node, only.shift);
+            self.shift_from(child, 0, shift);
             let old = self.root;
             self.root = child;
-            self.nodes.release(old);
+            self.release(old);
         }
     }
 
@@ -666,7 +593,7 @@ impl SparseIndex {
         let mut cur = Some(self.first());
         while let Some(c) = cur {
             let e = self.interval(&c);
-            out.push((e.key.clone(), self.offset(&c), e.size_bytes, e.count));
+            out.push((e.key().to_vec(), self.offset(&c), e.size_bytes(), e.count()));
             cur = self.next(&c);
         }
         out

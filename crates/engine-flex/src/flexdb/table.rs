@@ -12,7 +12,7 @@ use strata_core::{Error, Key, Result, Value};
 
 use super::cache::{IntervalCache, IntervalData};
 use super::record::{self, HeaderParse};
-use super::sparse_index::{Cursor, SparseIndex, NO_SLOT};
+use super::sparse_index::{self, Cursor, SparseIndex, NO_SLOT};
 use crate::flexfile::TableFile;
 
 #[path = "table_apply.rs"]
@@ -46,6 +46,17 @@ const REWRITE_ABOVE_EXTENTS: u32 = 2;
 /// Bytes requested from `read_extent` per recovery sample: enough for the header and a short key.
 const SAMPLE_READ_BYTES: usize = 512;
 
+/// Upper bound of `max_interval_bytes`, of `rebuild_interval_bytes`, and of the new records one
+/// `apply_in_interval` merges into an interval, so that an interval stays far below the index's
+/// `MAX_INTERVAL_BYTES` (4 GiB): a split interval is at most half the first, a sampled one about
+/// the second, and a change adds at most the third to either.
+pub(super) const MAX_CONFIGURED_INTERVAL_BYTES: u64 = 1 << 30;
+/// A rebuild whose samples find no record key to start an interval for this many bytes reports
+/// corruption: with samples at most `MAX_CONFIGURED_INTERVAL_BYTES` apart, that is two or more
+/// failed samples in a row (FlexDB only inserts and removes whole records, so every extent but
+/// the continuation of a long record starts with one).
+const MAX_SAMPLED_INTERVAL_BYTES: u64 = 2 << 30;
+
 pub struct Table {
     file: Arc<dyn TableFile>,
     file_name: String,
@@ -64,7 +75,11 @@ fn corrupt(file: &str, offset: u64, what: impl Into<String>) -> Error {
 
 impl Table {
     /// Opens the table over `file`, rebuilding the sparse index by sampling (§5.4).
-    pub fn open(file: Arc<dyn TableFile>, file_name: String, config: TableConfig) -> Result<Table> {
+    /// `max_interval_bytes` and `rebuild_interval_bytes` are clamped to 1 GiB (see
+    /// `MAX_CONFIGURED_INTERVAL_BYTES`).
+    pub fn open(file: Arc<dyn TableFile>, file_name: String, mut config: TableConfig) -> Result<Table> {
+        config.max_interval_bytes = config.max_interval_bytes.clamp(1, MAX_CONFIGURED_INTERVAL_BYTES);
+        config.rebuild_interval_bytes = config.rebuild_interval_bytes.clamp(1, MAX_CONFIGURED_INTERVAL_BYTES);
         let mut table = Table {
             file,
             file_name,
@@ -130,7 +145,7 @@ impl Table {
 
     fn rebuild(&mut self) -> Result<()> {
         let len = self.file.len();
-        let step = self.config.rebuild_interval_bytes.max(1);
+        let step = self.config.rebuild_interval_bytes;
         let mut starts: Vec<(Key, u64)> = vec![(Vec::new(), 0)];
         let mut probe = step;
         while probe < len {
@@ -147,7 +162,20 @@ impl Table {
             }
             probe = probe.max(start) + step;
         }
-        self.index = SparseIndex::build(starts, len);
+        let ends = starts.iter().skip(1).map(|(_, o)| *o).chain([len]);
+        let gap = starts
+            .iter()
+            .zip(ends)
+            .find(|((_, start), end)| end.saturating_sub(*start) > MAX_SAMPLED_INTERVAL_BYTES);
+        let index = match gap {
+            Some(((_, start), end)) => Err(sparse_index::BadInterval { offset: *start, end }),
+            None => SparseIndex::build(&starts, len),
+        };
+        self.index = index.map_err(|bad| {
+            let bytes = bad.end.saturating_sub(bad.offset);
+            let what = format!("no record key found to start an interval in {bytes} bytes");
+            corrupt(&self.file_name, bad.offset, what)
+        })?;
         Ok(())
     }
 
@@ -196,9 +224,9 @@ impl Table {
     /// with the intervals it rewrites).
     fn load_with(&self, cur: &Cursor, cache_it: bool) -> Result<Arc<IntervalData>> {
         let e = self.index.interval(cur);
-        let slot = e.cache_slot.load(Relaxed);
+        let slot = e.cache_slot().load(Relaxed);
         if slot != NO_SLOT {
-            if let Some(d) = self.cache.lock().get(slot, &e.key) {
+            if let Some(d) = e.key().with_slice(|owner| self.cache.lock().get(slot, owner)) {
                 return Ok(d);
             }
         } else {
@@ -215,7 +243,7 @@ impl Table {
     /// Reads the interval at `cur` from the table file (never the cache) and checks it.
     fn read_interval(&self, cur: &Cursor) -> Result<Arc<IntervalData>> {
         let offset = self.index.offset(cur);
-        let size = self.index.interval(cur).size_bytes;
+        let size = self.index.interval(cur).size_bytes();
         let size = usize::try_from(size).map_err(|_| Error::invalid("interval too large"))?;
         let mut buf = vec![0u8; size];
         let n = self.file.read(offset, &mut buf)?;
@@ -226,18 +254,25 @@ impl Table {
     }
 
     /// Decodes the bytes of the interval at `cur` (read from `offset`) and checks them against
-    /// the index.
+    /// the index, including the routing invariant: its keys are in `[s_i, s_{i+1})` (its index key
+    /// and the next one's). Splits rely on that (a separator must be below `s_{i+1}`).
     fn check_interval(&self, cur: &Cursor, offset: u64, buf: Vec<u8>) -> Result<Arc<IntervalData>> {
         let e = self.index.interval(cur);
         let data =
             IntervalData::decode(buf).map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
-        if !data.is_empty() && data.key(0) < e.key.as_slice() {
+        if !data.is_empty() && e.key().cmp_slice(data.key(0)).is_gt() {
             return Err(corrupt(&self.file_name, offset, "interval holds a key below its index key"));
+        }
+        let last = data.len().checked_sub(1).map(|i| data.key(i));
+        if let (Some(last), Some(upper)) = (last, self.index.next_key(cur)) {
+            if upper.cmp_slice(last).is_le() {
+                return Err(corrupt(&self.file_name, offset, "interval holds a key of the next interval"));
+            }
         }
         if data.is_empty() && !self.index.is_first(cur) {
             return Err(corrupt(&self.file_name, offset, "empty interval"));
         }
-        if e.count.is_some_and(|c| c as usize != data.len()) {
+        if e.count().is_some_and(|c| c as usize != data.len()) {
             return Err(corrupt(
                 &self.file_name,
                 offset,
@@ -252,14 +287,14 @@ impl Table {
     fn cache_loaded(&self, cur: &Cursor, slot: u32, data: Arc<IntervalData>) -> Arc<IntervalData> {
         let e = self.index.interval(cur);
         let mut cache = self.cache.lock();
-        let now = e.cache_slot.load(Relaxed);
+        let now = e.cache_slot().load(Relaxed);
         if now != NO_SLOT && now != slot {
-            if let Some(d) = cache.get(now, &e.key) {
+            if let Some(d) = e.key().with_slice(|owner| cache.get(now, owner)) {
                 return d; // another reader cached it meanwhile
             }
         }
-        let new_slot = cache.insert(e.key.clone(), data.clone());
-        e.cache_slot.store(new_slot, Relaxed);
+        let new_slot = cache.insert(e.key().to_vec(), data.clone());
+        e.cache_slot().store(new_slot, Relaxed);
         data
     }
 
@@ -273,11 +308,8 @@ impl Table {
         while let Some(&(first, _)) = rest.first() {
             let cur = self.index.seek(first);
             out.push(self.load_with(&cur, false)?);
-            rest = match self.index.next(&cur) {
-                Some(next) => {
-                    let upper = self.index.interval(&next).key.as_slice();
-                    rest.get(apply::entries_below(rest, upper)..).unwrap_or_default()
-                }
+            rest = match self.index.next_key(&cur) {
+                Some(upper) => rest.get(apply::entries_below(rest, upper)..).unwrap_or_default(),
                 None => &[],
             };
         }
@@ -305,7 +337,7 @@ impl Table {
     /// Write-through to the cache, then split an oversized interval or merge away an empty one.
     fn after_change(&mut self, cur: Cursor, records: IntervalData) {
         let e = self.index.interval(&cur);
-        let (owner, slot, size) = (e.key.clone(), e.cache_slot.load(Relaxed), e.size_bytes);
+        let (owner, slot, size) = (e.key().to_vec(), e.cache_slot().load(Relaxed), e.size_bytes());
         let cache = self.cache.get_mut();
         let too_big = records.len() > self.config.max_interval_records as usize
             || (size > self.config.max_interval_bytes && records.len() >= 2);
@@ -313,7 +345,7 @@ impl Table {
             cache.invalidate(slot);
             let survivor = if self.index.is_first(&cur) { Some(cur) } else { self.index.prev(&cur) };
             if let Some(s) = survivor {
-                let survivor_slot = self.index.interval(&s).cache_slot.load(Relaxed);
+                let survivor_slot = self.index.interval(&s).cache_slot().load(Relaxed);
                 if let Some(removed) = self.index.absorb_next(&s) {
                     cache.invalidate(removed);
                 }
@@ -330,7 +362,8 @@ impl Table {
     }
 
     /// Splits the interval with index key `owner` (holding `records`) into pieces of at most half
-    /// the limits, cutting from the right so the left part keeps its key and cursor.
+    /// the limits, cutting from the right so the left part keeps its key and cursor. A right
+    /// part's index key is the shortest separator between the records on both sides of its cut.
     fn split(&mut self, owner: &[u8], records: &IntervalData) {
         let (max_records, max_bytes) =
             (self.config.max_interval_records as usize, self.config.max_interval_bytes);
@@ -349,14 +382,10 @@ impl Table {
         let mut end = records.len();
         for &cut in cuts.iter().rev() {
             let cur = self.index.seek(owner);
-            let right_key = records.key(cut).to_vec();
-            self.index.split(
-                &cur,
-                records.record_start(cut) as u64,
-                cut as u32,
-                right_key,
-                (end - cut) as u32,
-            );
+            let right_key = sparse_index::shortest_separator(records.key(cut - 1), records.key(cut));
+            // The interval's size fits the index's u32, so do positions inside it.
+            let (left_bytes, left_count) = (records.record_start(cut) as u32, cut as u32);
+            self.index.split(&cur, left_bytes, left_count, right_key, (end - cut) as u32);
             end = cut;
         }
     }
@@ -410,6 +439,80 @@ mod tests {
 
     fn key(i: u32) -> Key {
         format!("k{i:04}").into_bytes()
+    }
+
+    /// Every key of `table` in `range`, window by window, in scan order.
+    fn scan_all(table: &Table, reverse: bool) -> Vec<Key> {
+        let (mut all, mut range) = (Vec::new(), KeyRange::all());
+        loop {
+            let w = table.scan_interval(&range, reverse, None).unwrap();
+            let keys: Vec<Key> = (w.lo..w.hi).map(|i| w.data.key(i).to_vec()).collect();
+            let Some(bound) = (if reverse { keys.first() } else { keys.last() }).cloned() else { return all };
+            match reverse {
+                false => all.extend(keys),
+                true => all.extend(keys.into_iter().rev()),
+            }
+            if !w.more {
+                return all;
+            }
+            match reverse {
+                false => range.start = Bound::Excluded(bound),
+                true => range.end = Bound::Excluded(bound),
+            }
+        }
+    }
+
+    /// UDB-like keys: 19 zero bytes and a scrambled 8-byte number.
+    fn udb_key(i: u64) -> Key {
+        [&[0u8; 19][..], &i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes()].concat()
+    }
+
+    /// Splits give intervals separators (short, mostly not record keys) as index keys; a reopen
+    /// rebuilds the index from sampled record keys (§5.4), and the rebuilt index serves gets,
+    /// scans both ways, `verify` and further commits (splitting with separators again), twice.
+    #[test]
+    fn reopen_rebuilds_a_working_index_after_separator_splits() {
+        let file: Arc<dyn TableFile> = Arc::new(NaiveTableFile::open(Arc::new(MemStorage::new())).unwrap());
+        let mut table = Table::open(file.clone(), "t".into(), config()).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for i in 0..300 {
+            table.apply(&udb_key(i), Some(&[i as u8; 20])).unwrap();
+            model.insert(udb_key(i), vec![i as u8; 20]);
+        }
+        let index_keys: Vec<Key> = table.index().intervals().into_iter().map(|(k, ..)| k).collect();
+        let separators = index_keys.iter().filter(|k| !model.contains_key(*k)).count();
+        assert!(separators * 2 > index_keys.len(), "{separators} of {}", index_keys.len());
+        assert!(index_keys.iter().all(|k| k.len() < 24), "{index_keys:?}");
+        drop(table);
+        for round in 0..2u64 {
+            let mut table = Table::open(file.clone(), "t".into(), config()).unwrap();
+            let intervals = table.index().intervals();
+            assert!(intervals.len() > 10, "{} intervals", intervals.len());
+            assert!(
+                intervals.iter().skip(1).all(|(k, ..)| model.contains_key(k)),
+                "sampled keys are records"
+            );
+            for (k, v) in &model {
+                assert_eq!(table.get(k).unwrap().as_ref(), Some(v));
+            }
+            assert_eq!(table.get(&udb_key(10_000)).unwrap(), None);
+            let keys: Vec<Key> = model.keys().cloned().collect();
+            assert_eq!(scan_all(&table, false), keys);
+            assert_eq!(scan_all(&table, true), keys.iter().rev().cloned().collect::<Vec<_>>());
+            assert_eq!(table.verify().unwrap().0, model.len() as u64);
+            for i in (300 + round * 100)..(400 + round * 100) {
+                table.apply(&udb_key(i), Some(b"new")).unwrap();
+                model.insert(udb_key(i), b"new".to_vec());
+            }
+            for i in (round..300).step_by(7) {
+                table.apply(&udb_key(i), None).unwrap();
+                model.remove(&udb_key(i));
+            }
+            for (k, v) in &model {
+                assert_eq!(table.get(k).unwrap().as_ref(), Some(v));
+            }
+            assert_eq!(table.verify().unwrap().0, model.len() as u64);
+        }
     }
 
     #[test]

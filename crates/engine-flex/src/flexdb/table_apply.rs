@@ -5,12 +5,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use strata_core::Result;
+use strata_core::{Error, Result};
 
-use super::{Table, REWRITE_ABOVE_EXTENTS};
+use super::{Table, MAX_CONFIGURED_INTERVAL_BYTES, REWRITE_ABOVE_EXTENTS};
 use crate::flexdb::interval::IntervalData;
 use crate::flexdb::record;
-use crate::flexdb::sparse_index::Cursor;
+use crate::flexdb::sparse_index::{Cursor, IndexKey};
 
 /// A MemTable entry to apply: `None` removes the key.
 pub type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
@@ -26,8 +26,21 @@ struct Change {
 /// How many leading entries of `entries` (sorted, at least the first) lie below `upper`. A
 /// linear scan: groups are short (about one entry per interval), and each entry is looked at
 /// once over a whole commit step.
-pub(super) fn entries_below(entries: &[Entry<'_>], upper: &[u8]) -> usize {
-    1 + entries.iter().skip(1).take_while(|(k, _)| *k < upper).count()
+pub(super) fn entries_below(entries: &[Entry<'_>], upper: IndexKey<'_>) -> usize {
+    1 + entries.iter().skip(1).take_while(|(k, _)| upper.cmp_slice(k).is_gt()).count()
+}
+
+/// How many leading entries of `entries` (at least one) encode to at most `max_bytes` in all.
+fn entries_within_bytes(entries: &[Entry<'_>], max_bytes: u64) -> usize {
+    let mut total = 0u64;
+    let n = entries
+        .iter()
+        .take_while(|(k, v)| {
+            total += record::encoded_len(k, v.unwrap_or_default()) as u64;
+            total <= max_bytes
+        })
+        .count();
+    n.max(1)
 }
 
 impl Table {
@@ -41,9 +54,12 @@ impl Table {
         let mut candidates = prefetched;
         while let Some(&(first, _)) = rest.first() {
             let cur = self.index.seek(first);
-            // The entries below the next interval's index key belong to this interval.
-            let upper = self.index.next(&cur).map(|next| self.index.interval(&next).key.as_slice());
+            // The entries below the next interval's index key belong to this interval (routing
+            // invariant); a huge group goes in parts, so the interval stays far below
+            // `MAX_INTERVAL_BYTES` (the split after each part cuts it down again).
+            let upper = self.index.next_key(&cur);
             let in_interval = upper.map_or(rest.len(), |u| entries_below(rest, u));
+            let in_interval = in_interval.min(entries_within_bytes(rest, MAX_CONFIGURED_INTERVAL_BYTES));
             // Prefetched intervals wholly below this group belong to earlier groups (an empty
             // one is simply read again).
             while candidates.first().is_some_and(|d| d.is_empty() || d.key(d.len() - 1) < first) {
@@ -63,12 +79,12 @@ impl Table {
     /// `data` (read earlier for the interval at `cur`, whose successor has index key `upper`)
     /// is still its content: only the committer changes intervals, and it has changed only
     /// others since, but splits and merges around them move boundaries, so check.
-    fn still_matches(&self, cur: &Cursor, data: &IntervalData, upper: Option<&[u8]>) -> bool {
+    fn still_matches(&self, cur: &Cursor, data: &IntervalData, upper: Option<IndexKey<'_>>) -> bool {
         let e = self.index.interval(cur);
-        data.bytes().len() as u64 == e.size_bytes
-            && e.count.is_none_or(|c| c as usize == data.len())
-            && (data.is_empty() || data.key(0) >= e.key.as_slice())
-            && (data.is_empty() || upper.is_none_or(|u| data.key(data.len() - 1) < u))
+        data.bytes().len() as u64 == e.size_bytes()
+            && e.count().is_none_or(|c| c as usize == data.len())
+            && (data.is_empty() || e.key().cmp_slice(data.key(0)).is_le())
+            && (data.is_empty() || upper.is_none_or(|u| u.cmp_slice(data.key(data.len() - 1)).is_gt()))
     }
 
     /// Applies `group` (sorted, all inside the interval at `cur`): builds the interval's new
@@ -115,10 +131,15 @@ impl Table {
         if changes.is_empty() {
             return Ok(());
         }
+        // The index stores sizes as u32 (`MAX_INTERVAL_BYTES`). Unreachable with the clamped
+        // limits (an interval of at most ~2 GiB gets at most 1 GiB of new records), and checked
+        // before the table file changes.
+        let new_size = u32::try_from(out.bytes().len())
+            .map_err(|_| Error::invalid("a commit would grow an interval of the table file beyond 4 GiB"))?;
         // Scans holding a cursor into the old layout must search the index again.
         self.version += 1;
         let interval_offset = self.index.offset(&cur);
-        let extents = self.index.interval(&cur).extents;
+        let extents = self.index.interval(&cur).extents();
         // A change inside an extent splits it: an insert or replace adds up to two extents, a
         // removal one. A fragmented interval is written again as one extent instead, so a cache
         // miss costs few device reads (at the price of rewriting up to one interval).
@@ -142,7 +163,7 @@ impl Table {
             }
             extents.saturating_add(added)
         };
-        self.index.resize(&cur, new_bytes.len() as u64, Some(out.len() as u32), extents);
+        self.index.resize(&cur, new_size, Some(out.len() as u32), extents);
         self.after_change(cur, out);
         Ok(())
     }
@@ -161,6 +182,18 @@ mod tests {
     use super::*;
     use crate::flexdb::NaiveTableFile;
     use crate::flexfile::{FlexFile, FlexFileOptions, TableFile};
+
+    #[test]
+    fn huge_groups_are_applied_in_parts_of_bounded_bytes() {
+        let value = [0u8; 100];
+        let entries: Vec<Entry<'_>> =
+            [&b"a"[..], b"b", b"c"].iter().map(|k| (*k, Some(&value[..]))).collect();
+        let one = record::encoded_len(b"a", &value) as u64;
+        assert_eq!(entries_within_bytes(&entries, 2 * one), 2);
+        assert_eq!(entries_within_bytes(&entries, 2 * one - 1), 1);
+        assert_eq!(entries_within_bytes(&entries, 0), 1, "at least one entry");
+        assert_eq!(entries_within_bytes(&entries, u64::MAX), 3);
+    }
 
     /// Random sorted groups (inserts next to replaced and removed keys, unchanged values, empty
     /// values) applied with `apply_sorted` over both table files: every key reads back as in a

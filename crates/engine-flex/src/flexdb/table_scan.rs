@@ -120,10 +120,10 @@ impl Table {
         ahead: &mut VecDeque<Arc<IntervalData>>,
     ) -> Result<Arc<IntervalData>> {
         let e = self.index.interval(cur);
-        let slot = e.cache_slot.load(Relaxed);
+        let slot = e.cache_slot().load(Relaxed);
         if let Some(data) = ahead.pop_front() {
             if slot != NO_SLOT {
-                if let Some(cached) = self.cache.lock().get(slot, &e.key) {
+                if let Some(cached) = e.key().with_slice(|owner| self.cache.lock().get(slot, owner)) {
                     return Ok(cached); // another reader cached it meanwhile
                 }
             }
@@ -144,7 +144,7 @@ impl Table {
             true => (run.last().unwrap_or(cur), cur),
         };
         let start = self.index.offset(first);
-        let end = self.index.offset(last) + self.index.interval(last).size_bytes;
+        let end = self.index.offset(last) + self.index.interval(last).size_bytes();
         let total = usize::try_from(end - start).map_err(|_| Error::invalid("read-ahead too large"))?;
         let mut buf = vec![0u8; total];
         let n = self.file.read(start, &mut buf)?;
@@ -154,7 +154,7 @@ impl Table {
         let mut loaded = Vec::with_capacity(run.len());
         for c in &run {
             let offset = self.index.offset(c);
-            let size = self.index.interval(c).size_bytes as usize;
+            let size = self.index.interval(c).size_bytes() as usize;
             let at = (offset - start) as usize;
             let bytes = buf.get(at..at + size).unwrap_or_default().to_vec();
             loaded.push(self.check_interval(c, offset, bytes)?);
@@ -171,30 +171,32 @@ impl Table {
         let cache = self.cache.lock();
         let cached = |c: &Cursor| {
             let e = self.index.interval(c);
-            let slot = e.cache_slot.load(Relaxed);
-            slot != NO_SLOT && cache.contains(slot, &e.key)
+            let slot = e.cache_slot().load(Relaxed);
+            slot != NO_SLOT && e.key().with_slice(|owner| cache.contains(slot, owner))
         };
         if cached(cur) {
             return Vec::new();
         }
         let mut run = vec![cur.clone()];
-        let mut bytes = self.index.interval(cur).size_bytes;
+        let mut bytes = self.index.interval(cur).size_bytes();
         while run.len() < MAX_READAHEAD_INTERVALS {
             let Some(last) = run.last() else { break };
-            // Reverse: an interval whose index key is below the range holds its last records.
-            if reverse && !starts_after(range, &self.index.interval(last).key) {
+            // Reverse: an interval whose index key is below the range holds its last records
+            // (earlier intervals hold only keys below it). Forward: one whose index key is above
+            // the range holds none (routing invariant).
+            if reverse && !self.index.interval(last).key().with_slice(|k| starts_after(range, k)) {
                 break;
             }
             let next = if reverse { self.index.prev(last) } else { self.index.next(last) };
             let Some(next) = next else { break };
             let e = self.index.interval(&next);
-            if (!reverse && !ends_before(range, &e.key))
-                || bytes + e.size_bytes > self.config.scan_readahead_bytes
+            if (!reverse && !e.key().with_slice(|k| ends_before(range, k)))
+                || bytes + e.size_bytes() > self.config.scan_readahead_bytes
                 || cached(&next)
             {
                 break;
             }
-            bytes += e.size_bytes;
+            bytes += e.size_bytes();
             run.push(next);
         }
         run
