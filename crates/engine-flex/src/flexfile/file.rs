@@ -2,8 +2,9 @@
 //! file of segments, a copy-on-write FlexTree file and a logical log.
 //!
 //! Locking: `writer` serializes every mutation and `sync`; `state` is read-locked by readers and
-//! write-locked by a mutator. `sync` holds the write lock only to hand buffered bytes to the data
-//! file and to take the log buffer: the fsyncs run with readers unblocked.
+//! write-locked by a mutator. `sync` (log commit and tree commit, see `commit.rs`) holds the write
+//! lock only to take what it writes and to publish the result: the writes and fsyncs run with
+//! readers unblocked.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::{Error, Result};
 use strata_io::{Storage, StorageFile};
 
-use super::format::{self, LogOp, MAX_ENTRY_LEN};
+use super::format::{LogOp, MAX_ENTRY_LEN};
 use super::options::FlexFileOptions;
 use super::space::{self, Space};
 use super::TableFile;
@@ -34,12 +35,14 @@ pub struct FlexFileStats {
     pub segments_available: u64,
     pub tree_nodes: u64,
     pub rebases: u64,
-    /// Time spent with the state lock held for writing by mutations (readers of the file wait
-    /// for these), in total and the longest single hold; and the parts of it spent in garbage
-    /// collection and in tree commits (copy-on-write persist + fsyncs).
+    /// Time spent with the state lock held for writing (readers of the file wait for these) by
+    /// mutations and by the locked steps of `sync`, in total and the longest single hold.
     pub write_locked_micros: u64,
     pub write_locked_max_micros: u64,
+    /// Time spent in garbage collection (inside mutations, so with the state lock held).
     pub gc_micros: u64,
+    /// Time spent in tree commits, from taking the page images to publishing the new version
+    /// (mostly writes and fsyncs with readers unblocked).
     pub tree_commit_micros: u64,
 }
 
@@ -52,6 +55,10 @@ pub(crate) struct State {
     pub log_end: u64,
     pub log_seq: u32,
     pub tree_version: u64,
+    /// The log passed `log_max_bytes`: the next `sync` (or `maintain`) commits the tree.
+    pub checkpoint_due: bool,
+    /// Tree pages below `page_count` that neither the committed version nor the in-memory tree
+    /// uses.
     pub free_pages: Vec<u64>,
     pub page_count: u64,
     pub poisoned: Option<String>,
@@ -138,13 +145,7 @@ impl FlexFile {
 
     /// Makes everything durable and commits the tree so the next open replays nothing.
     pub fn close(&self) -> Result<()> {
-        let _w = self.writer.lock();
-        let mut st = self.state.write();
-        self.commit_locked(&mut st)?;
-        if st.log_end > format::LOG_HEADER_BYTES as u64 {
-            self.checkpoint_locked(&mut st)?;
-        }
-        Ok(())
+        self.sync_and_checkpoint()
     }
 
     pub(crate) fn data_name(&self) -> String {
@@ -163,28 +164,31 @@ impl FlexFile {
 
     /// Runs a mutation under the writer lock; an I/O error poisons the file (the durable state
     /// is then whatever the last successful sync left). Refusals (bad arguments, no space) leave
-    /// the file unchanged and usable.
+    /// the file unchanged and usable. When the operation fills the log buffer, the log commit
+    /// (and a tree commit it makes due) runs after the state lock is released: the operation is
+    /// complete, so readers may see the state meanwhile, and the writer lock, still held, keeps
+    /// other mutations and commits out.
     pub(crate) fn mutate<T>(&self, f: impl FnOnce(&Self, &mut State) -> Result<T>) -> Result<T> {
         let _w = self.writer.lock();
-        let mut st = self.state.write();
-        let locked = std::time::Instant::now();
-        Self::check_usable(&st)?;
-        st.op_started = false;
-        let result = f(self, &mut st);
-        if let Err(err) = &result {
-            if st.op_started || !is_refusal(err) {
-                st.poisoned.get_or_insert_with(|| err.to_string());
+        let (result, buffer_full) = {
+            let mut st = self.state.write();
+            let locked = std::time::Instant::now();
+            Self::check_usable(&st)?;
+            st.op_started = false;
+            let result = f(self, &mut st);
+            if let Err(err) = &result {
+                if st.op_started || !is_refusal(err) {
+                    st.poisoned.get_or_insert_with(|| err.to_string());
+                }
             }
-        }
-        let committed = if result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries {
-            self.commit_locked(&mut st)
-        } else {
-            Ok(())
+            let buffer_full = result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries;
+            record_write_hold(&mut st.stats, locked);
+            (result, buffer_full)
         };
-        let micros = locked.elapsed().as_micros() as u64;
-        st.stats.write_locked_micros += micros;
-        st.stats.write_locked_max_micros = st.stats.write_locked_max_micros.max(micros);
-        committed?;
+        if buffer_full {
+            self.commit_log_unblocking()?;
+            self.checkpoint_unblocking(false)?;
+        }
         result
     }
 
@@ -369,13 +373,19 @@ impl TableFile for FlexFile {
         FlexFile::memory_bytes(self)
     }
 
+    /// Garbage collection ahead of writes, and the tree commit that a log commit inside a
+    /// mutation left due (run here, with readers unblocked, rather than under the state lock).
     /// No free segment to relocate into is not an error here: GC ahead of need is optional, and
     /// a write that truly lacks space reports it itself. Any other error is.
     fn maintain(&self) -> Result<()> {
         match self.collect_garbage_ahead() {
-            Err(e) if !e.is_no_space() => Err(e),
-            _ => Ok(()),
+            Err(e) if !e.is_no_space() => return Err(e),
+            _ => {}
         }
+        if self.state.read().checkpoint_due {
+            self.sync_unblocking()?;
+        }
+        Ok(())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -395,6 +405,13 @@ impl TableFile for FlexFile {
             ("flexfile.tree_commit_micros", s.tree_commit_micros),
         ]
     }
+}
+
+/// Counts one hold of the state write lock that began at `locked`.
+pub(crate) fn record_write_hold(stats: &mut FlexFileStats, locked: std::time::Instant) {
+    let micros = locked.elapsed().as_micros() as u64;
+    stats.write_locked_micros += micros;
+    stats.write_locked_max_micros = stats.write_locked_max_micros.max(micros);
 }
 
 pub(crate) fn no_space_error(what: String) -> Error {

@@ -2,6 +2,8 @@
 
 mod api;
 mod commit;
+#[cfg(test)]
+mod commit_tests;
 mod file;
 mod format;
 mod gc;

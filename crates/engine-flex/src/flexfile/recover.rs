@@ -110,6 +110,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
         log_end: log_end.max(LOG_HEADER_BYTES as u64),
         log_seq,
         tree_version: header.version,
+        checkpoint_due: log_end > opts.log_max_bytes,
         free_pages,
         page_count: header.page_count,
         poisoned: None,

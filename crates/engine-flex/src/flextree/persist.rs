@@ -1,4 +1,4 @@
-//! Copy-on-write persistence of a FlexTree (paper §4.2): a commit writes only the nodes changed
+//! Copy-on-write persistence of a FlexTree (paper §4.2): a commit encodes only the nodes changed
 //! since the previous commit, bottom-up, to pages the previous version does not use; loading
 //! walks the tree from the root and checks every structural invariant (bad disk contents become
 //! `Error::Corruption`, never a panic).
@@ -10,30 +10,42 @@ use super::node::{ChildRef, FlexTreeConfig, Node, NodeBody, NodeId, HOLE_ADDR, M
 use super::page::{self, PageNode, HEADER_PAGES, PAGE_BYTES};
 use super::tree::{FlexTree, MAX_LOGICAL_BYTES};
 
+/// The page images of one tree version, children before parents.
+#[derive(Debug)]
+pub(crate) struct DirtyPages {
+    /// Page of the root node; 0 for an empty tree.
+    pub root_page: u64,
+    /// `(page number, PAGE_BYTES bytes)` per node changed since the previous version.
+    pub pages: Vec<(u64, Vec<u8>)>,
+}
+
 /// Deepest tree accepted on load (a 2^48-byte file needs far fewer levels).
 const MAX_DEPTH: usize = 40;
 
 impl FlexTree {
-    /// Writes every node changed since the last commit (children before parents) to pages from
-    /// `alloc_page`; returns the root page, 0 for an empty tree.
-    pub(crate) fn write_dirty(
+    /// Encodes every node changed since the last commit (children before parents) into the
+    /// image of a page from `alloc_page`, and marks the node clean on that page: from here on the
+    /// node belongs to `version`, so changing it again frees that page at the commit after this
+    /// one (see `take_freed_pages`). The images must reach the tree file before a header names
+    /// `version`. Returns the root page (0 for an empty tree) and the images.
+    pub(crate) fn encode_dirty(
         &mut self,
         version: u64,
         alloc_page: &mut dyn FnMut() -> u64,
-        write_page: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-    ) -> Result<u64> {
-        if self.len == 0 {
-            return Ok(0);
+    ) -> Result<DirtyPages> {
+        let mut dirty = DirtyPages { root_page: 0, pages: Vec::new() };
+        if self.len != 0 {
+            dirty.root_page = self.encode_rec(self.root, version, alloc_page, &mut dirty.pages)?;
         }
-        self.write_rec(self.root, version, alloc_page, write_page)
+        Ok(dirty)
     }
 
-    fn write_rec(
+    fn encode_rec(
         &mut self,
         id: NodeId,
         version: u64,
         alloc_page: &mut dyn FnMut() -> u64,
-        write_page: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+        pages: &mut Vec<(u64, Vec<u8>)>,
     ) -> Result<u64> {
         let node = self.nodes.get(id as usize).ok_or_else(|| Error::invalid("flextree: bad node id"))?;
         if let Some(page) = node.page {
@@ -45,7 +57,7 @@ impl FlexTree {
                 let (children, pivots) = (children.clone(), pivots.clone());
                 let mut encoded = Vec::with_capacity(children.len());
                 for (i, child) in children.iter().enumerate() {
-                    let child_page = self.write_rec(child.id, version, alloc_page, write_page)?;
+                    let child_page = self.encode_rec(child.id, version, alloc_page, pages)?;
                     let pivot = if i == 0 { 0 } else { pivots.get(i - 1).copied().unwrap_or(0) };
                     encoded.push((child_page, child.shift, pivot));
                 }
@@ -53,15 +65,16 @@ impl FlexTree {
             }
         };
         let page_no = alloc_page();
-        write_page(page_no, &bytes)?;
+        pages.push((page_no, bytes));
         if let Some(node) = self.nodes.get_mut(id as usize) {
             node.page = Some(page_no);
         }
         Ok(page_no)
     }
 
-    /// Pages of the previous version that the last commit replaced; free once the new header is
-    /// durable.
+    /// Pages of the last committed version that the tree stopped using since (changed or freed
+    /// nodes). Take them when encoding the next version: they are free once its header is
+    /// durable, not before (until then a crash recovers the version that uses them).
     pub(crate) fn take_freed_pages(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.freed_pages)
     }

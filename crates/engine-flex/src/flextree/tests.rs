@@ -288,15 +288,13 @@ fn commit(tree: &mut FlexTree, store: &mut Pages, version: u64) -> u64 {
             *next + 1
         })
     };
-    let root = tree
-        .write_dirty(version, &mut alloc, &mut |p, bytes: &[u8]| {
-            assert_eq!(bytes.len(), PAGE_BYTES);
-            pages.insert(p, bytes.to_vec());
-            Ok(())
-        })
-        .unwrap();
+    let dirty = tree.encode_dirty(version, &mut alloc).unwrap();
+    for (p, bytes) in dirty.pages {
+        assert_eq!(bytes.len(), PAGE_BYTES);
+        pages.insert(p, bytes);
+    }
     store.free.extend(tree.take_freed_pages());
-    root
+    dirty.root_page
 }
 
 fn load(store: &Pages, root: u64, len: u64, cfg: FlexTreeConfig) -> strata_core::Result<FlexTree> {
