@@ -142,7 +142,7 @@ impl FlexEngine {
     ) -> Result<FlexEngine> {
         let started = Instant::now();
         let budget = config.memory_budget_bytes;
-        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 8).clamp(64 << 10, 256 << 20));
+        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20));
         let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };
         // Sized again below, once the sparse index exists.
         let cache_bytes = memory.cache_bytes(2 * memtable_bytes, 0);

@@ -39,7 +39,7 @@ impl TableFileKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlexOptions {
     pub table_file: TableFileKind,
-    /// MemTable size that triggers a commit; `None`: an eighth of the memory budget (64 KiB–256
+    /// MemTable size that triggers a commit; `None`: a sixth of the memory budget (64 KiB–256
     /// MiB). At most two MemTables exist (the active one and the one being committed).
     pub memtable_bytes: Option<u64>,
     /// Interval-cache size; `None`: what the memory budget leaves after two MemTables, the sparse
