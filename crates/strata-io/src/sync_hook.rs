@@ -12,16 +12,24 @@ use crate::{OpenOptions, Storage, StorageFile, StorageLock};
 /// syncing.
 pub type SyncHook = Arc<dyn Fn(&str) -> Result<()> + Send + Sync>;
 
-/// Forwards everything to `inner`, except that every file sync first runs the hook.
+/// Forwards everything to `inner`, except that every file sync runs the hook: before the sync
+/// (`new`; an `Err` is returned instead of syncing) or after a successful one (`after`; an `Err`
+/// is returned although the sync took effect, and a delay there models a sync that returns late).
 #[derive(Clone)]
 pub struct SyncHookStorage {
     inner: Arc<dyn Storage>,
     hook: SyncHook,
+    after: bool,
 }
 
 impl SyncHookStorage {
     pub fn new(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
-        SyncHookStorage { inner, hook }
+        SyncHookStorage { inner, hook, after: false }
+    }
+
+    /// The hook runs after each successful file sync instead of before it.
+    pub fn after(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
+        SyncHookStorage { inner, hook, after: true }
     }
 }
 
@@ -33,7 +41,8 @@ impl fmt::Debug for SyncHookStorage {
 
 impl Storage for SyncHookStorage {
     fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(SyncHookFile { inner: self.inner.open(name, opts)?, hook: self.hook.clone() }))
+        let inner = self.inner.open(name, opts)?;
+        Ok(Arc::new(SyncHookFile { inner, hook: self.hook.clone(), after: self.after }))
     }
     fn exists(&self, name: &str) -> Result<bool> {
         self.inner.exists(name)
@@ -64,6 +73,7 @@ impl Storage for SyncHookStorage {
 struct SyncHookFile {
     inner: Arc<dyn StorageFile>,
     hook: SyncHook,
+    after: bool,
 }
 
 impl fmt::Debug for SyncHookFile {
@@ -83,6 +93,10 @@ impl StorageFile for SyncHookFile {
         self.inner.write_at(offset, data)
     }
     fn sync(&self) -> Result<()> {
+        if self.after {
+            self.inner.sync()?;
+            return (self.hook)(self.inner.name());
+        }
         (self.hook)(self.inner.name())?;
         self.inner.sync()
     }
@@ -122,5 +136,22 @@ mod tests {
         assert!(err.to_string().contains("refusing to sync f"), "{err}");
         storage.sync_dir().unwrap();
         assert_eq!(syncs.load(Ordering::SeqCst), 2, "directory syncs do not run the hook");
+    }
+
+    #[test]
+    fn an_after_hook_runs_only_once_the_sync_took_effect() {
+        let inner = crate::SimStorage::new(7);
+        let seen_durable = Arc::new(AtomicU64::new(0));
+        let (sim, seen) = (inner.clone(), seen_durable.clone());
+        let hook: SyncHook = Arc::new(move |name| {
+            seen.store(sim.durable_contents(name).map_or(0, |c| c.len() as u64), Ordering::SeqCst);
+            Ok(())
+        });
+        let storage = SyncHookStorage::after(Arc::new(inner), hook);
+        let file = storage.open("f", OpenOptions::create()).unwrap();
+        storage.sync_dir().unwrap(); // the name is durable; the data not yet
+        file.write_at(0, b"abcd").unwrap();
+        file.sync().unwrap();
+        assert_eq!(seen_durable.load(Ordering::SeqCst), 4, "the hook saw the synced bytes");
     }
 }

@@ -15,10 +15,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Durability, Error, Result};
-use strata_io::{
-    CrashMode, IoStats, MemStorage, OpenOptions, SimStorage, Storage, StorageFile, StorageLock, SyncHook,
-    SyncHookStorage,
-};
+use strata_io::{CrashMode, MemStorage, SimStorage, Storage, SyncHook, SyncHookStorage};
 use strata_wal::{Lsn, Wal};
 
 const FIRST_SEGMENT: &str = "wal-0000000000000001.log";
@@ -227,79 +224,16 @@ fn truncation_and_a_rollover_during_an_fsync_keep_the_synced_segment() {
     assert_eq!(lsns, (1..=big_lsn).collect::<Vec<_>>());
 }
 
-/// Forwards to `inner`, but each file sync returns only `delay` after it took effect, so records
-/// written meanwhile are on the storage, not durable, and a log that reported them durable
-/// anyway loses them at the next crash.
-#[derive(Debug)]
-struct LateSyncReturn {
-    inner: Arc<dyn Storage>,
-    delay: Duration,
-    file_syncs: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct LateSyncFile {
-    inner: Arc<dyn StorageFile>,
-    delay: Duration,
-    file_syncs: Arc<AtomicU64>,
-}
-
-impl Storage for LateSyncReturn {
-    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
-        let inner = self.inner.open(name, opts)?;
-        Ok(Arc::new(LateSyncFile { inner, delay: self.delay, file_syncs: self.file_syncs.clone() }))
-    }
-    fn exists(&self, name: &str) -> Result<bool> {
-        self.inner.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
-        self.inner.lock(name)
-    }
-    fn io_stats(&self) -> IoStats {
-        self.inner.io_stats()
-    }
-    fn location(&self) -> String {
-        format!("late-sync:{}", self.inner.location())
-    }
-}
-
-impl StorageFile for LateSyncFile {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()?;
-        self.file_syncs.fetch_add(1, Ordering::Relaxed);
-        thread::sleep(self.delay);
+/// A storage whose file syncs each return `delay` after they took effect (counted in
+/// `file_syncs`), so records written meanwhile are on the storage, not durable, and a log that
+/// reported them durable anyway loses them at the next crash.
+fn late_sync_return(inner: Arc<dyn Storage>, delay: Duration, file_syncs: Arc<AtomicU64>) -> SyncHookStorage {
+    let hook: SyncHook = Arc::new(move |_| {
+        file_syncs.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(delay);
         Ok(())
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
-    }
+    });
+    SyncHookStorage::after(inner, hook)
 }
 
 /// Asserts that record `lsn` would survive a power loss now: some segment's durable bytes hold
@@ -323,11 +257,8 @@ fn many_threads_mixing_commits_syncs_and_rollovers_lose_no_acknowledged_record()
     const OPS_PER_THREAD: u64 = 250;
     let sim = SimStorage::new(13);
     let file_syncs = Arc::new(AtomicU64::new(0));
-    let storage: Arc<dyn Storage> = Arc::new(LateSyncReturn {
-        inner: Arc::new(sim.clone()),
-        delay: Duration::from_micros(100),
-        file_syncs: file_syncs.clone(),
-    });
+    let storage: Arc<dyn Storage> =
+        Arc::new(late_sync_return(Arc::new(sim.clone()), Duration::from_micros(100), file_syncs.clone()));
     let opts = strata_wal::WalOptions { recycle_segments: 2, ..small_opts(512) };
     let (wal, _, _) = open(&storage, &opts, 1).unwrap();
     let wal = Arc::new(wal);
