@@ -83,6 +83,9 @@ pub(crate) struct Inner {
     committer: Mutex<Option<JoinHandle<()>>>,
     memtable_bytes: u64,
     memory: MemoryBudget,
+    /// MemTable memory the interval cache's size leaves room for (see `MemoryBudget`): raised by
+    /// a step when the MemTables outgrow it, lowered after each commit.
+    mem_reserved_bytes: AtomicU64,
     /// Progress of the running commit, in MemTable entries (`commit_total` = 0: none runs);
     /// read by write pacing.
     commit_done: AtomicU64,
@@ -95,9 +98,11 @@ pub(crate) struct Inner {
     counters: Counters,
 }
 
-/// How the memory budget is shared (see [`FlexOptions::cache_bytes`]): two MemTables at most, the
-/// sparse index and the table file's structures take what they need, the interval cache gets
-/// the rest, re-evaluated after every commit.
+/// How the memory budget is shared (see [`FlexOptions::cache_bytes`]): the sparse index and the
+/// table file's structures take what they need, the MemTables what they hold now plus a step
+/// (`mem_reserve_step`; two full MemTables at most), the interval cache the rest. Invariant
+/// (up to one batch): MemTable memory <= `Inner::mem_reserved_bytes`, so the parts fit the
+/// budget at every moment, yet a read-mostly workload's cache gets the MemTables' unused share.
 struct MemoryBudget {
     budget_bytes: u64,
     /// `FlexOptions::cache_bytes`: a fixed cache size instead of the rest.
@@ -206,6 +211,7 @@ impl FlexEngine {
             aborting: AtomicBool::new(false),
             committer: Mutex::new(None),
             memtable_bytes,
+            mem_reserved_bytes: AtomicU64::new(2 * memtable_bytes),
             memory,
             commit_done: AtomicU64::new(0),
             commit_total: AtomicU64::new(0),
@@ -218,7 +224,8 @@ impl FlexEngine {
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
-        inner.resize_cache();
+        let mem_in_use = Inner::mem_in_use_bytes(&inner.mem.read());
+        inner.resize_cache(mem_in_use);
         let inner = Arc::new(inner);
         *inner.committer.lock() = Some(committer::spawn(inner.clone())?);
         Ok(FlexEngine { inner })
@@ -253,13 +260,30 @@ impl Inner {
         e
     }
 
-    /// Gives the interval cache what the budget leaves (two MemTables, the sparse index and the
-    /// table file's structures come first).
-    fn resize_cache(&self) {
+    /// The MemTables' memory grows by this much between two re-sizings of the interval cache.
+    fn mem_reserve_step(&self) -> u64 {
+        (self.memtable_bytes / 4).max(1)
+    }
+
+    /// Gives the interval cache what the budget leaves once the MemTables have room for what they
+    /// hold (`mem_in_use_bytes`) plus a step; the sparse index and the table file's structures
+    /// come first.
+    fn resize_cache(&self, mem_in_use_bytes: u64) {
+        let reserved = (mem_in_use_bytes + self.mem_reserve_step()).min(2 * self.memtable_bytes);
         let table = self.table.read();
-        let cache_bytes =
-            self.memory.cache_bytes(2 * self.memtable_bytes, table.memory_bytes_outside_cache());
-        table.set_cache_capacity(cache_bytes);
+        self.mem_reserved_bytes.store(reserved, SeqCst);
+        table.set_cache_capacity(self.memory.cache_bytes(reserved, table.memory_bytes_outside_cache()));
+    }
+
+    /// After a write: shrinks the interval cache when the MemTables outgrew their reservation.
+    fn reserve_mem(&self, mem_in_use_bytes: u64) {
+        if mem_in_use_bytes > self.mem_reserved_bytes.load(Relaxed) {
+            self.resize_cache(mem_in_use_bytes);
+        }
+    }
+
+    fn mem_in_use_bytes(mem: &MemState) -> u64 {
+        mem.active.memory_bytes() + mem.imm.as_ref().map_or(0, |imm| imm.memory_bytes())
     }
 
     pub(crate) fn note_read(&self, bytes: u64) {
@@ -271,18 +295,28 @@ impl Inner {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
-        let (lsn, room) = {
+        let (lsn, room, mem_in_use) = {
             let mut mem = self.mem.write();
             let lsn = self.wal.append(&payload)?;
             for op in batch.into_ops() {
                 mem.active.apply(op);
             }
-            (lsn, self.freeze_if_full(&mut mem))
+            (lsn, self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem))
         };
-        self.after_append(lsn, user_bytes, durability, room)
+        self.after_append(lsn, user_bytes, durability, room, mem_in_use)
     }
 
-    fn after_append(&self, lsn: u64, user_bytes: u64, durability: Durability, room: Room) -> Result<()> {
+    /// Write path steps 4–5, with no lock held; `mem_in_use` is the MemTables' memory right after
+    /// the write.
+    fn after_append(
+        &self,
+        lsn: u64,
+        user_bytes: u64,
+        durability: Durability,
+        room: Room,
+        mem_in_use: u64,
+    ) -> Result<()> {
+        self.reserve_mem(mem_in_use);
         self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
         self.wal.commit(lsn, durability)?;
         match room {
@@ -423,14 +457,15 @@ impl Inner {
         let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
         meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
         self.check_aborting()?;
-        {
+        let mem_in_use = {
             let mut mem = self.mem.write();
             mem.imm = None;
             self.imm_drops.fetch_add(1, SeqCst);
-        }
+            Self::mem_in_use_bytes(&mem)
+        };
         self.signals.notify_drained();
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
-        self.resize_cache();
+        self.resize_cache(mem_in_use);
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.committed_entries.fetch_add(imm.len() as u64, Relaxed);
         self.counters.last_commit_micros.store(started.elapsed().as_micros() as u64, Relaxed);
@@ -545,7 +580,7 @@ impl Engine for FlexEngine {
         if !in_mem {
             inner.table.read().warm(key)?;
         }
-        let (lsn, user_bytes, room, stored) = {
+        let (lsn, user_bytes, room, stored, mem_in_use) = {
             let mut mem = inner.mem.write();
             let current = match mem.active.get(key).or_else(|| mem.imm.as_ref().and_then(|m| m.get(key))) {
                 Some(v) => v.cloned(),
@@ -558,9 +593,9 @@ impl Engine for FlexEngine {
             for op in batch.into_ops() {
                 mem.active.apply(op);
             }
-            (lsn, user_bytes, inner.freeze_if_full(&mut mem), new)
+            (lsn, user_bytes, inner.freeze_if_full(&mut mem), new, Inner::mem_in_use_bytes(&mem))
         };
-        inner.after_append(lsn, user_bytes, durability, room)?;
+        inner.after_append(lsn, user_bytes, durability, room, mem_in_use)?;
         Ok(stored)
     }
 
@@ -621,6 +656,7 @@ impl Engine for FlexEngine {
                 ("memory.budget_bytes", inner.memory.budget_bytes),
                 ("memory.memtables_bytes", mem_bytes),
                 ("memory.memtable_limit_bytes", inner.memtable_bytes),
+                ("memory.memtables_reserved_bytes", inner.mem_reserved_bytes.load(Relaxed)),
                 ("memory.cache_bytes", cache_bytes),
                 ("memory.cache_capacity_bytes", cache_capacity),
                 ("memory.sparse_index_bytes", index_bytes),

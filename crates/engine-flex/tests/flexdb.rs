@@ -265,3 +265,48 @@ fn memory_stays_within_the_budget_as_the_sparse_index_grows() {
     assert!(counter("flexfile.log_commits") > 0 && counter("flexfile.write_locked_micros") > 0);
     assert!(counter("flexfile.write_locked_max_micros") <= counter("flexfile.write_locked_micros"));
 }
+
+/// The MemTables reserve budget only for what they hold (plus a step): a read-mostly store's
+/// interval cache gets the rest, writes take it back step by step, a commit returns it, and the
+/// parts stay within the budget throughout.
+#[test]
+fn the_interval_cache_lends_the_memtables_unused_share_and_writes_take_it_back() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let budget_bytes: u64 = 4 << 20;
+    let config = EngineConfig { memory_budget_bytes: budget_bytes, ..EngineConfig::default() };
+    let options = FlexOptions { memtable_bytes: None, cache_bytes: None, ..small_options() };
+    let engine = FlexEngine::open_with(storage, &config, options).unwrap();
+    let counter = |name: &str| engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"));
+    let limit = counter("memory.memtable_limit_bytes");
+    let step = limit / 4;
+    let within_budget = |when: &str| {
+        let stats = engine.stats();
+        let (in_use, reserved) =
+            (counter("memory.memtables_bytes"), counter("memory.memtables_reserved_bytes"));
+        assert!(in_use <= reserved, "{when}: MemTables {in_use} > reserved {reserved}");
+        assert!(stats.memory_bytes <= budget_bytes, "{when}: {:?}", stats.engine_counters);
+    };
+    let value = vec![3u8; 100];
+    let mut i = 0u64;
+    let mut write_until = |target_bytes: u64| {
+        while counter("memory.memtables_bytes") < target_bytes {
+            engine.put(&key(i), &value, Durability::None).unwrap();
+            i += 1;
+        }
+    };
+    write_until(limit / 2);
+    engine.commit().unwrap();
+    within_budget("after a commit");
+    let idle_capacity = counter("memory.cache_capacity_bytes");
+    assert_eq!(counter("memory.memtables_reserved_bytes"), counter("memory.memtables_bytes") + step);
+    assert!(idle_capacity > budget_bytes - 2 * limit, "the unused MemTable share goes to the cache");
+
+    write_until(limit / 2 + step / 2);
+    within_budget("MemTable half full");
+    let busy_capacity = counter("memory.cache_capacity_bytes");
+    assert!(busy_capacity + limit / 2 - step <= idle_capacity, "{busy_capacity} vs {idle_capacity}");
+
+    engine.commit().unwrap();
+    within_budget("after the second commit");
+    assert!(counter("memory.cache_capacity_bytes") > busy_capacity, "a commit gives the memory back");
+}
