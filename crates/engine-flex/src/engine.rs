@@ -86,6 +86,8 @@ pub(crate) struct Inner {
     /// MemTable memory the interval cache's size leaves room for (see `MemoryBudget`): raised by
     /// a step when the MemTables outgrow it, lowered after each commit.
     mem_reserved_bytes: AtomicU64,
+    /// Held while the reservation and the cache's capacity are set together (`resize_cache`).
+    cache_resize: Mutex<()>,
     /// Progress of the running commit, in MemTable entries (`commit_total` = 0: none runs);
     /// read by write pacing.
     commit_done: AtomicU64,
@@ -212,6 +214,7 @@ impl FlexEngine {
             committer: Mutex::new(None),
             memtable_bytes,
             mem_reserved_bytes: AtomicU64::new(2 * memtable_bytes),
+            cache_resize: Mutex::new(()),
             memory,
             commit_done: AtomicU64::new(0),
             commit_total: AtomicU64::new(0),
@@ -224,8 +227,7 @@ impl FlexEngine {
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
-        let mem_in_use = Inner::mem_in_use_bytes(&inner.mem.read());
-        inner.resize_cache(mem_in_use);
+        inner.resize_cache();
         let inner = Arc::new(inner);
         *inner.committer.lock() = Some(committer::spawn(inner.clone())?);
         Ok(FlexEngine { inner })
@@ -266,10 +268,15 @@ impl Inner {
     }
 
     /// Gives the interval cache what the budget leaves once the MemTables have room for what they
-    /// hold (`mem_in_use_bytes`) plus a step; the sparse index and the table file's structures
-    /// come first.
-    fn resize_cache(&self, mem_in_use_bytes: u64) {
-        let reserved = (mem_in_use_bytes + self.mem_reserve_step()).min(2 * self.memtable_bytes);
+    /// hold now plus a step; the sparse index and the table file's structures come first.
+    /// Serialised by `cache_resize`, and the MemTables are measured inside it: two resizes that
+    /// interleaved could otherwise leave a high reservation next to a cache sized for a low one,
+    /// and a commit's measurement taken before writers resumed would be stale (review finding,
+    /// session 4).
+    fn resize_cache(&self) {
+        let _resizing = self.cache_resize.lock();
+        let mem_in_use = Self::mem_in_use_bytes(&self.mem.read());
+        let reserved = (mem_in_use + self.mem_reserve_step()).min(2 * self.memtable_bytes);
         let table = self.table.read();
         self.mem_reserved_bytes.store(reserved, SeqCst);
         table.set_cache_capacity(self.memory.cache_bytes(reserved, table.memory_bytes_outside_cache()));
@@ -277,8 +284,8 @@ impl Inner {
 
     /// After a write: shrinks the interval cache when the MemTables outgrew their reservation.
     fn reserve_mem(&self, mem_in_use_bytes: u64) {
-        if mem_in_use_bytes > self.mem_reserved_bytes.load(Relaxed) {
-            self.resize_cache(mem_in_use_bytes);
+        if mem_in_use_bytes > self.mem_reserved_bytes.load(SeqCst) {
+            self.resize_cache();
         }
     }
 
@@ -457,15 +464,14 @@ impl Inner {
         let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
         meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
         self.check_aborting()?;
-        let mem_in_use = {
+        {
             let mut mem = self.mem.write();
             mem.imm = None;
             self.imm_drops.fetch_add(1, SeqCst);
-            Self::mem_in_use_bytes(&mem)
-        };
+        }
         self.signals.notify_drained();
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
-        self.resize_cache(mem_in_use);
+        self.resize_cache();
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.committed_entries.fetch_add(imm.len() as u64, Relaxed);
         self.counters.last_commit_micros.store(started.elapsed().as_micros() as u64, Relaxed);

@@ -65,8 +65,15 @@ impl Table {
             while candidates.first().is_some_and(|d| d.is_empty() || d.key(d.len() - 1) < first) {
                 candidates = candidates.get(1..).unwrap_or_default();
             }
+            // A candidate serves one group only: once applied, the interval differs from it even
+            // where `still_matches` cannot tell (same size and count), e.g. for the next part of
+            // a group cut by bytes (review finding, session 4).
             let data = match candidates.first() {
-                Some(d) if self.still_matches(&cur, d, upper) => d.clone(),
+                Some(d) if self.still_matches(&cur, d, upper) => {
+                    let d = d.clone();
+                    candidates = candidates.get(1..).unwrap_or_default();
+                    d
+                }
                 _ => self.load_with(&cur, false)?,
             };
             let (group, tail) = rest.split_at(in_interval);
