@@ -577,20 +577,29 @@ impl Engine for FlexEngine {
     ) -> Result<Option<Value>> {
         let inner = &self.inner;
         inner.check_usable()?;
-        // Load the key's interval into the cache first, so the lookup under the `mem` write lock
-        // (which blocks every writer) is a cache hit rather than a file read.
-        let in_mem = {
-            let mem = inner.mem.read();
-            mem.active.get(key).is_some() || mem.imm.as_ref().is_some_and(|m| m.get(key).is_some())
-        };
-        if !in_mem {
-            inner.table.read().warm(key)?;
-        }
-        let (lsn, user_bytes, room, stored, mem_in_use) = {
+        // The table is read before taking the `mem` write lock, never under it: waiting there for
+        // the table's read lock (held for writing by a commit step) would stall every reader and
+        // writer behind `mem`. The value read stays current unless a commit finished in between
+        // (the same argument as a scan window's, src/flexdb/iter.rs): a commit changes only keys
+        // of the immutable MemTable, which `mem` shows until the commit drops it and bumps
+        // `imm_drops` under the `mem` write lock; if that counter moved, read again.
+        let (lsn, user_bytes, room, stored, mem_in_use) = loop {
+            let drops_seen = inner.imm_drops.load(SeqCst);
+            let in_mem = {
+                let mem = inner.mem.read();
+                mem.active.get(key).is_some() || mem.imm.as_ref().is_some_and(|m| m.get(key).is_some())
+            };
+            let table_value = if in_mem { None } else { Some(inner.table.read().get(key)?) };
+            #[cfg(test)]
+            rmw_tests::after_table_read();
             let mut mem = inner.mem.write();
-            let current = match mem.active.get(key).or_else(|| mem.imm.as_ref().and_then(|m| m.get(key))) {
-                Some(v) => v.cloned(),
-                None => inner.table.read().get(key)?,
+            let current = match (
+                mem.active.get(key).or_else(|| mem.imm.as_ref().and_then(|m| m.get(key))),
+                table_value,
+            ) {
+                (Some(v), _) => v.cloned(),
+                (None, Some(v)) if inner.imm_drops.load(SeqCst) == drops_seen => v,
+                (None, _) => continue, // a commit moved the key into the table meanwhile
             };
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
@@ -599,7 +608,7 @@ impl Engine for FlexEngine {
             for op in batch.into_ops() {
                 mem.active.apply(op);
             }
-            (lsn, user_bytes, inner.freeze_if_full(&mut mem), new, Inner::mem_in_use_bytes(&mem))
+            break (lsn, user_bytes, inner.freeze_if_full(&mut mem), new, Inner::mem_in_use_bytes(&mem));
         };
         inner.after_append(lsn, user_bytes, durability, room, mem_in_use)?;
         Ok(stored)
@@ -706,6 +715,9 @@ impl Drop for FlexEngine {
         let _ = self.inner.shutdown(false);
     }
 }
+
+#[cfg(test)]
+mod rmw_tests;
 
 #[cfg(test)]
 mod pace_tests {

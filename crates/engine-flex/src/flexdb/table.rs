@@ -316,11 +316,6 @@ impl Table {
         Ok(out)
     }
 
-    /// Loads `key`'s interval into the cache (if it is not there) without looking the key up.
-    pub fn warm(&self, key: &[u8]) -> Result<()> {
-        self.load(&self.index.seek(key)).map(|_| ())
-    }
-
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         let cur = self.index.seek(key);
         let data = self.load(&cur)?;
