@@ -261,7 +261,7 @@ impl Wal {
     /// Runs a write round in the `writing` role, which the caller saw free.
     fn run_write_round(&self, state: &mut MutexGuard<'_, CommitState>) -> Result<()> {
         state.writing = true;
-        let written = MutexGuard::unlocked(state, || self.write_round());
+        let written = MutexGuard::unlocked(state, || self.contain_panic("write", || self.write_round()));
         state.writing = false;
         written
     }
@@ -293,7 +293,7 @@ impl Wal {
             }
             self.commit_done.wait(state);
         }
-        MutexGuard::unlocked(state, || self.sync_round())
+        MutexGuard::unlocked(state, || self.contain_panic("sync", || self.sync_round()))
     }
 
     /// Makes every record appended so far durable and returns the last lsn appended before the
@@ -496,6 +496,20 @@ impl Wal {
         if covered > 1 {
             bump(&self.counters.group_commits, 1);
         }
+    }
+
+    /// Runs a round; a panic inside it (a storage implementation's bug) poisons the log and
+    /// becomes this caller's error, so the round's role is released and the callers waiting for
+    /// it are told, instead of waiting forever for a round that never ends.
+    fn contain_panic(&self, round: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            Err(self.poison(Error::Poisoned(format!("a panic in a WAL {round} round: {what}"))))
+        })
     }
 
     /// Records the first failure; returns it for the caller that hit it.

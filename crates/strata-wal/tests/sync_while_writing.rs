@@ -371,3 +371,36 @@ fn a_record_appended_before_a_marker_but_after_its_synced_lsn_gets_a_marker_late
         Ok(_) => panic!("a damaged acknowledged record was dropped as a torn tail"),
     }
 }
+
+/// Review finding (session 4): a panic inside a round (a storage implementation's bug) left the
+/// round's role taken, so every later commit of that kind waited forever. Now the panic poisons
+/// the log and becomes an error, and later commits fail instead of hanging.
+#[test]
+fn a_panic_in_a_sync_round_poisons_the_log_instead_of_hanging_later_commits() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let trigger = armed.clone();
+    let hook: SyncHook = Arc::new(move |name| {
+        if trigger.load(Ordering::SeqCst) {
+            panic!("simulated storage bug while syncing {name}");
+        }
+        Ok(())
+    });
+    let storage: Arc<dyn Storage> = Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), hook));
+    let (wal, _, _) = open(&storage, &small_opts(64 << 10), 1).unwrap();
+    let wal = Arc::new(wal);
+    let first = wal.append(b"before the bug").unwrap();
+    wal.commit(first, Durability::Sync).unwrap();
+    armed.store(true, Ordering::SeqCst);
+
+    let lsn = wal.append(b"synced by a panicking storage").unwrap();
+    let err = wal.commit(lsn, Durability::Sync).unwrap_err();
+    assert!(matches!(err, Error::Poisoned(_)) && err.to_string().contains("panic"), "{err}");
+    for durability in [Durability::Buffered, Durability::Sync] {
+        let wal = wal.clone();
+        let later = finishes_within("a commit after a panicking round", move || {
+            wal.append(b"after").and_then(|lsn| wal.commit(lsn, durability))
+        });
+        assert!(matches!(later, Err(Error::Poisoned(_))), "{durability:?}: {later:?}");
+    }
+    assert_eq!(wal.durable_lsn(), first, "nothing after the failed sync is reported durable");
+}
