@@ -48,13 +48,18 @@ impl BlockingSync {
         BlockingSync { storage: Arc::new(SyncHookStorage::new(inner, hook)), armed, entered, release }
     }
 
-    fn arm(&self) {
+    /// Arms the next file sync and runs `f` on `wal` in another thread; returns that thread once
+    /// it is parked in the armed sync (waiting at most `BOUNDED_WAIT`), with the synced file's name.
+    fn park_in_fsync<T: Send + 'static>(
+        &self,
+        wal: &Arc<Wal>,
+        f: impl FnOnce(&Wal) -> T + Send + 'static,
+    ) -> (thread::JoinHandle<T>, String) {
         self.armed.store(true, Ordering::SeqCst);
-    }
-
-    /// Waits (at most `BOUNDED_WAIT`) until the armed sync has begun; returns its file name.
-    fn wait_entered(&self) -> String {
-        self.entered.recv_timeout(BOUNDED_WAIT).expect("the armed fdatasync never began")
+        let wal = wal.clone();
+        let parked = thread::spawn(move || f(&wal));
+        let file = self.entered.recv_timeout(BOUNDED_WAIT).expect("the armed fdatasync never began");
+        (parked, file)
     }
 }
 
@@ -96,12 +101,8 @@ fn a_buffered_commit_completes_while_another_thread_waits_in_fsync() {
     let wal = open_with_a_segment(&blocking);
     let before = wal.append(b"before the flush").unwrap();
     wal.commit(before, Durability::Buffered).unwrap();
-    blocking.arm();
-    let flusher = {
-        let wal = wal.clone();
-        thread::spawn(move || wal.sync())
-    };
-    assert_eq!(blocking.wait_entered(), FIRST_SEGMENT);
+    let (flusher, syncing) = blocking.park_in_fsync(&wal, |wal| wal.sync());
+    assert_eq!(syncing, FIRST_SEGMENT);
 
     let during = append_buffered(&wal, b"during the flush's fdatasync");
     assert!(lsns_in_first_segment(blocking.storage.as_ref()).contains(&during), "not written");
@@ -119,12 +120,7 @@ fn a_record_written_during_an_fsync_is_not_reported_durable_by_it() {
     let wal = open_with_a_segment(&blocking);
     // Not written yet: the Sync commit runs a write round first, then the fdatasync.
     let synced = wal.append(b"made durable by the blocked fdatasync").unwrap();
-    blocking.arm();
-    let committer = {
-        let wal = wal.clone();
-        thread::spawn(move || wal.commit(synced, Durability::Sync))
-    };
-    blocking.wait_entered();
+    let (committer, _) = blocking.park_in_fsync(&wal, move |wal| wal.commit(synced, Durability::Sync));
     assert!(lsns_in_first_segment(blocking.storage.as_ref()).contains(&synced));
 
     let during = append_buffered(&wal, b"written while it runs");
@@ -145,12 +141,7 @@ fn a_failed_fsync_during_buffered_writes_poisons_the_log_and_fails_its_waiters()
     let blocking = BlockingSync::new(Arc::new(sim.clone()));
     let wal = open_with_a_segment(&blocking);
     let failing = wal.append(b"its sync fails").unwrap();
-    blocking.arm();
-    let committer = {
-        let wal = wal.clone();
-        thread::spawn(move || wal.commit(failing, Durability::Sync))
-    };
-    blocking.wait_entered();
+    let (committer, _) = blocking.park_in_fsync(&wal, move |wal| wal.commit(failing, Durability::Sync));
 
     let during = append_buffered(&wal, b"written during the failing fdatasync");
     // Waits behind the running sync round, or (if it starts late) finds the log poisoned.
@@ -193,12 +184,7 @@ fn truncation_and_a_rollover_during_an_fsync_keep_the_synced_segment() {
         wal.commit(lsn, Durability::Sync).unwrap();
     }
     let synced = wal.append(&payload(4, 100)).unwrap();
-    blocking.arm();
-    let committer = {
-        let wal = wal.clone();
-        thread::spawn(move || wal.commit(synced, Durability::Sync))
-    };
-    let syncing = blocking.wait_entered();
+    let (committer, syncing) = blocking.park_in_fsync(&wal, move |wal| wal.commit(synced, Durability::Sync));
 
     let truncating = wal.clone();
     finishes_within("truncate_before", move || truncating.truncate_before(synced + 1)).unwrap();
@@ -342,12 +328,7 @@ fn a_record_appended_before_a_marker_but_after_its_synced_lsn_gets_a_marker_late
     let blocking = BlockingSync::new(Arc::new(sim.clone()));
     let wal = open_with_a_segment(&blocking);
     let before = wal.append(b"made durable by the sync").unwrap();
-    blocking.arm();
-    let flusher = {
-        let wal = wal.clone();
-        thread::spawn(move || wal.sync())
-    };
-    blocking.wait_entered();
+    let (flusher, _) = blocking.park_in_fsync(&wal, |wal| wal.sync());
     // Appended while the sync's own commit is in its fdatasync: after that commit's snapshot,
     // before the sync appends its marker (whose synced_lsn is then `before`).
     let squeezed = wal.append(&[7u8; 64]).unwrap();
