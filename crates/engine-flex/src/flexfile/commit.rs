@@ -130,22 +130,38 @@ impl FlexFile {
         self.checkpoint_unblocking(true)
     }
 
+    /// The three steps both commits share (module doc): `prepare` under the state lock (`None`:
+    /// nothing to do), `io` with only the writer lock held, `finish` under the state lock. A
+    /// failure in any step poisons the file.
+    fn in_three_steps<P>(
+        &self,
+        prepare: impl FnOnce(&mut State) -> Result<Option<P>>,
+        io: impl FnOnce(&P) -> Result<()>,
+        finish: impl FnOnce(&mut State, P),
+    ) -> Result<()> {
+        debug_assert!(self.writer.is_locked(), "commit without the writer lock");
+        let prepared = self.with_state_locked(|st| {
+            Self::check_usable(st)?;
+            let prepared = prepare(st);
+            Self::poison_on_error(st, prepared)
+        })?;
+        let Some(prepared) = prepared else { return Ok(()) };
+        let written = io(&prepared);
+        self.with_state_locked(|st| {
+            Self::poison_on_error(st, written)?;
+            finish(st, prepared);
+            Ok(())
+        })
+    }
+
     /// A log commit in three steps. Requires the writer lock and a state that is not in the
     /// middle of an operation.
     pub(crate) fn commit_log_unblocking(&self) -> Result<()> {
-        debug_assert!(self.writer.is_locked(), "log commit without the writer lock");
-        let prepared = self.with_state_locked(|st| {
-            Self::check_usable(st)?;
-            let prepared = self.prepare_commit(st);
-            Self::poison_on_error(st, prepared)
-        })?;
-        let Some(commit) = prepared else { return Ok(()) };
-        let written = self.write_commit(&commit);
-        self.with_state_locked(|st| {
-            Self::poison_on_error(st, written)?;
-            self.finish_commit(st, commit);
-            Ok(())
-        })
+        self.in_three_steps(
+            |st| self.prepare_commit(st),
+            |commit| self.write_commit(commit),
+            |st, commit| self.finish_commit(st, commit),
+        )
     }
 
     /// A tree commit in three steps, if one is due (`force`: if the log holds any block).
@@ -159,28 +175,24 @@ impl FlexFile {
     /// gives the page the snapshot assigned to it to `tree.freed_pages`, which the *next* tree
     /// commit frees once its own header is durable, and is encoded again by that commit.
     pub(crate) fn checkpoint_unblocking(&self, force: bool) -> Result<()> {
-        debug_assert!(self.writer.is_locked(), "tree commit without the writer lock");
         let started = Instant::now();
-        let prepared = self.with_state_locked(|st| {
-            Self::check_usable(st)?;
-            let due = st.checkpoint_due || (force && st.log_end > LOG_HEADER_BYTES as u64);
-            // The snapshot must hold exactly the logged operations: after the log commit that
-            // precedes this (with the writer lock held since), the buffer is empty.
-            debug_assert!(st.log_buf.is_empty(), "tree commit with unlogged operations");
-            if !due || !st.log_buf.is_empty() {
-                return Ok(None);
-            }
-            let prepared = self.prepare_checkpoint(st);
-            Self::poison_on_error(st, prepared).map(Some)
-        })?;
-        let Some(checkpoint) = prepared else { return Ok(()) };
-        let written = self.write_checkpoint(&checkpoint);
-        self.with_state_locked(|st| {
-            Self::poison_on_error(st, written)?;
-            self.finish_checkpoint(st, checkpoint);
-            st.stats.tree_commit_micros += started.elapsed().as_micros() as u64;
-            Ok(())
-        })
+        self.in_three_steps(
+            |st| {
+                let due = st.checkpoint_due || (force && st.log_end > LOG_HEADER_BYTES as u64);
+                // The snapshot must hold exactly the logged operations: after the log commit
+                // that precedes this (with the writer lock held since), the buffer is empty.
+                debug_assert!(st.log_buf.is_empty(), "tree commit with unlogged operations");
+                if !due || !st.log_buf.is_empty() {
+                    return Ok(None);
+                }
+                self.prepare_checkpoint(st).map(Some)
+            },
+            |checkpoint| self.write_checkpoint(checkpoint),
+            |st, checkpoint| {
+                self.finish_checkpoint(st, checkpoint);
+                st.stats.tree_commit_micros += started.elapsed().as_micros() as u64;
+            },
+        )
     }
 
     /// A whole tree commit with the state lock held (only when the log passed its hard limit
