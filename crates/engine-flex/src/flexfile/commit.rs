@@ -89,7 +89,7 @@ impl FlexFile {
     }
 
     /// Runs `f` with the state write-locked, counting the hold as readers' waiting time.
-    fn with_state_locked<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+    pub(super) fn with_state_locked<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut st = self.state.write();
         let locked = Instant::now();
         let out = f(&mut st);
@@ -114,20 +114,20 @@ impl FlexFile {
         Self::poison_on_error(st, result)
     }
 
-    /// `sync`: a log commit, then the tree commit if one is due. Readers are blocked only while
-    /// the buffers are handed over and the results published, not during writes and fsyncs.
-    pub(crate) fn sync_unblocking(&self) -> Result<()> {
-        let _w = self.writer.lock();
+    /// A log commit, then a tree commit if one is due (`force`: whenever the log holds anything,
+    /// as `close` wants, so the next open replays nothing). Readers are blocked only while the
+    /// buffers are handed over and the results published, not during writes and fsyncs.
+    /// Requires the writer lock (`sync_unblocking` takes it; `mutate` holds it).
+    pub(crate) fn commit_log_then_tree(&self, force: bool) -> Result<()> {
         self.commit_log_unblocking()?;
-        self.checkpoint_unblocking(false)
+        self.checkpoint_unblocking(force)
     }
 
-    /// `close`: like `sync`, but commits the tree whenever the log holds anything, so the next
-    /// open replays nothing.
-    pub(crate) fn sync_and_checkpoint(&self) -> Result<()> {
+    /// `sync` (`force` = false) and `close` (`force` = true): `commit_log_then_tree` under the
+    /// writer lock.
+    pub(crate) fn sync_unblocking(&self, force: bool) -> Result<()> {
         let _w = self.writer.lock();
-        self.commit_log_unblocking()?;
-        self.checkpoint_unblocking(true)
+        self.commit_log_then_tree(force)
     }
 
     /// The three steps both commits share (module doc): `prepare` under the state lock (`None`:
@@ -156,7 +156,7 @@ impl FlexFile {
 
     /// A log commit in three steps. Requires the writer lock and a state that is not in the
     /// middle of an operation.
-    pub(crate) fn commit_log_unblocking(&self) -> Result<()> {
+    fn commit_log_unblocking(&self) -> Result<()> {
         self.in_three_steps(
             |st| self.prepare_commit(st),
             |commit| self.write_commit(commit),
@@ -174,7 +174,7 @@ impl FlexFile {
     /// with the new version and places it right after the reset log header; a node it changed
     /// gives the page the snapshot assigned to it to `tree.freed_pages`, which the *next* tree
     /// commit frees once its own header is durable, and is encoded again by that commit.
-    pub(crate) fn checkpoint_unblocking(&self, force: bool) -> Result<()> {
+    fn checkpoint_unblocking(&self, force: bool) -> Result<()> {
         let started = Instant::now();
         self.in_three_steps(
             |st| {

@@ -145,7 +145,7 @@ impl FlexFile {
 
     /// Makes everything durable and commits the tree so the next open replays nothing.
     pub fn close(&self) -> Result<()> {
-        self.sync_and_checkpoint()
+        self.sync_unblocking(true)
     }
 
     pub(crate) fn data_name(&self) -> String {
@@ -170,24 +170,20 @@ impl FlexFile {
     /// other mutations and commits out.
     pub(crate) fn mutate<T>(&self, f: impl FnOnce(&Self, &mut State) -> Result<T>) -> Result<T> {
         let _w = self.writer.lock();
-        let (result, buffer_full) = {
-            let mut st = self.state.write();
-            let locked = std::time::Instant::now();
-            Self::check_usable(&st)?;
+        let (result, buffer_full) = self.with_state_locked(|st| {
+            Self::check_usable(st)?;
             st.op_started = false;
-            let result = f(self, &mut st);
+            let result = f(self, st);
             if let Err(err) = &result {
                 if st.op_started || !is_refusal(err) {
                     st.poisoned.get_or_insert_with(|| err.to_string());
                 }
             }
             let buffer_full = result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries;
-            record_write_hold(&mut st.stats, locked);
-            (result, buffer_full)
-        };
+            Ok((result, buffer_full))
+        })?;
         if buffer_full {
-            self.commit_log_unblocking()?;
-            self.checkpoint_unblocking(false)?;
+            self.commit_log_then_tree(false)?;
         }
         result
     }
@@ -366,7 +362,7 @@ impl TableFile for FlexFile {
     }
 
     fn sync(&self) -> Result<()> {
-        self.sync_unblocking()
+        self.sync_unblocking(false)
     }
 
     fn memory_bytes(&self) -> u64 {
@@ -383,7 +379,7 @@ impl TableFile for FlexFile {
             _ => {}
         }
         if self.state.read().checkpoint_due {
-            self.sync_unblocking()?;
+            self.sync_unblocking(false)?;
         }
         Ok(())
     }
