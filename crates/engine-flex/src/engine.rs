@@ -282,9 +282,12 @@ impl Inner {
         table.set_cache_capacity(self.memory.cache_bytes(reserved, table.memory_bytes_outside_cache()));
     }
 
-    /// After a write: shrinks the interval cache when the MemTables outgrew their reservation.
+    /// After a write: shrinks the interval cache when the MemTables outgrew their reservation
+    /// (never past two full MemTables: a frozen one over its limit by a batch does not make
+    /// every later write re-size the cache).
     fn reserve_mem(&self, mem_in_use_bytes: u64) {
-        if mem_in_use_bytes > self.mem_reserved_bytes.load(SeqCst) {
+        let reserved = self.mem_reserved_bytes.load(SeqCst);
+        if mem_in_use_bytes > reserved && reserved < 2 * self.memtable_bytes {
             self.resize_cache();
         }
     }

@@ -59,7 +59,7 @@ impl Table {
             // `MAX_INTERVAL_BYTES` (the split after each part cuts it down again).
             let upper = self.index.next_key(&cur);
             let in_interval = upper.map_or(rest.len(), |u| entries_below(rest, u));
-            let in_interval = in_interval.min(entries_within_bytes(rest, MAX_CONFIGURED_INTERVAL_BYTES));
+            let in_interval = entries_within_bytes(&rest[..in_interval], MAX_CONFIGURED_INTERVAL_BYTES);
             // Prefetched intervals wholly below this group belong to earlier groups (an empty
             // one is simply read again).
             while candidates.first().is_some_and(|d| d.is_empty() || d.key(d.len() - 1) < first) {
