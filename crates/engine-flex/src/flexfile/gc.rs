@@ -102,21 +102,25 @@ impl FlexFile {
                 });
                 extents
             };
+            // Counted once the victim's last listed extent moved with none skipped before it (a
+            // skipped one leaves the segment in use), in that extent's own lock hold.
+            let mut all_moved = true;
+            let last = extents.len().saturating_sub(1);
             for (i, e) in extents.into_iter().enumerate() {
                 self.mutate(|this, st| {
-                    if i == 0 {
-                        // Counted per victim taken, as `relocate_segments` does.
-                        st.stats.gc_segments_reclaimed += 1;
-                    }
                     let mut now = Vec::new();
                     st.tree.query(e.offset, e.len, &mut now);
                     if now.as_slice() != [e] {
-                        return Ok(()); // changed since it was listed
+                        all_moved = false; // changed since it was listed
+                        return Ok(());
                     }
                     let started = std::time::Instant::now();
-                    let moved = this.relocate(st, e.offset, e.len, e.addr);
+                    this.relocate(st, e.offset, e.len, e.addr)?;
                     st.stats.gc_micros += started.elapsed().as_micros() as u64;
-                    moved
+                    if i == last && all_moved {
+                        st.stats.gc_segments_reclaimed += 1;
+                    }
+                    Ok(())
                 })?;
             }
             cleaned += 1;
