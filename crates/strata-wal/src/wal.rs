@@ -166,10 +166,8 @@ impl Wal {
         self.append_entry(Some(payload)).map(|(lsn, _)| lsn)
     }
 
-    /// Buffers a data record (`Some(payload)`) or, with `None`, a durability marker. Markers are
-    /// accepted while `close` is in progress.
-    /// Buffers a record (`None`: a durability marker); returns its lsn and the `synced_lsn` it
-    /// carries.
+    /// Buffers a data record (`Some(payload)`) or, with `None`, a durability marker (accepted
+    /// while `close` is in progress); returns its lsn and the `synced_lsn` it carries.
     fn append_entry(&self, payload: Option<&[u8]>) -> Result<(Lsn, Lsn)> {
         self.check_poisoned()?;
         let mut buffer = self.buffer.lock();

@@ -42,9 +42,10 @@ pub struct FlexOptions {
     /// MemTable size that triggers a commit; `None`: a sixth of the memory budget (64 KiB–256
     /// MiB). At most two MemTables exist (the active one and the one being committed).
     pub memtable_bytes: Option<u64>,
-    /// Interval-cache size; `None`: what the memory budget leaves after two MemTables, the sparse
-    /// index and the table file's own structures (FlexTree, buffers), re-evaluated after every
-    /// commit, and at least 1/16 of the budget (`memory.over_budget_bytes` in the stats reports
+    /// Interval-cache size; `None`: what the memory budget leaves after the sparse index, the
+    /// table file's own structures (FlexTree, buffers) and the MemTables' reservation (what they
+    /// hold plus a quarter MemTable, two full ones at most), re-evaluated after every commit and
+    /// whenever a write passes the reservation, and at least 1/16 of the budget (`memory.over_budget_bytes` in the stats reports
     /// an index that outgrew the budget).
     pub cache_bytes: Option<u64>,
     /// Intervals are split above this many bytes (§5.1).

@@ -79,6 +79,7 @@ impl<'a> IndexKey<'a> {
         }
     }
 
+    #[cfg(test)]
     pub fn cmp_key(&self, other: &IndexKey<'_>) -> Ordering {
         self.bytes().cmp(other.bytes())
     }

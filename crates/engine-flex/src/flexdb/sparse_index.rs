@@ -42,7 +42,7 @@ pub const MAX_INTERVAL_BYTES: u64 = u32::MAX as u64;
 /// is far below: a record takes at least 6 bytes and an interval at most `MAX_INTERVAL_BYTES`.
 const UNKNOWN_COUNT: u32 = u32::MAX;
 /// `Interval::extents` when nothing is known (after a rebuild): treated as fragmented.
-pub const UNKNOWN_EXTENTS: u32 = u32::MAX;
+const UNKNOWN_EXTENTS: u32 = u32::MAX;
 
 /// One interval's index entry, without its key (that is in the leaf's `NodeKeys`).
 #[derive(Debug)]
