@@ -1,6 +1,8 @@
 //! The engine's shared state, how it opens (recovery), and its poison/closed bookkeeping.
 //! Paths: docs/ARCHITECTURE.md, section `f2` (numbered write, compaction, checkpoint and recovery paths).
 
+mod checkpointing;
+mod compaction;
 mod maintenance;
 mod ops;
 #[cfg(test)]

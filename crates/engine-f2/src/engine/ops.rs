@@ -426,6 +426,47 @@ impl Inner {
             return Ok(new);
         }
     }
+
+    /// Single-log mode (`F2Options::single_log`, FASTER's design): ConditionalInsert of the
+    /// record of `key` at `address` into the hot log's own tail. Under the write lock (appends
+    /// to the hot log are serialised by it) the liveness check is repeated, since a writer may
+    /// have published a newer record since the caller's check; that repeat costs no reads in
+    /// the usual case (the chain head is `address` itself). A tombstone is dropped when the
+    /// cold log is empty: every older record of its key is below `address`, so in the part
+    /// being truncated. Returns whether the record was copied.
+    pub(super) fn copy_to_hot_tail(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        hash: u64,
+        address: u64,
+    ) -> Result<bool> {
+        if value.is_none() && self.cold.size_bytes() == 0 {
+            return Ok(false);
+        }
+        let _w = self.write_lock.lock();
+        if self.hot_has_newer(key, hash, address)? {
+            return Ok(false);
+        }
+        super::ops::apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, value, None)?;
+        let bytes = record::stored_len(key.len(), value.map_or(0, <[u8]>::len));
+        self.counters.compaction_bytes_written.fetch_add(bytes as u64, Relaxed);
+        Ok(true)
+    }
+
+    /// The checkpoint's cut: the WAL position and the hot-log tail, taken together so every
+    /// write logged at or before that position is applied below that tail; the hot log is sealed
+    /// at the tail (nothing below it changes in place any more).
+    pub fn seal_for_checkpoint(&self) -> (u64, u64) {
+        let _w = self.write_lock.lock();
+        (self.wal.last_lsn(), self.hot.seal_to_tail())
+    }
+
+    /// A hot-log tail below which every record is completely written.
+    pub fn stable_hot_tail(&self) -> u64 {
+        let _w = self.write_lock.lock();
+        self.hot.tail()
+    }
 }
 
 /// Test-only pause points inside the read path, so a test can run a writer and compaction at

@@ -1,0 +1,108 @@
+//! Checkpoints (the logs' durable ranges plus the WAL position they cover) and the hot-index
+//! snapshot. Caller holds the maintenance lock.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use strata_core::Result;
+
+use super::Inner;
+use crate::checkpoint::Checkpoint;
+use crate::hot_snapshot;
+use crate::index::hot::HotIndex;
+use crate::log::{FIRST_ADDRESS, READ_CACHE_FLAG};
+
+impl Inner {
+    /// Takes a checkpoint: seals the hot log at the tail (under the write lock, together with the
+    /// WAL position), writes and fsyncs every log up to its tail, durably replaces the checkpoint
+    /// file, deletes segments below the new begins and truncates the WAL. Caller holds the
+    /// maintenance lock.
+    pub fn checkpoint_locked(&self) -> Result<()> {
+        let (wal_lsn, hot_tail) = self.seal_for_checkpoint();
+        self.wal_bytes_since_checkpoint.store(0, Relaxed);
+        self.hot.flush_until(hot_tail)?;
+        self.cold.flush()?;
+        self.cold_index.log.flush()?;
+        for file in [&self.hot.file, &self.cold.file, &self.cold_index.log.file] {
+            file.sync_all()?;
+        }
+        self.storage.sync_dir()?;
+        let ck = Checkpoint {
+            wal_lsn,
+            page_size_bytes: self.opts.page_size_bytes,
+            segment_bytes: self.opts.segment_bytes,
+            chunk_count: self.opts.chunk_count,
+            hot_begin: self.hot.begin(),
+            hot_tail,
+            cold_begin: self.cold.begin(),
+            cold_tail: self.cold.tail(),
+            chunk_begin: self.cold_index.log.begin(),
+            chunk_tail: self.cold_index.log.tail(),
+            cold_truncations: self.cold.truncations(),
+        };
+        ck.store(self.storage.as_ref())?;
+        *self.last_checkpoint.lock() = ck;
+        for (file, begin) in [
+            (&self.hot.file, ck.hot_begin),
+            (&self.cold.file, ck.cold_begin),
+            (&self.cold_index.log.file, ck.chunk_begin),
+        ] {
+            file.remove_outside(begin, u64::MAX)?;
+        }
+        self.storage.sync_dir()?;
+        self.wal.truncate_before(wal_lsn + 1)?;
+        self.counters.checkpoints.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Writes `f2-hot-index` for the last checkpoint (at close, after the final checkpoint; caller
+    /// holds the maintenance lock). Each entry is the chain head as of the checkpoint's hot tail
+    /// `T`: a read-cache copy is skipped, records at or above `T` (written concurrently) are
+    /// walked past, and chains wholly below the hot log's begin are left out.
+    pub fn write_hot_index_snapshot(&self) -> Result<()> {
+        let ck = *self.last_checkpoint.lock();
+        let key = hot_snapshot::SnapshotKey {
+            wal_lsn: ck.wal_lsn,
+            hot_begin: ck.hot_begin,
+            hot_tail: ck.hot_tail,
+            bucket_count: self.hot_index.bucket_count(),
+        };
+        let mut writer = hot_snapshot::Writer::create(self.storage.as_ref())?;
+        let mut failed = None;
+        self.hot_index.for_each_entry(|bucket, tag, address| {
+            if failed.is_some() {
+                return;
+            }
+            let head = self.snapshot_head(HotIndex::hash_for(bucket, tag), address, ck.hot_tail);
+            let pushed = match head {
+                Ok(Some(a)) if a >= ck.hot_begin.max(FIRST_ADDRESS) => writer.push(bucket, tag, a),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = pushed {
+                failed = Some(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        writer.finish(self.storage.as_ref(), &key)?;
+        Ok(())
+    }
+
+    /// The newest hot-log address below `tail` on the chain whose entry holds `address`.
+    fn snapshot_head(&self, hash: u64, address: u64, tail: u64) -> Result<Option<u64>> {
+        let mut address = address;
+        if address & READ_CACHE_FLAG != 0 {
+            let Some(head) = self.chain_head(hash) else { return Ok(None) };
+            address = head.hot_address;
+        }
+        while address >= tail {
+            let Some(rec) = self.hot.read(address)? else { return Ok(None) };
+            if rec.prev_address >= address {
+                return Ok(None);
+            }
+            address = rec.prev_address;
+        }
+        Ok(Some(address))
+    }
+}
