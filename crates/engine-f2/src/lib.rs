@@ -165,10 +165,7 @@ impl Engine for F2Engine {
         engine::worker::stop_and_join(inner, &self.worker);
         let checkpointed = if inner.poison.lock().is_none() {
             let _only_one = inner.maintenance.lock();
-            inner
-                .checkpoint_locked()
-                .and_then(|()| inner.write_hot_index_snapshot())
-                .map_err(|e| inner.poisoned(e))
+            inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
         } else {
             Ok(())
         };
@@ -258,6 +255,7 @@ impl Engine for F2Engine {
             ("open.records_replayed", load(&c.records_replayed)),
             ("open.hot_records_scanned", load(&c.hot_records_scanned_at_open)),
             ("open.hot_index_entries_loaded", load(&c.hot_index_entries_loaded)),
+            ("checkpoint.hot_index_snapshot_failures", load(&c.hot_index_snapshot_failures)),
             ("backpressure_waits", load(&c.backpressure_waits)),
             ("backpressure_max_wait_us", load(&c.backpressure_max_wait_us)),
             ("compaction.hot_to_cold_max_us", load(&c.hot_round_max_us)),

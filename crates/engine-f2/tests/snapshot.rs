@@ -1,8 +1,9 @@
-//! The hot-index snapshot written at a clean close: the next open loads it instead of scanning
-//! the hot log, falls back to the scan after a crash, and still checks the checksums of the log
-//! tail pages it loads into memory.
+//! The hot-index snapshot written after every checkpoint: the next open — clean or after a crash
+//! — loads it instead of scanning the hot log, falls back to the scan when it belongs to an older
+//! checkpoint, and still checks the checksums of the log tail pages it loads into memory.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 mod common;
@@ -26,27 +27,35 @@ fn open(storage: &Arc<dyn Storage>) -> F2Engine {
     F2Engine::open_with(storage.clone(), &config(), options()).unwrap()
 }
 
-#[test]
-fn clean_reopen_loads_the_hot_index_and_a_crash_falls_back_to_the_scan() {
-    let sim = SimStorage::new(1);
-    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
-    let engine = open(&storage);
-    let mut model = HashMap::new();
+fn fill(engine: &F2Engine, model: &mut HashMap<Vec<u8>, Vec<u8>>) {
     for i in 0..2000u64 {
         let v = format!("value-{i}").into_bytes();
         engine.put(&key(i % 700), &v, Durability::Buffered).unwrap();
         model.insert(key(i % 700), v);
     }
+}
+
+fn assert_holds(engine: &F2Engine, model: &HashMap<Vec<u8>, Vec<u8>>) {
+    for (k, v) in model {
+        assert_eq!(engine.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+    }
+}
+
+#[test]
+fn clean_reopen_and_a_crash_after_a_checkpoint_both_load_the_hot_index() {
+    let sim = SimStorage::new(1);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = open(&storage);
+    let mut model = HashMap::new();
+    fill(&engine, &mut model);
     engine.close().unwrap();
     drop(engine);
     let engine = open(&storage);
     assert!(counter(&engine, "open.hot_index_entries_loaded") > 0);
     assert_eq!(counter(&engine, "open.hot_records_scanned"), 0);
-    for (k, v) in &model {
-        assert_eq!(engine.get(k).unwrap().as_ref(), Some(v));
-    }
-    // Once a newer checkpoint exists the snapshot no longer matches: after a crash the index is
-    // rebuilt by scanning (and the writes after the checkpoint come back from the WAL).
+    assert_holds(&engine, &model);
+    // A checkpoint writes a snapshot too: after a crash the index is loaded, not rebuilt by a
+    // scan, and the writes after the checkpoint come back from the WAL.
     engine.put(&key(1), b"before-checkpoint", Durability::Buffered).unwrap();
     engine.checkpoint().unwrap();
     engine.put(&key(2), b"after-checkpoint", Durability::Sync).unwrap();
@@ -56,11 +65,84 @@ fn clean_reopen_loads_the_hot_index_and_a_crash_falls_back_to_the_scan() {
     drop(engine);
     // The storage of the next process lifetime (the dropped engine's is dead).
     let engine = open(&(Arc::new(sim.booted()) as Arc<dyn Storage>));
+    assert!(counter(&engine, "open.hot_index_entries_loaded") > 0);
+    assert_eq!(counter(&engine, "open.hot_records_scanned"), 0);
+    assert!(counter(&engine, "open.records_replayed") >= 1);
+    assert_holds(&engine, &model);
+}
+
+/// A crash between a checkpoint and its snapshot leaves the previous checkpoint's snapshot in
+/// place: it must not be used (its chain heads miss the newer records), and it is deleted.
+#[test]
+fn a_snapshot_of_an_older_checkpoint_is_not_used() {
+    let sim = SimStorage::new(3);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = open(&storage);
+    let mut model = HashMap::new();
+    fill(&engine, &mut model);
+    engine.checkpoint().unwrap();
+    let older = read_file(&storage, "f2-hot-index");
+    for i in 0..300u64 {
+        let v = format!("newer-{i}").into_bytes();
+        engine.put(&key(i + 1000), &v, Durability::Buffered).unwrap();
+        model.insert(key(i + 1000), v);
+    }
+    engine.checkpoint().unwrap();
+    assert_ne!(read_file(&storage, "f2-hot-index"), older);
+    // As if the crash came after the second checkpoint but before its snapshot was renamed.
+    let file = storage.open("f2-hot-index", strata_io::OpenOptions::create()).unwrap();
+    file.write_at(0, &older).unwrap();
+    file.set_len(older.len() as u64).unwrap();
+    file.sync().unwrap();
+    sim.crash(CrashMode::DropUnsynced);
+    drop(engine);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = open(&storage);
     assert_eq!(counter(&engine, "open.hot_index_entries_loaded"), 0);
     assert!(counter(&engine, "open.hot_records_scanned") > 0);
-    for (k, v) in &model {
-        assert_eq!(engine.get(k).unwrap().as_ref(), Some(v));
+    assert!(!storage.exists("f2-hot-index").unwrap(), "a stale snapshot is removed");
+    assert_holds(&engine, &model);
+}
+
+/// Checkpoints (and their snapshots) taken while another thread keeps writing: after a crash
+/// the snapshot is used and every acknowledged synced write is there.
+#[test]
+fn snapshots_taken_while_writers_run_recover_every_synced_write() {
+    let sim = SimStorage::new(4);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = Arc::new(open(&storage));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut acknowledged = HashMap::new();
+            let mut i = 0u64;
+            while !stop.load(SeqCst) || i < 500 {
+                let v = format!("value-{i}").into_bytes();
+                engine.put(&key(i % 400), &v, Durability::Sync).unwrap();
+                acknowledged.insert(key(i % 400), v);
+                i += 1;
+            }
+            acknowledged
+        })
+    };
+    for _ in 0..20 {
+        engine.checkpoint().unwrap();
+        std::thread::yield_now();
     }
+    stop.store(true, SeqCst);
+    let model = writer.join().unwrap();
+    sim.crash(CrashMode::DropUnsynced);
+    drop(engine);
+    let engine = open(&(Arc::new(sim.booted()) as Arc<dyn Storage>));
+    assert!(counter(&engine, "open.hot_index_entries_loaded") > 0);
+    assert_eq!(counter(&engine, "open.hot_records_scanned"), 0);
+    assert_holds(&engine, &model);
+}
+
+fn read_file(storage: &Arc<dyn Storage>, name: &str) -> Vec<u8> {
+    let file = storage.open(name, strata_io::OpenOptions::existing()).unwrap();
+    strata_io::read_all(file.as_ref()).unwrap()
 }
 
 /// Regression (kit fault_injection, bit flip in `f2-hot-*`): with the snapshot the hot log is no

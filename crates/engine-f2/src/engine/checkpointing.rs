@@ -1,5 +1,6 @@
-//! Checkpoints (the logs' durable ranges plus the WAL position they cover) and the hot-index
-//! snapshot. Caller holds the maintenance lock.
+//! Checkpoints (the logs' durable ranges plus the WAL position they cover), each followed by a
+//! hot-index snapshot so that opening after a crash loads the index instead of scanning the hot
+//! log. Caller holds the maintenance lock.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -51,13 +52,23 @@ impl Inner {
         self.storage.sync_dir()?;
         self.wal.truncate_before(wal_lsn + 1)?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
+        // After the checkpoint is durable: a crash before the snapshot is in place leaves the
+        // previous one, which no longer matches, so the next open scans the hot log instead.
+        if self.write_hot_index_snapshot().is_err() {
+            self.counters.hot_index_snapshot_failures.fetch_add(1, Relaxed);
+            // Best effort: a leftover file would not match the new checkpoint anyway.
+            let _ = self.storage.remove(hot_snapshot::FILE_NAME);
+        }
         Ok(())
     }
 
-    /// Writes `f2-hot-index` for the last checkpoint (at close, after the final checkpoint; caller
-    /// holds the maintenance lock). Each entry is the chain head as of the checkpoint's hot tail
-    /// `T`: a read-cache copy is skipped, records at or above `T` (written concurrently) are
-    /// walked past, and chains wholly below the hot log's begin are left out.
+    /// Writes `f2-hot-index` for the last checkpoint (after every checkpoint; caller holds the
+    /// maintenance lock, so compaction cannot move the hot log's begin or clear entries
+    /// meanwhile). Each entry is the chain head as of the checkpoint's hot tail `T`: a read-cache
+    /// copy is skipped, records at or above `T` (written concurrently) are walked past, and
+    /// chains wholly below the hot log's begin are left out. Writers keep running: every entry
+    /// whose chain reaches below `T` was published before the checkpoint's cut (which excludes
+    /// writers), and entries created later hold only records at or above `T`.
     pub fn write_hot_index_snapshot(&self) -> Result<()> {
         let ck = *self.last_checkpoint.lock();
         let key = hot_snapshot::SnapshotKey {

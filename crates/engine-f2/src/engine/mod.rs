@@ -96,6 +96,9 @@ pub(crate) struct Counters {
     pub hot_records_scanned_at_open: AtomicU64,
     /// Hot-index entries loaded from the snapshot at open (instead of scanning the hot log).
     pub hot_index_entries_loaded: AtomicU64,
+    /// Hot-index snapshots that could not be written after a checkpoint (the checkpoint stands;
+    /// the next open after a crash scans the hot log instead).
+    pub hot_index_snapshot_failures: AtomicU64,
     /// Writes that found the hot log over its disk budget and waited for compaction.
     pub backpressure_waits: AtomicU64,
     pub backpressure_max_wait_us: AtomicU64,
@@ -162,8 +165,8 @@ impl Inner {
         let cold_index =
             ColdIndex::new(AppendLog::open(chunk_file, page, ck.chunk_begin, ck.chunk_tail)?, ck.chunk_count);
         cold_index.rebuild()?;
-        //    The hot index comes from the snapshot written at the last clean close if it matches
-        //    this checkpoint, else from a scan of the hot log.
+        //    The hot index comes from the snapshot written after this checkpoint if it is there
+        //    and intact, else from a scan of the hot log.
         let hot_index = HotIndex::with_budget_bytes(opts.hot_index_buckets, opts.split_bytes[0]);
         let snapshot_key = hot_snapshot::SnapshotKey {
             wal_lsn: ck.wal_lsn,
@@ -172,7 +175,9 @@ impl Inner {
             bucket_count: hot_index.bucket_count(),
         };
         let (mut scanned, mut loaded) = (0, 0);
-        if let Some(entries) = hot_snapshot::load_matching(storage.as_ref(), &snapshot_key)? {
+        let snapshot = hot_snapshot::load_matching(storage.as_ref(), &snapshot_key)?;
+        let snapshot_used = snapshot.is_some();
+        if let Some(entries) = snapshot {
             for (bucket, tag, address) in entries {
                 let _ = hot_index.find_or_create(HotIndex::hash_for(bucket, tag)).cas_address(address);
                 loaded += 1;
@@ -191,9 +196,10 @@ impl Inner {
                 Ok(())
             })?;
         }
-        // Only valid for this checkpoint; not kept around to take disk space (if a crash undoes
-        // the removal, the file still matches only this checkpoint).
-        if storage.exists(hot_snapshot::FILE_NAME)? {
+        // A snapshot that did not match belongs to an older checkpoint (the crash came between a
+        // checkpoint and its snapshot) or is damaged: it is never used again. A matching one is
+        // kept: it serves the next open too, until the next checkpoint replaces it.
+        if !snapshot_used && storage.exists(hot_snapshot::FILE_NAME)? {
             storage.remove(hot_snapshot::FILE_NAME)?;
         }
         let wal_options = WalOptions {
