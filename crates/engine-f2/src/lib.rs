@@ -6,9 +6,10 @@
 //!
 //! Paths (write, read, rmw, compaction, checkpoint, recovery): docs/ARCHITECTURE.md, section `f2`.
 //! On-disk formats: docs/format/f2-logs.md, docs/format/wal.md, docs/format/write-batch.md.
-//! Maintenance (compaction, chunk-log GC, checkpoints) runs on one background thread; the hot
-//! index is persisted at a clean close (`f2-hot-index`), else rebuilt by scanning the hot log.
-//! Not yet implemented: multi-threaded compaction.
+//! Maintenance (compaction, chunk-log GC, checkpoints) runs on one background thread; a
+//! compaction round spreads its records over `F2Options::compaction_threads` workers. Every
+//! checkpoint writes a hot-index snapshot (`f2-hot-index`), so an open loads the index instead of
+//! scanning the hot log.
 
 mod checkpoint;
 mod engine;

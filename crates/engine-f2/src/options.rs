@@ -5,8 +5,8 @@ use strata_core::{EngineConfig, Error, Result};
 /// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
 /// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, the rest
 /// for the hot log's in-memory pages, after setting aside [`reserved_bytes`]: the cold and chunk
-/// logs' tail pages, a scan page and the WAL buffers). Hot-index overflow buckets beyond its share
-/// are taken from the hot log's pages at run time.
+/// logs' tail pages, the compaction frame buffer and the WAL buffers). Hot-index overflow
+/// buckets beyond its share are taken from the hot log's pages at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct F2Options {
     /// Log page size (power of two, >= 4 KiB); also the largest record. Fixed at creation.
@@ -30,6 +30,13 @@ pub struct F2Options {
     pub compaction_trigger_fraction: f64,
     /// Fraction of a log compacted per round (from its oldest end).
     pub compaction_fraction: f64,
+    /// Worker threads of a compaction round (F2 §5.2): each runs ConditionalInsert on the
+    /// records whose cold-index chunk it owns, so their disk reads overlap. Single-log mode
+    /// uses one. 1..=64.
+    pub compaction_threads: usize,
+    /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
+    /// workers and released in page order). Part of the memory reserve. 1..=64.
+    pub compaction_frame_pages: usize,
     /// A checkpoint is taken when this many WAL bytes were appended since the last one.
     /// Default: the WAL segment size.
     pub checkpoint_wal_bytes: Option<u64>,
@@ -61,6 +68,8 @@ impl Default for F2Options {
             cold_log_disk_budget_bytes: 64 << 30,
             compaction_trigger_fraction: 0.8,
             compaction_fraction: 0.2,
+            compaction_threads: 2,
+            compaction_frame_pages: 4,
             checkpoint_wal_bytes: None,
             background_maintenance: true,
             single_log: false,
@@ -83,6 +92,8 @@ pub struct Resolved {
     pub hot_hard_bytes: u64,
     pub cold_trigger_bytes: u64,
     pub compaction_fraction: f64,
+    pub compaction_threads: usize,
+    pub compaction_frame_pages: usize,
     pub checkpoint_wal_bytes: u64,
     pub background_maintenance: bool,
     /// See [`F2Options::single_log`].
@@ -99,11 +110,15 @@ pub fn wal_buffer_bytes() -> u64 {
     2 * strata_wal::WalOptions::default().buffer_bytes as u64
 }
 
-/// Memory besides the four structures of the split: the cold and chunk logs' tail pages, one
-/// page of scratch for compaction and checkpoint scans, and the WAL's buffers.
-pub fn reserved_bytes(page_size_bytes: u64) -> u64 {
-    3 * page_size_bytes + wal_buffer_bytes()
+/// Memory besides the four structures of the split: the cold and chunk logs' tail pages, the
+/// compaction frame buffer (`frame_pages`; checkpoint and verify scans use one page of it, they
+/// never run during a compaction round) and the WAL's buffers.
+pub fn reserved_bytes(page_size_bytes: u64, frame_pages: usize) -> u64 {
+    (2 + frame_pages.max(1) as u64) * page_size_bytes + wal_buffer_bytes()
 }
+
+const MAX_COMPACTION_THREADS: usize = 64;
+const MAX_COMPACTION_FRAME_PAGES: usize = 64;
 
 fn floor_pow2(x: u64) -> u64 {
     if x == 0 {
@@ -128,11 +143,23 @@ impl F2Options {
         if fractions.iter().any(|f| !(*f > 0.0 && *f <= 1.0)) {
             return Err(Error::invalid("f2 fractions must be in (0, 1]"));
         }
+        if !(1..=MAX_COMPACTION_THREADS).contains(&self.compaction_threads) {
+            return Err(Error::invalid(format!(
+                "f2 compaction_threads {} must be in 1..={MAX_COMPACTION_THREADS}",
+                self.compaction_threads
+            )));
+        }
+        if !(1..=MAX_COMPACTION_FRAME_PAGES).contains(&self.compaction_frame_pages) {
+            return Err(Error::invalid(format!(
+                "f2 compaction_frame_pages {} must be in 1..={MAX_COMPACTION_FRAME_PAGES}",
+                self.compaction_frame_pages
+            )));
+        }
         let budget = config.memory_budget_bytes;
         let hot_index = self.hot_index_bytes.unwrap_or(budget / 6);
         let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
         let cold_index = self.cold_index_bytes.unwrap_or(budget / 48);
-        let reserved = reserved_bytes(page);
+        let reserved = reserved_bytes(page, self.compaction_frame_pages);
         let hot_log = self
             .hot_log_memory_bytes
             .unwrap_or_else(|| budget.saturating_sub(hot_index + read_cache + cold_index + reserved));
@@ -152,6 +179,8 @@ impl F2Options {
             hot_hard_bytes: hot_budget,
             cold_trigger_bytes: (cold_budget as f64 * self.compaction_trigger_fraction) as u64,
             compaction_fraction: self.compaction_fraction,
+            compaction_threads: self.compaction_threads,
+            compaction_frame_pages: self.compaction_frame_pages,
             checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
             background_maintenance: self.background_maintenance,
             single_log: self.single_log,
@@ -185,5 +214,14 @@ mod tests {
         assert!(bad.resolve(&config).is_err());
         let bad = F2Options { compaction_fraction: 0.0, ..F2Options::default() };
         assert!(bad.resolve(&config).is_err());
+        for (compaction_threads, compaction_frame_pages) in [(0, 4), (65, 4), (2, 0), (2, 65)] {
+            let bad = F2Options { compaction_threads, compaction_frame_pages, ..F2Options::default() };
+            assert!(
+                bad.resolve(&config).is_err(),
+                "{compaction_threads} threads, {compaction_frame_pages} frames"
+            );
+        }
+        let one = F2Options { compaction_threads: 1, compaction_frame_pages: 1, ..F2Options::default() };
+        assert_eq!(one.resolve(&config).unwrap().compaction_threads, 1);
     }
 }

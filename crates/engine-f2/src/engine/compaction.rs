@@ -1,35 +1,55 @@
 //! Lookup-based compaction (F2 §5.2), run under the maintenance lock: hot→cold (or hot→hot tail in
-//! single-log mode) and cold→cold, a page at a time.
+//! single-log mode) and cold→cold, over a small frame buffer of pages read ahead and
+//! `F2Options::compaction_threads` workers that partition the records by cold-index chunk
+//! (frames.rs states what is serialised and how).
+
+mod frames;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use strata_core::Result;
+use strata_core::{Error, Result};
 
 use super::Inner;
-use crate::hash::key_hash;
 use crate::index::cold::ChunkBatch;
-use crate::record::{self, OwnedRecord};
+use crate::record;
+use frames::{FrameRecord, RoundPlan};
 
-/// A record of the page a compaction step works on: where it is, its key's hash, its bytes.
-struct StepRecord {
-    address: u64,
-    hash: u64,
-    rec: OwnedRecord,
-}
+/// Threads that run a large share's liveness lookups at once (each may read the hot log's disk).
+const LIVENESS_READERS: usize = 4;
+/// Below this many records a share's lookups run in its worker.
+const MIN_PARALLEL_LIVENESS_RECORDS: usize = 64;
 
 impl Inner {
-    /// The end of the compaction step starting at `at`: the next page boundary, or `until`.
-    fn page_step_end(&self, at: u64, until: u64) -> u64 {
-        let page = self.opts.page_size_bytes;
-        (at - at % page + page).min(until)
-    }
-
     /// The oldest `compaction_fraction` of a log, cut at a page boundary and not past `limit`.
     fn compaction_until(&self, begin: u64, size: u64, limit: u64) -> u64 {
         let page = self.opts.page_size_bytes;
         let want = begin + ((size as f64 * self.opts.compaction_fraction) as u64).max(page);
         let until = want.min(limit);
         until - until % page
+    }
+
+    /// Workers of a round: single-log mode copies to the hot log's tail under the write lock, one
+    /// record at a time, so it keeps one worker.
+    fn compaction_threads(&self) -> usize {
+        if self.opts.single_log {
+            1
+        } else {
+            self.opts.compaction_threads
+        }
+    }
+
+    fn round_plan<'a>(&self, file: &'a crate::log::SegmentedFile, from: u64, until: u64) -> RoundPlan<'a> {
+        RoundPlan {
+            file,
+            page_size_bytes: self.opts.page_size_bytes,
+            from,
+            until,
+            threads: self.compaction_threads(),
+            frame_pages: self.opts.compaction_frame_pages,
+            chunk_count: self.cold_index.chunk_count(),
+        }
     }
 
     /// Hot→cold compaction: every record in the oldest part of the hot log that is still the
@@ -40,66 +60,111 @@ impl Inner {
     /// the hot log's tail instead (FASTER, for comparison): those copies push the mutable region,
     /// write-hot records included, out of memory.
     ///
-    /// The range is processed a page at a time and the hot log truncated after each page, so
-    /// writers held back by the hot log's disk budget resume after one page, not a whole round.
-    /// (Index entries left pointing below `begin` read as "not in the hot log"; they are cleared
-    /// once per round.) A round stops early if the engine is closing.
+    /// The hot log is truncated after each page (once every record of it and of the pages before
+    /// it is done), so writers held back by the hot log's disk budget resume after one page, not
+    /// a whole round. (Index entries left pointing below `begin` read as "not in the hot log";
+    /// they are cleared once per round.) A round stops early if the engine is closing.
     pub fn compact_hot(&self) -> Result<u64> {
         let begin = self.hot.begin();
         let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.read_only());
         if until <= begin {
             return Ok(0);
         }
-        let mut copied = 0;
-        let mut step_begin = begin;
-        while step_begin < until {
-            let step_end = self.page_step_end(step_begin, until);
-            // The step's live records first, then their chunks read in one parallel batch, then
-            // the appends (a record superseded meanwhile is still copied: the hot log's newer
-            // record shadows the cold copy, as when the check races a writer).
-            let mut live: Vec<StepRecord> = Vec::new();
-            self.hot.scan(step_begin, step_end, &mut |address, view| {
-                let hash = key_hash(view.key);
-                if !self.hot_has_newer(view.key, hash, address)? {
-                    live.push(StepRecord { address, hash, rec: OwnedRecord::from_view(&view) });
+        let plan = self.round_plan(&self.hot.file, begin, until);
+        let outcome = frames::run_round(
+            &plan,
+            &|page_start| self.hot.read_page(page_start),
+            &|_, share| self.hot_share_to_target(share),
+            &mut |page_end| {
+                #[cfg(test)]
+                tests::hooks::event(self, tests::hooks::Event::Releasing(page_end));
+                match &self.read_cache {
+                    Some(cache) => cache.exclusive(|| self.hot.truncate(page_end)),
+                    None => self.hot.truncate(page_end),
                 }
-                Ok(())
-            })?;
-            if self.opts.single_log {
-                for r in &live {
-                    copied +=
-                        u64::from(self.copy_to_hot_tail(&r.rec.key, r.rec.value_opt(), r.hash, r.address)?);
-                }
-            } else {
-                let mut batch = self.cold_index.read_batch(live.iter().map(|r| r.hash))?;
-                for r in &live {
-                    self.cold_append_in(&mut batch, &r.rec.key, r.rec.value_opt(), r.hash)?;
-                    copied += 1;
-                }
-            }
-            match &self.read_cache {
-                Some(cache) => cache.exclusive(|| self.hot.truncate(step_end)),
-                None => self.hot.truncate(step_end),
-            }
-            self.worker.notify_progress();
-            step_begin = step_end;
-            if self.opts.background_maintenance && !self.worker_may_continue() {
-                break;
-            }
-        }
-        self.hot_index.invalidate_below(step_begin);
+                self.worker.notify_progress();
+                !self.opts.background_maintenance || self.worker_may_continue()
+            },
+        )?;
+        self.hot_index.invalidate_below(outcome.released_until);
         self.counters.hot_compactions.fetch_add(1, Relaxed);
         let target = if self.opts.single_log {
             &self.counters.hot_records_to_hot_tail
         } else {
             &self.counters.hot_records_to_cold
         };
-        target.fetch_add(copied, Relaxed);
+        target.fetch_add(outcome.copied, Relaxed);
+        Ok(outcome.copied)
+    }
+
+    /// ConditionalInsert of a worker's share of a hot-log page: the live records first (a record
+    /// is live if no newer record of its key is in the hot log), then their chunks read in one
+    /// parallel batch, then the appends (a record superseded meanwhile is still copied: the hot
+    /// log's newer record shadows the cold copy, as when the check races a writer).
+    fn hot_share_to_target(&self, share: &[FrameRecord<'_>]) -> Result<u64> {
+        let live = self.hot_live_records(share)?;
+        let mut copied = 0;
+        if self.opts.single_log {
+            for r in live {
+                copied +=
+                    u64::from(self.copy_to_hot_tail(r.view.key, r.view.value_opt(), r.hash, r.address)?);
+                #[cfg(test)]
+                tests::hooks::event(self, tests::hooks::Event::Done(r.address));
+            }
+            return Ok(copied);
+        }
+        let mut batch = self.cold_index.read_batch(live.iter().map(|r| r.hash))?;
+        for r in live {
+            self.cold_append_in(&mut batch, r.view.key, r.view.value_opt(), r.hash)?;
+            copied += 1;
+            #[cfg(test)]
+            tests::hooks::event(self, tests::hooks::Event::Done(r.address));
+        }
         Ok(copied)
     }
 
+    /// The records of `share` that no newer record of their key supersedes in the hot log, in
+    /// order. A lookup may read older hot records from disk, so a large share is checked by up to
+    /// `LIVENESS_READERS` threads at once (lookups only read; nothing here is serialised).
+    fn hot_live_records<'s, 'f>(&self, share: &'s [FrameRecord<'f>]) -> Result<Vec<&'s FrameRecord<'f>>> {
+        let check = |part: &'s [FrameRecord<'f>]| -> Result<Vec<bool>> {
+            part.iter()
+                .map(|r| {
+                    #[cfg(test)]
+                    tests::hooks::event(self, tests::hooks::Event::Start(r.address));
+                    let newer = self.hot_has_newer(r.view.key, r.hash, r.address)?;
+                    #[cfg(test)]
+                    if newer {
+                        tests::hooks::event(self, tests::hooks::Event::Done(r.address));
+                    }
+                    Ok(!newer)
+                })
+                .collect()
+        };
+        let live: Vec<bool> = if share.len() < MIN_PARALLEL_LIVENESS_RECORDS {
+            check(share)?
+        } else {
+            let per_reader = share.len().div_ceil(LIVENESS_READERS);
+            let parts: Vec<Result<Vec<bool>>> = std::thread::scope(|scope| {
+                let readers: Vec<_> =
+                    share.chunks(per_reader).map(|part| scope.spawn(move || check(part))).collect();
+                readers
+                    .into_iter()
+                    .map(|r| r.join().unwrap_or_else(|_| Err(Error::invalid("a liveness reader panicked"))))
+                    .collect()
+            });
+            let mut live = Vec::with_capacity(share.len());
+            for part in parts {
+                live.extend(part?);
+            }
+            live
+        };
+        Ok(share.iter().zip(live).filter_map(|(r, live)| live.then_some(r)).collect())
+    }
+
     /// Cold→cold compaction: live records of the oldest part of the cold log are copied to its
-    /// tail (ConditionalInsert with the cold log as source and target), then the log is truncated.
+    /// tail (ConditionalInsert with the cold log as source and target), then the log is truncated
+    /// once, at the end of the round (cold lookups retry after each truncation, §5.4).
     /// Tombstones are dropped: every older record of their key is in the truncated part too.
     pub fn compact_cold(&self) -> Result<u64> {
         let begin = self.cold.begin();
@@ -109,38 +174,40 @@ impl Inner {
         if until <= begin {
             return Ok(0);
         }
-        let mut copied = 0;
-        let mut step_begin = begin;
-        while step_begin < until {
-            // A page of records, their chunks read in one parallel batch, then the liveness check
-            // and the copy of each in log order (the batch follows the copies).
-            let step_end = self.page_step_end(step_begin, until);
-            let mut records: Vec<StepRecord> = Vec::new();
-            self.cold.scan(step_begin, step_end, &mut |address, view| {
-                if !view.is_tombstone() {
-                    let hash = key_hash(view.key);
-                    records.push(StepRecord { address, hash, rec: OwnedRecord::from_view(&view) });
-                }
-                Ok(())
-            })?;
-            let mut batch = self.cold_index.read_batch(records.iter().map(|r| r.hash))?;
-            for r in &records {
-                if !self.cold_has_newer_in(&batch, &r.rec.key, r.hash, r.address)? {
-                    self.cold_append_in(&mut batch, &r.rec.key, r.rec.value_opt(), r.hash)?;
-                    copied += 1;
-                }
-            }
-            step_begin = step_end;
+        let plan = self.round_plan(&self.cold.file, begin, until);
+        let outcome = frames::run_round(
+            &plan,
+            &|page_start| self.cold.read_page(page_start),
+            &|_, share| self.cold_share_to_tail(share),
+            &mut |_| !self.opts.background_maintenance || self.worker_may_continue(),
+        )?;
+        if outcome.released_until > begin {
+            self.cold.truncate(outcome.released_until);
         }
-        self.cold.truncate(until);
         self.counters.cold_compactions.fetch_add(1, Relaxed);
-        self.counters.cold_records_copied.fetch_add(copied, Relaxed);
+        self.counters.cold_records_copied.fetch_add(outcome.copied, Relaxed);
+        Ok(outcome.copied)
+    }
+
+    /// ConditionalInsert of a worker's share of a cold-log page: its chunks read in one parallel
+    /// batch, then per record in log order the liveness check (no newer record of the key in the
+    /// cold log; the chunk comes from the batch, which follows the copies) and the copy.
+    fn cold_share_to_tail(&self, share: &[FrameRecord<'_>]) -> Result<u64> {
+        let records: Vec<&FrameRecord<'_>> = share.iter().filter(|r| !r.view.is_tombstone()).collect();
+        let mut batch = self.cold_index.read_batch(records.iter().map(|r| r.hash))?;
+        let mut copied = 0;
+        for r in records {
+            if !self.cold_has_newer_in(&batch, r.view.key, r.hash, r.address)? {
+                self.cold_append_in(&mut batch, r.view.key, r.view.value_opt(), r.hash)?;
+                copied += 1;
+            }
+        }
         Ok(copied)
     }
 
     /// Appends a record to the cold log and points its cold-index entry at it, with the chunk
-    /// taken from (and kept current in) `batch`. Caller holds the maintenance lock (the cold log
-    /// has a single writer).
+    /// taken from (and kept current in) `batch`. The caller is the only writer of the record's
+    /// chunk (see frames.rs); the cold log serialises concurrent appends itself.
     fn cold_append_in(
         &self,
         batch: &mut ChunkBatch,

@@ -3,9 +3,12 @@
 //! only a table of chunk addresses (8 B per chunk) is in memory. With one entry per cold key this
 //! is about 8 B / 32 = 0.25 B of memory per cold key.
 //!
-//! Finding an entry reads one chunk; changing one appends a new copy of its chunk. One updater at
-//! a time (the engine's maintenance lock); lookups run concurrently and retry when the chunk log
-//! was truncated under them.
+//! Finding an entry reads one chunk; changing one appends a new copy of its chunk. Updates run
+//! under the engine's maintenance lock; within a compaction round several workers update the
+//! index at once, each chunk by exactly one of them (its owner, see engine/compaction/frames.rs),
+//! so a chunk's read-modify-write is never interleaved with another update of the same chunk;
+//! the chunk log serialises the workers' appends itself. Lookups run concurrently and retry when
+//! the chunk log was truncated under them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 use std::collections::HashMap;
@@ -89,9 +92,9 @@ const BATCH_READERS: usize = 8;
 const MIN_PARALLEL_CHUNKS: usize = 4 * BATCH_READERS;
 
 /// Chunks read ahead for one compaction step, kept current as the step places records (see
-/// [`ColdIndex::read_batch`]). Only the single updater uses it, so its entries cannot go stale
-/// behind its back; chunk-log garbage collection, which moves chunks without changing them,
-/// does not run during a step.
+/// [`ColdIndex::read_batch`]). It holds only chunks its user owns for the round (nobody else
+/// updates them), so its entries cannot go stale behind its back; chunk-log garbage collection,
+/// which moves chunks without changing them, does not run during a round.
 #[derive(Default)]
 pub struct ChunkBatch {
     entries: HashMap<u64, [u64; ENTRIES_PER_CHUNK]>,
@@ -181,7 +184,7 @@ impl ColdIndex {
 
     /// Reads the chunks of `hashes` (each once) with up to `BATCH_READERS` reads in flight, so a
     /// compaction step that places thousands of records pays for their chunk reads in parallel
-    /// instead of one device read after another. Single updater only.
+    /// instead of one device read after another. The caller must own the chunks' updates.
     pub fn read_batch(&self, hashes: impl Iterator<Item = u64>) -> Result<ChunkBatch> {
         let chunk_count = self.chunk_count();
         let mut chunks: Vec<u64> = hashes.map(|h| position(h, chunk_count).0).collect();
@@ -212,7 +215,8 @@ impl ColdIndex {
 
     /// Chooses the chain a new record of `hash` joins, with the chunk taken from `batch` when it
     /// holds it (else read; an empty batch always reads); append the record (previous address =
-    /// `prev_address`) and pass its address to [`ColdIndex::commit_in`]. Single updater only.
+    /// `prev_address`) and pass its address to [`ColdIndex::commit_in`]. The caller must be the
+    /// chunk's only updater until that commit.
     pub fn place_in(&self, batch: &ChunkBatch, hash: u64, live_floor: u64) -> Result<Placement> {
         let (chunk, home, tag) = position(hash, self.chunk_count());
         let entries = self.chunk_in(batch, chunk)?;
@@ -220,7 +224,8 @@ impl ColdIndex {
         Ok(Placement { chunk, entries, slot, tag, prev_address })
     }
 
-    /// [`ColdIndex::find`] with the chunk taken from `batch` when it holds it. Single updater only.
+    /// [`ColdIndex::find`] with the chunk taken from `batch` when it holds it. The caller must own
+    /// the chunk's updates (else the batch may be stale).
     pub fn find_in(&self, batch: &ChunkBatch, hash: u64, live_floor: u64) -> Result<[u64; 2]> {
         let (chunk, home, tag) = position(hash, self.chunk_count());
         Ok(candidates(&self.chunk_in(batch, chunk)?, home, tag, live_floor))
@@ -284,8 +289,8 @@ impl ColdIndex {
     }
 
     /// Garbage-collects the chunk log when it is more than twice its live size (plus slack):
-    /// copies every chunk stored below a cut point to the tail, then truncates. Single updater
-    /// only. Returns the number of chunks copied.
+    /// copies every chunk stored below a cut point to the tail, then truncates. Only when no
+    /// compaction round runs (under the maintenance lock). Returns the number of chunks copied.
     pub fn collect_garbage(&self, slack_bytes: u64) -> Result<u64> {
         let size = self.log.size_bytes();
         if size <= 2 * self.live_bytes() + slack_bytes {

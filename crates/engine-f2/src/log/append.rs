@@ -1,5 +1,7 @@
-//! An append-only log with one in-memory tail page: the cold log and the hash-chunk log. One
-//! appender at a time (the engine's maintenance lock); readers never block on disk I/O of others.
+//! An append-only log with one in-memory tail page: the cold log and the hash-chunk log.
+//! Appends may come from several threads (the workers of a compaction round): each reserves its
+//! address and copies its bytes under the tail-page mutex, so addresses are handed out in append
+//! order and records never overlap. Readers never block on disk reads of others.
 
 use parking_lot::Mutex;
 use strata_core::{Error, Result};

@@ -1,0 +1,328 @@
+//! The compaction frame buffer and its worker threads (F2 §5.2, "Multi-threaded Compaction").
+//!
+//! The calling thread (the coordinator) reads the compacted range a page at a time into at most
+//! `frame_pages` frames, ahead of the workers, and releases frames strictly in page order.
+//! `threads` scoped workers walk the frames in order; each takes the records of a frame whose
+//! cold-index chunk it owns and runs ConditionalInsert on them (the caller's `process`).
+//!
+//! Invariants:
+//! - Chunk ownership: a record goes to worker `chunk % threads`, so every chunk has exactly one
+//!   writer during a round and its read-modify-write (read chunk, choose slot, append record,
+//!   append chunk copy) cannot lose another record's entry; the worker may also read its chunks
+//!   in one batch ahead of its appends, since nobody else changes them. Records of one key share
+//!   a chunk, so they are handled by one worker, in log order.
+//! - Appends: the cold log and the chunk log serialise concurrent appends on their tail-page
+//!   mutex (an address is reserved and written under it); a chain only grows at the hands of its
+//!   chunk's owner, so its addresses still go strictly backwards.
+//! - Release order: the frame of a page is released (`on_release(page_end)`, which truncates the
+//!   source log) only after every worker finished its share of that page, and only after every
+//!   earlier frame was released. So `begin` never passes a record whose ConditionalInsert has
+//!   not finished, and truncation advances page by page as in a one-thread round.
+//! - A worker never sees a frame released under it: its own share of the frame keeps the frame
+//!   pending until it is done.
+//! - An error in a worker or while reading a page stops the round: nothing more is released,
+//!   the workers stop at their next frame, and the first error is returned.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use strata_core::{Error, Result};
+
+use crate::hash::key_hash;
+use crate::index::cold;
+use crate::log::{scan_range, SegmentedFile};
+use crate::record::RecordView;
+
+/// The source log of a round and how the round is cut into frames and shares.
+pub(in crate::engine) struct RoundPlan<'a> {
+    pub file: &'a SegmentedFile,
+    pub page_size_bytes: u64,
+    /// The compacted range `[from, until)`; `from` may be inside a page, `until` is not past the
+    /// last complete record.
+    pub from: u64,
+    pub until: u64,
+    pub threads: usize,
+    pub frame_pages: usize,
+    /// The cold index's chunk count (ownership is by chunk).
+    pub chunk_count: u64,
+}
+
+/// A record of a frame, as handed to a worker.
+pub(in crate::engine) struct FrameRecord<'f> {
+    pub address: u64,
+    pub hash: u64,
+    pub view: RecordView<'f>,
+}
+
+/// What a round did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(in crate::engine) struct RoundOutcome {
+    /// The sum of what `process` returned (records copied).
+    pub copied: u64,
+    /// Everything below this address was processed and released (`from` if nothing was).
+    pub released_until: u64,
+}
+
+/// A page of the compacted range, read ahead.
+struct Frame {
+    page_start: u64,
+    /// The compacted part of the page ends here.
+    end: u64,
+    bytes: Vec<u8>,
+    /// Each record's offset in `bytes`, key hash and owning worker, in log order.
+    records: Vec<(usize, u64, usize)>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Loaded frames not yet released, oldest first; `pending[i]` counts the workers that have
+    /// not finished their share of `frames[i]`.
+    frames: VecDeque<Arc<Frame>>,
+    pending: VecDeque<usize>,
+    /// The sequence number (0 = the round's first page) of `frames[0]`.
+    first_seq: usize,
+    /// The coordinator loads no more frames.
+    all_loaded: bool,
+    /// Stop now (an error, or the caller asked to stop).
+    stop: bool,
+    error: Option<Error>,
+    copied: u64,
+}
+
+struct Buffer {
+    shared: Mutex<Shared>,
+    /// Wakes workers (a frame was loaded, or stop) and the coordinator (a share finished).
+    changed: Condvar,
+}
+
+impl Buffer {
+    fn fail(&self, e: Error) {
+        let mut s = self.shared.lock();
+        s.error.get_or_insert(e);
+        s.stop = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Runs one compaction round over `plan.from..plan.until`. `process(worker, share)` runs
+/// ConditionalInsert on a worker's share of a frame (its records in log order) and returns how
+/// many it copied; `on_release(page_end)` is called on this thread for each finished page, in
+/// order, and returns whether the round may go on (false stops it early; what was released stays
+/// released).
+pub(in crate::engine) fn run_round(
+    plan: &RoundPlan<'_>,
+    read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
+    process: &(dyn Fn(usize, &[FrameRecord<'_>]) -> Result<u64> + Sync),
+    on_release: &mut dyn FnMut(u64) -> bool,
+) -> Result<RoundOutcome> {
+    let threads = plan.threads.max(1);
+    let buffer = Buffer { shared: Mutex::new(Shared::default()), changed: Condvar::new() };
+    let mut released_until = plan.from;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|w| {
+                let buffer = &buffer;
+                std::thread::Builder::new()
+                    .name(format!("f2-compact-{w}"))
+                    .spawn_scoped(scope, move || work(buffer, w, process))
+            })
+            .collect();
+        let mut spawn_failed = None;
+        for w in &workers {
+            if let Err(e) = w {
+                spawn_failed = Some(Error::invalid(format!("spawning an f2 compaction worker: {e}")));
+            }
+        }
+        match spawn_failed {
+            Some(e) => buffer.fail(e),
+            None => coordinate(plan, threads, &buffer, read_page, on_release, &mut released_until),
+        }
+        for handle in workers.into_iter().flatten() {
+            if handle.join().is_err() {
+                buffer.fail(Error::invalid("an f2 compaction worker panicked"));
+            }
+        }
+    });
+    let shared = buffer.shared.into_inner();
+    match shared.error {
+        Some(e) => Err(e),
+        None => Ok(RoundOutcome { copied: shared.copied, released_until }),
+    }
+}
+
+/// The coordinator: keeps up to `frame_pages` frames loaded and releases finished ones in order.
+fn coordinate(
+    plan: &RoundPlan<'_>,
+    threads: usize,
+    buffer: &Buffer,
+    read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
+    on_release: &mut dyn FnMut(u64) -> bool,
+    released_until: &mut u64,
+) {
+    let page = plan.page_size_bytes;
+    let mut next = plan.from;
+    loop {
+        // Read ahead into the free frames (outside the lock: this is the disk read).
+        while next < plan.until {
+            {
+                let s = buffer.shared.lock();
+                if s.stop || s.frames.len() >= plan.frame_pages.max(1) {
+                    break;
+                }
+            }
+            let end = (next - next % page + page).min(plan.until);
+            let frame = match load_frame(plan, threads, read_page, next, end) {
+                Ok(f) => f,
+                Err(e) => return buffer.fail(e),
+            };
+            let mut s = buffer.shared.lock();
+            s.frames.push_back(Arc::new(frame));
+            s.pending.push_back(threads);
+            buffer.changed.notify_all();
+            next = end;
+        }
+        let front = {
+            let mut s = buffer.shared.lock();
+            if next >= plan.until && !s.all_loaded {
+                s.all_loaded = true;
+                buffer.changed.notify_all();
+            }
+            loop {
+                if s.stop {
+                    return;
+                }
+                if s.pending.front() == Some(&0) {
+                    break;
+                }
+                if s.frames.is_empty() && s.all_loaded {
+                    return; // every page released
+                }
+                if s.frames.len() < plan.frame_pages.max(1) && !s.all_loaded {
+                    break; // a frame is free: read ahead first
+                }
+                buffer.changed.wait(&mut s);
+            }
+            if s.pending.front() != Some(&0) {
+                continue;
+            }
+            s.pending.pop_front();
+            s.first_seq += 1;
+            s.frames.pop_front()
+        };
+        let Some(front) = front else { continue };
+        *released_until = front.end;
+        if !on_release(front.end) {
+            let mut s = buffer.shared.lock();
+            s.stop = true;
+            buffer.changed.notify_all();
+            return;
+        }
+    }
+}
+
+/// Reads the page holding `from` and lists its records in `[from, end)` (checksums checked).
+fn load_frame(
+    plan: &RoundPlan<'_>,
+    threads: usize,
+    read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
+    from: u64,
+    end: u64,
+) -> Result<Frame> {
+    let page_start = from - from % plan.page_size_bytes;
+    let bytes = read_page(page_start)?;
+    let mut records = Vec::new();
+    // `scan_range` wants to own the page it walks; the copy is one memcpy per page.
+    let mut copy = |_| Ok(bytes.clone());
+    scan_range(plan.file, plan.page_size_bytes, from, end, &mut copy, &mut |address, view| {
+        let hash = key_hash(view.key);
+        let chunk = cold::position(hash, plan.chunk_count).0;
+        let owner = (chunk % threads as u64) as usize;
+        records.push(((address - page_start) as usize, hash, owner));
+        Ok(())
+    })?;
+    Ok(Frame { page_start, end, bytes, records })
+}
+
+/// A worker: its share of every frame, in frame order, until the last frame or a stop.
+fn work(buffer: &Buffer, worker: usize, process: &(dyn Fn(usize, &[FrameRecord<'_>]) -> Result<u64> + Sync)) {
+    let _on_panic = StopOnPanic(buffer);
+    let mut seq = 0usize;
+    loop {
+        let frame = {
+            let mut s = buffer.shared.lock();
+            loop {
+                if s.stop {
+                    return;
+                }
+                // Frame `seq` stays pending (not released) until this worker is done with it.
+                let Some(at) = seq.checked_sub(s.first_seq) else {
+                    drop(s);
+                    return buffer.fail(Error::invalid("compaction released a frame a worker had not done"));
+                };
+                if let Some(f) = s.frames.get(at) {
+                    break f.clone();
+                }
+                if s.all_loaded {
+                    return;
+                }
+                buffer.changed.wait(&mut s);
+            }
+        };
+        let outcome = share_of(&frame, worker).and_then(|share| process(worker, &share));
+        let mut s = buffer.shared.lock();
+        match outcome {
+            Ok(copied) => {
+                s.copied += copied;
+                let pending = seq.checked_sub(s.first_seq).and_then(|at| s.pending.get_mut(at));
+                let Some(p) = pending.filter(|p| **p > 0) else {
+                    s.error
+                        .get_or_insert(Error::invalid("compaction released a frame a worker had not done"));
+                    s.stop = true;
+                    buffer.changed.notify_all();
+                    return;
+                };
+                *p -= 1;
+                if *p == 0 {
+                    buffer.changed.notify_all();
+                }
+            }
+            Err(e) => {
+                s.error.get_or_insert(e);
+                s.stop = true;
+                buffer.changed.notify_all();
+                return;
+            }
+        }
+        seq += 1;
+    }
+}
+
+/// The records of `frame` that `worker` owns, in log order.
+fn share_of(frame: &Frame, worker: usize) -> Result<Vec<FrameRecord<'_>>> {
+    let mut share = Vec::new();
+    for &(offset, hash, owner) in &frame.records {
+        if owner != worker {
+            continue;
+        }
+        let address = frame.page_start + offset as u64;
+        let view = frame.bytes.get(offset..).and_then(RecordView::parse).ok_or_else(|| {
+            Error::invalid(format!("compaction frame lost its record at address {address}"))
+        })?;
+        share.push(FrameRecord { address, hash, view });
+    }
+    Ok(share)
+}
+
+/// Stops the round if a worker unwinds, so the coordinator and the other workers do not wait for
+/// a share that will never finish.
+struct StopOnPanic<'a>(&'a Buffer);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.fail(Error::invalid("an f2 compaction worker panicked"));
+        }
+    }
+}
