@@ -238,6 +238,11 @@ impl Engine for F2Engine {
                 "read_cache.evicted_records",
                 inner.read_cache.as_ref().map_or(0, |c| c.evicted_records.load(Relaxed)),
             ),
+            (
+                "read_cache.skipped_inserts",
+                inner.read_cache.as_ref().map_or(0, |c| c.skipped_inserts.load(Relaxed)),
+            ),
+            ("hot_log.frame_waits", inner.hot.frame_waits()),
             ("ops.cold_hits", load(&c.cold_hits)),
             ("ops.misses", load(&c.misses)),
             ("ops.cold_lookups", load(&c.cold_lookups)),

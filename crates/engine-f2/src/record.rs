@@ -15,11 +15,22 @@ const VALUE_LEN_OFFSET: usize = 8;
 const KIND_OFFSET: usize = 12;
 const PREV_OFFSET: usize = 16;
 /// Read-cache records only (never persisted): non-zero = invalidated.
-const INVALID_OFFSET: usize = 13;
+pub const INVALID_OFFSET: usize = 13;
 
 /// Bytes a record occupies in a page, padding included.
 pub fn stored_len(key_len: usize, value_len: usize) -> usize {
     (HEADER_BYTES + key_len + value_len).div_ceil(RECORD_ALIGN_BYTES) * RECORD_ALIGN_BYTES
+}
+
+/// The stored length of the record whose header starts `bytes`, from its length fields alone
+/// (no other check); `None` if `bytes` is shorter than a header.
+pub fn stored_len_of_header(bytes: &[u8]) -> Option<usize> {
+    let u32_at = |o: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?) as usize)
+    };
+    let _ = bytes.get(..HEADER_BYTES)?;
+    let body = HEADER_BYTES.checked_add(u32_at(KEY_LEN_OFFSET)?)?.checked_add(u32_at(VALUE_LEN_OFFSET)?)?;
+    Some(body.div_ceil(RECORD_ALIGN_BYTES) * RECORD_ALIGN_BYTES)
 }
 
 /// Encodes a record (padded to `stored_len`). `value` `None` is a tombstone.
@@ -71,13 +82,6 @@ pub fn set_prev_address(record: &mut [u8], prev_address: u64) -> bool {
     record[PREV_OFFSET..PREV_OFFSET + 8].copy_from_slice(&prev_address.to_le_bytes());
     reseal(record, end);
     true
-}
-
-/// Marks an in-memory read-cache record invalid.
-pub fn set_invalid(record: &mut [u8]) {
-    if let Some(b) = record.get_mut(INVALID_OFFSET) {
-        *b = 1;
-    }
 }
 
 pub fn is_invalid(record: &[u8]) -> bool {

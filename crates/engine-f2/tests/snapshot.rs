@@ -3,7 +3,7 @@
 //! checkpoint, and still checks the checksums of the log tail pages it loads into memory.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
 mod common;
@@ -105,15 +105,20 @@ fn a_snapshot_of_an_older_checkpoint_is_not_used() {
 }
 
 /// Checkpoints (and their snapshots) taken while another thread keeps writing: after a crash
-/// the snapshot is used and every acknowledged synced write is there.
+/// the snapshot is used and every acknowledged synced write is there. Only these explicit
+/// checkpoints run (a background one cut short by the crash would leave a stale snapshot, and
+/// the open would rightly scan instead).
 #[test]
 fn snapshots_taken_while_writers_run_recover_every_synced_write() {
     let sim = SimStorage::new(4);
     let storage: Arc<dyn Storage> = Arc::new(sim.booted());
-    let engine = Arc::new(open(&storage));
+    let only_explicit_checkpoints = F2Options { checkpoint_wal_bytes: Some(1 << 40), ..options() };
+    let engine =
+        Arc::new(F2Engine::open_with(storage.clone(), &config(), only_explicit_checkpoints).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (engine, stop) = (engine.clone(), stop.clone());
+        let (engine, stop, written) = (engine.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             let mut acknowledged = HashMap::new();
             let mut i = 0u64;
@@ -122,13 +127,18 @@ fn snapshots_taken_while_writers_run_recover_every_synced_write() {
                 engine.put(&key(i % 400), &v, Durability::Sync).unwrap();
                 acknowledged.insert(key(i % 400), v);
                 i += 1;
+                written.store(i, SeqCst);
             }
             acknowledged
         })
     };
+    // Every checkpoint has records below its cut (so its snapshot has entries) and writes racing it.
+    while written.load(SeqCst) < 100 {
+        std::thread::yield_now();
+    }
     for _ in 0..20 {
         engine.checkpoint().unwrap();
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
     stop.store(true, SeqCst);
     let model = writer.join().unwrap();

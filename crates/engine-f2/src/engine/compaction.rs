@@ -66,7 +66,9 @@ impl Inner {
     /// they are cleared once per round.) A round stops early if the engine is closing.
     pub fn compact_hot(&self) -> Result<u64> {
         let begin = self.hot.begin();
-        let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.read_only());
+        // Not past `safe_read_only`: above it a page turn may still be waiting for a writer that
+        // changes a record in place or has reserved bytes it has not copied in yet.
+        let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.safe_read_only());
         if until <= begin {
             return Ok(0);
         }

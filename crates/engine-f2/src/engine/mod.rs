@@ -40,13 +40,19 @@ pub(crate) struct Inner {
     pub memory_budget_bytes: u64,
     pub wal_options: WalOptions,
     pub wal: Wal,
-    /// Serialises WAL append + apply, so WAL order is apply order (and recovery prefix-consistent).
-    pub write_lock: Mutex<()>,
+    /// Write latches, one per stripe of key hashes: a write holds its keys' latches from WAL
+    /// append to apply, so per key WAL order is apply order (and replay reproduces the state).
+    pub key_locks: Box<[Mutex<()>]>,
+    /// Writers hold it shared from WAL append to the end of apply; the checkpoint cut and
+    /// `stable_hot_tail` take it exclusively (every logged write applied, every reserved record
+    /// complete).
+    pub write_lock: RwLock<()>,
     /// Readers hold it shared; a multi-operation batch holds it exclusively while it is applied,
     /// so no reader sees half a batch.
     pub batch_gate: RwLock<()>,
-    /// Held by compaction, checkpoint and verify: one maintenance task at a time, and the only
-    /// writer of the cold log and the cold index.
+    /// Held by compaction, checkpoint and verify: one maintenance task at a time. The cold log
+    /// and the cold index are written only under it (by a compaction round's workers, one per
+    /// chunk: engine/compaction/frames.rs).
     pub maintenance: Mutex<()>,
     pub hot: HybridLog,
     pub hot_index: HotIndex,
@@ -236,7 +242,8 @@ impl Inner {
             memory_budget_bytes: config.memory_budget_bytes,
             wal_options,
             wal,
-            write_lock: Mutex::new(()),
+            key_locks: (0..ops::KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            write_lock: RwLock::new(()),
             batch_gate: RwLock::new(()),
             maintenance: Mutex::new(()),
             hot,

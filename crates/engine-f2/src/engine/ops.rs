@@ -14,8 +14,8 @@ use crate::index::hot::{EntryRef, HotIndex};
 use crate::log::{HybridLog, ReadCache, FIRST_ADDRESS, READ_CACHE_FLAG};
 use crate::record::{self, OwnedRecord};
 
-/// Applies one put (`Some`) or delete (`None`) to the hot log. Caller holds the write lock (or is
-/// recovery). A put of a same-sized value onto a record in the mutable region updates it in
+/// Applies one put (`Some`) or delete (`None`) to the hot log. Caller holds the key's write
+/// latch and the write lock shared (or is recovery); writers of other keys run concurrently. A put of a same-sized value onto a record in the mutable region updates it in
 /// place; anything else appends a record at the tail and swings the index entry to it (CAS,
 /// retried if a reader cached a record at the chain head or compaction's truncation cleared the
 /// entry meanwhile). A read-cache record at the chain head is invalidated and bypassed.
@@ -54,12 +54,21 @@ pub(crate) fn apply_op(
     if let Some(c) = counters {
         c.appends.fetch_add(1, Relaxed);
     }
+    let mut address = address;
     loop {
         if entry.cas_address(address).is_ok() {
             return Ok(());
         }
         (entry, hot_head) = resolved_entry(index, cache, hash);
-        hot.set_prev_address(address, live_prev(hot_head));
+        // Writers of one entry hold one latch stripe, so a rival CAS came from a reader's cache
+        // insert or from compaction and the head is older than our record; if it ever is not,
+        // re-linking would make the chain go forward, so a fresh copy is appended instead.
+        if hot_head >= address || !hot.set_prev_address(address, live_prev(hot_head)) {
+            // A page turn made the unpublished record read-only meanwhile (its page may be on
+            // disk with the old previous address): publish a fresh copy instead. The first one
+            // stays unreachable, and superseded for compaction and the open-time scan.
+            address = hot.append(&record::encode(key, value, live_prev(hot_head)))?;
+        }
     }
 }
 
@@ -93,6 +102,18 @@ pub(crate) struct ChainHead {
     pub entry_value: u64,
     pub cached: Option<(u64, OwnedRecord)>,
     pub hot_address: u64,
+}
+
+/// Stripes of the key write latches (`Inner::key_locks`).
+pub(crate) const KEY_LOCK_STRIPES: usize = 1024;
+
+/// The latch stripe of a key: derived from its hot-index entry, not from the key alone, because
+/// keys sharing an entry share a hash chain and must not append to it concurrently (a writer
+/// whose entry CAS failed re-links its record behind the rival's head, which would then be
+/// newer than the record itself: a chain going forward).
+fn key_stripe(index: &HotIndex, hash: u64) -> usize {
+    let mixed = index.entry_id(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    (mixed % KEY_LOCK_STRIPES as u64) as usize
 }
 
 /// The previous address of a chain record, checked to go strictly backwards.
@@ -210,7 +231,7 @@ impl Inner {
     }
 
     /// True when the cold log holds a record of `key` above `above`; the chunk comes from `batch`
-    /// when it holds it. Maintenance only (the cold index's single updater).
+    /// when it holds it. Compaction workers only (the caller owns the chunk's updates this round).
     pub fn cold_has_newer_in(&self, batch: &ChunkBatch, key: &[u8], hash: u64, above: u64) -> Result<bool> {
         for head in self.cold_index.find_in(batch, hash, self.cold.begin())? {
             if self.cold_chain_find(key, head, above + 1)?.is_some() {
@@ -347,18 +368,31 @@ impl Inner {
         Ok(value)
     }
 
-    /// Logs `batch` to the WAL and applies it; caller holds the write lock (`guard`), released
-    /// before waiting for durability.
+    /// The write latches of `keys`: one stripe per hot-index entry (`key_stripe`), taken in
+    /// ascending stripe order so two batches never wait for each other in a cycle.
+    fn lock_keys<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = keys.map(|k| key_stripe(&self.hot_index, key_hash(k))).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes.into_iter().filter_map(|i| self.key_locks.get(i)).map(|m| m.lock()).collect()
+    }
+
+    /// Logs `batch` to the WAL and applies it. Caller holds the latches of its keys
+    /// (`key_latches`), released before waiting for durability. The write lock is held shared
+    /// across WAL append and apply (the checkpoint cut takes it exclusively); a multi-operation
+    /// batch takes the batch gate first, so a batch waiting for the gate holds no write lock.
     fn log_and_apply(
         &self,
-        guard: MutexGuard<'_, ()>,
+        key_latches: Vec<MutexGuard<'_, ()>>,
         batch: &WriteBatch,
         durability: Durability,
     ) -> Result<()> {
         let payload = encode_batch(batch);
-        let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
-        {
+        let lsn = {
             let _gate = (batch.len() > 1).then(|| self.batch_gate.write());
+            let _no_cut = self.write_lock.read();
+            self.ensure_usable()?;
+            let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
             for op in batch.ops() {
                 apply_op(
                     &self.hot,
@@ -370,24 +404,27 @@ impl Inner {
                 )
                 .map_err(|e| self.poisoned(e))?;
             }
-        }
-        drop(guard);
+            lsn
+        };
+        drop(key_latches);
         self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
         self.wal.commit(lsn, durability).map_err(|e| self.poisoned(e))?;
         self.wal_bytes_since_checkpoint.fetch_add(payload.len() as u64, Relaxed);
         self.maybe_maintain()
     }
 
+    /// Writes run in parallel for different keys: the latches of a batch's keys serialise it
+    /// with every other write of those keys from WAL append to apply, so per key the WAL order
+    /// is the apply order and replay reproduces the live state.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.ensure_usable()?;
-        let guard = self.write_lock.lock();
-        self.ensure_usable()?;
-        self.log_and_apply(guard, &batch, durability)
+        let latches = self.lock_keys(batch.ops().iter().map(|op| op.key()));
+        self.log_and_apply(latches, &batch, durability)
     }
 
-    /// Read-modify-write per F2 Algorithm 1: under the write lock, a record in the hot log is
-    /// updated directly. Otherwise the cold log is read without any lock, the new value
-    /// computed, and the write lock retaken for a ConditionalInsert: it succeeds only if no record
+    /// Read-modify-write per F2 Algorithm 1: under the key's latch, a record in the hot log is
+    /// updated directly. Otherwise the cold log is read without any latch, the new value
+    /// computed, and the latch retaken for a ConditionalInsert: it succeeds only if no record
     /// of the key entered the hot log since the first look and the hot log was not truncated;
     /// else the whole operation retries.
     pub fn rmw(
@@ -400,40 +437,40 @@ impl Inner {
         let single = |new: &Option<Value>| WriteBatch::single(key, new.as_deref());
         loop {
             self.ensure_usable()?;
-            let guard = self.write_lock.lock();
-            self.ensure_usable()?;
+            let latch = self.lock_keys(std::iter::once(key));
             if let (_, Some((_, rec))) = self.hot_lookup(key, hash)? {
                 let new = f(rec.value_opt());
-                self.log_and_apply(guard, &single(&new), durability)?;
+                self.log_and_apply(latch, &single(&new), durability)?;
                 return Ok(new);
             }
+            // Any later write of the key reserves its record at or above this tail: it takes
+            // the latch held here first.
             let start_tail = self.hot.tail();
             let truncations = self.hot.truncations();
-            drop(guard);
+            drop(latch);
             let cold = self.cold_lookup(key, hash)?;
             self.counters.rmw_cold_reads.fetch_add(1, Relaxed);
             let new = f(cold.as_ref().and_then(|(_, r)| r.value_opt()));
-            let guard = self.write_lock.lock();
-            self.ensure_usable()?;
+            let latch = self.lock_keys(std::iter::once(key));
             let intervened = self.hot.truncations() != truncations
                 || self.hot_has_newer(key, hash, start_tail.saturating_sub(1))?;
             if intervened {
-                drop(guard);
+                drop(latch);
                 self.counters.rmw_retries.fetch_add(1, Relaxed);
                 continue;
             }
-            self.log_and_apply(guard, &single(&new), durability)?;
+            self.log_and_apply(latch, &single(&new), durability)?;
             return Ok(new);
         }
     }
 
     /// Single-log mode (`F2Options::single_log`, FASTER's design): ConditionalInsert of the
-    /// record of `key` at `address` into the hot log's own tail. Under the write lock (appends
-    /// to the hot log are serialised by it) the liveness check is repeated, since a writer may
-    /// have published a newer record since the caller's check; that repeat costs no reads in
-    /// the usual case (the chain head is `address` itself). A tombstone is dropped when the
-    /// cold log is empty: every older record of its key is below `address`, so in the part
-    /// being truncated. Returns whether the record was copied.
+    /// record of `key` at `address` into the hot log's own tail. Under the key's latch the
+    /// liveness check is repeated, since a writer may have published a newer record since the
+    /// caller's check; that repeat costs no reads in the usual case (the chain head is
+    /// `address` itself). A tombstone is dropped when the cold log is empty: every older record
+    /// of its key is below `address`, so in the part being truncated. Returns whether the
+    /// record was copied.
     pub(super) fn copy_to_hot_tail(
         &self,
         key: &[u8],
@@ -444,11 +481,15 @@ impl Inner {
         if value.is_none() && self.cold.size_bytes() == 0 {
             return Ok(false);
         }
-        let _w = self.write_lock.lock();
+        let _latch = self.lock_keys(std::iter::once(key));
         if self.hot_has_newer(key, hash, address)? {
             return Ok(false);
         }
-        super::ops::apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, value, None)?;
+        {
+            // Shared: `stable_hot_tail` must not see the copy half written.
+            let _no_cut = self.write_lock.read();
+            apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, value, None)?;
+        }
         let bytes = record::stored_len(key.len(), value.map_or(0, <[u8]>::len));
         self.counters.compaction_bytes_written.fetch_add(bytes as u64, Relaxed);
         Ok(true)
@@ -458,13 +499,14 @@ impl Inner {
     /// write logged at or before that position is applied below that tail; the hot log is sealed
     /// at the tail (nothing below it changes in place any more).
     pub fn seal_for_checkpoint(&self) -> (u64, u64) {
-        let _w = self.write_lock.lock();
+        let _no_writer = self.write_lock.write();
         (self.wal.last_lsn(), self.hot.seal_to_tail())
     }
 
-    /// A hot-log tail below which every record is completely written.
+    /// A hot-log tail below which every record is completely written (no writer holds the
+    /// write lock shared, so every reserved record is copied in).
     pub fn stable_hot_tail(&self) -> u64 {
-        let _w = self.write_lock.lock();
+        let _no_writer = self.write_lock.write();
         self.hot.tail()
     }
 }
@@ -502,5 +544,31 @@ pub(crate) mod test_hooks {
         if let Some(f) = AFTER_HOT_LOOKUP.with(|h| h.borrow_mut().take()) {
             f();
         }
+    }
+}
+
+#[cfg(test)]
+mod stripe_tests {
+    use super::*;
+
+    /// Regression (review of the parallel write path): stripes were `hash % 1024`, so two keys
+    /// sharing a hot-index entry (same home bucket and tag) could write concurrently; one whose
+    /// entry CAS lost re-linked its record behind the rival's newer head — a chain going
+    /// forward, read back as corruption.
+    #[test]
+    fn keys_sharing_a_hot_index_entry_share_a_latch_stripe() {
+        let index = HotIndex::with_budget_bytes(32, 1 << 20);
+        let mut by_entry: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        let mut shared_with_different_hash_stripes = 0;
+        for i in 0..200_000u64 {
+            let hash = key_hash(format!("key-{i}").as_bytes());
+            if let Some(other) = by_entry.insert(index.entry_id(hash), hash) {
+                assert_eq!(key_stripe(&index, hash), key_stripe(&index, other), "key-{i}");
+                if hash % KEY_LOCK_STRIPES as u64 != other % KEY_LOCK_STRIPES as u64 {
+                    shared_with_different_hash_stripes += 1;
+                }
+            }
+        }
+        assert!(shared_with_different_hash_stripes > 0, "no pair the old striping would have split");
     }
 }

@@ -4,24 +4,33 @@
 //! only in the segment files. Every page below `read_only` is immutable, and a page is written
 //! to its segment file before it leaves memory.
 //!
-//! Memory safety without an epoch framework: pages are `Arc`s, so a reader that fetched a page
-//! keeps it alive even after eviction; each page has its own `RwLock` (writers hold it only to
-//! copy a record in). Appends, in-place updates, `read_only` and `head` changes happen under the
-//! engine's write lock; reads take no engine lock.
+//! Memory safety: the in-memory pages are frames of a [`PageRing`] (a fixed circular array;
+//! page `s` in frame `(s / page_size) % (max_pages_in_memory + 1)`). A reader takes an epoch
+//! guard, finds the frame (no lock, no reference count) and copies the record out; eviction
+//! writes the page to its segment file, moves `head`, then retires the frame, whose buffer is
+//! reused or freed only after every guard taken before the retire was dropped. A new tail page
+//! whose frame is still retired waits for those readers (they hold a guard for one copy only).
+//! Page bytes are atomic words; in-place updates go through the frame's seqlock, so a reader
+//! racing one never returns a torn value (see `ring.rs`).
+//!
+//! Writers run concurrently (the engine serialises writers of one key only) and take no latch:
+//! an append reserves its bytes with a CAS on the tail and copies them in under an epoch guard;
+//! an in-place change checks `read_only` and writes under one guard. The thread that needs the
+//! next page moves `read_only` and then waits out every older writer protection (a second
+//! epoch, for writers only) before it flushes and evicts (FASTER's bump-and-wait), so no page
+//! is written out while a writer still copies into it or changes it in place. Reads take no latch and do their disk reads with nothing held.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
+use super::epoch::Epoch;
+use super::ring::PageRing;
 use super::{
     load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_range, Bounds, SegmentedFile,
 };
 use crate::record::{self, OwnedRecord, RecordView};
-
-type Page = RwLock<Box<[u8]>>;
 
 pub struct HybridLog {
     pub file: SegmentedFile,
@@ -33,13 +42,35 @@ pub struct HybridLog {
     /// index's overflow buckets); the window shrinks by that much, to no fewer than 2 pages.
     lent_bytes: AtomicU64,
     bounds: Bounds,
+    /// Writers check it: records below it are never changed in place and no new append lands
+    /// below it.
     read_only: AtomicU64,
-    /// Start of the oldest in-memory page. Changed only under the `pages` write lock.
+    /// What `read_only` was once the writers that could have missed its move were waited out:
+    /// every byte below it is complete and final. Readers that need immutable pages (compaction)
+    /// go by this one; `read_only` runs ahead of it while a page turn waits.
+    safe_read_only: AtomicU64,
+    /// Start of the oldest in-memory page; pages below it are only in the segment files.
     head: AtomicU64,
-    /// `pages[i]` starts at `head + i * page_size`; the last page holds `tail`.
-    pages: RwLock<VecDeque<Arc<Page>>>,
+    /// Start of the newest in-memory page (the one holding `tail`).
+    last_page: AtomicU64,
+    /// Frames of the pages `[head, last_page]`.
+    ring: PageRing,
+    /// Page-turn latch: one thread at a time installs the next page (moving `read_only`,
+    /// flushing and evicting). Appends and in-place changes never take it.
+    turn: Mutex<()>,
+    /// Writers (appends, in-place changes) protect themselves here; a move of `read_only` waits
+    /// for the older ones (`push_page`, `seal_to_tail`).
+    writers: Epoch<()>,
+    flush: Mutex<FlushState>,
+}
+
+/// Pages are flushed in pieces of at most this size (one reused buffer, no page-sized copy).
+const FLUSH_PIECE_BYTES: u64 = 64 << 10;
+
+struct FlushState {
     /// Everything below this address has been written to the segment files.
-    flushed_until: Mutex<u64>,
+    until: u64,
+    buffer: Vec<u8>,
 }
 
 impl HybridLog {
@@ -54,6 +85,17 @@ impl HybridLog {
     ) -> Result<HybridLog> {
         let max_pages = max_pages_in_memory.max(2);
         let (head, bytes) = load_tail_page(&file, page_size, begin, tail)?;
+        // One frame more than the window: the frame a new page needs was retired a page earlier,
+        // so readers have had a page's worth of appends to leave it.
+        let ring = PageRing::new(page_size, max_pages + 1);
+        ring.set_max_buffers(max_pages);
+        let installed = ring.install(head) && {
+            let guard = ring.protect();
+            ring.page(&guard, head).is_some_and(|p| p.write(0, &bytes))
+        };
+        if !installed {
+            return Err(Error::invalid("hot log tail page does not fit its frame"));
+        }
         Ok(HybridLog {
             file,
             page_size,
@@ -62,9 +104,13 @@ impl HybridLog {
             lent_bytes: AtomicU64::new(0),
             bounds: Bounds::new(begin, tail),
             read_only: AtomicU64::new(tail),
+            safe_read_only: AtomicU64::new(tail),
             head: AtomicU64::new(head),
-            pages: RwLock::new(VecDeque::from([Arc::new(RwLock::new(bytes.into_boxed_slice()))])),
-            flushed_until: Mutex::new(tail),
+            last_page: AtomicU64::new(head),
+            ring,
+            turn: Mutex::new(()),
+            writers: Epoch::new(),
+            flush: Mutex::new(FlushState { until: tail, buffer: Vec::new() }),
         })
     }
 
@@ -77,17 +123,27 @@ impl HybridLog {
     pub fn read_only(&self) -> u64 {
         self.read_only.load(SeqCst)
     }
+
+    /// Every byte below this address is complete and will not change (see `safe_read_only`).
+    pub fn safe_read_only(&self) -> u64 {
+        self.safe_read_only.load(SeqCst)
+    }
     pub fn head(&self) -> u64 {
         self.head.load(SeqCst)
     }
     pub fn truncations(&self) -> u64 {
         self.bounds.truncations()
     }
+    /// Bytes of page buffers allocated (the window, plus pages retired while readers held them).
     pub fn memory_bytes(&self) -> u64 {
-        self.pages.read().len() as u64 * self.page_size
+        self.ring.memory_bytes()
     }
     pub fn size_bytes(&self) -> u64 {
         self.bounds.size_bytes()
+    }
+    /// New tail pages that waited for readers of their frame's previous page.
+    pub fn frame_waits(&self) -> u64 {
+        self.ring.frame_waits()
     }
 
     /// Lends `bytes` of the in-memory window to another structure: from the next page change on,
@@ -103,8 +159,14 @@ impl HybridLog {
         self.max_pages_in_memory.saturating_sub(lent_pages).max(2)
     }
 
-    /// Appends an encoded record; caller holds the engine write lock. May flush and evict the
-    /// oldest in-memory page (handing it to the OS first).
+    fn pages_in_memory(&self) -> usize {
+        let pages = (self.last_page.load(SeqCst) - self.head()) / self.page_size + 1;
+        usize::try_from(pages).unwrap_or(usize::MAX)
+    }
+
+    /// Appends an encoded record and returns its address. Appenders run concurrently: each
+    /// reserves its bytes by a CAS on the tail and copies them in, all under an epoch guard. One
+    /// that needs the next page installs it under the page-turn latch (see `push_page`).
     pub fn append(&self, bytes: &[u8]) -> Result<u64> {
         let len = bytes.len() as u64;
         if len > self.page_size {
@@ -113,88 +175,110 @@ impl HybridLog {
                 self.page_size
             )));
         }
-        let mut address = self.tail();
-        if address % self.page_size + len > self.page_size {
-            address = address - address % self.page_size + self.page_size;
+        loop {
+            let needed_page = {
+                let _writer = self.writers.guard();
+                let guard = self.ring.protect();
+                let seen = self.tail();
+                let mut address = seen;
+                // A page turn may have made the tail page read-only (its bytes past the tail stay
+                // zero: padding); appends then go to the next page.
+                if address % self.page_size + len > self.page_size || address < self.read_only() {
+                    address = address - address % self.page_size + self.page_size;
+                }
+                let page_start = address - address % self.page_size;
+                if page_start <= self.last_page.load(SeqCst) {
+                    if !self.bounds.cas_tail(seen, address + len) {
+                        continue;
+                    }
+                    let page = self.ring.page(&guard, page_start);
+                    if !page.is_some_and(|p| p.write((address - page_start) as usize, bytes)) {
+                        return Err(Error::invalid("hot log tail page missing"));
+                    }
+                    return Ok(address);
+                }
+                page_start
+            };
+            let _one_turner = self.turn.lock();
+            if needed_page > self.last_page.load(SeqCst) {
+                self.push_page(needed_page)?;
+            }
         }
-        let page_start = address - address % self.page_size;
-        if page_start >= self.head() + self.pages.read().len() as u64 * self.page_size {
-            self.push_page(page_start)?;
-        }
-        let page = self.page(address).ok_or_else(|| Error::invalid("hot log tail page missing"))?;
-        {
-            let mut bytes_guard = page.write();
-            let offset = (address - page_start) as usize;
-            let dst = bytes_guard.get_mut(offset..offset + bytes.len()).unwrap_or_default();
-            dst.copy_from_slice(bytes);
-        }
-        self.bounds.set_tail(address + len);
-        Ok(address)
     }
 
     /// Adds the page starting at `page_start` (the next one after the last), evicting the oldest
     /// pages while the window is full, and moves `read_only` so the mutable region stays
-    /// `mutable_fraction` of the window. An evicted page nobody else holds is reused (zeroed)
-    /// instead of freeing one page and allocating another.
+    /// `mutable_fraction` of the window (at least past every evicted page). Caller holds the
+    /// page-turn latch and no guard.
+    ///
+    /// FASTER's bump-and-wait: after `read_only` moves, every writer protection older than the
+    /// move is waited out. Writers check `read_only` (in-place changes) or reserve tail bytes
+    /// (appends) under one, so once the wait returns no writer is still changing or copying
+    /// into a page below the new `read_only`, and it can be written out and evicted. Readers
+    /// use the ring's own epoch and never delay a page turn (only the reuse of a frame).
     fn push_page(&self, page_start: u64) -> Result<()> {
         let window = self.window_pages();
+        self.ring.set_max_buffers(window);
         let mutable_pages = ((window as f64 * self.mutable_fraction) as usize).clamp(1, window - 1);
         let mutable_floor = page_start.saturating_sub((mutable_pages as u64 - 1) * self.page_size);
-        self.read_only.fetch_max(mutable_floor, SeqCst);
-        let mut spare: Option<Box<[u8]>> = None;
-        while self.pages.read().len() + 1 > window {
+        let evicted_pages = (self.pages_in_memory() + 1).saturating_sub(window) as u64;
+        let evict_until = self.head() + evicted_pages * self.page_size;
+        let new_read_only = mutable_floor.max(evict_until);
+        if self.read_only.fetch_max(new_read_only, SeqCst) < new_read_only {
+            self.writers.wait_for_older();
+        }
+        self.safe_read_only.fetch_max(new_read_only, SeqCst);
+        while self.pages_in_memory() + 1 > window {
             let head = self.head();
             let evict_end = head + self.page_size;
-            // The evicted page is immutable from now on and on the OS before it leaves memory.
-            self.read_only.fetch_max(evict_end, SeqCst);
+            // Immutable and waited for above; on the OS before it leaves memory.
             self.flush_until(evict_end)?;
-            let evicted = {
-                let mut pages = self.pages.write();
-                let evicted = pages.pop_front();
-                self.head.store(evict_end, SeqCst);
-                evicted
-            };
-            // A reader still holding the page keeps it alive; then it is freed when that ends.
-            if let Some(bytes) = evicted.and_then(|p| Arc::try_unwrap(p).ok()) {
-                spare = Some(bytes.into_inner());
-            }
+            // Readers that see the new head go to disk; those that saw the old one hold guards
+            // that keep the frame from being reclaimed.
+            self.head.store(evict_end, SeqCst);
+            self.ring.retire(head);
         }
-        let bytes = super::zeroed_page(spare, self.page_size);
-        self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
+        self.ring.install_waiting(page_start);
+        self.last_page.store(page_start, SeqCst);
         Ok(())
     }
 
-    fn page(&self, address: u64) -> Option<Arc<Page>> {
-        let pages = self.pages.read();
-        let head = self.head();
-        if address < head {
-            return None;
-        }
-        pages.get(((address - head) / self.page_size) as usize).cloned()
-    }
-
-    /// Writes every page byte below `target` to the segment files (not synced).
+    /// Writes every page byte below `target` to the segment files (not synced). Pages go out in
+    /// pieces of at most `FLUSH_PIECE_BYTES` through one reused buffer, each copied under a guard
+    /// and written with none held; bytes below `target` are immutable (below `read_only`), so the
+    /// pieces of a page agree with each other.
     pub fn flush_until(&self, target: u64) -> Result<()> {
-        let mut flushed = self.flushed_until.lock();
+        let mut flush = self.flush.lock();
+        let FlushState { until: flushed, buffer } = &mut *flush;
         while *flushed < target {
             let page_start = *flushed - *flushed % self.page_size;
             // Pages wholly below `begin` were compacted away; their segments may be deleted.
             if page_start + self.page_size > self.begin() {
-                let page =
-                    self.page(page_start).ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
-                // Written straight from the page (no copy): bytes below `read_only` are immutable,
-                // so the read lock only waits out in-place updates of the page's mutable part.
-                self.file.write_at(page_start, &page.read())?;
+                let piece_bytes = self.page_size.min(FLUSH_PIECE_BYTES);
+                for piece in (0..self.page_size).step_by(piece_bytes as usize) {
+                    {
+                        let guard = self.ring.protect();
+                        let page = self.ring.page(&guard, page_start);
+                        let page = page.ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
+                        page.copy_range(piece as usize, piece_bytes as usize, buffer);
+                    }
+                    self.file.write_at(page_start + piece, buffer)?;
+                }
             }
             *flushed = (page_start + self.page_size).min(target);
         }
         Ok(())
     }
 
-    /// Makes everything below the tail immutable (checkpoints call it under the write lock).
+    /// Makes everything below the tail immutable: once it returns, no in-place change below the
+    /// tail is in flight or can start. Checkpoints call it under the engine's exclusive write
+    /// lock, so every reserved record below the tail is complete. Caller holds no guard.
     pub fn seal_to_tail(&self) -> u64 {
         let tail = self.tail();
-        self.read_only.fetch_max(tail, SeqCst);
+        if self.read_only.fetch_max(tail, SeqCst) < tail {
+            self.writers.wait_for_older();
+        }
+        self.safe_read_only.fetch_max(tail, SeqCst);
         tail
     }
 
@@ -203,37 +287,53 @@ impl HybridLog {
         if address < self.begin() {
             return Ok(None);
         }
-        if let Some(page) = self.page(address) {
+        if address >= self.head() {
             let page_start = address - address % self.page_size;
-            return record_in_page(&self.file, &page.read(), page_start, address);
+            let guard = self.ring.protect();
+            if let Some(page) = self.ring.page(&guard, page_start) {
+                return page.with_record((address - page_start) as usize, |bytes| {
+                    record_in_page(&self.file, bytes, address, address)
+                });
+            }
         }
         record_on_disk(&self.file, self.page_size, &self.bounds, address)
     }
 
-    /// Overwrites the value of the record at `address` if it is in the mutable region and holds
-    /// a value of the same length. Caller holds the engine write lock.
-    pub fn update_in_place(&self, address: u64, new_value: &[u8]) -> bool {
+    /// Changes the record at `address` in place if it is at or above `read_only` (`change` edits
+    /// a copy, written back under the page's seqlock). The check and the change run under one
+    /// guard, so a move of `read_only` past the record waits for the change before the page
+    /// can be written out (`push_page`, `seal_to_tail`).
+    fn change_if_mutable(&self, address: u64, change: impl FnOnce(&mut [u8]) -> bool) -> bool {
+        let _writer = self.writers.guard();
+        let guard = self.ring.protect();
         if address < self.read_only() {
             return false;
         }
-        let Some(page) = self.page(address) else { return false };
-        let mut guard = page.write();
-        let offset = (address % self.page_size) as usize;
-        guard.get_mut(offset..).is_some_and(|r| record::overwrite_value(r, new_value))
+        let page_start = address - address % self.page_size;
+        let Some(page) = self.ring.page(&guard, page_start) else { return false };
+        page.update_record((address - page_start) as usize, change)
     }
 
-    /// Rewrites the previous-address field of a record appended under the current write lock.
+    /// Overwrites the value of the record at `address` if it is in the mutable region and holds
+    /// a value of the same length. The caller holds the key's write latch.
+    pub fn update_in_place(&self, address: u64, new_value: &[u8]) -> bool {
+        self.change_if_mutable(address, |r| record::overwrite_value(r, new_value))
+    }
+
+    /// Rewrites the previous-address field of a record its caller appended and has not
+    /// published. False if the record is below `read_only` by now (its page may have been
+    /// written out already): the caller then appends a fresh copy instead.
     pub fn set_prev_address(&self, address: u64, prev: u64) -> bool {
-        let Some(page) = self.page(address) else { return false };
-        let mut guard = page.write();
-        let offset = (address % self.page_size) as usize;
-        guard.get_mut(offset..).is_some_and(|r| record::set_prev_address(r, prev))
+        self.change_if_mutable(address, |r| record::set_prev_address(r, prev))
     }
 
     /// A copy of the page starting at `page_start`, from memory or disk.
     pub fn read_page(&self, page_start: u64) -> Result<Vec<u8>> {
-        if let Some(page) = self.page(page_start) {
-            return Ok(page.read().to_vec());
+        {
+            let guard = self.ring.protect();
+            if let Some(page) = self.ring.page(&guard, page_start) {
+                return Ok(page.to_bytes());
+            }
         }
         read_page_from_disk(&self.file, self.page_size, page_start)
     }
@@ -296,5 +396,101 @@ mod tests {
         log.truncate(addresses[100]);
         assert!(log.read(addresses[99]).unwrap().is_none());
         assert_eq!(log.truncations(), 1);
+    }
+}
+
+#[cfg(test)]
+mod epoch_tests {
+    use std::sync::Arc;
+
+    use strata_io::MemStorage;
+
+    use super::*;
+    use crate::log::FIRST_ADDRESS;
+
+    /// Regression (review of the concurrent hot log): compaction took `read_only` as "everything
+    /// below is final", but a page turn publishes `read_only` before it has waited out the
+    /// writers that checked the old value — one may still update a record in place or copy in
+    /// bytes it reserved. `safe_read_only` moves only after that wait.
+    #[test]
+    fn a_page_turn_waiting_for_a_writer_does_not_advance_safe_read_only() {
+        const PAGE: u64 = 4096;
+        let storage = Arc::new(MemStorage::new());
+        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
+        let log = HybridLog::open(file, PAGE, 3, 0.34, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
+        let encoded = |i: u32| record::encode(&i.to_le_bytes(), Some(&[i as u8; 100]), 0);
+        let mut i = 0;
+        while log.tail() < 2 * PAGE + PAGE / 2 {
+            log.append(&encoded(i)).unwrap();
+            i += 1;
+        }
+        let settled = log.safe_read_only();
+        assert_eq!(settled, log.read_only());
+        std::thread::scope(|s| {
+            let in_flight_writer = log.writers.guard();
+            let appender = s.spawn(|| {
+                let mut j = 1000;
+                while log.tail() < 4 * PAGE {
+                    log.append(&encoded(j)).unwrap();
+                    j += 1;
+                }
+            });
+            let started = std::time::Instant::now();
+            while log.read_only() == settled {
+                assert!(started.elapsed().as_secs() < 10, "the page turn never moved read_only");
+                std::thread::yield_now();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(!appender.is_finished(), "the page turn did not wait for the in-flight writer");
+            assert_eq!(log.safe_read_only(), settled, "safe_read_only moved before the wait ended");
+            drop(in_flight_writer);
+            appender.join().unwrap();
+        });
+        assert!(log.safe_read_only() > settled);
+        assert_eq!(log.safe_read_only(), log.read_only());
+    }
+
+    /// A reader holding its guard across the eviction of its page keeps reading the page's
+    /// bytes, and the frame is not reused (the appender that needs it waits) until the guard
+    /// goes; later readers of the evicted page read it from disk.
+    #[test]
+    fn a_guarded_reader_keeps_its_page_across_eviction_and_blocks_frame_reuse() {
+        const PAGE: u64 = 4096;
+        let storage = Arc::new(MemStorage::new());
+        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
+        // Window of 3 pages, so 4 frames: page p shares its frame with page p + 4 pages.
+        let log = HybridLog::open(file, PAGE, 3, 0.67, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
+        let encoded = |i: u32| record::encode(&i.to_le_bytes(), Some(&[i as u8; 100]), 0);
+        let first = log.append(&encoded(0)).unwrap();
+        let page_start = first - first % PAGE;
+        let reuse_page = page_start + 4 * PAGE;
+        let offset = (first - page_start) as usize;
+        std::thread::scope(|s| {
+            let guard = log.ring.protect();
+            let page = log.ring.page(&guard, page_start).unwrap();
+            let appender = s.spawn(|| {
+                let mut i = 1;
+                while log.tail() < reuse_page + PAGE / 2 {
+                    log.append(&encoded(i)).unwrap();
+                    i += 1;
+                }
+            });
+            while log.frame_waits() == 0 {
+                assert!(!appender.is_finished(), "the appender reused the frame under the reader");
+                std::thread::yield_now();
+            }
+            // The appender is waiting for the frame: the page was evicted long ago.
+            assert!(log.head() > first);
+            assert!(log.tail() <= reuse_page, "nothing was appended to the frame's next page");
+            assert_eq!(page.read_record(offset), encoded(0), "the reader's bytes are intact");
+            assert_eq!(log.read(first).unwrap().unwrap().value, vec![0u8; 100], "new readers go to disk");
+            drop(guard);
+            appender.join().unwrap();
+        });
+        assert!(log.tail() > reuse_page);
+        let guard = log.ring.protect();
+        assert!(log.ring.page(&guard, page_start).is_none());
+        assert!(log.ring.page(&guard, reuse_page).is_some(), "the frame now holds the new page");
+        assert!(log.memory_bytes() <= 4 * PAGE);
     }
 }

@@ -3,8 +3,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 mod append;
+mod epoch;
 mod hybrid;
 mod read_cache;
+mod ring;
 mod segments;
 
 pub use append::AppendLog;
@@ -53,6 +55,12 @@ impl Bounds {
 
     pub fn set_tail(&self, tail: u64) {
         self.tail.store(tail, SeqCst);
+    }
+
+    /// Moves the tail from `seen` to `new` if no one moved it meanwhile (concurrent appends
+    /// reserve their space this way).
+    pub fn cas_tail(&self, seen: u64, new: u64) -> bool {
+        self.tail.compare_exchange(seen, new, SeqCst, SeqCst).is_ok()
     }
 
     pub fn truncations(&self) -> u64 {
@@ -115,17 +123,6 @@ fn record_on_disk(
         Ok(r) => Ok(Some(r)),
         Err(_) if address < bounds.begin() => Ok(None),
         Err(e) => Err(e),
-    }
-}
-
-/// A zeroed page: `spare` (an evicted page nobody else holds) cleared, or a new allocation.
-pub fn zeroed_page(spare: Option<Box<[u8]>>, page_size: u64) -> Box<[u8]> {
-    match spare {
-        Some(mut bytes) => {
-            bytes.fill(0);
-            bytes
-        }
-        None => vec![0u8; page_size as usize].into_boxed_slice(),
     }
 }
 

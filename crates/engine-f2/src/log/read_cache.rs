@@ -6,73 +6,84 @@
 //! after every index entry pointing into it was swung back to the cached record's previous
 //! address. A cached record is invalidated (flag byte 13) when its key is written.
 
-use std::collections::VecDeque;
+//!
+//! Memory: the pages are frames of a [`PageRing`] under epoch protection, like the hot log's
+//! (`ring.rs`): a read takes a guard and copies the record out, eviction retires the frame and it
+//! is reused only after every guard older than the retire was dropped. An insert whose frame is
+//! still held that way is skipped (a reader never waits for another reader). Records are
+//! immutable once published except their invalid flag, set with an atomic OR.
+
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
+use super::ring::PageRing;
 use crate::record::{self, OwnedRecord, RecordView, Slot};
 
 /// Set in addresses of read-cache records (hot-log addresses stay below it).
 pub const READ_CACHE_FLAG: u64 = 1 << 47;
 const FIRST_OFFSET: u64 = 64;
 
-type Page = RwLock<Box<[u8]>>;
-
 pub struct ReadCache {
     page_size: u64,
     max_pages: usize,
-    /// Start offset of the oldest page; changed under the `pages` write lock.
+    /// Start offset of the oldest page; moves under `append_lock`.
     head: AtomicU64,
     tail: AtomicU64,
-    pages: RwLock<VecDeque<Arc<Page>>>,
+    /// Start offset of the newest page; moves under `append_lock`.
+    last_page: AtomicU64,
+    ring: PageRing,
     /// Serialises inserts and evictions.
     append_lock: Mutex<()>,
     pub evicted_records: AtomicU64,
+    /// Inserts skipped because the frame their new page needs was still held by a reader.
+    pub skipped_inserts: AtomicU64,
 }
 
 impl ReadCache {
     /// A cache of `max_pages` (at least 2) pages of `page_size` bytes.
     pub fn new(page_size: u64, max_pages: usize) -> ReadCache {
-        let first = Arc::new(RwLock::new(vec![0u8; page_size as usize].into_boxed_slice()));
+        let max_pages = max_pages.max(2);
+        let ring = PageRing::new(page_size, max_pages + 1);
+        ring.set_max_buffers(max_pages);
+        ring.install(0);
         ReadCache {
             page_size,
-            max_pages: max_pages.max(2),
+            max_pages,
             head: AtomicU64::new(0),
             tail: AtomicU64::new(FIRST_OFFSET),
-            pages: RwLock::new(VecDeque::from([first])),
+            last_page: AtomicU64::new(0),
+            ring,
             append_lock: Mutex::new(()),
             evicted_records: AtomicU64::new(0),
+            skipped_inserts: AtomicU64::new(0),
         }
     }
 
+    /// Bytes of page buffers allocated (at most `max_pages` once readers of evicted pages left).
     pub fn memory_bytes(&self) -> u64 {
-        self.pages.read().len() as u64 * self.page_size
+        self.ring.memory_bytes()
     }
 
     pub fn capacity_bytes(&self) -> u64 {
         self.max_pages as u64 * self.page_size
     }
 
-    fn page(&self, offset: u64) -> Option<Arc<Page>> {
-        let pages = self.pages.read();
-        let head = self.head.load(SeqCst);
-        let index = offset.checked_sub(head)? / self.page_size;
-        pages.get(index as usize).cloned()
-    }
-
     /// The cached record at `address` (flagged), or `None` once its page was evicted.
     pub fn read(&self, address: u64) -> Option<OwnedRecord> {
         let offset = address & !READ_CACHE_FLAG;
-        let page = self.page(offset)?;
-        let guard = page.read();
-        let at = (offset % self.page_size) as usize;
-        let bytes = guard.get(at..)?;
-        let view = RecordView::parse(bytes)?;
-        let mut rec = OwnedRecord::from_view(&view);
-        rec.invalid = record::is_invalid(bytes);
-        Some(rec)
+        if offset < self.head.load(SeqCst) {
+            return None;
+        }
+        let page_start = offset - offset % self.page_size;
+        let guard = self.ring.protect();
+        let page = self.ring.page(&guard, page_start)?;
+        page.with_record((offset - page_start) as usize, |bytes| {
+            let view = RecordView::parse(bytes)?;
+            let mut rec = OwnedRecord::from_view(&view);
+            rec.invalid = record::is_invalid(bytes);
+            Some(rec)
+        })
     }
 
     /// Runs `f` while no insert can publish (hot-log truncation uses it, so an insert's
@@ -91,11 +102,13 @@ impl ReadCache {
     /// Marks a cached record invalid (its key was written).
     pub fn invalidate(&self, address: u64) {
         let offset = address & !READ_CACHE_FLAG;
-        if let Some(page) = self.page(offset) {
-            let mut guard = page.write();
-            if let Some(bytes) = guard.get_mut((offset % self.page_size) as usize..) {
-                record::set_invalid(bytes);
-            }
+        if offset < self.head.load(SeqCst) {
+            return;
+        }
+        let page_start = offset - offset % self.page_size;
+        let guard = self.ring.protect();
+        if let Some(page) = self.ring.page(&guard, page_start) {
+            page.set_byte_bits((offset - page_start) as usize + record::INVALID_OFFSET, 1);
         }
     }
 
@@ -120,21 +133,24 @@ impl ReadCache {
             offset = offset - offset % self.page_size + self.page_size;
         }
         let page_start = offset - offset % self.page_size;
-        let last_start = self.head.load(SeqCst) + (self.pages.read().len() as u64 - 1) * self.page_size;
-        if page_start > last_start {
-            let spare =
-                if self.pages.read().len() >= self.max_pages { self.evict_oldest(unlink) } else { None };
-            let bytes = super::zeroed_page(spare, self.page_size);
-            self.pages.write().push_back(Arc::new(RwLock::new(bytes)));
-        }
-        let Some(page) = self.page(offset) else { return false };
-        {
-            let mut guard = page.write();
-            let at = (offset - page_start) as usize;
-            match guard.get_mut(at..at + bytes.len()) {
-                Some(dst) => dst.copy_from_slice(bytes),
-                None => return false,
+        if page_start > self.last_page.load(SeqCst) {
+            let pages = (self.last_page.load(SeqCst) - self.head.load(SeqCst)) / self.page_size + 1;
+            if pages >= self.max_pages as u64 {
+                self.evict_oldest(unlink);
             }
+            if !self.ring.install(page_start) {
+                self.skipped_inserts.fetch_add(1, SeqCst);
+                return false;
+            }
+            self.last_page.store(page_start, SeqCst);
+        }
+        let written = {
+            let guard = self.ring.protect();
+            let page = self.ring.page(&guard, page_start);
+            page.is_some_and(|p| p.write((offset - page_start) as usize, bytes))
+        };
+        if !written {
+            return false;
         }
         self.tail.store(offset + len, SeqCst);
         let address = offset | READ_CACHE_FLAG;
@@ -146,16 +162,17 @@ impl ReadCache {
         }
     }
 
-    /// Evicts the oldest page; returns its bytes for reuse unless a reader still holds it.
-    fn evict_oldest(&self, unlink: &mut dyn FnMut(u64, RecordView<'_>)) -> Option<Box<[u8]>> {
+    /// Evicts the oldest page: unlinks every record of it, moves `head` and retires its frame.
+    fn evict_oldest(&self, unlink: &mut dyn FnMut(u64, RecordView<'_>)) {
         let head = self.head.load(SeqCst);
-        let page = self.page(head)?;
         {
-            let guard = page.read();
+            let guard = self.ring.protect();
+            let page = self.ring.page(&guard, head);
             // The first page starts with unused bytes (offset 0 is never an address).
             let mut at = if head == 0 { FIRST_OFFSET as usize } else { 0 };
-            while let Some(rest) = guard.get(at..) {
-                let Ok(Slot::Record(view)) = record::parse_slot(rest, false) else { break };
+            while let Some(page) = &page {
+                let bytes = page.read_record(at);
+                let Ok(Slot::Record(view)) = record::parse_slot(&bytes, false) else { break };
                 // Invalid records too: an in-place update of another key in the chain invalidates
                 // the head copy without swinging the entry away from it.
                 unlink((head + at as u64) | READ_CACHE_FLAG, view);
@@ -163,14 +180,8 @@ impl ReadCache {
                 at += view.stored_len();
             }
         }
-        drop(page);
-        let evicted = {
-            let mut pages = self.pages.write();
-            let evicted = pages.pop_front();
-            self.head.store(head + self.page_size, SeqCst);
-            evicted
-        };
-        evicted.and_then(|p| Arc::try_unwrap(p).ok()).map(RwLock::into_inner)
+        self.head.store(head + self.page_size, SeqCst);
+        self.ring.retire(head);
     }
 }
 
