@@ -9,15 +9,21 @@ mod tests;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use strata_core::{Error, Result};
+use strata_core::Result;
 
 use super::Inner;
 use crate::index::cold::ChunkBatch;
 use crate::record;
 use frames::{FrameRecord, RoundPlan};
 
-/// Threads that run a large share's liveness lookups at once (each may read the hot log's disk).
-const LIVENESS_READERS: usize = 4;
+/// Reads a compaction round keeps in flight in all (chunk reads, liveness lookups that may read
+/// the hot log's disk), shared by its workers: each worker fans out to this divided by the
+/// worker count. On this project's 2-core VM a 4 KiB O_DIRECT read reaches ~23k IOPS one at a
+/// time and ~55k with 8 in flight (../shared/MACHINE.md). The bound matters for memory too:
+/// every fan-out thread may get its own malloc arena, and 2 workers × 8 chunk readers + 2 × 4
+/// liveness readers cost ~40 MiB of resident memory beyond the budget in a 3M-record run
+/// (`MALLOC_ARENA_MAX=2` took most of it back), against ~8 MiB with the fan-out bounded.
+const ROUND_READS_IN_FLIGHT: usize = 8;
 /// Below this many records a share's lookups run in its worker.
 const MIN_PARALLEL_LIVENESS_RECORDS: usize = 64;
 
@@ -38,6 +44,11 @@ impl Inner {
         } else {
             self.opts.compaction_threads
         }
+    }
+
+    /// Each worker's share of `ROUND_READS_IN_FLIGHT`.
+    fn reads_per_worker(&self) -> usize {
+        (ROUND_READS_IN_FLIGHT / self.compaction_threads()).max(1)
     }
 
     fn round_plan<'a>(&self, file: &'a crate::log::SegmentedFile, from: u64, until: u64) -> RoundPlan<'a> {
@@ -115,7 +126,7 @@ impl Inner {
             }
             return Ok(copied);
         }
-        let mut batch = self.cold_index.read_batch(live.iter().map(|r| r.hash))?;
+        let mut batch = self.cold_index.read_batch(live.iter().map(|r| r.hash), self.reads_per_worker())?;
         for r in live {
             self.cold_append_in(&mut batch, r.view.key, r.view.value_opt(), r.hash)?;
             copied += 1;
@@ -127,9 +138,9 @@ impl Inner {
 
     /// The records of `share` that no newer record of their key supersedes in the hot log, in
     /// order. A lookup may read older hot records from disk, so a large share is checked by up to
-    /// `LIVENESS_READERS` threads at once (lookups only read; nothing here is serialised).
+    /// `reads_per_worker` threads at once (lookups only read; nothing here is serialised).
     fn hot_live_records<'s, 'f>(&self, share: &'s [FrameRecord<'f>]) -> Result<Vec<&'s FrameRecord<'f>>> {
-        let check = |part: &'s [FrameRecord<'f>]| -> Result<Vec<bool>> {
+        let check = |part: &[FrameRecord<'f>]| -> Result<Vec<bool>> {
             part.iter()
                 .map(|r| {
                     #[cfg(test)]
@@ -143,24 +154,13 @@ impl Inner {
                 })
                 .collect()
         };
-        let live: Vec<bool> = if share.len() < MIN_PARALLEL_LIVENESS_RECORDS {
-            check(share)?
-        } else {
-            let per_reader = share.len().div_ceil(LIVENESS_READERS);
-            let parts: Vec<Result<Vec<bool>>> = std::thread::scope(|scope| {
-                let readers: Vec<_> =
-                    share.chunks(per_reader).map(|part| scope.spawn(move || check(part))).collect();
-                readers
-                    .into_iter()
-                    .map(|r| r.join().unwrap_or_else(|_| Err(Error::invalid("a liveness reader panicked"))))
-                    .collect()
-            });
-            let mut live = Vec::with_capacity(share.len());
-            for part in parts {
-                live.extend(part?);
-            }
-            live
-        };
+        let live = crate::parallel::map_parts(
+            share,
+            self.reads_per_worker(),
+            MIN_PARALLEL_LIVENESS_RECORDS,
+            "a liveness reader",
+            check,
+        )?;
         Ok(share.iter().zip(live).filter_map(|(r, live)| live.then_some(r)).collect())
     }
 
@@ -196,7 +196,8 @@ impl Inner {
     /// cold log; the chunk comes from the batch, which follows the copies) and the copy.
     fn cold_share_to_tail(&self, share: &[FrameRecord<'_>]) -> Result<u64> {
         let records: Vec<&FrameRecord<'_>> = share.iter().filter(|r| !r.view.is_tombstone()).collect();
-        let mut batch = self.cold_index.read_batch(records.iter().map(|r| r.hash))?;
+        let mut batch =
+            self.cold_index.read_batch(records.iter().map(|r| r.hash), self.reads_per_worker())?;
         let mut copied = 0;
         for r in records {
             if !self.cold_has_newer_in(&batch, r.view.key, r.hash, r.address)? {

@@ -85,11 +85,8 @@ fn choose_slot(entries: &[u64; ENTRIES_PER_CHUNK], home: usize, tag: u64, live_f
     (home, entry_address(home_entry))
 }
 
-/// Threads that read a batch's chunks at once: on this project's 2-core VM a 4 KiB O_DIRECT read
-/// reaches ~23k IOPS one at a time and ~55k with 8 in flight (../shared/MACHINE.md).
-const BATCH_READERS: usize = 8;
 /// Below this many chunks a batch is read in the calling thread.
-const MIN_PARALLEL_CHUNKS: usize = 4 * BATCH_READERS;
+const MIN_PARALLEL_CHUNKS: usize = 32;
 
 /// Chunks read ahead for one compaction step, kept current as the step places records (see
 /// [`ColdIndex::read_batch`]). It holds only chunks its user owns for the round (nobody else
@@ -182,10 +179,10 @@ impl ColdIndex {
         }
     }
 
-    /// Reads the chunks of `hashes` (each once) with up to `BATCH_READERS` reads in flight, so a
+    /// Reads the chunks of `hashes` (each once) with up to `readers` reads in flight, so a
     /// compaction step that places thousands of records pays for their chunk reads in parallel
     /// instead of one device read after another. The caller must own the chunks' updates.
-    pub fn read_batch(&self, hashes: impl Iterator<Item = u64>) -> Result<ChunkBatch> {
+    pub fn read_batch(&self, hashes: impl Iterator<Item = u64>, readers: usize) -> Result<ChunkBatch> {
         let chunk_count = self.chunk_count();
         let mut chunks: Vec<u64> = hashes.map(|h| position(h, chunk_count).0).collect();
         chunks.sort_unstable();
@@ -193,24 +190,9 @@ impl ColdIndex {
         let read_part = |part: &[u64]| -> Result<Vec<ChunkEntries>> {
             part.iter().map(|&c| Ok((c, self.read_chunk(c)?))).collect()
         };
-        if chunks.len() < MIN_PARALLEL_CHUNKS {
-            // Too few to be worth threads.
-            return Ok(ChunkBatch { entries: read_part(&chunks)?.into_iter().collect() });
-        }
-        let per_reader = chunks.len().div_ceil(BATCH_READERS);
-        let read: Vec<Result<Vec<ChunkEntries>>> = std::thread::scope(|scope| {
-            let readers: Vec<_> =
-                chunks.chunks(per_reader).map(|part| scope.spawn(move || read_part(part))).collect();
-            readers
-                .into_iter()
-                .map(|r| r.join().unwrap_or_else(|_| Err(Error::invalid("a chunk reader thread panicked"))))
-                .collect()
-        });
-        let mut batch = ChunkBatch { entries: HashMap::with_capacity(chunks.len()) };
-        for part in read {
-            batch.entries.extend(part?);
-        }
-        Ok(batch)
+        let read =
+            crate::parallel::map_parts(&chunks, readers, MIN_PARALLEL_CHUNKS, "a chunk reader", read_part)?;
+        Ok(ChunkBatch { entries: read.into_iter().collect() })
     }
 
     /// Chooses the chain a new record of `hash` joins, with the chunk taken from `batch` when it
@@ -359,7 +341,7 @@ mod tests {
             let placement = index.place_in(&batch, h, FIRST_ADDRESS).unwrap();
             index.commit_in(&mut batch, placement, FIRST_ADDRESS + n as u64).unwrap();
         }
-        let read = index.read_batch(hashes.iter().copied()).unwrap();
+        let read = index.read_batch(hashes.iter().copied(), 8).unwrap();
         assert!(read.entries.len() >= MIN_PARALLEL_CHUNKS, "{} chunks", read.entries.len());
         for &h in &hashes {
             let chunk = position(h, index.chunk_count()).0;
@@ -397,7 +379,7 @@ mod tests {
         for round in 0..6u64 {
             // A batch read up front and kept current by the inserts (chunk GC in between moves
             // chunks without changing them); the re-inserts below read each chunk instead.
-            let mut batch = index.read_batch(keys.iter().copied()).unwrap();
+            let mut batch = index.read_batch(keys.iter().copied(), 8).unwrap();
             for (i, &hash) in keys.iter().enumerate() {
                 if !(i as u64 + round).is_multiple_of(3) {
                     let address = insert(&index, &mut batch, &mut log, hash, floor);
