@@ -32,7 +32,9 @@ pub struct F2Options {
     pub compaction_fraction: f64,
     /// Worker threads of a compaction round (F2 §5.2): each runs ConditionalInsert on the
     /// records whose cold-index chunk it owns, so their disk reads overlap. Single-log mode
-    /// uses one. 1..=64.
+    /// uses one. 1..=64. Default 1 (plus the frame buffer's read-ahead thread and 8 reads in
+    /// flight per round): on the 2-core VM of docs/benchmarks.md two workers were not faster and
+    /// cost ~18 MiB more peak RSS at a 33 MiB budget (malloc arenas of the extra threads).
     pub compaction_threads: usize,
     /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
     /// workers and released in page order). Part of the memory reserve. 1..=64.
@@ -68,7 +70,7 @@ impl Default for F2Options {
             cold_log_disk_budget_bytes: 64 << 30,
             compaction_trigger_fraction: 0.8,
             compaction_fraction: 0.2,
-            compaction_threads: 2,
+            compaction_threads: 1,
             compaction_frame_pages: 4,
             checkpoint_wal_bytes: None,
             background_maintenance: true,

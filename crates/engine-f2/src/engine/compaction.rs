@@ -20,9 +20,10 @@ use frames::{FrameRecord, RoundPlan};
 /// the hot log's disk), shared by its workers: each worker fans out to this divided by the
 /// worker count. On this project's 2-core VM a 4 KiB O_DIRECT read reaches ~23k IOPS one at a
 /// time and ~55k with 8 in flight (../shared/MACHINE.md). The bound matters for memory too:
-/// every fan-out thread may get its own malloc arena, and 2 workers × 8 chunk readers + 2 × 4
-/// liveness readers cost ~40 MiB of resident memory beyond the budget in a 3M-record run
-/// (`MALLOC_ARENA_MAX=2` took most of it back), against ~8 MiB with the fan-out bounded.
+/// every fan-out thread may get its own malloc arena. Peak RSS of a 3M-record run at a 33 MiB
+/// budget (A then C): 51 MiB before multi-threaded compaction; 88 MiB with 2 workers × (8 chunk
+/// and 4 liveness readers); 77 MiB with 2 workers and this bound; 59 MiB with 1 worker (the
+/// default); 51 MiB with 2 workers under `MALLOC_ARENA_MAX=2`.
 const ROUND_READS_IN_FLIGHT: usize = 8;
 /// Below this many records a share's lookups run in its worker.
 const MIN_PARALLEL_LIVENESS_RECORDS: usize = 64;
