@@ -29,16 +29,8 @@ const ROUND_READS_IN_FLIGHT: usize = 8;
 const MIN_PARALLEL_LIVENESS_RECORDS: usize = 64;
 
 impl Inner {
-    /// The oldest `compaction_fraction` of a log, cut at a page boundary and not past `limit`.
-    fn compaction_until(&self, begin: u64, size: u64, limit: u64) -> u64 {
-        let page = self.opts.page_size_bytes;
-        let want = begin + ((size as f64 * self.opts.compaction_fraction) as u64).max(page);
-        let until = want.min(limit);
-        until - until % page
-    }
-
-    /// Workers of a round: single-log mode copies to the hot log's tail under the write lock, one
-    /// record at a time, so it keeps one worker.
+    /// Workers of a round: single-log mode copies to the hot log's tail one record at a time
+    /// (`copy_to_hot_tail`, under the key's latch), so it keeps one worker.
     fn compaction_threads(&self) -> usize {
         if self.opts.single_log {
             1
@@ -52,16 +44,28 @@ impl Inner {
         (ROUND_READS_IN_FLIGHT / self.compaction_threads()).max(1)
     }
 
-    fn round_plan<'a>(&self, file: &'a crate::log::SegmentedFile, from: u64, until: u64) -> RoundPlan<'a> {
-        RoundPlan {
+    /// The round over a log whose live range starts at `begin` and holds `size` bytes: its
+    /// oldest `compaction_fraction`, cut at a page boundary and not past `limit`; `None` if that
+    /// is empty.
+    fn round_plan<'a>(
+        &self,
+        file: &'a crate::log::SegmentedFile,
+        begin: u64,
+        size: u64,
+        limit: u64,
+    ) -> Option<RoundPlan<'a>> {
+        let page = self.opts.page_size_bytes;
+        let want = begin + ((size as f64 * self.opts.compaction_fraction) as u64).max(page);
+        let until = want.min(limit) - want.min(limit) % page;
+        (until > begin).then(|| RoundPlan {
             file,
-            page_size_bytes: self.opts.page_size_bytes,
-            from,
+            page_size_bytes: page,
+            from: begin,
             until,
             threads: self.compaction_threads(),
             frame_pages: self.opts.compaction_frame_pages,
             chunk_count: self.cold_index.chunk_count(),
-        }
+        })
     }
 
     /// Hot→cold compaction: every record in the oldest part of the hot log that is still the
@@ -80,11 +84,10 @@ impl Inner {
         let begin = self.hot.begin();
         // Not past `safe_read_only`: above it a page turn may still be waiting for a writer that
         // changes a record in place or has reserved bytes it has not copied in yet.
-        let until = self.compaction_until(begin, self.hot.size_bytes(), self.hot.safe_read_only());
-        if until <= begin {
+        let limit = self.hot.safe_read_only();
+        let Some(plan) = self.round_plan(&self.hot.file, begin, self.hot.size_bytes(), limit) else {
             return Ok(0);
-        }
-        let plan = self.round_plan(&self.hot.file, begin, until);
+        };
         let outcome = frames::run_round(
             &plan,
             &|page_start| self.hot.read_page(page_start),
@@ -171,13 +174,12 @@ impl Inner {
     /// Tombstones are dropped: every older record of their key is in the truncated part too.
     pub fn compact_cold(&self) -> Result<u64> {
         let begin = self.cold.begin();
+        // The tail page is still being appended to.
         let tail = self.cold.tail();
-        let until =
-            self.compaction_until(begin, self.cold.size_bytes(), tail - tail % self.opts.page_size_bytes);
-        if until <= begin {
+        let limit = tail - tail % self.opts.page_size_bytes;
+        let Some(plan) = self.round_plan(&self.cold.file, begin, self.cold.size_bytes(), limit) else {
             return Ok(0);
-        }
-        let plan = self.round_plan(&self.cold.file, begin, until);
+        };
         let outcome = frames::run_round(
             &plan,
             &|page_start| self.cold.read_page(page_start),

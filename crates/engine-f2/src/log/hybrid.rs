@@ -364,20 +364,31 @@ mod tests {
     use super::*;
     use crate::log::FIRST_ADDRESS;
 
+    pub(super) const PAGE: u64 = 4096;
+
+    /// An empty hot log in memory: pages of `PAGE` bytes, a window of 3 pages.
+    pub(super) fn empty_log(mutable_fraction: f64) -> HybridLog {
+        let file = SegmentedFile::new(Arc::new(MemStorage::new()), "f2-hot-", 16 << 10);
+        HybridLog::open(file, PAGE, 3, mutable_fraction, FIRST_ADDRESS, FIRST_ADDRESS).unwrap()
+    }
+
+    /// Record `i`: key `i`, a 100-byte value of `i as u8`.
+    pub(super) fn encoded(i: u32) -> Vec<u8> {
+        record::encode(&i.to_le_bytes(), Some(&[i as u8; 100]), 0)
+    }
+
     /// Records stay readable while their pages move from the mutable region to read-only to
     /// disk; in-place updates only happen in the mutable region.
     #[test]
     fn regions_eviction_and_in_place_updates() {
-        let storage = Arc::new(MemStorage::new());
-        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
-        let log = HybridLog::open(file, 4096, 3, 0.67, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
+        let log = empty_log(0.67);
         let mut addresses = Vec::new();
         for i in 0..300u32 {
             let value = [i as u8; 50];
             addresses.push(log.append(&record::encode(&i.to_le_bytes(), Some(&value), 0)).unwrap());
         }
         assert!(log.head() > FIRST_ADDRESS, "old pages were evicted");
-        assert!(log.memory_bytes() <= 3 * 4096);
+        assert!(log.memory_bytes() <= 3 * PAGE);
         assert!(log.read_only() >= log.head() && log.read_only() <= log.tail());
         for (i, &a) in addresses.iter().enumerate() {
             let rec = log.read(a).unwrap().unwrap();
@@ -401,12 +412,7 @@ mod tests {
 
 #[cfg(test)]
 mod epoch_tests {
-    use std::sync::Arc;
-
-    use strata_io::MemStorage;
-
-    use super::*;
-    use crate::log::FIRST_ADDRESS;
+    use super::tests::{empty_log, encoded, PAGE};
 
     /// Regression (review of the concurrent hot log): compaction took `read_only` as "everything
     /// below is final", but a page turn publishes `read_only` before it has waited out the
@@ -414,11 +420,7 @@ mod epoch_tests {
     /// bytes it reserved. `safe_read_only` moves only after that wait.
     #[test]
     fn a_page_turn_waiting_for_a_writer_does_not_advance_safe_read_only() {
-        const PAGE: u64 = 4096;
-        let storage = Arc::new(MemStorage::new());
-        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
-        let log = HybridLog::open(file, PAGE, 3, 0.34, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
-        let encoded = |i: u32| record::encode(&i.to_le_bytes(), Some(&[i as u8; 100]), 0);
+        let log = empty_log(0.34);
         let mut i = 0;
         while log.tail() < 2 * PAGE + PAGE / 2 {
             log.append(&encoded(i)).unwrap();
@@ -455,12 +457,8 @@ mod epoch_tests {
     /// goes; later readers of the evicted page read it from disk.
     #[test]
     fn a_guarded_reader_keeps_its_page_across_eviction_and_blocks_frame_reuse() {
-        const PAGE: u64 = 4096;
-        let storage = Arc::new(MemStorage::new());
-        let file = SegmentedFile::new(storage, "f2-hot-", 16 << 10);
         // Window of 3 pages, so 4 frames: page p shares its frame with page p + 4 pages.
-        let log = HybridLog::open(file, PAGE, 3, 0.67, FIRST_ADDRESS, FIRST_ADDRESS).unwrap();
-        let encoded = |i: u32| record::encode(&i.to_le_bytes(), Some(&[i as u8; 100]), 0);
+        let log = empty_log(0.67);
         let first = log.append(&encoded(0)).unwrap();
         let page_start = first - first % PAGE;
         let reuse_page = page_start + 4 * PAGE;
