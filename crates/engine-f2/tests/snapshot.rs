@@ -27,15 +27,23 @@ fn open(storage: &Arc<dyn Storage>) -> F2Engine {
     F2Engine::open_with(storage.clone(), &config(), options()).unwrap()
 }
 
-fn fill(engine: &F2Engine, model: &mut HashMap<Vec<u8>, Vec<u8>>) {
+type Model = HashMap<Vec<u8>, Vec<u8>>;
+
+/// An engine on fresh sim storage (`seed`) after 2000 buffered puts over 700 keys, and the model.
+fn filled(seed: u64) -> (SimStorage, Arc<dyn Storage>, F2Engine, Model) {
+    let sim = SimStorage::new(seed);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = open(&storage);
+    let mut model = HashMap::new();
     for i in 0..2000u64 {
         let v = format!("value-{i}").into_bytes();
         engine.put(&key(i % 700), &v, Durability::Buffered).unwrap();
         model.insert(key(i % 700), v);
     }
+    (sim, storage, engine, model)
 }
 
-fn assert_holds(engine: &F2Engine, model: &HashMap<Vec<u8>, Vec<u8>>) {
+fn assert_holds(engine: &F2Engine, model: &Model) {
     for (k, v) in model {
         assert_eq!(engine.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }
@@ -43,11 +51,7 @@ fn assert_holds(engine: &F2Engine, model: &HashMap<Vec<u8>, Vec<u8>>) {
 
 #[test]
 fn clean_reopen_and_a_crash_after_a_checkpoint_both_load_the_hot_index() {
-    let sim = SimStorage::new(1);
-    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
-    let engine = open(&storage);
-    let mut model = HashMap::new();
-    fill(&engine, &mut model);
+    let (sim, storage, engine, mut model) = filled(1);
     engine.close().unwrap();
     drop(engine);
     let engine = open(&storage);
@@ -75,11 +79,7 @@ fn clean_reopen_and_a_crash_after_a_checkpoint_both_load_the_hot_index() {
 /// place: it must not be used (its chain heads miss the newer records), and it is deleted.
 #[test]
 fn a_snapshot_of_an_older_checkpoint_is_not_used() {
-    let sim = SimStorage::new(3);
-    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
-    let engine = open(&storage);
-    let mut model = HashMap::new();
-    fill(&engine, &mut model);
+    let (sim, storage, engine, mut model) = filled(3);
     engine.checkpoint().unwrap();
     let older = read_file(&storage, "f2-hot-index");
     for i in 0..300u64 {
