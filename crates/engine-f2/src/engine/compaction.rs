@@ -91,7 +91,7 @@ impl Inner {
         let outcome = frames::run_round(
             &plan,
             &|page_start| self.hot.read_page(page_start),
-            &|_, share| self.hot_share_to_target(share),
+            &|share| self.hot_share_to_target(share),
             &mut |page_end| {
                 #[cfg(test)]
                 tests::hooks::event(self, tests::hooks::Event::Releasing(page_end));
@@ -183,7 +183,7 @@ impl Inner {
         let outcome = frames::run_round(
             &plan,
             &|page_start| self.cold.read_page(page_start),
-            &|_, share| self.cold_share_to_tail(share),
+            &|share| self.cold_share_to_tail(share),
             &mut |_| !self.opts.background_maintenance || self.worker_may_continue(),
         )?;
         if outcome.released_until > begin {

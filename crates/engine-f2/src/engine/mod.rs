@@ -9,6 +9,8 @@ mod ops;
 mod race_tests;
 #[cfg(test)]
 mod single_log_tests;
+#[cfg(test)]
+pub(crate) mod test_engines;
 pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

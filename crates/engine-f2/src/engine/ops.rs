@@ -368,22 +368,28 @@ impl Inner {
         Ok(value)
     }
 
-    /// The write latches of `keys`: one stripe per hot-index entry (`key_stripe`), taken in
-    /// ascending stripe order so two batches never wait for each other in a cycle.
-    fn lock_keys<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<MutexGuard<'_, ()>> {
-        let mut stripes: Vec<usize> = keys.map(|k| key_stripe(&self.hot_index, key_hash(k))).collect();
+    /// The write latches of the keys with hashes `hashes`: one stripe per hot-index entry
+    /// (`key_stripe`), taken in ascending stripe order so two batches never wait for each other
+    /// in a cycle.
+    fn lock_hashes(&self, hashes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = hashes.map(|h| key_stripe(&self.hot_index, h)).collect();
         stripes.sort_unstable();
         stripes.dedup();
         stripes.into_iter().filter_map(|i| self.key_locks.get(i)).map(|m| m.lock()).collect()
     }
 
+    /// The write latch of the one key with hash `hash`.
+    fn lock_hash(&self, hash: u64) -> Option<MutexGuard<'_, ()>> {
+        self.key_locks.get(key_stripe(&self.hot_index, hash)).map(|m| m.lock())
+    }
+
     /// Logs `batch` to the WAL and applies it. Caller holds the latches of its keys
-    /// (`key_latches`), released before waiting for durability. The write lock is held shared
+    /// (`key_latches`: `lock_hashes` or `lock_hash` guards), released before waiting for durability. The write lock is held shared
     /// across WAL append and apply (the checkpoint cut takes it exclusively); a multi-operation
     /// batch takes the batch gate first, so a batch waiting for the gate holds no write lock.
-    fn log_and_apply(
+    fn log_and_apply<Latches>(
         &self,
-        key_latches: Vec<MutexGuard<'_, ()>>,
+        key_latches: Latches,
         batch: &WriteBatch,
         durability: Durability,
     ) -> Result<()> {
@@ -418,7 +424,7 @@ impl Inner {
     /// is the apply order and replay reproduces the live state.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.ensure_usable()?;
-        let latches = self.lock_keys(batch.ops().iter().map(|op| op.key()));
+        let latches = self.lock_hashes(batch.ops().iter().map(|op| key_hash(op.key())));
         self.log_and_apply(latches, &batch, durability)
     }
 
@@ -437,7 +443,7 @@ impl Inner {
         let single = |new: &Option<Value>| WriteBatch::single(key, new.as_deref());
         loop {
             self.ensure_usable()?;
-            let latch = self.lock_keys(std::iter::once(key));
+            let latch = self.lock_hash(hash);
             if let (_, Some((_, rec))) = self.hot_lookup(key, hash)? {
                 let new = f(rec.value_opt());
                 self.log_and_apply(latch, &single(&new), durability)?;
@@ -451,7 +457,7 @@ impl Inner {
             let cold = self.cold_lookup(key, hash)?;
             self.counters.rmw_cold_reads.fetch_add(1, Relaxed);
             let new = f(cold.as_ref().and_then(|(_, r)| r.value_opt()));
-            let latch = self.lock_keys(std::iter::once(key));
+            let latch = self.lock_hash(hash);
             let intervened = self.hot.truncations() != truncations
                 || self.hot_has_newer(key, hash, start_tail.saturating_sub(1))?;
             if intervened {
@@ -481,7 +487,7 @@ impl Inner {
         if value.is_none() && self.cold.size_bytes() == 0 {
             return Ok(false);
         }
-        let _latch = self.lock_keys(std::iter::once(key));
+        let _latch = self.lock_hash(hash);
         if self.hot_has_newer(key, hash, address)? {
             return Ok(false);
         }

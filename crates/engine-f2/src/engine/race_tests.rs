@@ -3,27 +3,15 @@
 
 use std::sync::Arc;
 
-use strata_core::{Durability, Engine, EngineConfig};
-use strata_io::MemStorage;
+use strata_core::{Durability, Engine};
 
 use super::ops::test_hooks;
+use crate::engine::test_engines::{manual_options, open_in_memory};
 use crate::log::FIRST_ADDRESS;
-use crate::{F2Engine, F2Options};
+use crate::F2Engine;
 
 fn engine() -> Arc<F2Engine> {
-    let config = EngineConfig { memory_budget_bytes: 256 << 10, ..EngineConfig::default() };
-    let options = F2Options {
-        page_size_bytes: 4 << 10,
-        segment_bytes: 16 << 10,
-        hot_log_memory_bytes: Some(16 << 10),
-        // Nothing runs on its own: the test calls compaction itself.
-        hot_log_disk_budget_bytes: Some(64 << 20),
-        cold_log_disk_budget_bytes: 64 << 20,
-        checkpoint_wal_bytes: Some(64 << 20),
-        background_maintenance: false,
-        ..F2Options::default()
-    };
-    Arc::new(F2Engine::open_with(Arc::new(MemStorage::new()), &config, options).unwrap())
+    Arc::new(open_in_memory(manual_options()))
 }
 
 /// A reader reads the chain head (key `k` at version 1, the first hot record); before it reads

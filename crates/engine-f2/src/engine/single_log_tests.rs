@@ -5,32 +5,19 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use strata_core::{Durability, Engine, EngineConfig};
-use strata_io::MemStorage;
+use strata_core::{Durability, Engine};
 
+use crate::engine::test_engines::{manual_options, open_in_memory};
 use crate::hash::key_hash;
-use crate::{F2Engine, F2Options};
+use crate::F2Options;
 
 /// Loads 1000 write-cold keys (about 34 pages, all live), then writes the write-hot key (in the
 /// mutable region, 3 pages of 4) and runs one hot-log compaction round over half the log.
 /// Returns (the hot key's address was mutable after the round, its next update was in place).
 fn hot_key_after_one_compaction_round(single_log: bool) -> (bool, bool) {
-    let config = EngineConfig { memory_budget_bytes: 256 << 10, ..EngineConfig::default() };
-    let options = F2Options {
-        page_size_bytes: 4 << 10,
-        segment_bytes: 16 << 10,
-        hot_log_memory_bytes: Some(16 << 10),
-        read_cache_bytes: Some(0),
-        // Nothing runs on its own: the test runs the round itself.
-        hot_log_disk_budget_bytes: Some(64 << 20),
-        cold_log_disk_budget_bytes: 64 << 20,
-        checkpoint_wal_bytes: Some(64 << 20),
-        compaction_fraction: 0.5,
-        background_maintenance: false,
-        single_log,
-        ..F2Options::default()
-    };
-    let engine = Arc::new(F2Engine::open_with(Arc::new(MemStorage::new()), &config, options).unwrap());
+    let options =
+        F2Options { read_cache_bytes: Some(0), compaction_fraction: 0.5, single_log, ..manual_options() };
+    let engine = Arc::new(open_in_memory(options));
     let inner = engine.inner.clone();
     for i in 0..1000u32 {
         engine.put(format!("cold-{i:04}").as_bytes(), &[1u8; 100], Durability::None).unwrap();

@@ -149,14 +149,14 @@ impl HotIndex {
         self.buckets.len() as u64
     }
 
-    /// A hash that selects home bucket `bucket` and carries `tag` (the entry a snapshot entry
-    /// is restored into).
     /// Which entry `hash` maps to, as one number: keys with equal values share an entry (and so
     /// a hash chain); keys with different values never do.
     pub fn entry_id(&self, hash: u64) -> u64 {
         (hash & (self.buckets.len() as u64 - 1)) | (tag_of(hash) << TAG_SHIFT)
     }
 
+    /// A hash that selects home bucket `bucket` and carries `tag` (the entry a snapshot entry
+    /// is restored into).
     pub fn hash_for(bucket: u64, tag: u64) -> u64 {
         bucket | ((tag & TAG_MASK) << TAG_SHIFT)
     }

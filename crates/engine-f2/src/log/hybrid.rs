@@ -147,7 +147,7 @@ impl HybridLog {
     }
 
     /// Lends `bytes` of the in-memory window to another structure: from the next page change on,
-    /// the window holds that much less (at least 2 pages). Caller holds the engine write lock.
+    /// the window holds that much less (at least 2 pages). Any writer may call it; the last store wins.
     pub fn set_lent_bytes(&self, bytes: u64) {
         self.lent_bytes.store(bytes, SeqCst);
     }

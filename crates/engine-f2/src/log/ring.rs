@@ -253,6 +253,15 @@ impl Drop for PageRing {
     }
 }
 
+/// Stores `bytes` into `words` (a partial last word zero padded).
+fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
+    for (w, chunk) in words.iter().zip(bytes.chunks(WORD_BYTES)) {
+        let mut word = [0u8; WORD_BYTES];
+        word.get_mut(..chunk.len()).unwrap_or_default().copy_from_slice(chunk);
+        w.store(u64::from_le_bytes(word), Relaxed);
+    }
+}
+
 /// Optimistic copies of a frame a reader tries before it takes the frame's version itself.
 const OPTIMISTIC_READ_TRIES: u32 = 16;
 
@@ -387,11 +396,7 @@ impl PageRef<'_> {
     /// bytes no reader can reach yet (an append). False if it does not fit.
     pub fn write(&self, offset: usize, bytes: &[u8]) -> bool {
         let Some(words) = self.word_range(offset, bytes.len()) else { return false };
-        for (w, chunk) in words.iter().zip(bytes.chunks(WORD_BYTES)) {
-            let mut word = [0u8; WORD_BYTES];
-            word.get_mut(..chunk.len()).unwrap_or_default().copy_from_slice(chunk);
-            w.store(u64::from_le_bytes(word), Relaxed);
-        }
+        store_bytes(words, bytes);
         true
     }
 
@@ -405,11 +410,7 @@ impl PageRef<'_> {
         let words = self.word_range(offset, copy.len());
         let changed = !copy.is_empty() && words.is_some() && change(&mut copy);
         if let (true, Some(words)) = (changed, words) {
-            for (w, chunk) in words.iter().zip(copy.chunks(WORD_BYTES)) {
-                let mut word = [0u8; WORD_BYTES];
-                word.get_mut(..chunk.len()).unwrap_or_default().copy_from_slice(chunk);
-                w.store(u64::from_le_bytes(word), Relaxed);
-            }
+            store_bytes(words, &copy);
         }
         self.frame.version.store(version + 2, Release);
         changed

@@ -106,7 +106,7 @@ impl Buffer {
     }
 }
 
-/// Runs one compaction round over `plan.from..plan.until`. `process(worker, share)` runs
+/// Runs one compaction round over `plan.from..plan.until`. `process(share)` runs
 /// ConditionalInsert on a worker's share of a frame (its records in log order) and returns how
 /// many it copied; `on_release(page_end)` is called on this thread for each finished page, in
 /// order, and returns whether the round may go on (false stops it early; what was released stays
@@ -114,7 +114,7 @@ impl Buffer {
 pub(in crate::engine) fn run_round(
     plan: &RoundPlan<'_>,
     read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
-    process: &(dyn Fn(usize, &[FrameRecord<'_>]) -> Result<u64> + Sync),
+    process: &(dyn Fn(&[FrameRecord<'_>]) -> Result<u64> + Sync),
     on_release: &mut dyn FnMut(u64) -> bool,
 ) -> Result<RoundOutcome> {
     let threads = plan.threads.max(1);
@@ -246,7 +246,7 @@ fn load_frame(
 }
 
 /// A worker: its share of every frame, in frame order, until the last frame or a stop.
-fn work(buffer: &Buffer, worker: usize, process: &(dyn Fn(usize, &[FrameRecord<'_>]) -> Result<u64> + Sync)) {
+fn work(buffer: &Buffer, worker: usize, process: &(dyn Fn(&[FrameRecord<'_>]) -> Result<u64> + Sync)) {
     let _on_panic = StopOnPanic(buffer);
     let mut seq = 0usize;
     loop {
@@ -270,7 +270,7 @@ fn work(buffer: &Buffer, worker: usize, process: &(dyn Fn(usize, &[FrameRecord<'
                 buffer.changed.wait(&mut s);
             }
         };
-        let outcome = share_of(&frame, worker).and_then(|share| process(worker, &share));
+        let outcome = share_of(&frame, worker).and_then(|share| process(&share));
         let mut s = buffer.shared.lock();
         match outcome {
             Ok(copied) => {

@@ -5,9 +5,9 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use strata_core::{Durability, Engine, EngineConfig};
-use strata_io::MemStorage;
+use strata_core::{Durability, Engine};
 
+use crate::engine::test_engines::{manual_options, open_in_memory};
 use crate::{F2Engine, F2Options};
 
 /// Test-only observation points of a compaction round, per engine.
@@ -57,24 +57,15 @@ const PAGE_BYTES: u64 = 4 << 10;
 const FRAME_PAGES: usize = 3;
 
 fn engine(threads: usize) -> F2Engine {
-    let config = EngineConfig { memory_budget_bytes: 256 << 10, ..EngineConfig::default() };
-    let options = F2Options {
+    open_in_memory(F2Options {
         page_size_bytes: PAGE_BYTES,
-        segment_bytes: 16 << 10,
-        hot_log_memory_bytes: Some(16 << 10),
         // Eight chunks: many keys share each, and both workers own some.
         cold_index_bytes: Some(64),
-        // Nothing runs on its own: the test calls compaction itself.
-        hot_log_disk_budget_bytes: Some(64 << 20),
-        cold_log_disk_budget_bytes: 64 << 20,
-        checkpoint_wal_bytes: Some(64 << 20),
-        background_maintenance: false,
         compaction_fraction: 1.0,
         compaction_threads: threads,
         compaction_frame_pages: FRAME_PAGES,
-        ..F2Options::default()
-    };
-    F2Engine::open_with(Arc::new(MemStorage::new()), &config, options).unwrap()
+        ..manual_options()
+    })
 }
 
 fn key(i: u32) -> Vec<u8> {
