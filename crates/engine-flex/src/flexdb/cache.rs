@@ -8,7 +8,16 @@ use std::sync::Arc;
 use strata_core::Key;
 
 pub use super::interval::IntervalData;
-use super::sparse_index::NO_SLOT;
+use super::interval::Span;
+use super::sparse_index::{IndexKey, NO_SLOT};
+
+/// Evicted intervals whose buffers are kept for reuse.
+const SPARE_BUFFERS: usize = 8;
+/// Larger evicted buffers are freed, not kept.
+const SPARE_MAX_BYTES: usize = 32 << 10;
+
+/// The two heap buffers of an evicted interval (`IntervalData::into_buffers`).
+pub type SpareBuffers = (Vec<u8>, Vec<Span>);
 
 struct Slot {
     owner: Key,
@@ -24,6 +33,9 @@ pub struct IntervalCache {
     hand: usize,
     used_bytes: u64,
     capacity_bytes: u64,
+    spare: Vec<SpareBuffers>,
+    /// Evicted intervals not yet handed to the caller (see `insert`).
+    evicted: Vec<Arc<IntervalData>>,
     pub hits: u64,
     pub misses: u64,
 }
@@ -36,6 +48,8 @@ impl IntervalCache {
             hand: 0,
             used_bytes: 0,
             capacity_bytes,
+            spare: Vec::new(),
+            evicted: Vec::new(),
             hits: 0,
             misses: 0,
         }
@@ -53,11 +67,12 @@ impl IntervalCache {
     pub fn set_capacity(&mut self, capacity_bytes: u64) {
         self.capacity_bytes = capacity_bytes;
         self.make_room(0, None);
+        self.evicted.clear();
     }
 
     /// The data in `slot` if `owner` still owns it; counts a hit or a miss.
-    pub fn get(&mut self, slot: u32, owner: &[u8]) -> Option<Arc<IntervalData>> {
-        let found = self.slots.get_mut(slot as usize).filter(|s| s.owner == owner).and_then(|s| {
+    pub fn get(&mut self, slot: u32, owner: IndexKey<'_>) -> Option<Arc<IntervalData>> {
+        let found = self.slots.get_mut(slot as usize).filter(|s| owner.eq_slice(&s.owner)).and_then(|s| {
             s.referenced = true;
             s.data.clone()
         });
@@ -69,21 +84,34 @@ impl IntervalCache {
     }
 
     /// Whether `owner` owns `slot` and it holds data; counts nothing, touches no reference bit.
-    pub fn contains(&self, slot: u32, owner: &[u8]) -> bool {
-        self.slots.get(slot as usize).is_some_and(|s| s.owner == owner && s.data.is_some())
+    pub fn contains(&self, slot: u32, owner: IndexKey<'_>) -> bool {
+        self.slots.get(slot as usize).is_some_and(|s| s.data.is_some() && owner.eq_slice(&s.owner))
     }
 
-    /// Caches `data` for `owner`, evicting by CLOCK; returns the slot, or `NO_SLOT` when the
-    /// interval alone is larger than the cache.
-    pub fn insert(&mut self, owner: Key, data: Arc<IntervalData>) -> u32 {
+    /// Buffers to read and decode an interval of `len` bytes into: the evicted interval's whose
+    /// byte buffer fits it best (the smallest that holds it, else the largest), or new empty ones.
+    pub fn take_spare(&mut self, len: usize) -> SpareBuffers {
+        let capacity = |i: &usize| self.spare.get(*i).map_or(0, |s| s.0.capacity());
+        let best = (0..self.spare.len())
+            .filter(|i| capacity(i) >= len)
+            .min_by_key(capacity)
+            .or_else(|| (0..self.spare.len()).max_by_key(capacity));
+        best.map(|i| self.spare.swap_remove(i)).unwrap_or_default()
+    }
+
+    /// Caches `data` for `owner`, evicting by CLOCK; returns the slot (`NO_SLOT` when the interval
+    /// alone is larger than the cache) and the evicted intervals whose buffers were not kept as
+    /// spare ones: the caller drops them after releasing the cache's lock (freeing them is the
+    /// slow part of an eviction).
+    pub fn insert(&mut self, owner: Key, data: Arc<IntervalData>) -> (u32, Vec<Arc<IntervalData>>) {
         let bytes = data.memory_bytes();
         if bytes > self.capacity_bytes {
-            return NO_SLOT;
+            return (NO_SLOT, Vec::new());
         }
         self.make_room(bytes, None);
         let slot = Slot { owner, data: Some(data), bytes, referenced: true };
         self.used_bytes += bytes;
-        match self.free.pop() {
+        let id = match self.free.pop() {
             Some(id) => {
                 self.slots[id as usize] = slot;
                 id
@@ -92,7 +120,8 @@ impl IntervalCache {
                 self.slots.push(slot);
                 (self.slots.len() - 1) as u32
             }
-        }
+        };
+        (id, std::mem::take(&mut self.evicted))
     }
 
     /// Write-through: replaces the data of `slot` if `owner` owns it (drops it if now too large).
@@ -109,17 +138,36 @@ impl IntervalCache {
             self.invalidate(slot);
         } else {
             self.make_room(0, Some(slot));
+            self.evicted.clear();
         }
     }
 
     pub fn invalidate(&mut self, slot: u32) {
-        if let Some(s) = self.slots.get_mut(slot as usize) {
-            if s.data.take().is_some() {
-                self.used_bytes -= s.bytes;
-                s.bytes = 0;
-                s.owner.clear();
-                self.free.push(slot);
-            }
+        drop(self.remove(slot));
+    }
+
+    /// Empties `slot`, returning its data.
+    fn remove(&mut self, slot: u32) -> Option<Arc<IntervalData>> {
+        let s = self.slots.get_mut(slot as usize)?;
+        let data = s.data.take()?;
+        self.used_bytes -= s.bytes;
+        s.bytes = 0;
+        s.owner.clear();
+        self.free.push(slot);
+        Some(data)
+    }
+
+    /// Evicts `slot`: its buffers become spare ones if there is room and no reader holds the
+    /// interval, else it waits in `evicted` to be dropped.
+    fn evict(&mut self, slot: u32) {
+        let Some(data) = self.remove(slot) else { return };
+        if self.spare.len() >= SPARE_BUFFERS || data.bytes().len() > SPARE_MAX_BYTES {
+            self.evicted.push(data);
+            return;
+        }
+        match Arc::try_unwrap(data) {
+            Ok(data) => self.spare.push(data.into_buffers()),
+            Err(shared) => self.evicted.push(shared),
         }
     }
 
@@ -138,7 +186,7 @@ impl IntervalCache {
             if s.referenced {
                 s.referenced = false;
             } else {
-                self.invalidate(id);
+                self.evict(id);
             }
         }
     }
@@ -147,6 +195,10 @@ impl IntervalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(k: &[u8]) -> IndexKey<'_> {
+        IndexKey::from_slice(k)
+    }
 
     fn data(n: usize) -> Arc<IntervalData> {
         let mut bytes = Vec::new();
@@ -160,23 +212,41 @@ mod tests {
     fn stays_within_budget_and_prefers_referenced_slots() {
         let per = data(4).memory_bytes();
         let mut cache = IntervalCache::new(per * 3);
-        let a = cache.insert(b"a".to_vec(), data(4));
-        let b = cache.insert(b"b".to_vec(), data(4));
-        let c = cache.insert(b"c".to_vec(), data(4));
-        assert!(cache.get(a, b"a").is_some());
+        let a = cache.insert(b"a".to_vec(), data(4)).0;
+        let b = cache.insert(b"b".to_vec(), data(4)).0;
+        let c = cache.insert(b"c".to_vec(), data(4)).0;
+        assert!(cache.get(a, key(b"a")).is_some());
         // Clears all reference bits, evicts one; then `a` is touched again.
-        let d = cache.insert(b"d".to_vec(), data(4));
+        let d = cache.insert(b"d".to_vec(), data(4)).0;
         assert!(cache.used_bytes() <= per * 3);
         let live = [(a, &b"a"[..]), (b, b"b"), (c, b"c"), (d, b"d")]
             .iter()
-            .filter(|(s, k)| cache.get(*s, k).is_some())
+            .filter(|(s, k)| cache.get(*s, key(k)).is_some())
             .count();
         assert_eq!(live, 3);
-        assert!(cache.get(d, b"x").is_none(), "a slot answers only its owner");
-        assert_eq!(cache.insert(b"big".to_vec(), data(100)), NO_SLOT);
+        assert!(cache.get(d, key(b"x")).is_none(), "a slot answers only its owner");
+        assert_eq!(cache.insert(b"big".to_vec(), data(100)).0, NO_SLOT);
         cache.update(d, b"d", data(1));
-        assert_eq!(cache.get(d, b"d").map(|x| x.len()), Some(1));
+        assert_eq!(cache.get(d, key(b"d")).map(|x| x.len()), Some(1));
         cache.invalidate(d);
-        assert!(cache.get(d, b"d").is_none());
+        assert!(cache.get(d, key(b"d")).is_none());
+    }
+
+    #[test]
+    fn eviction_keeps_unshared_buffers_for_reuse_and_hands_back_shared_ones() {
+        let mut cache = IntervalCache::new(data(4).memory_bytes());
+        let held = data(4); // a reader still holds it
+        cache.insert(b"a".to_vec(), held.clone());
+        let (_, evicted) = cache.insert(b"b".to_vec(), data(4));
+        assert!(evicted.len() == 1 && Arc::ptr_eq(&evicted[0], &held), "shared: handed back to drop");
+        assert_eq!(cache.take_spare(1).0.capacity(), 0, "nothing spare yet");
+        let (_, evicted) = cache.insert(b"c".to_vec(), data(4));
+        assert!(evicted.is_empty(), "unshared: kept");
+        let (mut bytes, spans) = cache.take_spare(held.bytes().len());
+        assert!(bytes.capacity() >= held.bytes().len() && spans.capacity() >= 4);
+        bytes.clear();
+        bytes.extend_from_slice(held.bytes());
+        let reused = IntervalData::decode_reusing(bytes, spans).unwrap();
+        assert_eq!(reused.iter().collect::<Vec<_>>(), held.iter().collect::<Vec<_>>());
     }
 }

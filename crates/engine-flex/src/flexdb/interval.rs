@@ -10,7 +10,7 @@ use super::record;
 /// first) to `key_start` is its header, `key_start..value_start` its key, `value_start..end` its
 /// value. `u32` positions: `decode` refuses buffers of 4 GiB or more.
 #[derive(Clone, Copy, Debug)]
-struct Span {
+pub struct Span {
     key_start: u32,
     value_start: u32,
     end: u32,
@@ -43,10 +43,16 @@ impl IntervalData {
     /// Checks every record of `bytes` (which must end on a record boundary) and that keys strictly
     /// increase. Errors carry the byte position of the bad record inside `bytes`.
     pub fn decode(bytes: Vec<u8>) -> Result<IntervalData, (usize, String)> {
+        IntervalData::decode_reusing(bytes, Vec::new())
+    }
+
+    /// `decode`, keeping the spans in `spans` (cleared first): the buffer of an evicted interval
+    /// (`into_buffers`), so a cache miss does not allocate.
+    pub fn decode_reusing(bytes: Vec<u8>, mut spans: Vec<Span>) -> Result<IntervalData, (usize, String)> {
         if u32::try_from(bytes.len()).is_err() {
             return Err((0, format!("interval of {} bytes is larger than 4 GiB", bytes.len())));
         }
-        let mut spans: Vec<Span> = Vec::new();
+        spans.clear();
         let mut pos = 0;
         while pos < bytes.len() {
             let h = record::check(bytes.get(pos..).unwrap_or_default()).map_err(|e| (pos, e))?;
@@ -63,12 +69,17 @@ impl IntervalData {
                 }
             } else {
                 // Records of an interval are alike in size: one allocation, not log2(n) regrowths.
-                spans.reserve(bytes.len() / h.record_len().max(1) + 1);
+                spans.reserve_exact(bytes.len() / h.record_len().max(1) + 1);
             }
             spans.push(span);
             pos = span.end as usize;
         }
         Ok(IntervalData { bytes, spans })
+    }
+
+    /// The interval's two heap buffers, to decode another interval into.
+    pub fn into_buffers(self) -> (Vec<u8>, Vec<Span>) {
+        (self.bytes, self.spans)
     }
 
     /// An empty interval to build with `push_checked` and `push_new`.
@@ -154,8 +165,10 @@ impl IntervalData {
         (0..self.len()).map(move |i| (self.key(i), self.value(i)))
     }
 
+    /// What the interval holds allocated: capacities, not lengths (a buffer reused from an evicted
+    /// interval, or one the committer sized ahead, may be larger than its contents).
     pub fn memory_bytes(&self) -> u64 {
-        INTERVAL_OVERHEAD_BYTES + self.bytes.len() as u64 + self.spans.len() as u64 * SPAN_BYTES
+        INTERVAL_OVERHEAD_BYTES + self.bytes.capacity() as u64 + self.spans.capacity() as u64 * SPAN_BYTES
     }
 }
 

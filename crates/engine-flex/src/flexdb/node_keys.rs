@@ -79,6 +79,13 @@ impl<'a> IndexKey<'a> {
         }
     }
 
+    /// Whether this key equals `other`, compared piece by piece (nothing is assembled).
+    pub fn eq_slice(&self, other: &[u8]) -> bool {
+        other.len() == self.len()
+            && other.get(..self.first.len()) == Some(self.first)
+            && other.get(self.first.len()..) == Some(self.second)
+    }
+
     #[cfg(test)]
     pub fn cmp_key(&self, other: &IndexKey<'_>) -> Ordering {
         self.bytes().cmp(other.bytes())

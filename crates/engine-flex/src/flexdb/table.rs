@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strata_core::{Error, Key, Result, Value};
 
-use super::cache::{IntervalCache, IntervalData};
+use super::cache::{IntervalCache, IntervalData, SpareBuffers};
 use super::record::{self, HeaderParse};
 use super::sparse_index::{self, Cursor, SparseIndex, NO_SLOT};
 use crate::flexfile::TableFile;
@@ -225,41 +225,55 @@ impl Table {
     fn load_with(&self, cur: &Cursor, cache_it: bool) -> Result<Arc<IntervalData>> {
         let e = self.index.interval(cur);
         let slot = e.cache_slot().load(Relaxed);
-        if slot != NO_SLOT {
-            if let Some(d) = e.key().with_slice(|owner| self.cache.lock().get(slot, owner)) {
+        let spare = {
+            let mut cache = self.cache.lock();
+            if slot == NO_SLOT {
+                cache.misses += 1;
+            } else if let Some(d) = cache.get(slot, e.key()) {
                 return Ok(d);
             }
-        } else {
-            self.cache.lock().misses += 1;
-        }
+            if cache_it {
+                cache.take_spare(e.size_bytes() as usize)
+            } else {
+                SpareBuffers::default() // the committer's reads are not cached: nothing comes back
+            }
+        };
         self.interval_loads.fetch_add(1, Relaxed);
-        let data = self.read_interval(cur)?;
+        let data = self.read_interval(cur, spare)?;
         if !cache_it {
             return Ok(data);
         }
         Ok(self.cache_loaded(cur, slot, data))
     }
 
-    /// Reads the interval at `cur` from the table file (never the cache) and checks it.
-    fn read_interval(&self, cur: &Cursor) -> Result<Arc<IntervalData>> {
+    /// Reads the interval at `cur` from the table file (never the cache) into `spare`'s buffers
+    /// and checks it.
+    fn read_interval(&self, cur: &Cursor, spare: SpareBuffers) -> Result<Arc<IntervalData>> {
         let offset = self.index.offset(cur);
         let size = self.index.interval(cur).size_bytes();
         let size = usize::try_from(size).map_err(|_| Error::invalid("interval too large"))?;
-        let mut buf = vec![0u8; size];
+        let (mut buf, spans) = spare;
+        buf.clear();
+        buf.reserve_exact(size); // `resize` alone would double a short buffer's capacity
+        buf.resize(size, 0);
         let n = self.file.read(offset, &mut buf)?;
         if n != size {
             return Err(corrupt(&self.file_name, offset + n as u64, "table file ends inside an interval"));
         }
-        self.check_interval(cur, offset, buf)
+        self.check_interval(cur, offset, IntervalData::decode_reusing(buf, spans))
     }
 
-    /// Decodes the bytes of the interval at `cur` (read from `offset`) and checks them against
+    /// Checks the decoded interval at `cur` (read from `offset`) against
     /// the index, including the routing invariant: its keys are in `[s_i, s_{i+1})` (its index key
     /// and the next one's). Splits rely on that (a separator must be below `s_{i+1}`).
-    fn check_interval(&self, cur: &Cursor, offset: u64, buf: Vec<u8>) -> Result<Arc<IntervalData>> {
+    fn check_interval(
+        &self,
+        cur: &Cursor,
+        offset: u64,
+        decoded: std::result::Result<IntervalData, (usize, String)>,
+    ) -> Result<Arc<IntervalData>> {
         let e = self.index.interval(cur);
-        let data =
-            IntervalData::decode(buf).map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
+        let data = decoded.map_err(|(pos, w)| corrupt(&self.file_name, offset + pos as u64, w))?;
         if !data.is_empty() && e.key().cmp_slice(data.key(0)).is_gt() {
             return Err(corrupt(&self.file_name, offset, "interval holds a key below its index key"));
         }
@@ -286,15 +300,19 @@ impl Table {
     /// unless another reader cached it meanwhile; returns the cached copy.
     fn cache_loaded(&self, cur: &Cursor, slot: u32, data: Arc<IntervalData>) -> Arc<IntervalData> {
         let e = self.index.interval(cur);
-        let mut cache = self.cache.lock();
-        let now = e.cache_slot().load(Relaxed);
-        if now != NO_SLOT && now != slot {
-            if let Some(d) = e.key().with_slice(|owner| cache.get(now, owner)) {
-                return d; // another reader cached it meanwhile
+        let evicted = {
+            let mut cache = self.cache.lock();
+            let now = e.cache_slot().load(Relaxed);
+            if now != NO_SLOT && now != slot {
+                if let Some(d) = cache.get(now, e.key()) {
+                    return d; // another reader cached it meanwhile
+                }
             }
-        }
-        let new_slot = cache.insert(e.key().to_vec(), data.clone());
-        e.cache_slot().store(new_slot, Relaxed);
+            let (new_slot, evicted) = cache.insert(e.key().to_vec(), data.clone());
+            e.cache_slot().store(new_slot, Relaxed);
+            evicted
+        };
+        drop(evicted); // outside the lock
         data
     }
 
@@ -411,7 +429,7 @@ impl Table {
         let mut cur = Some(self.index.first());
         while let Some(c) = cur {
             let offset = self.index.offset(&c);
-            let data = self.read_interval(&c)?;
+            let data = self.read_interval(&c, SpareBuffers::default())?;
             if let (Some(prev), false) = (&last_key, data.is_empty()) {
                 if prev.as_slice() >= data.key(0) {
                     return Err(corrupt(&self.file_name, offset, "keys out of order across intervals"));

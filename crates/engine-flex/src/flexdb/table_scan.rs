@@ -123,7 +123,7 @@ impl Table {
         let slot = e.cache_slot().load(Relaxed);
         if let Some(data) = ahead.pop_front() {
             if slot != NO_SLOT {
-                if let Some(cached) = e.key().with_slice(|owner| self.cache.lock().get(slot, owner)) {
+                if let Some(cached) = self.cache.lock().get(slot, e.key()) {
                     return Ok(cached); // another reader cached it meanwhile
                 }
             }
@@ -157,7 +157,7 @@ impl Table {
             let size = self.index.interval(c).size_bytes() as usize;
             let at = (offset - start) as usize;
             let bytes = buf.get(at..at + size).unwrap_or_default().to_vec();
-            loaded.push(self.check_interval(c, offset, bytes)?);
+            loaded.push(self.check_interval(c, offset, IntervalData::decode(bytes))?);
         }
         let mut loaded = loaded.into_iter();
         let data = loaded.next().ok_or_else(|| Error::invalid("empty read-ahead"))?;
@@ -172,7 +172,7 @@ impl Table {
         let cached = |c: &Cursor| {
             let e = self.index.interval(c);
             let slot = e.cache_slot().load(Relaxed);
-            slot != NO_SLOT && e.key().with_slice(|owner| cache.contains(slot, owner))
+            slot != NO_SLOT && cache.contains(slot, e.key())
         };
         if cached(cur) {
             return Vec::new();
