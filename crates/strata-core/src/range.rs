@@ -42,17 +42,17 @@ impl KeyRange {
     }
 
     pub fn contains(&self, key: &[u8]) -> bool {
-        let after_start = match &self.start {
-            Bound::Included(s) => key >= s.as_slice(),
-            Bound::Excluded(s) => key > s.as_slice(),
-            Bound::Unbounded => true,
-        };
-        let before_end = match &self.end {
-            Bound::Included(e) => key <= e.as_slice(),
-            Bound::Excluded(e) => key < e.as_slice(),
-            Bound::Unbounded => true,
-        };
-        after_start && before_end
+        self.admits_from_start(key) && self.admits_to_end(key)
+    }
+
+    /// `key` is not below the range's start (it may be past its end).
+    pub fn admits_from_start(&self, key: &[u8]) -> bool {
+        at_or_after(key, borrow(&self.start))
+    }
+
+    /// `key` is not past the range's end (it may be below its start).
+    pub fn admits_to_end(&self, key: &[u8]) -> bool {
+        at_or_before(key, borrow(&self.end))
     }
 
     /// True when no key can fall inside the range.
@@ -100,6 +100,24 @@ fn prefix_successor(prefix: &[u8]) -> Option<Key> {
         }
     }
     None
+}
+
+/// `key` is not below the lower bound `lower`.
+pub fn at_or_after(key: &[u8], lower: Bound<&[u8]>) -> bool {
+    match lower {
+        Bound::Included(s) => key >= s,
+        Bound::Excluded(s) => key > s,
+        Bound::Unbounded => true,
+    }
+}
+
+/// `key` is not above the upper bound `upper`.
+pub fn at_or_before(key: &[u8], upper: Bound<&[u8]>) -> bool {
+    match upper {
+        Bound::Included(e) => key <= e,
+        Bound::Excluded(e) => key < e,
+        Bound::Unbounded => true,
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use strata_core::{BatchOp, Key, Value};
+use strata_core::{at_or_after, at_or_before, BatchOp, Key, Value};
 
 /// Estimated per-entry share of the map's nodes: a 24 B key and a 24 B value slot in B-tree
 /// nodes of 11 slots about 2/3 full, plus the node headers.
@@ -76,12 +76,44 @@ impl MemTable {
         limit: usize,
         out: &mut Vec<(Key, Option<Value>)>,
     ) {
-        let r = self.entries.range::<[u8], _>(bounds);
+        // One B-tree descent, not two: `range(lower..upper)` searches for both edges, and most
+        // windows of a scan find no MemTable entry at all (the table holds nearly every key).
         let clone = |(k, v): (&Key, &Option<Value>)| (k.clone(), v.clone());
+        let (lower, upper) = bounds;
         if reverse {
-            out.extend(r.rev().take(limit).map(clone));
+            let r = self.entries.range::<[u8], _>((Bound::Unbounded, upper)).rev();
+            out.extend(r.take_while(|(k, _)| at_or_after(k, lower)).take(limit).map(clone));
         } else {
-            out.extend(r.take(limit).map(clone));
+            let r = self.entries.range::<[u8], _>((lower, Bound::Unbounded));
+            out.extend(r.take_while(|(k, _)| at_or_before(k, upper)).take(limit).map(clone));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_hold_the_entries_within_both_bounds_in_scan_order_up_to_the_limit() {
+        let mut mem = MemTable::default();
+        for k in [b"a", b"c", b"e", b"g"] {
+            mem.apply(BatchOp::Put { key: k.to_vec(), value: k.to_vec() });
+        }
+        mem.apply(BatchOp::Delete { key: b"d".to_vec() });
+        let window = |lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool, limit: usize| {
+            let mut out = Vec::new();
+            mem.window_into((lower, upper), reverse, limit, &mut out);
+            out.into_iter().map(|(k, v)| (k[0] as char, v.is_some())).collect::<Vec<_>>()
+        };
+        let (inc, exc) = (Bound::Included::<&[u8]>, Bound::Excluded::<&[u8]>);
+        assert_eq!(window(inc(b"b"), inc(b"e"), false, 10), [('c', true), ('d', false), ('e', true)]);
+        assert_eq!(window(exc(b"c"), exc(b"g"), false, 10), [('d', false), ('e', true)]);
+        assert_eq!(window(inc(b"c"), inc(b"g"), true, 2), [('g', true), ('e', true)]);
+        assert_eq!(window(exc(b"a"), exc(b"e"), true, 10), [('d', false), ('c', true)]);
+        assert_eq!(window(Bound::Unbounded, inc(b"b"), false, 10), [('a', true)]);
+        assert_eq!(window(inc(b"f"), Bound::Unbounded, true, 10), [('g', true)]);
+        assert!(window(exc(b"e"), exc(b"g"), false, 10).is_empty());
+        assert!(window(inc(b"h"), Bound::Unbounded, false, 10).is_empty());
     }
 }

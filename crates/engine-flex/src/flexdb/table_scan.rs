@@ -82,8 +82,8 @@ impl Table {
                 Some(d) => d,
                 None => self.load_for_scan(&cur, range, reverse, &mut ahead)?,
             };
-            let lo = data.partition_point(|k| !starts_after(range, k));
-            let hi = data.partition_point(|k| ends_before(range, k)).max(lo);
+            let lo = data.partition_point(|k| !range.admits_from_start(k));
+            let hi = data.partition_point(|k| range.admits_to_end(k)).max(lo);
             // A record outside the range on the far side means the range ends in this interval.
             let past_the_range = if reverse { lo > 0 } else { hi < data.len() };
             let next = if past_the_range {
@@ -184,13 +184,13 @@ impl Table {
             // Reverse: an interval whose index key is below the range holds its last records
             // (earlier intervals hold only keys below it). Forward: one whose index key is above
             // the range holds none (routing invariant).
-            if reverse && !self.index.interval(last).key().with_slice(|k| starts_after(range, k)) {
+            if reverse && !self.index.interval(last).key().with_slice(|k| range.admits_from_start(k)) {
                 break;
             }
             let next = if reverse { self.index.prev(last) } else { self.index.next(last) };
             let Some(next) = next else { break };
             let e = self.index.interval(&next);
-            if (!reverse && !e.key().with_slice(|k| ends_before(range, k)))
+            if (!reverse && !e.key().with_slice(|k| range.admits_to_end(k)))
                 || bytes + e.size_bytes() > self.config.scan_readahead_bytes
                 || cached(&next)
             {
@@ -200,22 +200,6 @@ impl Table {
             run.push(next);
         }
         run
-    }
-}
-
-pub(super) fn starts_after(range: &KeyRange, k: &[u8]) -> bool {
-    match &range.start {
-        Bound::Included(s) => k >= s.as_slice(),
-        Bound::Excluded(s) => k > s.as_slice(),
-        Bound::Unbounded => true,
-    }
-}
-
-pub(super) fn ends_before(range: &KeyRange, k: &[u8]) -> bool {
-    match &range.end {
-        Bound::Included(e) => k <= e.as_slice(),
-        Bound::Excluded(e) => k < e.as_slice(),
-        Bound::Unbounded => true,
     }
 }
 
