@@ -50,7 +50,7 @@ pub struct FlexOptions {
     pub cache_bytes: Option<u64>,
     /// Intervals are split above this many bytes (§5.1).
     pub max_interval_bytes: u64,
-    /// Intervals are split above this many records, into halves (§5.1). The paper's experiments
+    /// Intervals are split above this many records, into the fewest equal pieces (§5.1). The paper's experiments
     /// use 8 with an interval cache as large as the data; under a budget of ~1/5 of the data,
     /// 32 (about a 4 KiB block of UDB records, as RocksDB's) measured better: 10M UDB records,
     /// 300 MiB, same invocation as RocksDB, 16 → 32 took YCSB E from 1.29× to 1.78× RocksDB with
