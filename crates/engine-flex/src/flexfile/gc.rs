@@ -5,13 +5,14 @@
 //! the reserved segments; the freed victims become reusable after the log commit that records
 //! the moves.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use strata_core::Result;
 
 use super::file::{apply_to_tree, no_space_error, FlexFile, State};
 use super::format::LogOp;
 use super::TableFile;
+use crate::flextree::Extent;
 
 /// Victims chosen per scan of the tree.
 const GC_BATCH_SEGMENTS: usize = 8;
@@ -75,70 +76,74 @@ impl FlexFile {
     /// Garbage collection ahead of writes (FlexDB calls it between commit steps, where readers
     /// are not blocked by the table's write lock): while live data fills less than
     /// `gc_trigger_percent` + `GC_AHEAD_MARGIN_PERCENT` of the used segments, relocates the
-    /// emptiest one. The victim's extents are listed under the state *read* lock (the tree walk
-    /// is the long part) and moved one extent per hold of the write lock, so readers of the file
-    /// wait for at most one extent's copy; an extent that changed in between is skipped (the
-    /// segment is then simply not freed this time). The margin keeps the one-victim-per-operation
-    /// GC of `make_room` from firing inside the writes that follow. Returns the segments cleaned.
+    /// emptiest segments. Their extents are listed under the state *read* lock, up to
+    /// `GC_BATCH_SEGMENTS` victims per walk of the tree (the walk is the long part), and moved one
+    /// extent per hold of the write lock, so readers of the file wait for at most one extent's
+    /// copy; an extent that changed in between is skipped (its segment is then simply not freed
+    /// this time). The margin keeps the one-victim-per-operation GC of `make_room` from firing
+    /// inside the writes that follow. Returns the segments cleaned.
     pub fn collect_garbage_ahead(&self) -> Result<u64> {
         const GC_AHEAD_MARGIN_PERCENT: u64 = 5;
         const MAX_SEGMENTS_PER_CALL: u64 = 64;
         let target_percent = self.opts.gc_trigger_percent + GC_AHEAD_MARGIN_PERCENT;
+        let below_target = |st: &State| {
+            let used = st.space.used_segments();
+            used >= 4 && st.space.total_live_bytes * 100 < used * st.space.segment_bytes * target_percent
+        };
         let mut cleaned = 0;
         while cleaned < MAX_SEGMENTS_PER_CALL {
-            let extents = {
+            let batch = {
                 let st = self.state.read();
                 Self::check_usable(&st)?;
-                let used = st.space.used_segments();
-                let segment_bytes = st.space.segment_bytes;
-                let low_util =
-                    used >= 4 && st.space.total_live_bytes * 100 < used * segment_bytes * target_percent;
-                let Some(&victim) = st.space.gc_victims(1).first().filter(|_| low_util) else { break };
-                let mut extents = Vec::new();
-                st.tree.for_each(|e| {
-                    if !e.is_hole() && e.addr / segment_bytes == victim {
-                        extents.push(e);
-                    }
-                });
-                extents
+                if !below_target(&st) {
+                    break;
+                }
+                let victims = st.space.gc_victims(GC_BATCH_SEGMENTS);
+                if victims.is_empty() {
+                    break;
+                }
+                victim_extents(&st, &victims)
             };
-            // Counted once the victim's last listed extent moved with none skipped before it (a
-            // skipped one leaves the segment in use), in that extent's own lock hold.
-            let mut all_moved = true;
-            let last = extents.len().saturating_sub(1);
-            for (i, e) in extents.into_iter().enumerate() {
-                self.mutate(|this, st| {
-                    let mut now = Vec::new();
-                    st.tree.query(e.offset, e.len, &mut now);
-                    if now.as_slice() != [e] {
-                        all_moved = false; // changed since it was listed
-                        return Ok(());
-                    }
-                    let started = std::time::Instant::now();
-                    this.relocate(st, e.offset, e.len, e.addr)?;
-                    st.stats.gc_micros += started.elapsed().as_micros() as u64;
-                    if i == last && all_moved {
-                        st.stats.gc_segments_reclaimed += 1;
-                    }
-                    Ok(())
-                })?;
+            for extents in batch {
+                if cleaned >= MAX_SEGMENTS_PER_CALL || !below_target(&self.state.read()) {
+                    return Ok(cleaned);
+                }
+                self.move_listed_extents(extents)?;
+                cleaned += 1;
             }
-            cleaned += 1;
         }
         Ok(cleaned)
     }
 
+    /// Relocates `extents` (one victim segment's, listed earlier), one per hold of the write lock.
+    /// The segment is counted as reclaimed once its last listed extent moved with none skipped
+    /// before it (a skipped one leaves the segment in use), in that extent's own lock hold.
+    fn move_listed_extents(&self, extents: Vec<Extent>) -> Result<()> {
+        let mut all_moved = true;
+        let last = extents.len().saturating_sub(1);
+        for (i, e) in extents.into_iter().enumerate() {
+            self.mutate(|this, st| {
+                let mut now = Vec::new();
+                st.tree.query(e.offset, e.len, &mut now);
+                if now.as_slice() != [e] {
+                    all_moved = false; // changed since it was listed
+                    return Ok(());
+                }
+                let started = std::time::Instant::now();
+                this.relocate(st, e.offset, e.len, e.addr)?;
+                st.stats.gc_micros += started.elapsed().as_micros() as u64;
+                if i == last && all_moved {
+                    st.stats.gc_segments_reclaimed += 1;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
     /// Moves every live extent out of `victims` into the open segment.
     fn relocate_segments(&self, st: &mut State, victims: &[u64]) -> Result<()> {
-        let victims: HashSet<u64> = victims.iter().copied().collect();
-        let segment_bytes = st.space.segment_bytes;
-        let mut moves = Vec::new();
-        st.tree.for_each(|e| {
-            if !e.is_hole() && victims.contains(&(e.addr / segment_bytes)) {
-                moves.push(e);
-            }
-        });
-        for e in moves {
+        for e in victim_extents(st, victims).into_iter().flatten() {
             self.relocate(st, e.offset, e.len, e.addr)?;
         }
         st.stats.gc_segments_reclaimed += victims.len() as u64;
@@ -203,4 +208,17 @@ impl FlexFile {
         buf.truncate(n);
         Ok(buf)
     }
+}
+
+/// The live extents of each segment in `victims` (in that order), from one walk of the tree.
+fn victim_extents(st: &State, victims: &[u64]) -> Vec<Vec<Extent>> {
+    let index: HashMap<u64, usize> = victims.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let segment_bytes = st.space.segment_bytes;
+    let mut out = vec![Vec::new(); victims.len()];
+    st.tree.for_each(|e| {
+        if let Some(&i) = index.get(&(e.addr / segment_bytes)).filter(|_| !e.is_hole()) {
+            out[i].push(e);
+        }
+    });
+    out
 }
