@@ -3,6 +3,7 @@
 //! off): what is due of compaction (compaction.rs), chunk-log garbage collection and checkpoints
 //! (checkpointing.rs); plus `verify` and the unordered full scan.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -65,10 +66,14 @@ impl Inner {
             (&self.cold.file, ck.cold_begin, ck.cold_tail),
             (&self.cold_index.log.file, ck.chunk_begin, ck.chunk_tail),
         ] {
-            let records =
-                scan_range(file, page, begin, tail, &mut |p| read_disk_page(file, page, p), &mut |_, _| {
-                    Ok(())
-                })?;
+            let records = scan_range(
+                file,
+                page,
+                begin,
+                tail,
+                &mut |p| read_disk_page(file, page, p).map(Cow::Owned),
+                &mut |_, _| Ok(()),
+            )?;
             report.records_checked += records;
             report.bytes_checked += tail - begin;
             report.files_checked += (tail - begin).div_ceil(ck.segment_bytes);

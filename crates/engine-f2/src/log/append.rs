@@ -3,6 +3,8 @@
 //! address and copies its bytes under the tail-page mutex, so addresses are handed out in append
 //! order and records never overlap. Readers never block on disk reads of others.
 
+use std::borrow::Cow;
+
 use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
@@ -127,7 +129,14 @@ impl AppendLog {
         to: u64,
         on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
     ) -> Result<u64> {
-        scan_range(&self.file, self.page_size, from, to, &mut |p| self.read_page(p), on_record)
+        scan_range(
+            &self.file,
+            self.page_size,
+            from,
+            to,
+            &mut |p| self.read_page(p).map(Cow::Owned),
+            on_record,
+        )
     }
 
     /// Moves `begin` forward (after everything live below `new_begin` was copied elsewhere).

@@ -13,6 +13,7 @@ pub use append::AppendLog;
 pub use hybrid::HybridLog;
 pub use read_cache::{ReadCache, READ_CACHE_FLAG};
 pub use segments::SegmentedFile;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use strata_core::{Error, Result};
@@ -174,24 +175,25 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
 }
 
 /// Calls `on_record` for every record in `[from, to)`, reading pages through `read_page` (which
-/// returns the whole page starting at the given address) and checking every checksum.
-pub fn scan_range(
+/// returns the whole page starting at the given address, owned or borrowed from a page the
+/// caller already holds) and checking every checksum.
+pub fn scan_range<'p>(
     file: &SegmentedFile,
     page_size: u64,
     from: u64,
     to: u64,
-    read_page: &mut dyn FnMut(u64) -> Result<Vec<u8>>,
+    read_page: &mut dyn FnMut(u64) -> Result<Cow<'p, [u8]>>,
     on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
 ) -> Result<u64> {
     let mut address = from;
     let mut records = 0;
-    let mut page: Option<(u64, Vec<u8>)> = None;
+    let mut page: Option<(u64, Cow<'p, [u8]>)> = None;
     while address < to {
         let page_start = address - address % page_size;
         if page.as_ref().is_none_or(|(start, _)| *start != page_start) {
             page = Some((page_start, read_page(page_start)?));
         }
-        let bytes = page.as_ref().map(|(_, b)| b.as_slice()).unwrap_or_default();
+        let bytes = page.as_ref().map(|(_, b)| b.as_ref()).unwrap_or_default();
         let offset = (address - page_start) as usize;
         let corrupt =
             |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);

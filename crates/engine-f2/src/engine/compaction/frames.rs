@@ -24,6 +24,7 @@
 //!   the workers stop at their next frame, and the first error is returned.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -233,9 +234,9 @@ fn load_frame(
     let page_start = from - from % plan.page_size_bytes;
     let bytes = read_page(page_start)?;
     let mut records = Vec::new();
-    // `scan_range` wants to own the page it walks; the copy is one memcpy per page.
-    let mut copy = |_| Ok(bytes.clone());
-    scan_range(plan.file, plan.page_size_bytes, from, end, &mut copy, &mut |address, view| {
+    // A frame is one page: `scan_range` walks it where it is.
+    let mut borrow = |_| Ok(Cow::Borrowed(bytes.as_slice()));
+    scan_range(plan.file, plan.page_size_bytes, from, end, &mut borrow, &mut |address, view| {
         let hash = key_hash(view.key);
         let chunk = cold::position(hash, plan.chunk_count).0;
         let owner = (chunk % threads as u64) as usize;
