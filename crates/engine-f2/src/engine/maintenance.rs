@@ -3,7 +3,6 @@
 //! off): what is due of compaction (compaction.rs), chunk-log garbage collection and checkpoints
 //! (checkpointing.rs); plus `verify` and the unordered full scan.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -11,7 +10,7 @@ use strata_core::{Error, Key, Result, VerifyReport};
 
 use super::Inner;
 use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
-use crate::log::{scan_range, SegmentedFile};
+use crate::log::{scan_read_pages, SegmentedFile};
 use crate::record;
 
 impl Inner {
@@ -66,14 +65,8 @@ impl Inner {
             (&self.cold.file, ck.cold_begin, ck.cold_tail),
             (&self.cold_index.log.file, ck.chunk_begin, ck.chunk_tail),
         ] {
-            let records = scan_range(
-                file,
-                page,
-                begin,
-                tail,
-                &mut |p| read_disk_page(file, page, p).map(Cow::Owned),
-                &mut |_, _| Ok(()),
-            )?;
+            let read = |p| read_disk_page(file, page, p);
+            let records = scan_read_pages(file, page, begin, tail, &read, &mut |_, _| Ok(()))?;
             report.records_checked += records;
             report.bytes_checked += tail - begin;
             report.files_checked += (tail - begin).div_ceil(ck.segment_bytes);

@@ -3,13 +3,12 @@
 //! address and copies its bytes under the tail-page mutex, so addresses are handed out in append
 //! order and records never overlap. Readers never block on disk reads of others.
 
-use std::borrow::Cow;
-
 use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
 use super::{
-    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_range, Bounds, SegmentedFile,
+    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
+    SegmentedFile,
 };
 use crate::record::{OwnedRecord, RecordView};
 
@@ -129,14 +128,7 @@ impl AppendLog {
         to: u64,
         on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
     ) -> Result<u64> {
-        scan_range(
-            &self.file,
-            self.page_size,
-            from,
-            to,
-            &mut |p| self.read_page(p).map(Cow::Owned),
-            on_record,
-        )
+        scan_read_pages(&self.file, self.page_size, from, to, &|p| self.read_page(p), on_record)
     }
 
     /// Moves `begin` forward (after everything live below `new_begin` was copied elsewhere).

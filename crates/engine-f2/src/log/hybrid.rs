@@ -20,7 +20,6 @@
 //! epoch, for writers only) before it flushes and evicts (FASTER's bump-and-wait), so no page
 //! is written out while a writer still copies into it or changes it in place. Reads take no latch and do their disk reads with nothing held.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use parking_lot::Mutex;
@@ -29,7 +28,8 @@ use strata_core::{Error, Result};
 use super::epoch::Epoch;
 use super::ring::PageRing;
 use super::{
-    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_range, Bounds, SegmentedFile,
+    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
+    SegmentedFile,
 };
 use crate::record::{self, OwnedRecord, RecordView};
 
@@ -346,14 +346,7 @@ impl HybridLog {
         to: u64,
         on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
     ) -> Result<u64> {
-        scan_range(
-            &self.file,
-            self.page_size,
-            from,
-            to,
-            &mut |p| self.read_page(p).map(Cow::Owned),
-            on_record,
-        )
+        scan_read_pages(&self.file, self.page_size, from, to, &|p| self.read_page(p), on_record)
     }
 
     /// Moves `begin` forward; the counter moves first so a reader that sees the new `begin` also

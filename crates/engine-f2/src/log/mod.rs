@@ -174,6 +174,18 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
     }
 }
 
+/// `scan_range` over pages that `read_page` reads into buffers of their own.
+pub fn scan_read_pages(
+    file: &SegmentedFile,
+    page_size: u64,
+    from: u64,
+    to: u64,
+    read_page: &dyn Fn(u64) -> Result<Vec<u8>>,
+    on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
+) -> Result<u64> {
+    scan_range(file, page_size, from, to, &mut |p| read_page(p).map(Cow::Owned), on_record)
+}
+
 /// Calls `on_record` for every record in `[from, to)`, reading pages through `read_page` (which
 /// returns the whole page starting at the given address, owned or borrowed from a page the
 /// caller already holds) and checking every checksum.
