@@ -549,9 +549,18 @@ mod tests {
 
     /// Record counts of the intervals after one commit of `n` new records into an empty table.
     fn pieces_after_one_commit(n: u32, max_records: u32, value_bytes: impl Fn(u32) -> usize) -> Vec<u32> {
+        pieces_within(n, max_records, 1 << 20, value_bytes)
+    }
+
+    fn pieces_within(
+        n: u32,
+        max_records: u32,
+        max_bytes: u64,
+        value_bytes: impl Fn(u32) -> usize,
+    ) -> Vec<u32> {
         let file: Arc<dyn TableFile> = Arc::new(NaiveTableFile::open(Arc::new(MemStorage::new())).unwrap());
         let config =
-            TableConfig { max_interval_records: max_records, max_interval_bytes: 1 << 20, ..config() };
+            TableConfig { max_interval_records: max_records, max_interval_bytes: max_bytes, ..config() };
         let mut table = Table::open(file, "t".into(), config).unwrap();
         let values: Vec<Vec<u8>> = (0..n).map(|i| vec![7; value_bytes(i)]).collect();
         let keys: Vec<Key> = (0..n).map(key).collect();
@@ -569,10 +578,11 @@ mod tests {
         assert_eq!(pieces_after_one_commit(42, 32, |_| 10), [21, 21]);
         assert_eq!(pieces_after_one_commit(64, 32, |_| 10), [32, 32]);
         assert_eq!(pieces_after_one_commit(65, 32, |_| 10), [22, 22, 21]);
-        // Unequal records: no short last piece is left on its own when it fits with the one before.
-        let pieces = pieces_after_one_commit(40, 32, |i| if i < 10 { 400 } else { 10 });
-        assert_eq!(pieces.iter().sum::<u32>(), 40);
-        assert!(pieces.len() == 2 && pieces.iter().all(|&p| p <= 32), "{pieces:?}");
+        // Unequal records, split by count: the large ones do not make a piece of their own.
+        assert_eq!(pieces_after_one_commit(40, 32, |i| if i < 10 { 400 } else { 10 }), [20, 20]);
+        // Two records of 451 bytes, 31 of 11, at most 1000 bytes: the byte limit cuts the first
+        // piece at 10 records, then pieces of 17 would leave 6 alone; they join the 17 (23 fit).
+        assert_eq!(pieces_within(33, 32, 1000, |i| if i < 2 { 439 } else { 0 }), [10, 23]);
     }
 
     #[test]
