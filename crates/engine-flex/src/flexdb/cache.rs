@@ -4,14 +4,15 @@
 //! owned by another key is a miss.
 //!
 //! Replacement: the paper's CLOCK, behind a small probationary FIFO (S3-FIFO, Yang et al., SOSP
-//! '23). A new interval enters the small FIFO (`SMALL_SHARE` of the bytes); when it leaves, it
-//! joins the CLOCK-managed main part only if it was read again meanwhile, else its key's hash goes
-//! to a ghost list and the interval is dropped. An interval whose hash is in the ghost list enters
-//! the main part directly. So intervals read once (YCSB's zipfian folds ~40% of the accesses
-//! evenly over all keys, and scans read intervals past their start key) do not push out the ones
-//! read over and over. Main-part intervals carry a 2-bit access count that the CLOCK hand
-//! decrements instead of a reference bit. A trace simulation of YCSB C and E at 2M UDB records
-//! had 5 points more hits than CLOCK alone (C: 38% → 42%, E: 33% → 38%).
+//! '23). A new interval enters the small FIFO (1/`SMALL_SHARE_DIVISOR` of the bytes); when it
+//! leaves, it joins the CLOCK-managed main part only if it was read again meanwhile, else its
+//! key's hash goes to a ghost list and the interval is dropped. An interval whose hash is in the
+//! ghost list enters the main part directly. So intervals read once (YCSB's zipfian folds ~40% of
+//! the accesses evenly over all keys, and scans read intervals past their start key) do not push
+//! out the ones read over and over. Main-part intervals carry a 2-bit access count that the CLOCK
+//! hand decrements instead of a reference bit. Measured with `strata bench` (2M UDB records,
+//! 60 MiB, `flexdb.interval_loads` per operation against CLOCK alone): C 0.637 → 0.575, E 2.158
+//! → 1.973 (docs/benchmarks.md, session 6).
 //!
 //! A reader's cache miss usually allocates nothing: eviction keeps the buffers of up to
 //! `SPARE_BUFFERS` evicted intervals (each at most `SPARE_MAX_BYTES`: ≤ 260 KiB, outside the
