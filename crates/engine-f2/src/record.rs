@@ -1,6 +1,8 @@
 //! The record layout shared by the hot, cold and chunk logs (docs/format/f2-logs.md, "Record").
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+use strata_core::le_bytes::{u32_at, u64_at};
+
 /// Bytes before the key.
 pub const HEADER_BYTES: usize = 24;
 /// Records start at multiples of this within a page.
@@ -25,12 +27,9 @@ pub fn stored_len(key_len: usize, value_len: usize) -> usize {
 /// The stored length of the record whose header starts `bytes`, from its length fields alone
 /// (no other check); `None` if `bytes` is shorter than a header.
 pub fn stored_len_of_header(bytes: &[u8]) -> Option<usize> {
-    let u32_at = |o: usize| -> Option<usize> {
-        Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?) as usize)
-    };
-    let _ = bytes.get(..HEADER_BYTES)?;
-    let body = HEADER_BYTES.checked_add(u32_at(KEY_LEN_OFFSET)?)?.checked_add(u32_at(VALUE_LEN_OFFSET)?)?;
-    Some(body.div_ceil(RECORD_ALIGN_BYTES) * RECORD_ALIGN_BYTES)
+    let header = bytes.get(..HEADER_BYTES)?;
+    let len_at = |o: usize| u32_at(header, o).map(|n| n as usize);
+    Some(stored_len(len_at(KEY_LEN_OFFSET)?, len_at(VALUE_LEN_OFFSET)?))
 }
 
 /// Encodes a record (padded to `stored_len`). `value` `None` is a tombstone.
@@ -110,11 +109,9 @@ impl<'a> RecordView<'a> {
     /// Structural decode (lengths and kind); `None` if the bytes cannot be a record.
     pub fn parse(bytes: &'a [u8]) -> Option<RecordView<'a>> {
         let header = bytes.get(..HEADER_BYTES)?;
-        let u32_at =
-            |o: usize| -> Option<u32> { Some(u32::from_le_bytes(header.get(o..o + 4)?.try_into().ok()?)) };
-        let crc = u32_at(CRC_OFFSET)?;
-        let key_len = u32_at(KEY_LEN_OFFSET)? as usize;
-        let value_len = u32_at(VALUE_LEN_OFFSET)? as usize;
+        let crc = u32_at(header, CRC_OFFSET)?;
+        let key_len = u32_at(header, KEY_LEN_OFFSET)? as usize;
+        let value_len = u32_at(header, VALUE_LEN_OFFSET)? as usize;
         let kind = *header.get(KIND_OFFSET)?;
         if kind != KIND_VALUE && kind != KIND_TOMBSTONE {
             return None;
@@ -122,7 +119,7 @@ impl<'a> RecordView<'a> {
         if kind == KIND_TOMBSTONE && value_len != 0 {
             return None;
         }
-        let prev_address = u64::from_le_bytes(header.get(PREV_OFFSET..PREV_OFFSET + 8)?.try_into().ok()?);
+        let prev_address = u64_at(header, PREV_OFFSET)?;
         let key_end = HEADER_BYTES.checked_add(key_len)?;
         let value_end = key_end.checked_add(value_len)?;
         let key = bytes.get(HEADER_BYTES..key_end)?;

@@ -56,7 +56,8 @@ impl Inner {
     ) -> Option<RoundPlan<'a>> {
         let page = self.opts.page_size_bytes;
         let want = begin + ((size as f64 * self.opts.compaction_fraction) as u64).max(page);
-        let until = want.min(limit) - want.min(limit) % page;
+        let until = want.min(limit);
+        let until = until - until % page;
         (until > begin).then(|| RoundPlan {
             file,
             page_size_bytes: page,

@@ -375,12 +375,13 @@ impl Inner {
         let mut stripes: Vec<usize> = hashes.map(|h| key_stripe(&self.hot_index, h)).collect();
         stripes.sort_unstable();
         stripes.dedup();
-        stripes.into_iter().filter_map(|i| self.key_locks.get(i)).map(|m| m.lock()).collect()
+        // `key_stripe` is below `KEY_LOCK_STRIPES`, the length of `key_locks`.
+        stripes.into_iter().map(|i| self.key_locks[i].lock()).collect()
     }
 
     /// The write latch of the one key with hash `hash`.
-    fn lock_hash(&self, hash: u64) -> Option<MutexGuard<'_, ()>> {
-        self.key_locks.get(key_stripe(&self.hot_index, hash)).map(|m| m.lock())
+    fn lock_hash(&self, hash: u64) -> MutexGuard<'_, ()> {
+        self.key_locks[key_stripe(&self.hot_index, hash)].lock()
     }
 
     /// Logs `batch` to the WAL and applies it. Caller holds the latches of its keys
@@ -424,6 +425,11 @@ impl Inner {
     /// is the apply order and replay reproduces the live state.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.ensure_usable()?;
+        // A put or delete is a batch of one: one latch, no vectors to allocate.
+        if let [op] = batch.ops() {
+            let latch = self.lock_hash(key_hash(op.key()));
+            return self.log_and_apply(latch, &batch, durability);
+        }
         let latches = self.lock_hashes(batch.ops().iter().map(|op| key_hash(op.key())));
         self.log_and_apply(latches, &batch, durability)
     }

@@ -171,13 +171,17 @@ impl ReadCache {
             // The first page starts with unused bytes (offset 0 is never an address).
             let mut at = if head == 0 { FIRST_OFFSET as usize } else { 0 };
             while let Some(page) = &page {
-                let bytes = page.read_record(at);
-                let Ok(Slot::Record(view)) = record::parse_slot(&bytes, false) else { break };
-                // Invalid records too: an in-place update of another key in the chain invalidates
-                // the head copy without swinging the entry away from it.
-                unlink((head + at as u64) | READ_CACHE_FLAG, view);
+                // Copied on the stack when small: eviction runs inside an insert, on the get path.
+                let stored = page.with_record(at, |bytes| {
+                    let Ok(Slot::Record(view)) = record::parse_slot(bytes, false) else { return None };
+                    // Invalid records too: an in-place update of another key in the chain
+                    // invalidates the head copy without swinging the entry away from it.
+                    unlink((head + at as u64) | READ_CACHE_FLAG, view);
+                    Some(view.stored_len())
+                });
+                let Some(stored) = stored else { break };
                 self.evicted_records.fetch_add(1, SeqCst);
-                at += view.stored_len();
+                at += stored;
             }
         }
         self.head.store(head + self.page_size, SeqCst);

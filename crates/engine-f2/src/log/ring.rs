@@ -115,16 +115,17 @@ impl PageRing {
         Guard { ring: self, slot: Some(self.epoch.protect()) }
     }
 
-    fn frame_of(&self, page_start: u64) -> Option<&Frame> {
-        let index = (page_start / self.page_size) % self.frames.len() as u64;
-        self.frames.get(index as usize)
+    /// The frame a page maps to, with its index.
+    fn frame_of(&self, page_start: u64) -> Option<(usize, &Frame)> {
+        let index = ((page_start / self.page_size) % self.frames.len() as u64) as usize;
+        self.frames.get(index).map(|f| (index, f))
     }
 
     /// The in-memory page starting at `page_start`, valid while `guard` is held.
     pub fn page<'g>(&'g self, guard: &'g Guard<'_>, page_start: u64) -> Option<PageRef<'g>> {
         // Memory safety rests on the guard protecting *this* ring's epoch: checked in release too.
         assert!(std::ptr::eq(guard.ring, self), "a guard of another ring");
-        let frame = self.frame_of(page_start)?;
+        let (_, frame) = self.frame_of(page_start)?;
         if page_start == NO_PAGE || frame.page_start.load(SeqCst) != page_start {
             return None;
         }
@@ -142,7 +143,7 @@ impl PageRing {
     /// Installs are serialised by the caller.
     pub fn install(&self, page_start: u64) -> bool {
         self.reclaim();
-        let Some(frame) = self.frame_of(page_start) else { return false };
+        let Some((_, frame)) = self.frame_of(page_start) else { return false };
         if !frame.words.load(SeqCst).is_null() {
             return false;
         }
@@ -187,12 +188,7 @@ impl PageRing {
     /// Unlinks the page starting at `page_start` (new lookups no longer find it); its buffer is
     /// reclaimed once every reader that could hold it has left.
     pub fn retire(&self, page_start: u64) {
-        let Some((index, frame)) = self
-            .frame_of(page_start)
-            .map(|f| ((page_start / self.page_size) as usize % self.frames.len(), f))
-        else {
-            return;
-        };
+        let Some((index, frame)) = self.frame_of(page_start) else { return };
         if frame.page_start.compare_exchange(page_start, NO_PAGE, SeqCst, SeqCst).is_ok() {
             self.epoch.bump(index);
             self.reclaim();

@@ -100,7 +100,11 @@ struct Buffer {
 
 impl Buffer {
     fn fail(&self, e: Error) {
-        let mut s = self.shared.lock();
+        self.fail_locked(&mut self.shared.lock(), e);
+    }
+
+    /// `fail` with the lock already held: the first error stays, everyone stops.
+    fn fail_locked(&self, s: &mut Shared, e: Error) {
         s.error.get_or_insert(e);
         s.stop = true;
         self.changed.notify_all();
@@ -278,23 +282,15 @@ fn work(buffer: &Buffer, worker: usize, process: &(dyn Fn(&[FrameRecord<'_>]) ->
                 s.copied += copied;
                 let pending = seq.checked_sub(s.first_seq).and_then(|at| s.pending.get_mut(at));
                 let Some(p) = pending.filter(|p| **p > 0) else {
-                    s.error
-                        .get_or_insert(Error::invalid("compaction released a frame a worker had not done"));
-                    s.stop = true;
-                    buffer.changed.notify_all();
-                    return;
+                    let e = Error::invalid("compaction released a frame a worker had not done");
+                    return buffer.fail_locked(&mut s, e);
                 };
                 *p -= 1;
                 if *p == 0 {
                     buffer.changed.notify_all();
                 }
             }
-            Err(e) => {
-                s.error.get_or_insert(e);
-                s.stop = true;
-                buffer.changed.notify_all();
-                return;
-            }
+            Err(e) => return buffer.fail_locked(&mut s, e),
         }
         seq += 1;
     }
