@@ -168,19 +168,30 @@ pub enum RecordSlot {
     Invalid(String),
 }
 
-/// Decodes the record starting at `offset` of `bytes` (a whole segment file).
+/// Decodes the record starting at `offset` of `bytes` (a whole segment file). Recovery reads
+/// segments in windows and uses [`decode_record_in`]; tests check it against this.
+#[cfg(test)]
 pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
-    let Some(rest) = bytes.get(offset..) else {
+    decode_record_in(bytes.get(offset..).unwrap_or_default(), bytes.len(), offset)
+}
+
+/// `decode_record` for a caller holding only part of a segment file of `file_len` bytes: `rest`
+/// holds the file's bytes from `offset` on, at least as many as [`record_bytes_needed`] says (or
+/// up to the end of the file). Given that, the result is exactly what `decode_record` returns on
+/// the whole file; a shorter `rest` yields `Invalid`, never a panic. `payload` is a range of file
+/// offsets.
+pub fn decode_record_in(rest: &[u8], file_len: usize, offset: usize) -> RecordSlot {
+    let Some(bytes_left) = file_len.checked_sub(offset) else {
         return RecordSlot::Invalid(format!("record offset {offset} is past the end of the file"));
     };
-    if rest.is_empty() {
+    if bytes_left == 0 {
         return RecordSlot::EndOfFile;
     }
+    if bytes_left < RECORD_HEADER_BYTES {
+        return RecordSlot::Invalid(format!("truncated record header: {bytes_left} bytes left in the file"));
+    }
     let Some(header) = rest.get(..RECORD_HEADER_BYTES) else {
-        return RecordSlot::Invalid(format!(
-            "truncated record header: {} bytes left in the file",
-            rest.len()
-        ));
+        return RecordSlot::Invalid(format!("record header at offset {offset} was not read"));
     };
     if header.iter().all(|&b| b == 0) {
         return RecordSlot::EndMarker;
@@ -200,11 +211,13 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         return RecordSlot::Invalid(format!("durability marker claims a payload of {payload_len} bytes"));
     }
     let total_bytes = record_bytes(payload_len);
-    let Some(record) = rest.get(..total_bytes) else {
+    if total_bytes > bytes_left {
         return RecordSlot::Invalid(format!(
-            "record of {total_bytes} bytes runs past the end of the file ({} bytes left)",
-            rest.len()
+            "record of {total_bytes} bytes runs past the end of the file ({bytes_left} bytes left)"
         ));
+    }
+    let Some(record) = rest.get(..total_bytes) else {
+        return RecordSlot::Invalid(format!("record bytes from offset {offset} were not read"));
     };
     let payload_end = RECORD_HEADER_BYTES + payload_len;
     let (Some(payload), Some(padding)) =
@@ -229,6 +242,24 @@ pub fn decode_record(bytes: &[u8], offset: usize) -> RecordSlot {
         payload: payload_start..payload_start + payload_len,
         record_bytes: total_bytes,
         is_durability_marker,
+    }
+}
+
+/// How many bytes from a record's start [`decode_record_in`] needs to decide about it, given the
+/// first bytes there (`start`: a header's worth, or fewer at the end of the file) and the bytes
+/// the file holds from there: the header, and the whole record its `payload_len` claims unless
+/// that runs past the end of the file (garbage can claim up to `record_bytes(MAX_PAYLOAD_BYTES)`).
+pub fn record_bytes_needed(start: &[u8], bytes_left: usize) -> usize {
+    match read_u32(start, record_field::PAYLOAD_LEN) {
+        Some(payload_len_field) => {
+            let claimed = record_bytes((payload_len_field & !DURABILITY_MARKER_FLAG) as usize);
+            if claimed > bytes_left {
+                RECORD_HEADER_BYTES
+            } else {
+                claimed
+            }
+        }
+        None => RECORD_HEADER_BYTES,
     }
 }
 

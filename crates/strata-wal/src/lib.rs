@@ -37,11 +37,13 @@ mod counters;
 mod format;
 mod options;
 mod recovery;
+mod segment_reader;
 mod segments;
 mod wal;
 
 pub use format::MAX_PAYLOAD_BYTES;
 pub use options::{RecoveryReport, WalOptions, WalStats, MIN_SEGMENT_BYTES};
+pub use segment_reader::RECOVERY_READ_WINDOW_BYTES;
 pub use wal::Wal;
 
 /// Log sequence number of a record: the first record ever is 1, and each record is one more than

@@ -10,10 +10,10 @@ use strata_core::{Error, RecoveryMode, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
 use crate::format::{
-    decode_record, record_field, RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES,
-    SEGMENT_HEADER_BYTES,
+    RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::options::{RecoveryReport, WalOptions};
+use crate::segment_reader::{SegmentReader, RECOVERY_READ_WINDOW_BYTES};
 use crate::Lsn;
 
 /// A `.log` segment that exists after recovery.
@@ -84,6 +84,8 @@ struct SegmentScan {
     end_offset: usize,
     /// What is wrong with the record at `end_offset`, when the chain broke there.
     bad: Option<String>,
+    /// Valid records (data and markers) in the chain.
+    records_checked: u64,
 }
 
 /// Where the chain of records broke.
@@ -95,6 +97,16 @@ enum Break {
 }
 
 pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanParams<'_>) -> Result<Recovered> {
+    recover_with_window(storage, opts, params, RECOVERY_READ_WINDOW_BYTES)
+}
+
+/// [`recover`], reading segments `read_window_bytes` at a time (tests use tiny windows).
+pub(crate) fn recover_with_window(
+    storage: &dyn Storage,
+    opts: &WalOptions,
+    params: ScanParams<'_>,
+    read_window_bytes: usize,
+) -> Result<Recovered> {
     let names = storage.list()?;
     let mut segment_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_segment_name(n)).collect();
     segment_ids.sort_unstable();
@@ -108,6 +120,7 @@ pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanPara
     let mut scan = Scan {
         opts,
         params,
+        read_window_bytes,
         segments,
         report: RecoveryReport::default(),
         records_checked: 0,
@@ -182,6 +195,7 @@ fn collect_free_segments(
 struct Scan<'a, 'p> {
     opts: &'a WalOptions,
     params: ScanParams<'p>,
+    read_window_bytes: usize,
     segments: Vec<SegmentFile>,
     report: RecoveryReport,
     records_checked: u64,
@@ -237,15 +251,15 @@ impl Scan<'_, '_> {
                 }
                 Some(_) => {}
             }
-            let bytes = read_segment(segment)?;
-            let scanned = self.replay_segment(&bytes, first_lsn)?;
+            let mut reader = SegmentReader::new(segment.file.as_ref(), self.read_window_bytes)?;
+            let scanned = replay_segment(&mut reader, first_lsn, &mut self.params, &mut self.report)?;
+            self.records_checked += scanned.records_checked;
             expected = Some(scanned.next_lsn);
             self.report.segments_read += 1;
-            self.bytes_checked += bytes.len() as u64;
+            self.bytes_checked += reader.file_len() as u64;
             if index + 1 == self.segments.len() {
                 // A bad record here is either an error or a torn tail cut off at `end_offset`.
-                let tail_is_zero = scanned.bad.is_some()
-                    || bytes.get(scanned.end_offset..).unwrap_or_default().iter().all(|&b| b == 0);
+                let tail_is_zero = scanned.bad.is_some() || reader.is_zero_from(scanned.end_offset)?;
                 tail = Some(LogTail {
                     end_offset: scanned.end_offset as u64,
                     next_lsn: scanned.next_lsn,
@@ -272,38 +286,6 @@ impl Scan<'_, '_> {
         Ok((kept_len, expected, tail))
     }
 
-    /// Replays the data records of one segment (markers are checked, not replayed): where its
-    /// records end, the lsn after the last one, and what is wrong with the record at `end_offset`
-    /// if the chain broke there.
-    fn replay_segment(&mut self, bytes: &[u8], first_lsn: Lsn) -> Result<SegmentScan> {
-        let mut expected = first_lsn;
-        let mut offset = SEGMENT_HEADER_BYTES;
-        let bad = loop {
-            match decode_record(bytes, offset) {
-                RecordSlot::EndOfFile | RecordSlot::EndMarker => break None,
-                RecordSlot::Valid { lsn, .. } if lsn < expected => break None,
-                RecordSlot::Valid { lsn, payload, record_bytes, is_durability_marker, .. }
-                    if lsn == expected =>
-                {
-                    if lsn >= self.params.min_lsn && !is_durability_marker {
-                        let payload = bytes.get(payload).unwrap_or_default();
-                        (self.params.replay)(lsn, payload)?;
-                        self.report.records_replayed += 1;
-                    }
-                    self.report.last_lsn = lsn;
-                    self.records_checked += 1;
-                    expected = lsn.saturating_add(1);
-                    offset += record_bytes;
-                }
-                RecordSlot::Valid { lsn, .. } => {
-                    break Some(format!("found lsn {lsn} where lsn {expected} belongs"));
-                }
-                RecordSlot::Invalid(what) => break Some(what),
-            }
-        };
-        Ok(SegmentScan { next_lsn: expected, end_offset: offset, bad })
-    }
-
     /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.
     /// Returns how many segments remain.
     fn resolve_break(
@@ -321,8 +303,9 @@ impl Scan<'_, '_> {
                 return Err(Error::corruption(name, 0, format!("{what} (not the last segment)")));
             }
             Break::Header { index, what } => {
-                let bytes = read_segment(self.segment(index)?)?;
-                let body = scan_records(&bytes, SEGMENT_HEADER_BYTES, &self.plausible_lsns(broken_lsn));
+                let mut reader =
+                    SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
+                let body = scan_records(&mut reader, SEGMENT_HEADER_BYTES, &self.plausible_lsns(broken_lsn))?;
                 let name = self.segment_name(index);
                 if let Some(found) = body.iter().find(|r| r.synced_lsn >= broken_lsn) {
                     return Err(Error::corruption(&name, 0, found.evidence(&what, broken_lsn, &name)));
@@ -331,7 +314,7 @@ impl Scan<'_, '_> {
                 if holds_records && mode == RecoveryMode::AbsoluteConsistency {
                     return Err(Error::corruption(name, 0, format!("torn tail: {what}")));
                 }
-                self.report.torn_tail_bytes_dropped += nonzero_prefix_bytes(&bytes, 0);
+                self.report.torn_tail_bytes_dropped += reader.nonzero_prefix_bytes(0)?;
                 if self.params.repair {
                     storage.remove(&name)?;
                     storage.sync_dir()?;
@@ -341,16 +324,16 @@ impl Scan<'_, '_> {
             Break::Record { index, offset, what } => (index, offset, what),
         };
         let name = self.segment_name(index);
-        let bytes = read_segment(self.segment(index)?)?;
-        let mut dropped_bytes = nonzero_prefix_bytes(&bytes, offset);
+        let mut reader = SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
+        let mut dropped_bytes = reader.nonzero_prefix_bytes(offset)?;
         let plausible = self.plausible_lsns(broken_lsn);
-        let same_segment = scan_records(&bytes, offset + RECORD_ALIGNMENT_BYTES, &plausible);
+        let same_segment = scan_records(&mut reader, offset + RECORD_ALIGNMENT_BYTES, &plausible)?;
         if let Some(found) = same_segment.iter().find(|r| r.synced_lsn >= broken_lsn) {
             return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &name)));
         }
         for later in self.segments.iter().skip(index + 1) {
-            let later_bytes = read_segment(later)?;
-            let records = scan_records(&later_bytes, SEGMENT_HEADER_BYTES, &plausible);
+            let mut later_reader = SegmentReader::new(later.file.as_ref(), self.read_window_bytes)?;
+            let records = scan_records(&mut later_reader, SEGMENT_HEADER_BYTES, &plausible)?;
             if let Some(found) = records.iter().find(|r| r.synced_lsn >= broken_lsn) {
                 return Err(Error::corruption(
                     &name,
@@ -358,7 +341,7 @@ impl Scan<'_, '_> {
                     found.evidence(&what, broken_lsn, &later.name),
                 ));
             }
-            dropped_bytes += nonzero_prefix_bytes(&later_bytes, 0);
+            dropped_bytes += later_reader.nonzero_prefix_bytes(0)?;
         }
         if mode == RecoveryMode::AbsoluteConsistency {
             return Err(Error::corruption(
@@ -404,8 +387,39 @@ impl Scan<'_, '_> {
     }
 }
 
-fn read_segment(segment: &SegmentFile) -> Result<Vec<u8>> {
-    strata_io::read_all(segment.file.as_ref())
+/// Replays the data records of one segment (markers are checked, not replayed): where its records
+/// end, the lsn after the last one, and what is wrong with the record at `end_offset` if the chain
+/// broke there. Reads the segment a window at a time; a record straddling windows is read whole.
+fn replay_segment(
+    reader: &mut SegmentReader<'_>,
+    first_lsn: Lsn,
+    params: &mut ScanParams<'_>,
+    report: &mut RecoveryReport,
+) -> Result<SegmentScan> {
+    let mut expected = first_lsn;
+    let mut offset = SEGMENT_HEADER_BYTES;
+    let mut records_checked = 0;
+    let bad = loop {
+        match reader.decode_record(offset)? {
+            RecordSlot::EndOfFile | RecordSlot::EndMarker => break None,
+            RecordSlot::Valid { lsn, .. } if lsn < expected => break None,
+            RecordSlot::Valid { lsn, payload, record_bytes, is_durability_marker, .. } if lsn == expected => {
+                if lsn >= params.min_lsn && !is_durability_marker {
+                    (params.replay)(lsn, reader.loaded(payload))?;
+                    report.records_replayed += 1;
+                }
+                report.last_lsn = lsn;
+                records_checked += 1;
+                expected = lsn.saturating_add(1);
+                offset += record_bytes;
+            }
+            RecordSlot::Valid { lsn, .. } => {
+                break Some(format!("found lsn {lsn} where lsn {expected} belongs"));
+            }
+            RecordSlot::Invalid(what) => break Some(what),
+        }
+    };
+    Ok(SegmentScan { next_lsn: expected, end_offset: offset, bad, records_checked })
 }
 
 /// A valid record found by scanning aligned offsets.
@@ -428,24 +442,21 @@ impl FoundRecord {
 /// Every valid record with an lsn in `lsns` starting at an 8-byte aligned offset from `from` on.
 /// Cheap on garbage and on payload bytes: the lsn field must be in range before the record's
 /// checksum is computed.
-fn scan_records(bytes: &[u8], from: usize, lsns: &RangeInclusive<Lsn>) -> Vec<FoundRecord> {
+fn scan_records(
+    reader: &mut SegmentReader<'_>,
+    from: usize,
+    lsns: &RangeInclusive<Lsn>,
+) -> Result<Vec<FoundRecord>> {
     let mut found = Vec::new();
     let mut offset = from.next_multiple_of(RECORD_ALIGNMENT_BYTES);
-    while offset.saturating_add(RECORD_HEADER_BYTES) <= bytes.len() {
-        let lsn_field = offset + record_field::LSN.0;
-        let lsn = bytes.get(lsn_field..lsn_field + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    while offset.saturating_add(RECORD_HEADER_BYTES) <= reader.file_len() {
+        let lsn = reader.lsn_field_at(offset)?;
         if lsn.is_some_and(|lsn| lsns.contains(&lsn)) {
-            if let RecordSlot::Valid { lsn, synced_lsn, .. } = decode_record(bytes, offset) {
+            if let RecordSlot::Valid { lsn, synced_lsn, .. } = reader.decode_record(offset)? {
                 found.push(FoundRecord { offset, lsn, synced_lsn });
             }
         }
         offset += RECORD_ALIGNMENT_BYTES;
     }
-    found
-}
-
-/// Bytes from `from` up to the last non-zero byte (trailing zeros are preallocated space).
-fn nonzero_prefix_bytes(bytes: &[u8], from: usize) -> u64 {
-    let tail = bytes.get(from..).unwrap_or_default();
-    tail.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1)
+    Ok(found)
 }
