@@ -1,6 +1,7 @@
 //! The checkpoint file `f2-checkpoint` (docs/format/f2-logs.md, "Checkpoint").
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::{Error, Result};
 use strata_io::Storage;
 
@@ -77,22 +78,18 @@ impl Checkpoint {
         if bytes.get(..8) != Some(MAGIC.as_slice()) {
             return Err(corrupt(0, "bad magic"));
         }
-        let u32_at = |o: usize| bytes.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
-        if u32_at(8) != Some(FORMAT_VERSION) {
+        if u32_at(bytes, 8) != Some(FORMAT_VERSION) {
             return Err(Error::Incompatible(format!("{FILE_NAME} has an unknown format version")));
         }
         let crc = crc32c::crc32c(bytes.get(FIELDS_OFFSET..).unwrap_or_default());
-        if u32_at(12) != Some(crc) {
+        if u32_at(bytes, 12) != Some(crc) {
             return Err(corrupt(12, "checkpoint checksum mismatch"));
         }
         let mut f = [0u64; 12];
         for (i, v) in f.iter_mut().enumerate() {
             let o = FIELDS_OFFSET + i * 8;
-            *v = bytes
-                .get(o..o + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-                .unwrap_or_default();
+            // Unreachable with the length checked above; reported rather than read as zero.
+            *v = u64_at(bytes, o).ok_or_else(|| corrupt(o as u64, "truncated checkpoint field"))?;
         }
         let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, _] =
             f;
@@ -176,6 +173,20 @@ mod tests {
         assert_eq!(field(96), 3);
         assert_eq!(field(104), 0);
         assert_eq!(Checkpoint::decode(&bytes).unwrap(), sample());
+    }
+
+    /// A file cut anywhere (inside a field included) is corruption of the checkpoint file at a
+    /// stated offset, not a panic or an I/O error.
+    #[test]
+    fn a_truncated_checkpoint_is_corruption_naming_the_file() {
+        let bytes = sample().encode();
+        for len in [0, 8, 12, 20, FIELDS_OFFSET + 8 * 5 + 3, CHECKPOINT_BYTES - 1] {
+            let err = Checkpoint::decode(&bytes[..len]).unwrap_err();
+            assert!(
+                matches!(&err, Error::Corruption { file, offset: 0, .. } if file.as_str() == FILE_NAME),
+                "len {len}: {err:?}"
+            );
+        }
     }
 
     #[test]
