@@ -43,17 +43,26 @@ pub struct Epoch<T> {
 #[derive(Debug)]
 pub struct SlotId(usize);
 
-/// A protection that is released when dropped.
+/// A protection that is released when dropped (or earlier, by [`Protection::release`]).
 pub struct Protection<'a, T> {
     epoch: &'a Epoch<T>,
+    /// `None` once released, so the slot is given back exactly once.
     slot: Option<SlotId>,
+}
+
+impl<T> Protection<'_, T> {
+    /// Gives the slot back now; dropping afterwards does nothing more. For owners that must act
+    /// after the release (a ring reclaiming frames this protection no longer holds back).
+    pub fn release(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.epoch.unprotect(slot);
+        }
+    }
 }
 
 impl<T> Drop for Protection<'_, T> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.epoch.unprotect(slot);
-        }
+        self.release();
     }
 }
 

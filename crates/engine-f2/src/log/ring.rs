@@ -24,7 +24,7 @@ use std::sync::atomic::{Ordering::Release, Ordering::SeqCst};
 
 use parking_lot::Mutex;
 
-use super::epoch::{Epoch, SlotId};
+use super::epoch::{Epoch, Protection};
 use crate::record;
 
 /// `Frame::page_start` of a frame that holds no page.
@@ -67,15 +67,15 @@ pub struct PageRing {
 
 /// An epoch protection on a ring; pages found through it stay valid until it is dropped.
 pub struct Guard<'a> {
+    /// The ring whose epoch `protection` is in ([`PageRing::page`] checks it).
     ring: &'a PageRing,
-    slot: Option<SlotId>,
+    protection: Protection<'a, usize>,
 }
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.ring.epoch.unprotect(slot);
-        }
+        // Released first, so the reclaim below is not held back by this guard itself.
+        self.protection.release();
         if self.ring.epoch.has_pending() {
             self.ring.reclaim();
         }
@@ -112,7 +112,7 @@ impl PageRing {
     }
 
     pub fn protect(&self) -> Guard<'_> {
-        Guard { ring: self, slot: Some(self.epoch.protect()) }
+        Guard { ring: self, protection: self.epoch.guard() }
     }
 
     /// The frame a page maps to, with its index.
@@ -460,6 +460,15 @@ mod tests {
         let guard = ring.protect();
         assert_eq!(ring.page(&guard, 128).unwrap().to_bytes(), vec![0u8; 64], "reused zeroed");
         assert_eq!(ring.memory_bytes(), 64, "the reclaimed buffer was reused");
+    }
+
+    #[test]
+    #[should_panic(expected = "a guard of another ring")]
+    fn a_guard_of_another_ring_is_rejected() {
+        let (ring, other) = (PageRing::new(64, 2), PageRing::new(64, 2));
+        assert!(ring.install(0));
+        let foreign = other.protect();
+        let _ = ring.page(&foreign, 0);
     }
 
     #[test]
