@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
 use super::epoch::Epoch;
-use super::ring::PageRing;
+use super::window::PageWindow;
 use super::{
     load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
     SegmentedFile,
@@ -50,12 +50,9 @@ pub struct HybridLog {
     /// every byte below it is complete and final. Readers that need immutable pages (compaction)
     /// go by this one; `read_only` runs ahead of it while a page turn waits.
     safe_read_only: AtomicU64,
-    /// Start of the oldest in-memory page; pages below it are only in the segment files.
-    head: AtomicU64,
-    /// Start of the newest in-memory page (the one holding `tail`).
-    last_page: AtomicU64,
-    /// Frames of the pages `[head, last_page]`.
-    ring: PageRing,
+    /// The in-memory pages `[head, last_page]`: pages below `head` are only in the segment
+    /// files, `last_page` holds `tail`. Changed under `turn` only.
+    window: PageWindow,
     /// Page-turn latch: one thread at a time installs the next page (moving `read_only`,
     /// flushing and evicting). Appends and in-place changes never take it.
     turn: Mutex<()>,
@@ -86,13 +83,10 @@ impl HybridLog {
     ) -> Result<HybridLog> {
         let max_pages = max_pages_in_memory.max(2);
         let (head, bytes) = load_tail_page(&file, page_size, begin, tail)?;
-        // One frame more than the window: the frame a new page needs was retired a page earlier,
-        // so readers have had a page's worth of appends to leave it.
-        let ring = PageRing::new(page_size, max_pages + 1);
-        ring.set_max_buffers(max_pages);
-        let installed = ring.install(head) && {
-            let guard = ring.protect();
-            ring.page(&guard, head).is_some_and(|p| p.write(0, &bytes))
+        let window = PageWindow::new(page_size, max_pages, head);
+        let installed = {
+            let guard = window.ring().protect();
+            window.ring().page(&guard, head).is_some_and(|p| p.write(0, &bytes))
         };
         if !installed {
             return Err(Error::invalid("hot log tail page does not fit its frame"));
@@ -106,9 +100,7 @@ impl HybridLog {
             bounds: Bounds::new(begin, tail),
             read_only: AtomicU64::new(tail),
             safe_read_only: AtomicU64::new(tail),
-            head: AtomicU64::new(head),
-            last_page: AtomicU64::new(head),
-            ring,
+            window,
             turn: Mutex::new(()),
             writers: Epoch::new(),
             flush: Mutex::new(FlushState { until: tail, buffer: Vec::new() }),
@@ -130,21 +122,21 @@ impl HybridLog {
         self.safe_read_only.load(SeqCst)
     }
     pub fn head(&self) -> u64 {
-        self.head.load(SeqCst)
+        self.window.head()
     }
     pub fn truncations(&self) -> u64 {
         self.bounds.truncations()
     }
     /// Bytes of page buffers allocated (the window, plus pages retired while readers held them).
     pub fn memory_bytes(&self) -> u64 {
-        self.ring.memory_bytes()
+        self.window.ring().memory_bytes()
     }
     pub fn size_bytes(&self) -> u64 {
         self.bounds.size_bytes()
     }
     /// New tail pages that waited for readers of their frame's previous page.
     pub fn frame_waits(&self) -> u64 {
-        self.ring.frame_waits()
+        self.window.ring().frame_waits()
     }
 
     /// Lends `bytes` of the in-memory window to another structure: from the next page change on,
@@ -158,11 +150,6 @@ impl HybridLog {
         let lent_pages = self.lent_bytes.load(SeqCst).div_ceil(self.page_size);
         let lent_pages = usize::try_from(lent_pages).unwrap_or(usize::MAX);
         self.max_pages_in_memory.saturating_sub(lent_pages).max(2)
-    }
-
-    fn pages_in_memory(&self) -> usize {
-        let pages = (self.last_page.load(SeqCst) - self.head()) / self.page_size + 1;
-        usize::try_from(pages).unwrap_or(usize::MAX)
     }
 
     /// Appends an encoded record and returns its address. Appenders run concurrently: each
@@ -179,7 +166,7 @@ impl HybridLog {
         loop {
             let needed_page = {
                 let _writer = self.writers.guard();
-                let guard = self.ring.protect();
+                let guard = self.window.ring().protect();
                 let seen = self.tail();
                 let mut address = seen;
                 // A page turn may have made the tail page read-only (its bytes past the tail stay
@@ -187,12 +174,12 @@ impl HybridLog {
                 if address % self.page_size + len > self.page_size || address < self.read_only() {
                     address = address - address % self.page_size + self.page_size;
                 }
-                let page_start = address - address % self.page_size;
-                if page_start <= self.last_page.load(SeqCst) {
+                let page_start = self.window.page_start(address);
+                if page_start <= self.window.last_page() {
                     if !self.bounds.cas_tail(seen, address + len) {
                         continue;
                     }
-                    let page = self.ring.page(&guard, page_start);
+                    let page = self.window.ring().page(&guard, page_start);
                     if !page.is_some_and(|p| p.write((address - page_start) as usize, bytes)) {
                         return Err(Error::invalid("hot log tail page missing"));
                     }
@@ -201,7 +188,7 @@ impl HybridLog {
                 page_start
             };
             let _one_turner = self.turn.lock();
-            if needed_page > self.last_page.load(SeqCst) {
+            if needed_page > self.window.last_page() {
                 self.push_page(needed_page)?;
             }
         }
@@ -218,29 +205,26 @@ impl HybridLog {
     /// into a page below the new `read_only`, and it can be written out and evicted. Readers
     /// use the ring's own epoch and never delay a page turn (only the reuse of a frame).
     fn push_page(&self, page_start: u64) -> Result<()> {
-        let window = self.window_pages();
-        self.ring.set_max_buffers(window);
-        let mutable_pages = ((window as f64 * self.mutable_fraction) as usize).clamp(1, window - 1);
+        let window_pages = self.window_pages();
+        self.window.ring().set_max_buffers(window_pages);
+        let mutable_pages =
+            ((window_pages as f64 * self.mutable_fraction) as usize).clamp(1, window_pages - 1);
         let mutable_floor = page_start.saturating_sub((mutable_pages as u64 - 1) * self.page_size);
-        let evicted_pages = (self.pages_in_memory() + 1).saturating_sub(window) as u64;
+        let evicted_pages = (self.window.pages_in_memory() + 1).saturating_sub(window_pages) as u64;
         let evict_until = self.head() + evicted_pages * self.page_size;
         let new_read_only = mutable_floor.max(evict_until);
         if self.read_only.fetch_max(new_read_only, SeqCst) < new_read_only {
             self.writers.wait_for_older();
         }
         self.safe_read_only.fetch_max(new_read_only, SeqCst);
-        while self.pages_in_memory() + 1 > window {
-            let head = self.head();
-            let evict_end = head + self.page_size;
+        while self.window.pages_in_memory() + 1 > window_pages {
             // Immutable and waited for above; on the OS before it leaves memory.
-            self.flush_until(evict_end)?;
+            self.flush_until(self.head() + self.page_size)?;
             // Readers that see the new head go to disk; those that saw the old one hold guards
             // that keep the frame from being reclaimed.
-            self.head.store(evict_end, SeqCst);
-            self.ring.retire(head);
+            self.window.evict_oldest();
         }
-        self.ring.install_waiting(page_start);
-        self.last_page.store(page_start, SeqCst);
+        self.window.push_waiting(page_start);
         Ok(())
     }
 
@@ -252,14 +236,14 @@ impl HybridLog {
         let mut flush = self.flush.lock();
         let FlushState { until: flushed, buffer } = &mut *flush;
         while *flushed < target {
-            let page_start = *flushed - *flushed % self.page_size;
+            let page_start = self.window.page_start(*flushed);
             // Pages wholly below `begin` were compacted away; their segments may be deleted.
             if page_start + self.page_size > self.begin() {
                 let piece_bytes = self.page_size.min(FLUSH_PIECE_BYTES);
                 for piece in (0..self.page_size).step_by(piece_bytes as usize) {
                     {
-                        let guard = self.ring.protect();
-                        let page = self.ring.page(&guard, page_start);
+                        let guard = self.window.ring().protect();
+                        let page = self.window.ring().page(&guard, page_start);
                         let page = page.ok_or_else(|| Error::invalid("unflushed hot page left memory"))?;
                         page.copy_range(piece as usize, piece_bytes as usize, buffer);
                     }
@@ -288,14 +272,11 @@ impl HybridLog {
         if address < self.begin() {
             return Ok(None);
         }
-        if address >= self.head() {
-            let page_start = address - address % self.page_size;
-            let guard = self.ring.protect();
-            if let Some(page) = self.ring.page(&guard, page_start) {
-                return page.with_record((address - page_start) as usize, |bytes| {
-                    record_in_page(&self.file, bytes, address, address)
-                });
-            }
+        let in_memory = self.window.with_page(address, |page, offset| {
+            page.with_record(offset, |bytes| record_in_page(&self.file, bytes, address, address))
+        });
+        if let Some(found) = in_memory {
+            return found;
         }
         record_on_disk(&self.file, self.page_size, &self.bounds, address)
     }
@@ -306,12 +287,12 @@ impl HybridLog {
     /// can be written out (`push_page`, `seal_to_tail`).
     fn change_if_mutable(&self, address: u64, change: impl FnOnce(&mut [u8]) -> bool) -> bool {
         let _writer = self.writers.guard();
-        let guard = self.ring.protect();
+        let guard = self.window.ring().protect();
         if address < self.read_only() {
             return false;
         }
-        let page_start = address - address % self.page_size;
-        let Some(page) = self.ring.page(&guard, page_start) else { return false };
+        let page_start = self.window.page_start(address);
+        let Some(page) = self.window.ring().page(&guard, page_start) else { return false };
         page.update_record((address - page_start) as usize, change)
     }
 
@@ -331,8 +312,8 @@ impl HybridLog {
     /// A copy of the page starting at `page_start`, from memory or disk.
     pub fn read_page(&self, page_start: u64) -> Result<Vec<u8>> {
         {
-            let guard = self.ring.protect();
-            if let Some(page) = self.ring.page(&guard, page_start) {
+            let guard = self.window.ring().protect();
+            if let Some(page) = self.window.ring().page(&guard, page_start) {
                 return Ok(page.to_bytes());
             }
         }
@@ -465,8 +446,8 @@ mod epoch_tests {
         let reuse_page = page_start + 4 * PAGE;
         let offset = (first - page_start) as usize;
         std::thread::scope(|s| {
-            let guard = log.ring.protect();
-            let page = log.ring.page(&guard, page_start).unwrap();
+            let guard = log.window.ring().protect();
+            let page = log.window.ring().page(&guard, page_start).unwrap();
             let appender = s.spawn(|| {
                 let mut i = 1;
                 while log.tail() < reuse_page + PAGE / 2 {
@@ -487,9 +468,9 @@ mod epoch_tests {
             appender.join().unwrap();
         });
         assert!(log.tail() > reuse_page);
-        let guard = log.ring.protect();
-        assert!(log.ring.page(&guard, page_start).is_none());
-        assert!(log.ring.page(&guard, reuse_page).is_some(), "the frame now holds the new page");
+        let guard = log.window.ring().protect();
+        assert!(log.window.ring().page(&guard, page_start).is_none());
+        assert!(log.window.ring().page(&guard, reuse_page).is_some(), "the frame now holds the new page");
         assert!(log.memory_bytes() <= 4 * PAGE);
     }
 }

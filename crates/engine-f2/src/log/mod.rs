@@ -8,6 +8,7 @@ mod hybrid;
 mod read_cache;
 mod ring;
 mod segments;
+mod window;
 
 pub use append::AppendLog;
 pub use hybrid::HybridLog;

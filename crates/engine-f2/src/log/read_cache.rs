@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use parking_lot::Mutex;
 
-use super::ring::PageRing;
+use super::window::PageWindow;
 use crate::record::{self, OwnedRecord, RecordView, Slot};
 
 /// Set in addresses of read-cache records (hot-log addresses stay below it).
@@ -27,12 +27,9 @@ const FIRST_OFFSET: u64 = 64;
 pub struct ReadCache {
     page_size: u64,
     max_pages: usize,
-    /// Start offset of the oldest page; moves under `append_lock`.
-    head: AtomicU64,
     tail: AtomicU64,
-    /// Start offset of the newest page; moves under `append_lock`.
-    last_page: AtomicU64,
-    ring: PageRing,
+    /// The in-memory pages `[head, last_page]` (offsets); changed under `append_lock` only.
+    window: PageWindow,
     /// Serialises inserts and evictions.
     append_lock: Mutex<()>,
     pub evicted_records: AtomicU64,
@@ -44,16 +41,11 @@ impl ReadCache {
     /// A cache of `max_pages` (at least 2) pages of `page_size` bytes.
     pub fn new(page_size: u64, max_pages: usize) -> ReadCache {
         let max_pages = max_pages.max(2);
-        let ring = PageRing::new(page_size, max_pages + 1);
-        ring.set_max_buffers(max_pages);
-        ring.install(0);
         ReadCache {
             page_size,
             max_pages,
-            head: AtomicU64::new(0),
             tail: AtomicU64::new(FIRST_OFFSET),
-            last_page: AtomicU64::new(0),
-            ring,
+            window: PageWindow::new(page_size, max_pages, 0),
             append_lock: Mutex::new(()),
             evicted_records: AtomicU64::new(0),
             skipped_inserts: AtomicU64::new(0),
@@ -62,7 +54,7 @@ impl ReadCache {
 
     /// Bytes of page buffers allocated (at most `max_pages` once readers of evicted pages left).
     pub fn memory_bytes(&self) -> u64 {
-        self.ring.memory_bytes()
+        self.window.ring().memory_bytes()
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -72,18 +64,15 @@ impl ReadCache {
     /// The cached record at `address` (flagged), or `None` once its page was evicted.
     pub fn read(&self, address: u64) -> Option<OwnedRecord> {
         let offset = address & !READ_CACHE_FLAG;
-        if offset < self.head.load(SeqCst) {
-            return None;
-        }
-        let page_start = offset - offset % self.page_size;
-        let guard = self.ring.protect();
-        let page = self.ring.page(&guard, page_start)?;
-        page.with_record((offset - page_start) as usize, |bytes| {
-            let view = RecordView::parse(bytes)?;
-            let mut rec = OwnedRecord::from_view(&view);
-            rec.invalid = record::is_invalid(bytes);
-            Some(rec)
-        })
+        let found = self.window.with_page(offset, |page, at| {
+            page.with_record(at, |bytes| {
+                let view = RecordView::parse(bytes)?;
+                let mut rec = OwnedRecord::from_view(&view);
+                rec.invalid = record::is_invalid(bytes);
+                Some(rec)
+            })
+        });
+        found.flatten()
     }
 
     /// Runs `f` while no insert can publish (hot-log truncation uses it, so an insert's
@@ -102,14 +91,7 @@ impl ReadCache {
     /// Marks a cached record invalid (its key was written).
     pub fn invalidate(&self, address: u64) {
         let offset = address & !READ_CACHE_FLAG;
-        if offset < self.head.load(SeqCst) {
-            return;
-        }
-        let page_start = offset - offset % self.page_size;
-        let guard = self.ring.protect();
-        if let Some(page) = self.ring.page(&guard, page_start) {
-            page.set_byte_bits((offset - page_start) as usize + record::INVALID_OFFSET, 1);
-        }
+        self.window.with_page(offset, |page, at| page.set_byte_bits(at + record::INVALID_OFFSET, 1));
     }
 
     /// Appends `bytes` (an encoded record) and calls `publish(address)`, which must swing the
@@ -132,21 +114,19 @@ impl ReadCache {
         if offset % self.page_size + len > self.page_size {
             offset = offset - offset % self.page_size + self.page_size;
         }
-        let page_start = offset - offset % self.page_size;
-        if page_start > self.last_page.load(SeqCst) {
-            let pages = (self.last_page.load(SeqCst) - self.head.load(SeqCst)) / self.page_size + 1;
-            if pages >= self.max_pages as u64 {
+        let page_start = self.window.page_start(offset);
+        if page_start > self.window.last_page() {
+            if self.window.pages_in_memory() >= self.max_pages {
                 self.evict_oldest(unlink);
             }
-            if !self.ring.install(page_start) {
+            if !self.window.try_push(page_start) {
                 self.skipped_inserts.fetch_add(1, SeqCst);
                 return false;
             }
-            self.last_page.store(page_start, SeqCst);
         }
         let written = {
-            let guard = self.ring.protect();
-            let page = self.ring.page(&guard, page_start);
+            let guard = self.window.ring().protect();
+            let page = self.window.ring().page(&guard, page_start);
             page.is_some_and(|p| p.write((offset - page_start) as usize, bytes))
         };
         if !written {
@@ -164,10 +144,10 @@ impl ReadCache {
 
     /// Evicts the oldest page: unlinks every record of it, moves `head` and retires its frame.
     fn evict_oldest(&self, unlink: &mut dyn FnMut(u64, RecordView<'_>)) {
-        let head = self.head.load(SeqCst);
+        let head = self.window.head();
         {
-            let guard = self.ring.protect();
-            let page = self.ring.page(&guard, head);
+            let guard = self.window.ring().protect();
+            let page = self.window.ring().page(&guard, head);
             // The first page starts with unused bytes (offset 0 is never an address).
             let mut at = if head == 0 { FIRST_OFFSET as usize } else { 0 };
             while let Some(page) = &page {
@@ -184,8 +164,7 @@ impl ReadCache {
                 at += stored;
             }
         }
-        self.head.store(head + self.page_size, SeqCst);
-        self.ring.retire(head);
+        self.window.evict_oldest();
     }
 }
 
