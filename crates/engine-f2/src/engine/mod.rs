@@ -230,6 +230,7 @@ impl Inner {
                         replay_state.hot_index,
                         None,
                         op.key(),
+                        key_hash(op.key()),
                         op.value(),
                         None,
                     )?;

@@ -19,15 +19,17 @@ use crate::record::{self, OwnedRecord};
 /// place; anything else appends a record at the tail and swings the index entry to it (CAS,
 /// retried if a reader cached a record at the chain head or compaction's truncation cleared the
 /// entry meanwhile). A read-cache record at the chain head is invalidated and bypassed.
+/// `hash` is `key_hash(key)` (callers have it already: it picked the key's latch stripe).
 pub(crate) fn apply_op(
     hot: &HybridLog,
     index: &HotIndex,
     cache: Option<&ReadCache>,
     key: &[u8],
+    hash: u64,
     value: Option<&[u8]>,
     counters: Option<&Counters>,
 ) -> Result<()> {
-    let hash = key_hash(key);
+    debug_assert_eq!(hash, key_hash(key), "apply_op got the hash of another key");
     let (mut entry, mut hot_head) = resolved_entry(index, cache, hash);
     if let Some(v) = value {
         let read_only = hot.read_only();
@@ -385,27 +387,33 @@ impl Inner {
     }
 
     /// Logs `batch` to the WAL and applies it. Caller holds the latches of its keys
-    /// (`key_latches`: `lock_hashes` or `lock_hash` guards), released before waiting for durability. The write lock is held shared
+    /// (`key_latches`: `lock_hashes` or `lock_hash` guards), released before waiting for
+    /// durability, and passes `hashes[i] = key_hash(key of op i)`. The write lock is held shared
     /// across WAL append and apply (the checkpoint cut takes it exclusively); a multi-operation
     /// batch takes the batch gate first, so a batch waiting for the gate holds no write lock.
     fn log_and_apply<Latches>(
         &self,
         key_latches: Latches,
         batch: &WriteBatch,
+        hashes: &[u64],
         durability: Durability,
     ) -> Result<()> {
+        debug_assert_eq!(hashes.len(), batch.len(), "one hash per operation");
         let payload = encode_batch(batch);
         let lsn = {
             let _gate = (batch.len() > 1).then(|| self.batch_gate.write());
             let _no_cut = self.write_lock.read();
             self.ensure_usable()?;
             let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
-            for op in batch.ops() {
+            for (i, op) in batch.ops().iter().enumerate() {
+                // A missing hash (a caller bug) is recomputed rather than skipping the operation.
+                let hash = hashes.get(i).copied().unwrap_or_else(|| key_hash(op.key()));
                 apply_op(
                     &self.hot,
                     &self.hot_index,
                     self.read_cache.as_ref(),
                     op.key(),
+                    hash,
                     op.value(),
                     Some(&self.counters),
                 )
@@ -427,11 +435,13 @@ impl Inner {
         self.ensure_usable()?;
         // A put or delete is a batch of one: one latch, no vectors to allocate.
         if let [op] = batch.ops() {
-            let latch = self.lock_hash(key_hash(op.key()));
-            return self.log_and_apply(latch, &batch, durability);
+            let hash = key_hash(op.key());
+            let latch = self.lock_hash(hash);
+            return self.log_and_apply(latch, &batch, &[hash], durability);
         }
-        let latches = self.lock_hashes(batch.ops().iter().map(|op| key_hash(op.key())));
-        self.log_and_apply(latches, &batch, durability)
+        let hashes: Vec<u64> = batch.ops().iter().map(|op| key_hash(op.key())).collect();
+        let latches = self.lock_hashes(hashes.iter().copied());
+        self.log_and_apply(latches, &batch, &hashes, durability)
     }
 
     /// Read-modify-write per F2 Algorithm 1: under the key's latch, a record in the hot log is
@@ -452,7 +462,7 @@ impl Inner {
             let latch = self.lock_hash(hash);
             if let (_, Some((_, rec))) = self.hot_lookup(key, hash)? {
                 let new = f(rec.value_opt());
-                self.log_and_apply(latch, &single(&new), durability)?;
+                self.log_and_apply(latch, &single(&new), &[hash], durability)?;
                 return Ok(new);
             }
             // Any later write of the key reserves its record at or above this tail: it takes
@@ -471,7 +481,7 @@ impl Inner {
                 self.counters.rmw_retries.fetch_add(1, Relaxed);
                 continue;
             }
-            self.log_and_apply(latch, &single(&new), durability)?;
+            self.log_and_apply(latch, &single(&new), &[hash], durability)?;
             return Ok(new);
         }
     }
@@ -500,7 +510,7 @@ impl Inner {
         {
             // Shared: `stable_hot_tail` must not see the copy half written.
             let _no_cut = self.write_lock.read();
-            apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, value, None)?;
+            apply_op(&self.hot, &self.hot_index, self.read_cache.as_ref(), key, hash, value, None)?;
         }
         let bytes = record::stored_len(key.len(), value.map_or(0, <[u8]>::len));
         self.counters.compaction_bytes_written.fetch_add(bytes as u64, Relaxed);
