@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
-    Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats, Value,
-    VerifyReport, WriteBatch,
+    BatchOp, Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats,
+    Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
@@ -45,12 +45,25 @@ pub struct FlexEngine {
 }
 
 pub(crate) struct MemState {
+    /// Changed only through `MemState::apply`, `Inner::freeze` and the commit's drop of `imm`,
+    /// each of which bumps `version`.
     pub(crate) active: MemTable,
     /// The MemTable being committed; readers consult it after `active`, before the table.
     pub(crate) imm: Option<Arc<MemTable>>,
     /// The WAL's last lsn when `imm` was frozen: `imm` holds every record up to it not yet in
     /// the table file.
     imm_lsn: u64,
+    /// Bumped by every change to either MemTable (a write, a freeze, the drop of `imm`): a scan
+    /// that read the MemTables at one version knows they still hold the same entries while the
+    /// version is unchanged.
+    pub(crate) version: u64,
+}
+
+impl MemState {
+    fn apply(&mut self, op: BatchOp) {
+        self.version += 1;
+        self.active.apply(op);
+    }
 }
 
 /// What a writer found after applying its batch (under the `mem` write lock).
@@ -205,7 +218,7 @@ impl FlexEngine {
             storage,
             wal_options,
             wal,
-            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0 }),
+            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, version: 0 }),
             table: RwLock::new(table),
             imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
@@ -309,7 +322,7 @@ impl Inner {
             let mut mem = self.mem.write();
             let lsn = self.wal.append(&payload)?;
             for op in batch.into_ops() {
-                mem.active.apply(op);
+                mem.apply(op);
             }
             (lsn, self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem))
         };
@@ -391,6 +404,7 @@ impl Inner {
         }
         mem.imm = Some(Arc::new(std::mem::take(&mut mem.active)));
         mem.imm_lsn = self.wal.last_lsn();
+        mem.version += 1;
         true
     }
 
@@ -470,6 +484,7 @@ impl Inner {
         {
             let mut mem = self.mem.write();
             mem.imm = None;
+            mem.version += 1;
             self.imm_drops.fetch_add(1, SeqCst);
         }
         self.signals.notify_drained();
@@ -609,7 +624,7 @@ impl Engine for FlexEngine {
             let lsn = inner.wal.append(&encode_batch(&batch))?;
             let user_bytes = batch.payload_bytes() as u64;
             for op in batch.into_ops() {
-                mem.active.apply(op);
+                mem.apply(op);
             }
             break (lsn, user_bytes, inner.freeze_if_full(&mut mem), new, Inner::mem_in_use_bytes(&mem));
         };

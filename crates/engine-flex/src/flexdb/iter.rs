@@ -9,6 +9,10 @@
 //! `Inner::imm_drops` under the `mem` write lock. If that counter did not change between before
 //! the table read and the MemTable read, every key the table read missed is still in a MemTable.
 //! If it did, the window is read again.
+//!
+//! Most windows find no MemTable entry. A window's MemTable read also notes the first entry
+//! past it (`Ahead`); while the MemTables' `version` is unchanged, a later window that ends
+//! before those entries skips the MemTable reads (each a B-tree descent).
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -18,6 +22,7 @@ use std::sync::Arc;
 use strata_core::{Direction, Key, KeyRange, Result, Value};
 
 use super::interval::IntervalData;
+use super::memtable::Ahead;
 use super::table::Resume;
 use crate::engine::Inner;
 
@@ -42,6 +47,9 @@ pub(crate) struct MergedRange {
     resume: Option<Resume>,
     /// User bytes handed out and not yet added to the engine's counter.
     unreported_bytes: u64,
+    /// What follows the last MemTable read, per MemTable (active, immutable), and the
+    /// MemTables' version it holds for.
+    mem_ahead: Option<(u64, [Ahead; 2])>,
 }
 
 impl MergedRange {
@@ -58,6 +66,7 @@ impl MergedRange {
             exhausted,
             resume: None,
             unreported_bytes: 0,
+            mem_ahead: None,
         }
     }
 
@@ -135,10 +144,15 @@ impl MergedRange {
                 if self.inner.imm_drops.load(SeqCst) != drops_before {
                     continue; // a commit finished in between: the table read may miss keys
                 }
-                let bounds = self.mem_bounds(table_bound.as_deref());
-                mem.active.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut active);
-                if let Some(imm) = &mem.imm {
-                    imm.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut frozen);
+                if !self.mem_ends_before_ahead(mem.version, table_bound.as_deref()) {
+                    let bounds = self.mem_bounds(table_bound.as_deref());
+                    let active_ahead =
+                        mem.active.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut active);
+                    let frozen_ahead = match &mem.imm {
+                        Some(imm) => imm.window_into(bounds, self.reverse, MEM_WINDOW_ENTRIES, &mut frozen),
+                        None => Ahead::Nothing,
+                    };
+                    self.mem_ahead = Some((mem.version, [active_ahead, frozen_ahead]));
                 }
             }
             // A full MemTable window may stop before the table's: the window ends at the earliest.
@@ -158,6 +172,19 @@ impl MergedRange {
             self.set_window(window.data, window.lo, window.hi, active, frozen, bound);
             return Ok(());
         }
+    }
+
+    /// The MemTables held no entry between the last MemTable read and what it noted ahead, and
+    /// still do not (same `version`): a window ending at `table_bound` before those entries
+    /// holds none. A window without a table bound runs to the range's end and is always read.
+    fn mem_ends_before_ahead(&self, version: u64, table_bound: Option<&[u8]>) -> bool {
+        let (Some(bound), Some((seen, ahead))) = (table_bound, &self.mem_ahead) else { return false };
+        *seen == version
+            && ahead.iter().all(|a| match a {
+                Ahead::Key(k) => self.before(bound, k),
+                Ahead::Nothing => true,
+                Ahead::Unknown => false,
+            })
     }
 
     /// The MemTable range of a window: `remaining` cut at `table_bound` (inclusive).

@@ -68,26 +68,53 @@ impl MemTable {
     }
 
     /// Up to `limit` entries between `lower` and `upper` (tombstones included), in scan order,
-    /// appended to `out`.
+    /// appended to `out`. Returns what follows the window in scan order, so a scan can skip
+    /// later windows that end before it while the MemTable is unchanged.
     pub fn window_into(
         &self,
         bounds: (Bound<&[u8]>, Bound<&[u8]>),
         reverse: bool,
         limit: usize,
         out: &mut Vec<(Key, Option<Value>)>,
-    ) {
+    ) -> Ahead {
         // One B-tree descent, not two: `range(lower..upper)` searches for both edges, and most
         // windows of a scan find no MemTable entry at all (the table holds nearly every key).
-        let clone = |(k, v): (&Key, &Option<Value>)| (k.clone(), v.clone());
         let (lower, upper) = bounds;
         if reverse {
             let r = self.entries.range::<[u8], _>((Bound::Unbounded, upper)).rev();
-            out.extend(r.take_while(|(k, _)| at_or_after(k, lower)).take(limit).map(clone));
+            fill(r, |k| at_or_after(k, lower), limit, out)
         } else {
             let r = self.entries.range::<[u8], _>((lower, Bound::Unbounded));
-            out.extend(r.take_while(|(k, _)| at_or_before(k, upper)).take(limit).map(clone));
+            fill(r, |k| at_or_before(k, upper), limit, out)
         }
     }
+}
+
+/// What follows a MemTable window in scan order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ahead {
+    /// The first entry past the window's far bound.
+    Key(Key),
+    /// No entry past the window's far bound.
+    Nothing,
+    /// The window stopped at its entry limit: what follows is not known.
+    Unknown,
+}
+
+fn fill<'a>(
+    mut entries: impl Iterator<Item = (&'a Key, &'a Option<Value>)>,
+    within: impl Fn(&[u8]) -> bool,
+    limit: usize,
+    out: &mut Vec<(Key, Option<Value>)>,
+) -> Ahead {
+    for _ in 0..limit {
+        match entries.next() {
+            None => return Ahead::Nothing,
+            Some((k, v)) if within(k) => out.push((k.clone(), v.clone())),
+            Some((k, _)) => return Ahead::Key(k.clone()),
+        }
+    }
+    Ahead::Unknown
 }
 
 #[cfg(test)]
@@ -106,6 +133,9 @@ mod tests {
             mem.window_into((lower, upper), reverse, limit, &mut out);
             out.into_iter().map(|(k, v)| (k[0] as char, v.is_some())).collect::<Vec<_>>()
         };
+        let ahead = |lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool, limit: usize| {
+            mem.window_into((lower, upper), reverse, limit, &mut Vec::new())
+        };
         let (inc, exc) = (Bound::Included::<&[u8]>, Bound::Excluded::<&[u8]>);
         assert_eq!(window(inc(b"b"), inc(b"e"), false, 10), [('c', true), ('d', false), ('e', true)]);
         assert_eq!(window(exc(b"c"), exc(b"g"), false, 10), [('d', false), ('e', true)]);
@@ -115,5 +145,14 @@ mod tests {
         assert_eq!(window(inc(b"f"), Bound::Unbounded, true, 10), [('g', true)]);
         assert!(window(exc(b"e"), exc(b"g"), false, 10).is_empty());
         assert!(window(inc(b"h"), Bound::Unbounded, false, 10).is_empty());
+        // What follows: the first entry past the far bound (a tombstone counts), none, or unknown
+        // when the limit cut the window.
+        assert_eq!(ahead(inc(b"b"), inc(b"c"), false, 10), Ahead::Key(b"d".to_vec()));
+        assert_eq!(ahead(inc(b"b"), exc(b"e"), false, 10), Ahead::Key(b"e".to_vec()));
+        assert_eq!(ahead(exc(b"e"), exc(b"g"), true, 10), Ahead::Key(b"e".to_vec()));
+        assert_eq!(ahead(inc(b"b"), inc(b"g"), false, 10), Ahead::Nothing);
+        assert_eq!(ahead(Bound::Unbounded, inc(b"b"), true, 10), Ahead::Nothing);
+        assert_eq!(ahead(inc(b"b"), inc(b"g"), false, 2), Ahead::Unknown);
+        assert_eq!(ahead(inc(b"b"), inc(b"c"), false, 1), Ahead::Unknown);
     }
 }
