@@ -252,8 +252,11 @@ pub fn decode_record_in(rest: &[u8], file_len: usize, offset: usize) -> RecordSl
 pub fn record_bytes_needed(start: &[u8], bytes_left: usize) -> usize {
     match read_u32(start, record_field::PAYLOAD_LEN) {
         Some(payload_len_field) => {
-            let claimed = record_bytes((payload_len_field & !DURABILITY_MARKER_FLAG) as usize);
-            if claimed > bytes_left {
+            let payload_len = (payload_len_field & !DURABILITY_MARKER_FLAG) as usize;
+            // A marker with a payload is rejected on its header alone: read no more of it.
+            let bad_marker = payload_len_field & DURABILITY_MARKER_FLAG != 0 && payload_len != 0;
+            let claimed = record_bytes(payload_len);
+            if bad_marker || claimed > bytes_left {
                 RECORD_HEADER_BYTES
             } else {
                 claimed
