@@ -108,9 +108,11 @@ fn encode_header(key: &SnapshotKey, count: u64, body_crc: u32) -> Vec<u8> {
 /// One decoded entry: (home bucket, tag, hot-log address).
 pub type Entry = (u64, u64, u64);
 
-/// The entries of a snapshot file's bytes if they are intact and match `key`; `None` otherwise.
-pub fn decode_matching(bytes: &[u8], key: &SnapshotKey) -> Option<Vec<Entry>> {
-    let header = bytes.get(..HEADER_BYTES)?;
+/// Body bytes read at a time when loading: whole entries, so no entry straddles two reads.
+const READ_CHUNK_BYTES: usize = ENTRY_BYTES * 64 * 1024;
+
+/// The entry count and body checksum of a header that is intact and matches `key`.
+fn check_header(header: &[u8], key: &SnapshotKey) -> Option<(u64, u32)> {
     if header.get(..8)? != MAGIC || u32_at(header, 8)? != FORMAT_VERSION {
         return None;
     }
@@ -124,41 +126,73 @@ pub fn decode_matching(bytes: &[u8], key: &SnapshotKey) -> Option<Vec<Entry>> {
         hot_tail: u64_at(header, 32)?,
         bucket_count: u64_at(header, 40)?,
     };
-    let count = u64_at(header, 48)?;
-    let body = bytes.get(HEADER_BYTES..)?;
-    if stored != *key
-        || (body.len() as u64) != count.checked_mul(ENTRY_BYTES as u64)?
-        || crc32c::crc32c(body) != u32_at(header, 12)?
-    {
-        return None;
-    }
-    let mut entries = Vec::with_capacity(usize::try_from(count).ok()?);
-    for e in body.chunks_exact(ENTRY_BYTES) {
-        let bucket = u64::from(u32_at(e, 0)?);
-        let tag = u64::from(u16::from_le_bytes(e.get(4..6)?.try_into().ok()?));
-        let mut address_bytes = [0u8; 8];
-        address_bytes.get_mut(..6)?.copy_from_slice(e.get(6..12)?);
-        let address = u64::from_le_bytes(address_bytes);
-        let valid = bucket < key.bucket_count
-            && tag < TAG_LIMIT
-            && address >= key.hot_begin
-            && address < key.hot_tail;
-        if !valid {
-            return None;
-        }
-        entries.push((bucket, tag, address));
-    }
-    Some(entries)
+    (stored == *key).then_some((u64_at(header, 48)?, u32_at(header, 12)?))
 }
 
-/// Reads `f2-hot-index` and returns its entries if it matches `key` and is intact.
-pub fn load_matching(storage: &dyn Storage, key: &SnapshotKey) -> Result<Option<Vec<Entry>>> {
+/// One 12-byte entry, if it is in range for `key`.
+fn decode_entry(e: &[u8], key: &SnapshotKey) -> Option<Entry> {
+    let bucket = u64::from(u32_at(e, 0)?);
+    let tag = u64::from(u16::from_le_bytes(e.get(4..6)?.try_into().ok()?));
+    let mut address_bytes = [0u8; 8];
+    address_bytes.get_mut(..6)?.copy_from_slice(e.get(6..12)?);
+    let address = u64::from_le_bytes(address_bytes);
+    let valid =
+        bucket < key.bucket_count && tag < TAG_LIMIT && address >= key.hot_begin && address < key.hot_tail;
+    valid.then_some((bucket, tag, address))
+}
+
+/// Feeds the entries of a snapshot of `len_bytes` (read through `read_at`) to `insert`, a chunk
+/// at a time, and says whether the snapshot is intact and matches `key`. It stops at the first
+/// thing wrong; the body checksum is known only at the end, so `false` can come after entries
+/// were fed, and the caller must then discard them.
+fn feed_matching(
+    len_bytes: u64,
+    read_at: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+    key: &SnapshotKey,
+    insert: &mut dyn FnMut(Entry),
+) -> Result<bool> {
+    let mut header = [0u8; HEADER_BYTES];
+    if len_bytes < HEADER_BYTES as u64 {
+        return Ok(false);
+    }
+    read_at(0, &mut header)?;
+    let Some((count, body_crc)) = check_header(&header, key) else { return Ok(false) };
+    let body_bytes = len_bytes - HEADER_BYTES as u64;
+    if count.checked_mul(ENTRY_BYTES as u64) != Some(body_bytes) {
+        return Ok(false);
+    }
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES.min(usize::try_from(body_bytes).unwrap_or(READ_CHUNK_BYTES))];
+    let (mut offset, mut crc) = (HEADER_BYTES as u64, 0u32);
+    while offset < len_bytes {
+        let n = usize::try_from(len_bytes - offset).map_or(chunk.len(), |left| left.min(chunk.len()));
+        let Some(bytes) = chunk.get_mut(..n) else { return Ok(false) };
+        read_at(offset, bytes)?;
+        crc = crc32c::crc32c_append(crc, bytes);
+        for e in bytes.chunks_exact(ENTRY_BYTES) {
+            match decode_entry(e, key) {
+                Some(entry) => insert(entry),
+                None => return Ok(false),
+            }
+        }
+        offset += n as u64;
+    }
+    Ok(crc == body_crc)
+}
+
+/// Feeds the entries of `f2-hot-index` to `insert` when the file is there, intact and matches
+/// `key`, reading it a chunk at a time (memory does not grow with the snapshot). Returns whether
+/// it was used; when not, `insert` may have received entries of the unusable snapshot, which the
+/// caller discards (see `feed_matching`).
+pub fn load_matching(
+    storage: &dyn Storage,
+    key: &SnapshotKey,
+    insert: &mut dyn FnMut(Entry),
+) -> Result<bool> {
     if !storage.exists(FILE_NAME)? {
-        return Ok(None);
+        return Ok(false);
     }
     let file = storage.open(FILE_NAME, OpenOptions::existing())?;
-    let bytes = strata_io::read_all(file.as_ref())?;
-    Ok(decode_matching(&bytes, key))
+    feed_matching(file.len()?, &mut |offset, buf| file.read_at(offset, buf), key, insert)
 }
 
 #[cfg(test)]
@@ -168,6 +202,18 @@ mod tests {
     use super::*;
 
     const KEY: SnapshotKey = SnapshotKey { wal_lsn: 9, hot_begin: 64, hot_tail: 1 << 20, bucket_count: 1024 };
+
+    /// The entries of a snapshot's bytes if they are intact and match `key`.
+    fn decode_matching(bytes: &[u8], key: &SnapshotKey) -> Option<Vec<Entry>> {
+        let mut entries = Vec::new();
+        let mut read_at = |offset: u64, buf: &mut [u8]| {
+            let at = offset as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            Ok(())
+        };
+        let intact = feed_matching(bytes.len() as u64, &mut read_at, key, &mut |e| entries.push(e)).unwrap();
+        intact.then_some(entries)
+    }
 
     fn written(entries: &[Entry]) -> Vec<u8> {
         let storage = MemStorage::new();
@@ -216,5 +262,30 @@ mod tests {
         }
         let out_of_range = written(&[(1024, 0, 100)]);
         assert_eq!(decode_matching(&out_of_range, &KEY), None);
+    }
+
+    /// Loading reads the body a chunk at a time: a snapshot of more entries than one chunk holds
+    /// loads whole and in order, and a body checksum that fails only at the end refuses it after
+    /// its entries were fed (which the caller must then discard).
+    #[test]
+    fn snapshots_larger_than_a_read_chunk_load_whole_and_a_late_checksum_failure_refuses_them() {
+        let per_chunk = (READ_CHUNK_BYTES / ENTRY_BYTES) as u64;
+        let entries: Vec<Entry> =
+            (0..per_chunk + 5).map(|i| (i % 1024, i % 7, 64 + 8 * (i % 1000))).collect();
+        let mut bytes = written(&entries);
+        assert!(bytes.len() > HEADER_BYTES + READ_CHUNK_BYTES);
+        assert_eq!(decode_matching(&bytes, &KEY), Some(entries));
+        // The last entry's address moved to another in-range one: every entry decodes, the
+        // checksum does not match.
+        let last = bytes.len() - ENTRY_BYTES;
+        bytes[last + 6] ^= 0x08;
+        let mut fed = 0u64;
+        let mut read_at = |offset: u64, buf: &mut [u8]| {
+            buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
+            Ok(())
+        };
+        let intact = feed_matching(bytes.len() as u64, &mut read_at, &KEY, &mut |_| fed += 1).unwrap();
+        assert!(!intact);
+        assert_eq!(fed, per_chunk + 5, "all entries were fed before the checksum failed");
     }
 }

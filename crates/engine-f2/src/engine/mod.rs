@@ -175,7 +175,8 @@ impl Inner {
         cold_index.rebuild()?;
         //    The hot index comes from the snapshot written after this checkpoint if it is there
         //    and intact, else from a scan of the hot log.
-        let hot_index = HotIndex::with_budget_bytes(opts.hot_index_buckets, opts.split_bytes[0]);
+        let new_hot_index = || HotIndex::with_budget_bytes(opts.hot_index_buckets, opts.split_bytes[0]);
+        let mut hot_index = new_hot_index();
         let snapshot_key = hot_snapshot::SnapshotKey {
             wal_lsn: ck.wal_lsn,
             hot_begin: ck.hot_begin,
@@ -183,13 +184,12 @@ impl Inner {
             bucket_count: hot_index.bucket_count(),
         };
         let (mut scanned, mut loaded) = (0, 0);
-        let snapshot = hot_snapshot::load_matching(storage.as_ref(), &snapshot_key)?;
-        let snapshot_used = snapshot.is_some();
-        if let Some(entries) = snapshot {
-            for (bucket, tag, address) in entries {
+        let snapshot_used =
+            hot_snapshot::load_matching(storage.as_ref(), &snapshot_key, &mut |(bucket, tag, address)| {
                 let _ = hot_index.find_or_create(HotIndex::hash_for(bucket, tag)).cas_address(address);
                 loaded += 1;
-            }
+            })?;
+        if snapshot_used {
             hot.set_lent_bytes(hot_index.overrun_bytes());
             // In-memory pages are read without checksum checks, so the tail page loaded from
             // disk is checked here (the scan below checks it otherwise).
@@ -197,6 +197,10 @@ impl Inner {
                 hot.scan(from, to, &mut |_, _| Ok(()))
             })?;
         } else {
+            if loaded > 0 {
+                // Fed from a snapshot whose body checksum failed at the end: start over.
+                (hot_index, loaded) = (new_hot_index(), 0);
+            }
             scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {
                 let entry = hot_index.find_or_create(key_hash(view.key));
                 let _ = entry.cas_address(address);
