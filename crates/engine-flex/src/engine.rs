@@ -507,7 +507,10 @@ impl Inner {
                 table.maintain_file().map_err(|e| self.poison(e))?;
                 table.prefetch(step).map_err(|e| self.poison(e))?
             };
-            self.table.write().apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
+            let mut table = self.table.write();
+            table.split_oversized();
+            table.apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
+            drop(table);
             self.commit_done.fetch_add(step.len() as u64, Relaxed);
         }
         self.check_aborting()
@@ -557,7 +560,22 @@ impl Inner {
             }
         }
         // A commit may finish between the two locks: the table then holds the same or newer data.
-        self.table.read().get(key)
+        let table = self.table.read();
+        let found = table.get(key);
+        let split_due = table.has_oversized();
+        drop(table);
+        if split_due {
+            self.split_oversized_without_waiting();
+        }
+        found
+    }
+
+    /// Splits the intervals readers found over the limits (table_oversized.rs) if the table's
+    /// write lock is free right now; otherwise the committer or a later reader does.
+    pub(crate) fn split_oversized_without_waiting(&self) {
+        if let Some(mut table) = self.table.try_write() {
+            table.split_oversized();
+        }
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -661,6 +679,7 @@ impl Engine for FlexEngine {
         let intervals = t.index().interval_count() as u64;
         let (table_bytes, rebuild_bytes, loads, file_counters) =
             (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters());
+        let split_on_access = t.intervals_split_on_access;
         drop(t);
         let memory_bytes = mem_bytes + cache_bytes + index_bytes + file_memory;
         let c = &inner.counters;
@@ -683,6 +702,7 @@ impl Engine for FlexEngine {
                 ("flexdb.interval_loads", loads),
                 ("flexdb.table_file_bytes", table_bytes),
                 ("flexdb.rebuild_bytes_read", rebuild_bytes),
+                ("flexdb.intervals_split_on_access", split_on_access),
                 ("flexdb.records_replayed_at_open", c.records_replayed.load(Relaxed)),
                 ("flexdb.open_micros", c.open_micros.load(Relaxed)),
                 ("flexdb.write_paced_micros", c.paced_micros.load(Relaxed)),

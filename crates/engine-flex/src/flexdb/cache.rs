@@ -160,6 +160,11 @@ impl IntervalCache {
         found
     }
 
+    /// The data in `slot` if `owner` still owns it; counts nothing, touches no access count.
+    pub fn peek(&self, slot: u32, owner: IndexKey<'_>) -> Option<Arc<IntervalData>> {
+        self.slots.get(slot as usize).filter(|s| owner.eq_slice(&s.owner)).and_then(|s| s.data.clone())
+    }
+
     /// Whether `owner` owns `slot` and it holds data; counts nothing, touches no access count.
     pub fn contains(&self, slot: u32, owner: IndexKey<'_>) -> bool {
         self.slots.get(slot as usize).is_some_and(|s| s.data.is_some() && owner.eq_slice(&s.owner))

@@ -131,8 +131,16 @@ impl MergedRange {
         loop {
             let drops_before = self.inner.imm_drops.load(SeqCst);
             // Taken: a retry after a commit searches the index again.
-            let window =
-                self.inner.table.read().scan_interval(&self.remaining, self.reverse, self.resume.take())?;
+            let (window, split_due) = {
+                let table = self.inner.table.read();
+                (
+                    table.scan_interval(&self.remaining, self.reverse, self.resume.take())?,
+                    table.has_oversized(),
+                )
+            };
+            if split_due {
+                self.inner.split_oversized_without_waiting();
+            }
             // The table holds every record of the range up to `table_bound` (inclusive).
             let table_bound: Option<Key> = window.more.then(|| {
                 let i = if self.reverse { window.lo } else { window.hi - 1 };

@@ -17,6 +17,8 @@ use crate::flexfile::TableFile;
 
 #[path = "table_apply.rs"]
 mod apply;
+#[path = "table_oversized.rs"]
+mod oversized;
 #[path = "table_scan.rs"]
 mod scan;
 pub use apply::Entry;
@@ -67,6 +69,9 @@ pub struct Table {
     version: u64,
     pub rebuild_bytes_read: u64,
     pub interval_loads: AtomicU64,
+    /// Index keys of intervals found over the limits when read (see table_oversized.rs).
+    oversized: oversized::Pending,
+    pub intervals_split_on_access: u64,
 }
 
 fn corrupt(file: &str, offset: u64, what: impl Into<String>) -> Error {
@@ -89,6 +94,8 @@ impl Table {
             version: 0,
             rebuild_bytes_read: 0,
             interval_loads: AtomicU64::new(0),
+            oversized: oversized::Pending::default(),
+            intervals_split_on_access: 0,
         };
         table.rebuild()?;
         Ok(table)
@@ -243,6 +250,7 @@ impl Table {
         if !cache_it {
             return Ok(data);
         }
+        self.note_if_oversized(cur, &data);
         Ok(self.cache_loaded(cur, slot, data))
     }
 

@@ -1,0 +1,78 @@
+//! Splitting intervals on their first access (§5.4). Recovery samples the table file every
+//! `rebuild_interval_bytes`, so a rebuilt interval can hold more records or bytes than the limits
+//! a commit keeps; until a commit changed it, every read of it decoded and cached all of it. A
+//! reader that loads such an interval notes its index key; whoever next holds the table's write
+//! lock (a reader that gets it without waiting, or the committer before a step) splits it in the
+//! index, from its cached records. A split changes only the index: the records stay where they
+//! are in the table file.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use parking_lot::Mutex;
+use strata_core::Key;
+
+use super::{IntervalData, Table};
+use crate::flexdb::sparse_index::Cursor;
+
+/// At most this many noted intervals wait; more are noted again on a later read.
+const MAX_PENDING: usize = 1024;
+
+#[derive(Default)]
+pub(super) struct Pending {
+    keys: Mutex<Vec<Key>>,
+    any: AtomicBool,
+}
+
+impl Table {
+    fn over_limits(&self, data: &IntervalData) -> bool {
+        data.len() > self.config.max_interval_records as usize
+            || (data.bytes().len() as u64 > self.config.max_interval_bytes && data.len() >= 2)
+    }
+
+    /// After a reader loaded `data` for the interval at `cur`: notes it for a split when it is
+    /// over the limits.
+    pub(super) fn note_if_oversized(&self, cur: &Cursor, data: &IntervalData) {
+        if !self.over_limits(data) {
+            return;
+        }
+        let mut keys = self.oversized.keys.lock();
+        if keys.len() < MAX_PENDING {
+            keys.push(self.index.interval(cur).key().to_vec());
+            self.oversized.any.store(true, Relaxed);
+        }
+    }
+
+    /// Intervals wait to be split (a hint: checked without the write lock).
+    pub fn has_oversized(&self) -> bool {
+        self.oversized.any.load(Relaxed)
+    }
+
+    /// Splits the noted intervals that are still over the limits and still cached (their records
+    /// are needed to choose the cuts; the write lock is no place for a read). Caller holds the
+    /// table's write lock. Returns how many were split.
+    pub fn split_oversized(&mut self) -> u64 {
+        let keys = std::mem::take(&mut *self.oversized.keys.lock());
+        self.oversized.any.store(false, Relaxed);
+        let mut split = 0;
+        for key in keys {
+            let cur = self.index.seek(&key);
+            let e = self.index.interval(&cur);
+            if !e.key().eq_slice(&key) {
+                continue; // a commit split or merged it meanwhile
+            }
+            let slot = e.cache_slot().load(Relaxed);
+            let cached = self.cache.get_mut().peek(slot, e.key());
+            let Some(data) = cached.filter(|d| d.bytes().len() as u64 == e.size_bytes()) else { continue };
+            if !self.over_limits(&data) {
+                continue;
+            }
+            // The slot holds the whole interval; its pieces are loaded again when read.
+            self.cache.get_mut().invalidate(slot);
+            self.split(&key, &data);
+            self.version += 1; // scans holding a cursor into the old layout search again
+            split += 1;
+        }
+        self.intervals_split_on_access += split;
+        split
+    }
+}
