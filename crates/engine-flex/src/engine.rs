@@ -502,15 +502,17 @@ impl Inner {
             self.check_aborting()?;
             // Readers keep going while the table file collects garbage ahead of the step's writes
             // and while the step's intervals are read from it.
+            // Split what readers found over the limits first: a split after the prefetch would
+            // make the step read those intervals again under the write lock.
+            if self.table.read().has_oversized() {
+                self.table.write().split_oversized();
+            }
             let prefetched = {
                 let table = self.table.read();
                 table.maintain_file().map_err(|e| self.poison(e))?;
                 table.prefetch(step).map_err(|e| self.poison(e))?
             };
-            let mut table = self.table.write();
-            table.split_oversized();
-            table.apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
-            drop(table);
+            self.table.write().apply_sorted(step, &prefetched).map_err(|e| self.poison(e))?;
             self.commit_done.fetch_add(step.len() as u64, Relaxed);
         }
         self.check_aborting()

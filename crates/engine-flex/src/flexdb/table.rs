@@ -250,7 +250,6 @@ impl Table {
         if !cache_it {
             return Ok(data);
         }
-        self.note_if_oversized(cur, &data);
         Ok(self.cache_loaded(cur, slot, data))
     }
 
@@ -308,7 +307,7 @@ impl Table {
     /// unless another reader cached it meanwhile; returns the cached copy.
     fn cache_loaded(&self, cur: &Cursor, slot: u32, data: Arc<IntervalData>) -> Arc<IntervalData> {
         let e = self.index.interval(cur);
-        let evicted = {
+        let (new_slot, evicted) = {
             let mut cache = self.cache.lock();
             let now = e.cache_slot().load(Relaxed);
             if now != NO_SLOT && now != slot {
@@ -318,9 +317,12 @@ impl Table {
             }
             let (new_slot, evicted) = cache.insert(e.key().to_vec(), data.clone());
             e.cache_slot().store(new_slot, Relaxed);
-            evicted
+            (new_slot, evicted)
         };
         drop(evicted); // outside the lock
+        if new_slot != NO_SLOT {
+            self.note_if_oversized(cur, &data); // a split needs the records cached
+        }
         data
     }
 
@@ -358,10 +360,9 @@ impl Table {
     /// Write-through to the cache, then split an oversized interval or merge away an empty one.
     fn after_change(&mut self, cur: Cursor, records: IntervalData) {
         let e = self.index.interval(&cur);
-        let (owner, slot, size) = (e.key().to_vec(), e.cache_slot().load(Relaxed), e.size_bytes());
+        let (owner, slot) = (e.key().to_vec(), e.cache_slot().load(Relaxed));
+        let too_big = self.over_limits(&records);
         let cache = self.cache.get_mut();
-        let too_big = records.len() > self.config.max_interval_records as usize
-            || (size > self.config.max_interval_bytes && records.len() >= 2);
         if records.is_empty() && self.index.interval_count() > 1 {
             cache.invalidate(slot);
             let survivor = if self.index.is_first(&cur) { Some(cur) } else { self.index.prev(&cur) };

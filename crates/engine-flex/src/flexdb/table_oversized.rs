@@ -14,30 +14,35 @@ use strata_core::Key;
 use super::{IntervalData, Table};
 use crate::flexdb::sparse_index::Cursor;
 
-/// At most this many noted intervals wait; more are noted again on a later read.
-const MAX_PENDING: usize = 1024;
+/// At most this many bytes of noted index keys wait (outside the memory budget); an interval
+/// not noted for lack of room is noted when it is loaded again.
+const MAX_PENDING_KEY_BYTES: usize = 64 << 10;
 
 #[derive(Default)]
 pub(super) struct Pending {
-    keys: Mutex<Vec<Key>>,
+    /// Noted index keys and their total length.
+    keys: Mutex<(Vec<Key>, usize)>,
     any: AtomicBool,
 }
 
 impl Table {
-    fn over_limits(&self, data: &IntervalData) -> bool {
+    /// Over the limits a commit keeps intervals within (it splits them in `after_change`).
+    pub(super) fn over_limits(&self, data: &IntervalData) -> bool {
         data.len() > self.config.max_interval_records as usize
             || (data.bytes().len() as u64 > self.config.max_interval_bytes && data.len() >= 2)
     }
 
-    /// After a reader loaded `data` for the interval at `cur`: notes it for a split when it is
-    /// over the limits.
+    /// After a reader loaded and cached `data` for the interval at `cur`: notes it for a split
+    /// when it is over the limits.
     pub(super) fn note_if_oversized(&self, cur: &Cursor, data: &IntervalData) {
         if !self.over_limits(data) {
             return;
         }
-        let mut keys = self.oversized.keys.lock();
-        if keys.len() < MAX_PENDING {
-            keys.push(self.index.interval(cur).key().to_vec());
+        let key = self.index.interval(cur).key().to_vec();
+        let mut pending = self.oversized.keys.lock();
+        if pending.1 + key.len() <= MAX_PENDING_KEY_BYTES {
+            pending.1 += key.len();
+            pending.0.push(key);
             self.oversized.any.store(true, Relaxed);
         }
     }
@@ -51,7 +56,10 @@ impl Table {
     /// are needed to choose the cuts; the write lock is no place for a read). Caller holds the
     /// table's write lock. Returns how many were split.
     pub fn split_oversized(&mut self) -> u64 {
-        let keys = std::mem::take(&mut *self.oversized.keys.lock());
+        if !self.has_oversized() {
+            return 0;
+        }
+        let (keys, _) = std::mem::take(self.oversized.keys.get_mut());
         self.oversized.any.store(false, Relaxed);
         let mut split = 0;
         for key in keys {
@@ -69,10 +77,12 @@ impl Table {
             // The slot holds the whole interval; its pieces are loaded again when read.
             self.cache.get_mut().invalidate(slot);
             self.split(&key, &data);
-            self.version += 1; // scans holding a cursor into the old layout search again
             split += 1;
         }
-        self.intervals_split_on_access += split;
+        if split > 0 {
+            self.version += 1; // scans holding a cursor into the old layout search again
+            self.intervals_split_on_access += split;
+        }
         split
     }
 }
