@@ -203,16 +203,20 @@ mod tests {
 
     const KEY: SnapshotKey = SnapshotKey { wal_lsn: 9, hot_begin: 64, hot_tail: 1 << 20, bucket_count: 1024 };
 
-    /// The entries of a snapshot's bytes if they are intact and match `key`.
-    fn decode_matching(bytes: &[u8], key: &SnapshotKey) -> Option<Vec<Entry>> {
-        let mut entries = Vec::new();
+    /// `feed_matching` over a snapshot's bytes in memory.
+    fn feed_bytes(bytes: &[u8], key: &SnapshotKey, insert: &mut dyn FnMut(Entry)) -> bool {
         let mut read_at = |offset: u64, buf: &mut [u8]| {
             let at = offset as usize;
             buf.copy_from_slice(&bytes[at..at + buf.len()]);
             Ok(())
         };
-        let intact = feed_matching(bytes.len() as u64, &mut read_at, key, &mut |e| entries.push(e)).unwrap();
-        intact.then_some(entries)
+        feed_matching(bytes.len() as u64, &mut read_at, key, insert).unwrap()
+    }
+
+    /// The entries of a snapshot's bytes if they are intact and match `key`.
+    fn decode_matching(bytes: &[u8], key: &SnapshotKey) -> Option<Vec<Entry>> {
+        let mut entries = Vec::new();
+        feed_bytes(bytes, key, &mut |e| entries.push(e)).then_some(entries)
     }
 
     fn written(entries: &[Entry]) -> Vec<u8> {
@@ -280,12 +284,7 @@ mod tests {
         let last = bytes.len() - ENTRY_BYTES;
         bytes[last + 6] ^= 0x08;
         let mut fed = 0u64;
-        let mut read_at = |offset: u64, buf: &mut [u8]| {
-            buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
-            Ok(())
-        };
-        let intact = feed_matching(bytes.len() as u64, &mut read_at, &KEY, &mut |_| fed += 1).unwrap();
-        assert!(!intact);
+        assert!(!feed_bytes(&bytes, &KEY, &mut |_| fed += 1));
         assert_eq!(fed, per_chunk + 5, "all entries were fed before the checksum failed");
     }
 }
