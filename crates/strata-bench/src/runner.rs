@@ -149,6 +149,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             match measured {
                 Ok(k) => {
                     engine.kill_reopen_ms = Some(k.reopen_ms);
+                    engine.kill_reopen_sampled_reads_ms = Some(k.sampled_reads_ms);
                     engine.kill_reopen_note = Some(k.note());
                 }
                 Err(e) => engine.kill_reopen_note = Some(format!("failed: {e}")),
@@ -275,6 +276,7 @@ fn run_engine(
         reopen_ms: None,
         reopen_note: None,
         kill_reopen_ms: None,
+        kill_reopen_sampled_reads_ms: None,
         kill_reopen_note: None,
         page_cache_dropped: false,
         page_cache_note: "not dropped".into(),

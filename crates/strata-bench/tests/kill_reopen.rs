@@ -25,9 +25,11 @@ fn reopen_after_kill_finds_every_loaded_key() {
     let engines = report["engines"].as_array().unwrap();
     let memory = &engines[0];
     assert!(memory["kill_reopen_ms"].as_f64().unwrap() > 0.0, "{memory}");
+    assert!(memory["kill_reopen_sampled_reads_ms"].as_f64().unwrap() > 0.0, "{memory}");
     let note = memory["kill_reopen_note"].as_str().unwrap();
     assert!(note.contains("3000 of 3000 sampled keys found"), "{note}");
     // Not persistent: not measured.
     assert!(engines[1]["kill_reopen_ms"].is_null() && engines[1]["kill_reopen_note"].is_null());
+    assert!(engines[1]["kill_reopen_sampled_reads_ms"].is_null());
     assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0, "the kill directory is cleaned up");
 }

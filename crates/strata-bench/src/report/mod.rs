@@ -77,6 +77,8 @@ pub struct EngineReport {
     /// `--reopen-after-kill`: open time after a SIGKILL that followed the load (separate
     /// processes, a separate directory), and what the read-back of sampled keys found.
     pub kill_reopen_ms: Option<f64>,
+    /// Reading the sampled keys back right after that reopen.
+    pub kill_reopen_sampled_reads_ms: Option<f64>,
     pub kill_reopen_note: Option<String>,
     pub page_cache_dropped: bool,
     pub page_cache_note: String,
