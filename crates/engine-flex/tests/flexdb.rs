@@ -412,13 +412,15 @@ fn engine_counter(engine: &FlexEngine, name: &str) -> u64 {
 
 /// Recovery samples the table file every `rebuild_interval_bytes` (here 4× the interval limit),
 /// so the rebuilt intervals are over the limits; the first reads split them in the index (§5.4)
-/// instead of decoding and caching all of each one on every miss. Gets and scans (both
-/// directions) stay right through the splits, `verify` passes, and a later commit and reopen
-/// work on the split index.
+/// and cache the pieces, instead of decoding and caching all of each one on every miss. Gets and
+/// scans (both directions) stay right through the splits, `verify` passes, and a later commit
+/// and reopen work on the split index.
 #[test]
 fn intervals_rebuilt_over_the_limits_are_split_on_first_access() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let sparse = FlexOptions { rebuild_interval_bytes: 16 << 10, ..small_options() };
+    // A cache that holds the whole table: after the first pass nothing is loaded again.
+    let sparse =
+        FlexOptions { rebuild_interval_bytes: 16 << 10, cache_bytes: Some(4 << 20), ..small_options() };
     let mut engine = open(&storage, small_options());
     let mut model = BTreeMap::new();
     for i in 0..3000 {
@@ -429,6 +431,17 @@ fn intervals_rebuilt_over_the_limits_are_split_on_first_access() {
     engine = open(&storage, sparse.clone());
     let rebuilt = engine_counter(&engine, "flexdb.intervals");
     assert!(rebuilt < 3000 / 8 / 2, "sampling made {rebuilt} intervals, expected far fewer than 375");
+    // Gets in key order, one thread: each get splits the interval it loaded before returning and
+    // caches the pieces, so every sampled interval is read once and no piece is read again.
+    let loads = engine_counter(&engine, "flexdb.interval_loads");
+    for (k, v) in &model {
+        assert_eq!(engine.get(k).unwrap().as_ref(), Some(v));
+    }
+    let loaded = engine_counter(&engine, "flexdb.interval_loads") - loads;
+    assert_eq!(loaded, rebuilt, "split pieces were read again");
+    assert_eq!(engine_counter(&engine, "flexdb.intervals_split_on_access"), rebuilt);
+    engine.close().unwrap();
+    engine = open(&storage, sparse.clone());
     // A scan in each direction first (splits under running scans), then every key by get.
     let mut forward = engine.range(KeyRange::all(), Direction::Forward).unwrap();
     let mut reverse = engine.range(KeyRange::all(), Direction::Reverse).unwrap();

@@ -389,7 +389,8 @@ impl Table {
     /// sides of its cut. Equal pieces, not pieces of half the limit plus a remainder: an interval
     /// of 33 records used to become 16 + 16 + 1, and a table loaded by large commits averaged 13
     /// records per interval of 32 (each scan visits and misses more intervals).
-    fn split(&mut self, owner: &[u8], records: &IntervalData) {
+    /// Returns where the pieces start (record indexes after the first piece's 0), ascending.
+    fn split(&mut self, owner: &[u8], records: &IntervalData) -> Vec<usize> {
         let (max_records, max_bytes) =
             (self.config.max_interval_records as usize, self.config.max_interval_bytes);
         let total_bytes = records.bytes().len() as u64;
@@ -429,6 +430,7 @@ impl Table {
             self.index.split(&cur, left_bytes, left_count, right_key, (end - cut) as u32);
             end = cut;
         }
+        cuts
     }
 
     /// Reads every interval and checks every record: (records, bytes).

@@ -3,10 +3,11 @@
 //! a commit keeps; until a commit changed it, every read of it decoded and cached all of it. A
 //! reader that loads such an interval notes its index key; whoever next holds the table's write
 //! lock (a reader that gets it without waiting, or the committer before a step) splits it in the
-//! index, from its cached records. A split changes only the index: the records stay where they
-//! are in the table file.
+//! index, from its cached records, and caches the pieces. A split changes only the index: the
+//! records stay where they are in the table file.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use strata_core::Key;
@@ -74,9 +75,9 @@ impl Table {
             if !self.over_limits(&data) {
                 continue;
             }
-            // The slot holds the whole interval; its pieces are loaded again when read.
             self.cache.get_mut().invalidate(slot);
-            self.split(&key, &data);
+            let cuts = self.split(&key, &data);
+            self.cache_pieces(&data, &cuts);
             split += 1;
         }
         if split > 0 {
@@ -84,5 +85,30 @@ impl Table {
             self.intervals_split_on_access += split;
         }
         split
+    }
+
+    /// Caches the pieces of `data` (just split at `cuts`), which was cached whole a moment ago,
+    /// so a split costs no read.
+    fn cache_pieces(&mut self, data: &IntervalData, cuts: &[usize]) {
+        let starts = std::iter::once(0).chain(cuts.iter().copied());
+        let ends = cuts.iter().copied().chain(std::iter::once(data.len()));
+        for (start, end) in starts.zip(ends) {
+            if start >= end {
+                continue;
+            }
+            let bytes = (start..end).map(|i| data.record_len(i)).sum();
+            let mut piece = IntervalData::with_capacity(bytes, end - start);
+            for i in start..end {
+                piece.push_checked(data, i);
+            }
+            let cur = self.index.seek(data.key(start));
+            let e = self.index.interval(&cur);
+            if e.size_bytes() != bytes as u64 {
+                continue; // not the piece just made (cannot happen; never cache a mismatch)
+            }
+            let (slot, evicted) = self.cache.get_mut().insert(e.key().to_vec(), Arc::new(piece));
+            e.cache_slot().store(slot, Relaxed);
+            drop(evicted);
+        }
     }
 }
