@@ -441,6 +441,8 @@ fn intervals_rebuilt_over_the_limits_are_split_on_first_access() {
     assert_eq!(loaded, rebuilt, "split pieces were read again");
     assert_eq!(engine_counter(&engine, "flexdb.intervals_split_on_access"), rebuilt);
     engine.close().unwrap();
+    // The rest with a small cache: splits of intervals evicted meanwhile, pieces evicting pieces.
+    let sparse = FlexOptions { rebuild_interval_bytes: 16 << 10, ..small_options() };
     engine = open(&storage, sparse.clone());
     // A scan in each direction first (splits under running scans), then every key by get.
     let mut forward = engine.range(KeyRange::all(), Direction::Forward).unwrap();

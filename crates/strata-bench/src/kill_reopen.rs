@@ -70,12 +70,14 @@ pub fn measure(
     kill.kill_and_wait();
     let page_cache_dropped = config.drop_caches && crate::metrics::drop_page_cache().is_ok();
     let reopened = in_child(|out| {
+        let keys = sampled_load_keys(config); // before the clock starts
         let started = Instant::now();
         let adapter = open(name, source, params)?;
         let reopen_ms = started.elapsed().as_secs_f64() * 1000.0;
         let started = Instant::now();
-        let (sampled, found) = sample_loaded_keys(config, adapter.as_ref())?;
+        let found = read_back(&keys, adapter.as_ref())?;
         let sampled_reads_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let sampled = keys.len();
         let _ = adapter.close();
         writeln!(out, "{reopen_ms} {sampled} {found} {sampled_reads_ms}").map_err(|e| e.to_string())?;
         Ok(())
@@ -118,27 +120,35 @@ fn load(config: &BenchConfig, adapter: &dyn KvAdapter) -> Result<(), String> {
     }
 }
 
-/// Regenerates every thread's load trace and reads back every k-th key.
-fn sample_loaded_keys(config: &BenchConfig, adapter: &dyn KvAdapter) -> Result<(u64, u64), String> {
+/// Every k-th key of every thread's load trace (regenerated), about `SAMPLED_KEYS` in all.
+fn sampled_load_keys(config: &BenchConfig) -> Vec<Vec<u8>> {
     let trace = config.trace_params();
     let stride = (config.records / SAMPLED_KEYS).max(1);
-    let (mut sampled, mut found) = (0u64, 0u64);
-    let mut key = Vec::new();
+    let mut keys = Vec::new();
     for t in 0..config.threads {
         let mut ops = LoadTrace::new(&trace, t);
         let mut i = 0u64;
         while let Some(op) = ops.next_op() {
             if i.is_multiple_of(stride) {
+                let mut key = Vec::new();
                 config.keys.write_key(op.keynum, &mut key);
-                sampled += 1;
-                if adapter.get(&key).map_err(|e| format!("get after reopen: {e:#}"))?.is_some() {
-                    found += 1;
-                }
+                keys.push(key);
             }
             i += 1;
         }
     }
-    Ok((sampled, found))
+    keys
+}
+
+/// Reads `keys` back one at a time: how many were found.
+fn read_back(keys: &[Vec<u8>], adapter: &dyn KvAdapter) -> Result<u64, String> {
+    let mut found = 0;
+    for key in keys {
+        if adapter.get(key).map_err(|e| format!("get after reopen: {e:#}"))?.is_some() {
+            found += 1;
+        }
+    }
+    Ok(found)
 }
 
 /// A forked child whose stdout-like pipe the parent reads.

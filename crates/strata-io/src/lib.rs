@@ -8,20 +8,20 @@
 
 mod counters;
 mod file;
+mod hook_storage;
 mod mem;
 mod sim;
-mod sync_hook;
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use counters::Counters;
 pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
+pub use hook_storage::{HookStorage, ReadHook, SyncHook};
 pub use mem::MemStorage;
 pub use sim::{CrashMode, Fault, FaultKind, SimStorage};
 pub use strata_core::IoStats;
 use strata_core::{Error, Result};
-pub use sync_hook::{SyncHook, SyncHookStorage};
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Durability, RecoveryMode};
-use strata_io::{MemStorage, OpenOptions, Storage};
+use strata_io::{HookStorage, MemStorage, OpenOptions, ReadHook, Storage};
 
 use super::*;
 use crate::format::{
@@ -20,36 +20,16 @@ use crate::{Lsn, Wal, WalOptions};
 
 const WINDOWS: [usize; 8] = [1, 7, 8, 24, 40, 100, 333, 4096];
 
-/// A file that remembers the longest single read.
-#[derive(Debug)]
-struct ReadLengthRecorder {
-    inner: Arc<dyn StorageFile>,
-    longest_read_bytes: AtomicUsize,
-}
-
-impl StorageFile for ReadLengthRecorder {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.longest_read_bytes.fetch_max(buf.len(), Ordering::Relaxed);
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
-    }
+/// A file holding `bytes` whose reads raise `longest` to their length.
+fn recorded_file_holding(bytes: &[u8], longest: &Arc<AtomicUsize>) -> Arc<dyn StorageFile> {
+    let seen = longest.clone();
+    let hook: ReadHook = Arc::new(move |_, _, len| {
+        seen.fetch_max(len, Ordering::Relaxed);
+    });
+    let file =
+        HookStorage::reads(Arc::new(MemStorage::new()), hook).open("segment", OpenOptions::create()).unwrap();
+    file.write_at(0, bytes).unwrap();
+    file
 }
 
 fn file_holding(bytes: &[u8]) -> Arc<dyn StorageFile> {
@@ -148,15 +128,15 @@ fn reads_are_at_most_a_window_or_one_record_long() {
     bytes.resize(bytes.len() + 100_000, 0);
     let largest_record_bytes = record_bytes(1999);
     for window_bytes in [64, 512, 4096] {
-        let recorder =
-            ReadLengthRecorder { inner: file_holding(&bytes), longest_read_bytes: AtomicUsize::new(0) };
-        let mut reader = SegmentReader::new(&recorder, window_bytes).unwrap();
+        let longest_read_bytes = Arc::new(AtomicUsize::new(0));
+        let file = recorded_file_holding(&bytes, &longest_read_bytes);
+        let mut reader = SegmentReader::new(file.as_ref(), window_bytes).unwrap();
         let mut offset = SEGMENT_HEADER_BYTES;
         while let RecordSlot::Valid { record_bytes, .. } = reader.decode_record(offset).unwrap() {
             offset += record_bytes;
         }
         assert!(reader.is_zero_from(offset).unwrap());
-        let longest = recorder.longest_read_bytes.load(Ordering::Relaxed);
+        let longest = longest_read_bytes.load(Ordering::Relaxed);
         assert!(longest <= window_bytes.max(largest_record_bytes), "window {window_bytes}: read {longest}");
         assert!(
             reader.window.capacity() <= window_bytes.max(largest_record_bytes) * 2,
@@ -171,13 +151,13 @@ fn a_length_claim_past_the_end_of_the_file_reads_only_the_header() {
     encode_record(1, 0, &[7; 100], &mut bytes);
     bytes[SEGMENT_HEADER_BYTES + 4..SEGMENT_HEADER_BYTES + 8].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
     bytes.resize(1 << 20, 0);
-    let recorder =
-        ReadLengthRecorder { inner: file_holding(&bytes), longest_read_bytes: AtomicUsize::new(0) };
-    let mut reader = SegmentReader::new(&recorder, 64).unwrap();
+    let longest_read_bytes = Arc::new(AtomicUsize::new(0));
+    let file = recorded_file_holding(&bytes, &longest_read_bytes);
+    let mut reader = SegmentReader::new(file.as_ref(), 64).unwrap();
     let slot = reader.decode_record(SEGMENT_HEADER_BYTES).unwrap();
     assert_eq!(slot, decode_record(&bytes, SEGMENT_HEADER_BYTES));
     assert!(matches!(&slot, RecordSlot::Invalid(what) if what.contains("runs past the end")), "{slot:?}");
-    assert_eq!(recorder.longest_read_bytes.load(Ordering::Relaxed), 64);
+    assert_eq!(longest_read_bytes.load(Ordering::Relaxed), 64);
 }
 
 /// Runs recovery (without repair, so the storage stays as it is) with `window_bytes`, returning

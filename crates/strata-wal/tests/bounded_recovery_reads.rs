@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use strata_core::{Durability, Error, IoStats, RecoveryMode, Result};
-use strata_io::{MemStorage, OpenOptions, Storage, StorageFile, StorageLock};
+use strata_core::{Durability, Error, RecoveryMode};
+use strata_io::{HookStorage, MemStorage, OpenOptions, ReadHook, Storage};
 use strata_wal::{Lsn, Wal, WalOptions, RECOVERY_READ_WINDOW_BYTES};
 
 const FIRST_SEGMENT: &str = "wal-0000000000000001.log";
@@ -17,10 +17,10 @@ const WINDOW: usize = RECOVERY_READ_WINDOW_BYTES;
 /// Where recovery's first window of a segment ends: it starts after the 32-byte segment header.
 const FIRST_WINDOW_END: u64 = 32 + WINDOW as u64;
 
-/// Storage whose files remember the longest single read over all of them.
-#[derive(Debug, Default)]
+/// What recovery read through the storage of `recorded_log`: the longest single read over all
+/// files.
 struct ReadLengthRecorder {
-    inner: MemStorage,
+    inner: Arc<MemStorage>,
     longest_read_bytes: Arc<AtomicUsize>,
 }
 
@@ -34,72 +34,17 @@ impl ReadLengthRecorder {
     }
 }
 
-#[derive(Debug)]
-struct RecordedFile {
-    inner: Arc<dyn StorageFile>,
-    longest_read_bytes: Arc<AtomicUsize>,
-}
-
-impl Storage for ReadLengthRecorder {
-    fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
-        let inner = self.inner.open(name, opts)?;
-        Ok(Arc::new(RecordedFile { inner, longest_read_bytes: self.longest_read_bytes.clone() }))
-    }
-    fn exists(&self, name: &str) -> Result<bool> {
-        self.inner.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
-        self.inner.lock(name)
-    }
-    fn io_stats(&self) -> IoStats {
-        self.inner.io_stats()
-    }
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-}
-
-impl StorageFile for RecordedFile {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.longest_read_bytes.fetch_max(buf.len(), Ordering::Relaxed);
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
-    }
-}
-
 /// Default options: 64 MiB preallocated segments.
 fn recorded_log() -> (Arc<ReadLengthRecorder>, Arc<dyn Storage>, WalOptions) {
-    let recorder = Arc::new(ReadLengthRecorder::default());
-    let storage: Arc<dyn Storage> = recorder.clone();
+    let recorder = Arc::new(ReadLengthRecorder {
+        inner: Arc::new(MemStorage::new()),
+        longest_read_bytes: Arc::new(AtomicUsize::new(0)),
+    });
+    let longest = recorder.longest_read_bytes.clone();
+    let hook: ReadHook = Arc::new(move |_, _, len| {
+        longest.fetch_max(len, Ordering::Relaxed);
+    });
+    let storage: Arc<dyn Storage> = Arc::new(HookStorage::reads(recorder.inner.clone(), hook));
     let opts = WalOptions::default();
     assert_eq!(opts.segment_bytes, 64 << 20);
     (recorder, storage, opts)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use strata_core::Durability;
-use strata_io::{MemStorage, Storage, SyncHook, SyncHookStorage};
+use strata_io::{HookStorage, MemStorage, Storage, SyncHook};
 use strata_wal::Wal;
 
 /// MemStorage whose file syncs take `sync_delay`, like a disk, and are counted in `file_syncs`.
@@ -19,7 +19,7 @@ fn slow_sync_storage(sync_delay: Duration, file_syncs: Arc<AtomicU64>) -> Arc<dy
         file_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     });
-    Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), hook))
+    Arc::new(HookStorage::new(Arc::new(MemStorage::new()), hook))
 }
 
 /// `threads` writers each append `commits_per_thread` records under one engine lock (so log order

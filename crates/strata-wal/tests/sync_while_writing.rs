@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Durability, Error, Result};
-use strata_io::{CrashMode, MemStorage, SimStorage, Storage, SyncHook, SyncHookStorage};
+use strata_io::{CrashMode, HookStorage, MemStorage, SimStorage, Storage, SyncHook};
 use strata_wal::{Lsn, Wal};
 
 const FIRST_SEGMENT: &str = "wal-0000000000000001.log";
@@ -45,7 +45,7 @@ impl BlockingSync {
             // A test that panicked drops the sender: the sync fails instead of hanging.
             release_rx.lock().recv().unwrap_or_else(|_| Err(Error::invalid("the test went away")))
         });
-        BlockingSync { storage: Arc::new(SyncHookStorage::new(inner, hook)), armed, entered, release }
+        BlockingSync { storage: Arc::new(HookStorage::new(inner, hook)), armed, entered, release }
     }
 
     /// Arms the next file sync and runs `f` on `wal` in another thread; returns that thread once
@@ -213,13 +213,13 @@ fn truncation_and_a_rollover_during_an_fsync_keep_the_synced_segment() {
 /// A storage whose file syncs each return `delay` after they took effect (counted in
 /// `file_syncs`), so records written meanwhile are on the storage, not durable, and a log that
 /// reported them durable anyway loses them at the next crash.
-fn late_sync_return(inner: Arc<dyn Storage>, delay: Duration, file_syncs: Arc<AtomicU64>) -> SyncHookStorage {
+fn late_sync_return(inner: Arc<dyn Storage>, delay: Duration, file_syncs: Arc<AtomicU64>) -> HookStorage {
     let hook: SyncHook = Arc::new(move |_| {
         file_syncs.fetch_add(1, Ordering::Relaxed);
         thread::sleep(delay);
         Ok(())
     });
-    SyncHookStorage::after(inner, hook)
+    HookStorage::after(inner, hook)
 }
 
 /// Asserts that record `lsn` would survive a power loss now: some segment's durable bytes hold
@@ -366,7 +366,7 @@ fn a_panic_in_a_sync_round_poisons_the_log_instead_of_hanging_later_commits() {
         }
         Ok(())
     });
-    let storage: Arc<dyn Storage> = Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), hook));
+    let storage: Arc<dyn Storage> = Arc::new(HookStorage::new(Arc::new(MemStorage::new()), hook));
     let (wal, _, _) = open(&storage, &small_opts(64 << 10), 1).unwrap();
     let wal = Arc::new(wal);
     let first = wal.append(b"before the bug").unwrap();

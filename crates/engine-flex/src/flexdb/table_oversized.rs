@@ -56,9 +56,12 @@ impl Table {
     /// Splits the noted intervals that are still over the limits and still cached (their records
     /// are needed to choose the cuts; the write lock is no place for a read). Caller holds the
     /// table's write lock. Returns how many were split.
-    pub fn split_oversized(&mut self) -> u64 {
+    /// Also returns the intervals the split evicted from the cache, for the caller to drop after
+    /// releasing the write lock (freeing is the slow part of an eviction).
+    pub fn split_oversized(&mut self) -> (u64, Vec<Arc<IntervalData>>) {
+        let mut dropped = Vec::new();
         if !self.has_oversized() {
-            return 0;
+            return (0, dropped);
         }
         let (keys, _) = std::mem::take(self.oversized.keys.get_mut());
         self.oversized.any.store(false, Relaxed);
@@ -77,19 +80,20 @@ impl Table {
             }
             self.cache.get_mut().invalidate(slot);
             let cuts = self.split(&key, &data);
-            self.cache_pieces(&data, &cuts);
+            self.cache_pieces(&data, &cuts, &mut dropped);
+            dropped.push(data);
             split += 1;
         }
         if split > 0 {
             self.version += 1; // scans holding a cursor into the old layout search again
             self.intervals_split_on_access += split;
         }
-        split
+        (split, dropped)
     }
 
     /// Caches the pieces of `data` (just split at `cuts`), which was cached whole a moment ago,
-    /// so a split costs no read.
-    fn cache_pieces(&mut self, data: &IntervalData, cuts: &[usize]) {
+    /// so a split costs no read. What the inserts evict goes to `dropped`.
+    fn cache_pieces(&mut self, data: &IntervalData, cuts: &[usize], dropped: &mut Vec<Arc<IntervalData>>) {
         let starts = std::iter::once(0).chain(cuts.iter().copied());
         let ends = cuts.iter().copied().chain(std::iter::once(data.len()));
         for (start, end) in starts.zip(ends) {
@@ -102,13 +106,16 @@ impl Table {
                 piece.push_checked(data, i);
             }
             let cur = self.index.seek(data.key(start));
+            // The piece must be exactly the interval the split made: its bounds and its count
+            // (cannot fail; a mismatch is never cached).
+            let Ok(piece) = self.check_interval(&cur, 0, Ok(piece)) else { continue };
             let e = self.index.interval(&cur);
-            if e.size_bytes() != bytes as u64 {
-                continue; // not the piece just made (cannot happen; never cache a mismatch)
+            if e.size_bytes() != bytes as u64 || e.count() != Some(piece.len() as u32) {
+                continue;
             }
-            let (slot, evicted) = self.cache.get_mut().insert(e.key().to_vec(), Arc::new(piece));
+            let (slot, evicted) = self.cache.get_mut().insert(e.key().to_vec(), piece);
             e.cache_slot().store(slot, Relaxed);
-            drop(evicted);
+            dropped.extend(evicted);
         }
     }
 }

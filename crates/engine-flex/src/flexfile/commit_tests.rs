@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::Error;
-use strata_io::{CrashMode, MemStorage, SimStorage, Storage, SyncHook, SyncHookStorage};
+use strata_io::{CrashMode, HookStorage, MemStorage, SimStorage, Storage, SyncHook};
 
 use super::{FlexFile, FlexFileOptions, TableFile};
 
@@ -68,7 +68,7 @@ fn readers_and_a_writer_proceed_while_a_tree_commit_is_parked(trigger: Trigger) 
         release: Mutex::new(release_rx),
     });
     let storage: Arc<dyn Storage> =
-        Arc::new(SyncHookStorage::new(Arc::new(MemStorage::new()), Gate::hook(gate.clone())));
+        Arc::new(HookStorage::new(Arc::new(MemStorage::new()), Gate::hook(gate.clone())));
     let opts = FlexFileOptions { log_buffer_entries: 1000, ..tiny_log_opts() };
     let file = Arc::new(FlexFile::open(storage.clone(), "g", opts).unwrap());
     let mut rng = SmallRng::seed_from_u64(1);
@@ -300,7 +300,7 @@ fn a_crash_at_each_fsync_of_a_tree_commit_recovers_the_last_synced_content() {
             names: Mutex::new(Vec::new()),
         });
         let storage: Arc<dyn Storage> =
-            Arc::new(SyncHookStorage::new(Arc::new(sim), CrashHook::hook(hook.clone())));
+            Arc::new(HookStorage::new(Arc::new(sim), CrashHook::hook(hook.clone())));
         (hook, storage)
     };
     // A run without a crash: which syncs the last `sync` makes.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use strata_core::{Durability, Error, RecoveryMode, Result};
-use strata_io::{CrashMode, OpenOptions, SimStorage, Storage, SyncHook, SyncHookStorage};
+use strata_io::{CrashMode, HookStorage, OpenOptions, SimStorage, Storage, SyncHook};
 use strata_wal::{Lsn, RecoveryReport, Wal, WalOptions};
 
 pub type Replayed = Vec<(Lsn, Vec<u8>)>;
@@ -251,6 +251,6 @@ impl CrashAtSync {
             }
             Ok(())
         });
-        CrashAtSync { storage: Arc::new(SyncHookStorage::new(inner, hook)), file_syncs, crash_at_sync }
+        CrashAtSync { storage: Arc::new(HookStorage::new(inner, hook)), file_syncs, crash_at_sync }
     }
 }

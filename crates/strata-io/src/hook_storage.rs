@@ -1,5 +1,6 @@
-//! A storage wrapper that runs a hook before every file sync: slow disks, counted syncs and power
-//! losses in the middle of an fdatasync, for tests of anything that groups or orders syncs.
+//! A storage wrapper that runs hooks on file syncs and reads: slow disks, counted syncs and power
+//! losses in the middle of an fdatasync, for tests of anything that groups or orders syncs; read
+//! sizes, for tests of anything that must read in bounded pieces.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,37 +13,52 @@ use crate::{OpenOptions, Storage, StorageFile, StorageLock};
 /// syncing.
 pub type SyncHook = Arc<dyn Fn(&str) -> Result<()> + Send + Sync>;
 
-/// Forwards everything to `inner`, except that every file sync runs the hook: before the sync
-/// (`new`; an `Err` is returned instead of syncing) or after a successful one (`after`; an `Err`
-/// is returned although the sync took effect, and a delay there models a sync that returns late).
+/// Called with the file's name, the offset and the length before each `StorageFile::read_at`.
+pub type ReadHook = Arc<dyn Fn(&str, u64, usize) + Send + Sync>;
+
+/// Forwards everything to `inner`, except that every file sync runs the sync hook: before the
+/// sync (`new`; an `Err` is returned instead of syncing) or after a successful one (`after`; an
+/// `Err` is returned although the sync took effect, and a delay there models a sync that returns
+/// late); and every file read runs the read hook (`reads`).
 #[derive(Clone)]
-pub struct SyncHookStorage {
+pub struct HookStorage {
     inner: Arc<dyn Storage>,
-    hook: SyncHook,
-    after: bool,
+    hooks: Hooks,
 }
 
-impl SyncHookStorage {
+#[derive(Clone)]
+struct Hooks {
+    sync: Option<SyncHook>,
+    sync_after: bool,
+    read: Option<ReadHook>,
+}
+
+impl HookStorage {
     pub fn new(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
-        SyncHookStorage { inner, hook, after: false }
+        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: false, read: None } }
     }
 
     /// The hook runs after each successful file sync instead of before it.
     pub fn after(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
-        SyncHookStorage { inner, hook, after: true }
+        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: true, read: None } }
+    }
+
+    /// Only reads run a hook.
+    pub fn reads(inner: Arc<dyn Storage>, hook: ReadHook) -> Self {
+        HookStorage { inner, hooks: Hooks { sync: None, sync_after: false, read: Some(hook) } }
     }
 }
 
-impl fmt::Debug for SyncHookStorage {
+impl fmt::Debug for HookStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SyncHookStorage").field("inner", &self.inner).finish_non_exhaustive()
+        f.debug_struct("HookStorage").field("inner", &self.inner).finish_non_exhaustive()
     }
 }
 
-impl Storage for SyncHookStorage {
+impl Storage for HookStorage {
     fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
         let inner = self.inner.open(name, opts)?;
-        Ok(Arc::new(SyncHookFile { inner, hook: self.hook.clone(), after: self.after }))
+        Ok(Arc::new(HookFile { inner, hooks: self.hooks.clone() }))
     }
     fn exists(&self, name: &str) -> Result<bool> {
         self.inner.exists(name)
@@ -66,38 +82,41 @@ impl Storage for SyncHookStorage {
         self.inner.io_stats()
     }
     fn location(&self) -> String {
-        format!("sync-hook:{}", self.inner.location())
+        format!("hooked:{}", self.inner.location())
     }
 }
 
-struct SyncHookFile {
+struct HookFile {
     inner: Arc<dyn StorageFile>,
-    hook: SyncHook,
-    after: bool,
+    hooks: Hooks,
 }
 
-impl fmt::Debug for SyncHookFile {
+impl fmt::Debug for HookFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SyncHookFile").field("inner", &self.inner).finish_non_exhaustive()
+        f.debug_struct("HookFile").field("inner", &self.inner).finish_non_exhaustive()
     }
 }
 
-impl StorageFile for SyncHookFile {
+impl StorageFile for HookFile {
     fn name(&self) -> &str {
         self.inner.name()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(hook) = &self.hooks.read {
+            hook(self.inner.name(), offset, buf.len());
+        }
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.inner.write_at(offset, data)
     }
     fn sync(&self) -> Result<()> {
-        if self.after {
+        let Some(hook) = &self.hooks.sync else { return self.inner.sync() };
+        if self.hooks.sync_after {
             self.inner.sync()?;
-            return (self.hook)(self.inner.name());
+            return hook(self.inner.name());
         }
-        (self.hook)(self.inner.name())?;
+        hook(self.inner.name())?;
         self.inner.sync()
     }
     fn len(&self) -> Result<u64> {
@@ -128,7 +147,7 @@ mod tests {
             }
             Ok(())
         });
-        let storage = SyncHookStorage::new(Arc::new(MemStorage::new()), hook);
+        let storage = HookStorage::new(Arc::new(MemStorage::new()), hook);
         let file = storage.open("f", OpenOptions::create()).unwrap();
         file.write_at(0, b"abc").unwrap();
         file.sync().unwrap();
@@ -147,11 +166,28 @@ mod tests {
             seen.store(sim.durable_contents(name).map_or(0, |c| c.len() as u64), Ordering::SeqCst);
             Ok(())
         });
-        let storage = SyncHookStorage::after(Arc::new(inner), hook);
+        let storage = HookStorage::after(Arc::new(inner), hook);
         let file = storage.open("f", OpenOptions::create()).unwrap();
         storage.sync_dir().unwrap(); // the name is durable; the data not yet
         file.write_at(0, b"abcd").unwrap();
         file.sync().unwrap();
         assert_eq!(seen_durable.load(Ordering::SeqCst), 4, "the hook saw the synced bytes");
+    }
+
+    #[test]
+    fn the_read_hook_sees_every_read_and_syncs_pass_through() {
+        let reads = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = reads.clone();
+        let hook: ReadHook =
+            Arc::new(move |name, offset, len| seen.lock().push((name.to_string(), offset, len)));
+        let storage = HookStorage::reads(Arc::new(MemStorage::new()), hook);
+        let file = storage.open("f", OpenOptions::create()).unwrap();
+        file.write_at(0, b"abcdef").unwrap();
+        file.sync().unwrap();
+        let mut buf = [0u8; 4];
+        file.read_at(2, &mut buf).unwrap();
+        assert_eq!(&buf, b"cdef");
+        assert!(file.read_at(4, &mut buf).is_err(), "past the end");
+        assert_eq!(*reads.lock(), [("f".to_string(), 2, 4), ("f".to_string(), 4, 4)]);
     }
 }
