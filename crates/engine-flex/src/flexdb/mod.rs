@@ -64,9 +64,10 @@ pub struct FlexOptions {
     pub scan_readahead_bytes: u64,
     /// Recovery samples the table file every this many bytes (§5.4); sampled intervals are split
     /// on first access. A larger stride moves cost from the open to the first reads: at 10M UDB
-    /// records after SIGKILL (page cache dropped), 8 KiB opened in 4.55 s and read 10,000
-    /// sampled keys in 0.61 s; 32 KiB opened in 2.98 s and took 4.52 s for the same reads (a
-    /// first access loads the whole sampled interval, ~8 scattered extents). 8 KiB by default.
+    /// records after SIGKILL (page cache dropped), two measurements each, 8 KiB opened in
+    /// 4.55 / 6.53 s and then read 10,000 sampled keys in 0.61 / 1.12 s; 32 KiB opened in
+    /// 2.98 / 3.15 s and read them in 4.52 / 4.43 s (a first access loads the whole sampled
+    /// interval, ~8 scattered extents). 8 KiB by default.
     pub rebuild_interval_bytes: u64,
     /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
     /// a reader can wait for a commit.
