@@ -475,3 +475,31 @@ fn intervals_rebuilt_over_the_limits_are_split_on_first_access() {
     check_all(&engine, &model);
     engine.verify().unwrap();
 }
+
+/// A commit that grows a cached interval past the record limit splits it and keeps the pieces
+/// cached: reading every key again loads nothing from the table file.
+#[test]
+fn a_commit_that_splits_a_cached_interval_keeps_the_pieces_cached() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = open(&storage, FlexOptions { cache_bytes: Some(4 << 20), ..small_options() });
+    let k = |i: u32| format!("k{i:05}").into_bytes();
+    for i in 0..8 {
+        engine.put(&k(i * 10), b"first", Durability::None).unwrap();
+    }
+    engine.commit().unwrap();
+    assert_eq!(engine_counter(&engine, "flexdb.intervals"), 1);
+    for i in 0..8 {
+        assert_eq!(engine.get(&k(i * 10)).unwrap().as_deref(), Some(&b"first"[..]));
+    }
+    let loads = engine_counter(&engine, "flexdb.interval_loads");
+    for i in 0..8 {
+        engine.put(&k(i * 10 + 5), b"second", Durability::None).unwrap();
+    }
+    engine.commit().unwrap();
+    assert!(engine_counter(&engine, "flexdb.intervals") >= 2, "16 records split into pieces of at most 8");
+    for i in 0..8 {
+        assert_eq!(engine.get(&k(i * 10)).unwrap().as_deref(), Some(&b"first"[..]));
+        assert_eq!(engine.get(&k(i * 10 + 5)).unwrap().as_deref(), Some(&b"second"[..]));
+    }
+    assert_eq!(engine_counter(&engine, "flexdb.interval_loads"), loads, "the pieces were read again");
+}

@@ -376,8 +376,15 @@ impl Table {
                 }
             }
         } else if too_big {
+            // A cached interval stays cached as its pieces (no re-read of what was in memory).
+            let was_cached = cache.contains(slot, e.key());
             cache.invalidate(slot);
-            self.split(&owner, &records);
+            let cuts = self.split(&owner, &records);
+            if was_cached {
+                let mut evicted = Vec::new();
+                self.cache_pieces(&records, &cuts, &mut evicted);
+                drop(evicted); // the committer's step: like `update`'s evictions, under the lock
+            }
         } else if slot != NO_SLOT {
             cache.update(slot, &owner, Arc::new(records));
         }

@@ -93,7 +93,12 @@ impl Table {
 
     /// Caches the pieces of `data` (just split at `cuts`), which was cached whole a moment ago,
     /// so a split costs no read. What the inserts evict goes to `dropped`.
-    fn cache_pieces(&mut self, data: &IntervalData, cuts: &[usize], dropped: &mut Vec<Arc<IntervalData>>) {
+    pub(super) fn cache_pieces(
+        &mut self,
+        data: &IntervalData,
+        cuts: &[usize],
+        dropped: &mut Vec<Arc<IntervalData>>,
+    ) {
         let starts = std::iter::once(0).chain(cuts.iter().copied());
         let ends = cuts.iter().copied().chain(std::iter::once(data.len()));
         for (start, end) in starts.zip(ends) {
