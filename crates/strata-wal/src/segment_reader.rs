@@ -102,40 +102,42 @@ impl<'f> SegmentReader<'f> {
             .map(u64::from_le_bytes))
     }
 
-    /// Whether every byte from `offset` to the end of the file is zero (true when there is none).
-    /// Reads a window at a time and stops at the first non-zero byte.
-    pub fn is_zero_from(&mut self, offset: usize) -> Result<bool> {
+    /// Calls `visit(at, chunk)` for the file's bytes from `offset` to its end, a window at a time
+    /// (`at` is the chunk's file offset), while `visit` returns true.
+    fn for_each_chunk(&mut self, offset: usize, mut visit: impl FnMut(usize, &[u8]) -> bool) -> Result<()> {
         let mut at = offset;
         while at < self.file_len {
             let window_bytes = self.window_bytes;
             let chunk = self.bytes_from(at, window_bytes)?;
-            if chunk.is_empty() {
+            if chunk.is_empty() || !visit(at, chunk) {
                 break;
-            }
-            if chunk.iter().any(|&b| b != 0) {
-                return Ok(false);
             }
             at += chunk.len();
         }
-        Ok(true)
+        Ok(())
+    }
+
+    /// Whether every byte from `offset` to the end of the file is zero (true when there is none).
+    /// Stops reading at the first non-zero byte.
+    pub fn is_zero_from(&mut self, offset: usize) -> Result<bool> {
+        let mut zero = true;
+        self.for_each_chunk(offset, |_, chunk| {
+            zero = chunk.iter().all(|&b| b == 0);
+            zero
+        })?;
+        Ok(zero)
     }
 
     /// Bytes from `offset` up to the last non-zero byte of the file (trailing zeros are
-    /// preallocated space); 0 when there are none. Reads the rest of the file a window at a time.
+    /// preallocated space); 0 when there are none.
     pub fn nonzero_prefix_bytes(&mut self, offset: usize) -> Result<u64> {
-        let mut at = offset;
         let mut nonzero_end = offset;
-        while at < self.file_len {
-            let window_bytes = self.window_bytes;
-            let chunk = self.bytes_from(at, window_bytes)?;
-            if chunk.is_empty() {
-                break;
-            }
+        self.for_each_chunk(offset, |at, chunk| {
             if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
                 nonzero_end = at + last + 1;
             }
-            at += chunk.len();
-        }
+            true
+        })?;
         Ok((nonzero_end - offset) as u64)
     }
 }
