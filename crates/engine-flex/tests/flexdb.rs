@@ -311,21 +311,37 @@ fn the_interval_cache_lends_the_memtables_unused_share_and_writes_take_it_back()
     assert!(counter("memory.cache_capacity_bytes") > busy_capacity, "a commit gives the memory back");
 }
 
+fn scan_key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// A fresh engine holding the even keys below `end` (`scan_key`) with `value`, in its MemTable,
+/// and the model of it.
+fn with_even_keys(
+    storage: &Arc<dyn Storage>,
+    options: &FlexOptions,
+    end: u32,
+    value: &[u8],
+) -> (FlexEngine, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let engine = open(storage, options.clone());
+    let mut model = BTreeMap::new();
+    for i in (0..end).step_by(2) {
+        engine.put(&scan_key(i), value, Durability::None).unwrap();
+        model.insert(scan_key(i), value.to_vec());
+    }
+    (engine, model)
+}
+
 /// Windows that skip their MemTable reads (what the last read noted ahead says the MemTables
 /// hold nothing before) must not skip a window holding a MemTable entry: sparse MemTable puts and
 /// deletes among table keys, and a MemTable that changes between windows, show in scans of both
 /// directions and from several starts.
 #[test]
 fn scans_see_sparse_memtable_entries_among_table_keys() {
-    let k = |i: u32| format!("k{i:05}").into_bytes();
+    let k = scan_key;
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
     let options = FlexOptions { memtable_bytes: Some(64 << 20), ..small_options() };
-    let mut engine = open(&storage, options.clone());
-    let mut model = BTreeMap::new();
-    for i in (0..3000).step_by(2) {
-        engine.put(&k(i), b"table", Durability::None).unwrap();
-        model.insert(k(i), b"table".to_vec());
-    }
+    let (mut engine, mut model) = with_even_keys(&storage, &options, 3000, b"table");
     engine.close().unwrap(); // the table holds the even keys; windows of ~8 records
     engine = open(&storage, options);
     for i in [301, 901, 1501, 2999] {
@@ -368,18 +384,13 @@ fn scans_see_sparse_memtable_entries_among_table_keys() {
 /// writes fails it).
 #[test]
 fn a_running_scan_sees_writes_made_ahead_of_it() {
-    let k = |i: u32| format!("k{i:05}").into_bytes();
+    let k = scan_key;
     for in_table in [true, false] {
         for direction in [Direction::Forward, Direction::Reverse] {
             let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
             // Large MemTables: no commit runs while the scan does.
             let options = FlexOptions { memtable_bytes: Some(64 << 20), ..small_options() };
-            let mut engine = open(&storage, options.clone());
-            let mut model = BTreeMap::new();
-            for i in (0..2000).step_by(2) {
-                engine.put(&k(i), b"old", Durability::None).unwrap();
-                model.insert(k(i), b"old".to_vec());
-            }
+            let (mut engine, mut model) = with_even_keys(&storage, &options, 2000, b"old");
             if in_table {
                 engine.close().unwrap(); // commits the MemTable
                 engine = open(&storage, options);
