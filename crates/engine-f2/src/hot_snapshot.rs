@@ -1,6 +1,6 @@
 //! The hot-index snapshot `f2-hot-index` (docs/format/f2-logs.md, "Hot-index snapshot"): written
-//! at `close` after the final checkpoint, so the next open loads the hot index instead of
-//! scanning the whole hot log. It is an optimization only: it is used when it matches the
+//! after every checkpoint (the one `close` takes included), so the next open, clean or after a
+//! crash, loads the hot index instead of scanning the whole hot log. It is an optimization only: it is used when it matches the
 //! checkpoint exactly (WAL position, hot-log range, bucket count) and every check passes;
 //! anything else — missing, stale, damaged — means "scan the hot log instead".
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
