@@ -14,6 +14,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
+
+use crate::sync::ReadMostly;
+
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
     BatchOp, Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats,
@@ -85,7 +88,7 @@ pub(crate) struct Inner {
     wal_options: WalOptions,
     wal: Wal,
     pub(crate) mem: RwLock<MemState>,
-    pub(crate) table: RwLock<Table>,
+    pub(crate) table: ReadMostly<Table>,
     /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
     /// Scans use it to detect a commit finishing between their table and MemTable reads.
     pub(crate) imm_drops: AtomicU64,
@@ -219,7 +222,7 @@ impl FlexEngine {
             wal_options,
             wal,
             mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, version: 0 }),
-            table: RwLock::new(table),
+            table: ReadMostly::new(table),
             imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
             signals: Signals::default(),
@@ -675,15 +678,15 @@ impl Engine for FlexEngine {
         };
         // One read lock for the whole table snapshot.
         let t = inner.table.read();
-        let (hits, misses, cache_bytes) = t.cache_stats();
+        let cache = t.cache_stats();
         let (cache_capacity, index_bytes, file_memory) =
             (t.cache_capacity_bytes(), t.index().memory_bytes(), t.file_memory_bytes());
         let intervals = t.index().interval_count() as u64;
         let (table_bytes, rebuild_bytes, loads, file_counters) =
-            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters());
+            (t.file_len(), t.rebuild_bytes_read, t.interval_loads(), t.file_counters());
         let split_on_access = t.intervals_split_on_access;
         drop(t);
-        let memory_bytes = mem_bytes + cache_bytes + index_bytes + file_memory;
+        let memory_bytes = mem_bytes + cache.used_bytes + index_bytes + file_memory;
         let c = &inner.counters;
         Stats {
             engine: "flex".into(),
@@ -691,8 +694,8 @@ impl Engine for FlexEngine {
             user_bytes_written: c.user_bytes_written.load(Relaxed),
             user_bytes_read: c.user_bytes_read.load(Relaxed),
             io: inner.storage.io_stats(),
-            cache_hits: hits,
-            cache_misses: misses,
+            cache_hits: cache.hits,
+            cache_misses: cache.misses,
             memory_bytes,
             disk_bytes: inner.disk_bytes(),
             engine_counters: [
@@ -702,6 +705,7 @@ impl Engine for FlexEngine {
                 ("flexdb.memtable_entries", mem_entries),
                 ("flexdb.intervals", intervals),
                 ("flexdb.interval_loads", loads),
+                ("flexdb.cached_intervals", cache.intervals),
                 ("flexdb.table_file_bytes", table_bytes),
                 ("flexdb.rebuild_bytes_read", rebuild_bytes),
                 ("flexdb.intervals_split_on_access", split_on_access),
@@ -712,7 +716,8 @@ impl Engine for FlexEngine {
                 ("memory.memtables_bytes", mem_bytes),
                 ("memory.memtable_limit_bytes", inner.memtable_bytes),
                 ("memory.memtables_reserved_bytes", inner.mem_reserved_bytes.load(Relaxed)),
-                ("memory.cache_bytes", cache_bytes),
+                ("memory.cache_bytes", cache.used_bytes),
+                ("memory.cache_slack_bytes", cache.slack_bytes),
                 ("memory.cache_capacity_bytes", cache_capacity),
                 ("memory.sparse_index_bytes", index_bytes),
                 ("memory.table_file_bytes", file_memory),

@@ -81,6 +81,8 @@ pub struct IntervalCache {
     evicted: Vec<Arc<IntervalData>>,
     pub hits: u64,
     pub misses: u64,
+    /// Intervals read from the table file (counted by the table under this cache's lock).
+    pub loads: u64,
 }
 
 /// The ghost set's keys are already hashes.
@@ -128,12 +130,23 @@ impl IntervalCache {
             evicted: Vec::new(),
             hits: 0,
             misses: 0,
+            loads: 0,
         }
     }
 
     /// Cached intervals plus the ghost list.
     pub fn used_bytes(&self) -> u64 {
         self.data_bytes + self.ghost_order.len() as u64 * GHOST_ENTRY_BYTES
+    }
+
+    /// Intervals cached now.
+    pub fn interval_count(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Of `used_bytes`, what the cached intervals hold allocated and do not use.
+    pub fn slack_bytes(&self) -> u64 {
+        self.slots.iter().filter_map(|s| s.data.as_ref()).map(|d| d.slack_bytes()).sum()
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -147,7 +160,7 @@ impl IntervalCache {
         self.evicted.clear();
     }
 
-    /// The data in `slot` if `owner` still owns it; counts a hit or a miss.
+    /// The data in `slot` if `owner` still owns it; counts a hit or a miss (`NO_SLOT`: a miss).
     pub fn get(&mut self, slot: u32, owner: IndexKey<'_>) -> Option<Arc<IntervalData>> {
         let found = self.slots.get_mut(slot as usize).filter(|s| owner.eq_slice(&s.owner)).and_then(|s| {
             s.freq = (s.freq + 1).min(MAX_FREQ);

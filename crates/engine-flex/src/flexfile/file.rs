@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+
 use strata_core::{Error, Result};
 use strata_io::{Storage, StorageFile};
 
