@@ -14,9 +14,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
-
-use crate::sync::ReadMostly;
-
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
     BatchOp, Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Result, Stats,
@@ -88,7 +85,7 @@ pub(crate) struct Inner {
     wal_options: WalOptions,
     wal: Wal,
     pub(crate) mem: RwLock<MemState>,
-    pub(crate) table: ReadMostly<Table>,
+    pub(crate) table: RwLock<Table>,
     /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
     /// Scans use it to detect a commit finishing between their table and MemTable reads.
     pub(crate) imm_drops: AtomicU64,
@@ -222,7 +219,7 @@ impl FlexEngine {
             wal_options,
             wal,
             mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, version: 0 }),
-            table: ReadMostly::new(table),
+            table: RwLock::new(table),
             imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
             signals: Signals::default(),
@@ -683,7 +680,7 @@ impl Engine for FlexEngine {
             (t.cache_capacity_bytes(), t.index().memory_bytes(), t.file_memory_bytes());
         let intervals = t.index().interval_count() as u64;
         let (table_bytes, rebuild_bytes, loads, file_counters) =
-            (t.file_len(), t.rebuild_bytes_read, t.interval_loads(), t.file_counters());
+            (t.file_len(), t.rebuild_bytes_read, t.interval_loads.load(Relaxed), t.file_counters());
         let split_on_access = t.intervals_split_on_access;
         drop(t);
         let memory_bytes = mem_bytes + cache.used_bytes + index_bytes + file_memory;

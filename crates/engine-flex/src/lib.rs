@@ -6,7 +6,6 @@ mod engine;
 pub mod flexdb;
 pub mod flexfile;
 pub mod flextree;
-mod sync;
 
 pub use engine::{FlexEngine, LIMITS};
 pub use flexdb::{FlexOptions, TableFileKind};

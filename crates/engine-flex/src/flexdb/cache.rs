@@ -81,8 +81,6 @@ pub struct IntervalCache {
     evicted: Vec<Arc<IntervalData>>,
     pub hits: u64,
     pub misses: u64,
-    /// Intervals read from the table file (counted by the table under this cache's lock).
-    pub loads: u64,
 }
 
 /// The ghost set's keys are already hashes.
@@ -130,7 +128,6 @@ impl IntervalCache {
             evicted: Vec::new(),
             hits: 0,
             misses: 0,
-            loads: 0,
         }
     }
 
@@ -160,7 +157,7 @@ impl IntervalCache {
         self.evicted.clear();
     }
 
-    /// The data in `slot` if `owner` still owns it; counts a hit or a miss (`NO_SLOT`: a miss).
+    /// The data in `slot` if `owner` still owns it; counts a hit or a miss.
     pub fn get(&mut self, slot: u32, owner: IndexKey<'_>) -> Option<Arc<IntervalData>> {
         let found = self.slots.get_mut(slot as usize).filter(|s| owner.eq_slice(&s.owner)).and_then(|s| {
             s.freq = (s.freq + 1).min(MAX_FREQ);

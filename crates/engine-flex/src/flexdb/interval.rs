@@ -74,23 +74,7 @@ impl IntervalData {
             spans.push(span);
             pos = span.end as usize;
         }
-        let mut data = IntervalData { bytes, spans };
-        data.trim();
-        Ok(data)
-    }
-
-    /// Gives back what the buffers hold beyond an eighth more than they use. A reused or
-    /// sized-ahead buffer can be much larger than its interval, and the cache counts capacity:
-    /// untrimmed, ~17% of a scan workload's cache was such slack. Shrinking is in place with
-    /// glibc's allocator (no copy).
-    pub fn trim(&mut self) {
-        fn trim_vec<T>(v: &mut Vec<T>) {
-            if v.capacity() > v.len() + v.len() / 8 {
-                v.shrink_to_fit();
-            }
-        }
-        trim_vec(&mut self.bytes);
-        trim_vec(&mut self.spans);
+        Ok(IntervalData { bytes, spans })
     }
 
     /// The interval's two heap buffers, to decode another interval into.

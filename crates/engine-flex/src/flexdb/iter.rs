@@ -30,10 +30,6 @@ use crate::engine::Inner;
 /// more in it (a MemTable-only range then goes in windows of this many entries).
 const MEM_WINDOW_ENTRIES: usize = 64;
 
-/// A scan adds the bytes it handed out to the engine's shared counter when it ends, or every
-/// this many bytes: one contended atomic per window cost ~1.5% of a short-scan workload.
-const REPORT_READ_BYTES: u64 = 1 << 20;
-
 pub(crate) struct MergedRange {
     inner: Arc<Inner>,
     /// The part of the range no window has covered yet.
@@ -49,7 +45,7 @@ pub(crate) struct MergedRange {
     exhausted: bool,
     /// Where the table part of the next window starts, if the index is unchanged by then.
     resume: Option<Resume>,
-    /// User bytes handed out and not yet added to the engine's counter (see `REPORT_READ_BYTES`).
+    /// User bytes handed out and not yet added to the engine's counter.
     unreported_bytes: u64,
     /// What follows the last MemTable read, per MemTable (active, immutable), and the
     /// MemTables' version it holds for.
@@ -131,9 +127,7 @@ impl MergedRange {
 
     /// Reads the next window: one table interval, then the MemTable entries up to its end.
     fn refill(&mut self) -> Result<()> {
-        if self.unreported_bytes >= REPORT_READ_BYTES {
-            self.report_reads();
-        }
+        self.report_reads();
         loop {
             let drops_before = self.inner.imm_drops.load(SeqCst);
             // Taken: a retry after a commit searches the index again.

@@ -171,7 +171,6 @@ impl Table {
             extents.saturating_add(added)
         };
         self.index.resize(&cur, new_size, Some(out.len() as u32), extents);
-        out.trim();
         self.after_change(cur, out);
         Ok(())
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use strata_core::{Error, KeyRange, Result};
 
 use super::{corrupt, Table};
-use crate::flexdb::cache::{IntervalCache, IntervalData, SpareBuffers};
+use crate::flexdb::cache::IntervalData;
 use crate::flexdb::sparse_index::{Cursor, NO_SLOT};
 
 /// At most this many intervals are read ahead per cache miss.
@@ -111,8 +111,7 @@ impl Table {
 
     /// The interval at `cur`: the front of `ahead` (which holds the intervals from `cur` on, in
     /// scan order, when not empty), cached now; or from the cache; or read from the table file
-    /// together with the read-ahead, which goes to `ahead`. One cache lock decides between a hit
-    /// and a read (and plans the read-ahead); a read takes it once more to cache the interval.
+    /// together with the read-ahead, which goes to `ahead`.
     fn load_for_scan(
         &self,
         cur: &Cursor,
@@ -120,32 +119,25 @@ impl Table {
         reverse: bool,
         ahead: &mut VecDeque<Arc<IntervalData>>,
     ) -> Result<Arc<IntervalData>> {
+        let e = self.index.interval(cur);
+        let slot = e.cache_slot().load(Relaxed);
         if let Some(data) = ahead.pop_front() {
-            // `NO_SLOT`: if another reader cached it meanwhile, that copy is returned.
-            return Ok(self.cache_loaded(cur, NO_SLOT, data));
+            if slot != NO_SLOT {
+                if let Some(cached) = self.cache.lock().get(slot, e.key()) {
+                    return Ok(cached); // another reader cached it meanwhile
+                }
+            }
+            return Ok(self.cache_loaded(cur, slot, data));
         }
         if self.config.scan_readahead_bytes == 0 {
             return self.load(cur);
         }
-        let e = self.index.interval(cur);
-        let slot = e.cache_slot().load(Relaxed);
-        let (run, spare) = {
-            let mut cache = self.cache.lock();
-            if let Some(d) = cache.get(slot, e.key()) {
-                return Ok(d);
-            }
-            cache.loads += 1;
-            let run = self.readahead_run(&cache, cur, range, reverse);
-            let spare = match run.len() {
-                0 | 1 => cache.take_spare(e.size_bytes() as usize),
-                _ => SpareBuffers::default(),
-            };
-            (run, spare)
-        };
+        let run = self.readahead_run(cur, range, reverse);
         if run.len() <= 1 {
-            let data = self.read_interval(cur, spare)?;
-            return Ok(self.cache_loaded(cur, slot, data));
+            return self.load(cur);
         }
+        self.cache.lock().misses += 1;
+        self.interval_loads.fetch_add(1, Relaxed);
         // `run` is in scan order; its byte range is contiguous: intervals tile the file.
         let (first, last) = match reverse {
             false => (cur, run.last().unwrap_or(cur)),
@@ -173,20 +165,18 @@ impl Table {
         Ok(self.cache_loaded(cur, slot, data))
     }
 
-    /// `cur` (not cached) and the uncached intervals that follow it in scan order and may hold
-    /// records of `range`, within the read-ahead budget.
-    fn readahead_run(
-        &self,
-        cache: &IntervalCache,
-        cur: &Cursor,
-        range: &KeyRange,
-        reverse: bool,
-    ) -> Vec<Cursor> {
+    /// `cur` (when it is not cached) and the uncached intervals that follow it in scan order and
+    /// may hold records of `range`, within the read-ahead budget; empty when `cur` is cached.
+    fn readahead_run(&self, cur: &Cursor, range: &KeyRange, reverse: bool) -> Vec<Cursor> {
+        let cache = self.cache.lock();
         let cached = |c: &Cursor| {
             let e = self.index.interval(c);
             let slot = e.cache_slot().load(Relaxed);
             slot != NO_SLOT && cache.contains(slot, e.key())
         };
+        if cached(cur) {
+            return Vec::new();
+        }
         let mut run = vec![cur.clone()];
         let mut bytes = self.index.interval(cur).size_bytes();
         while run.len() < MAX_READAHEAD_INTERVALS {
@@ -215,6 +205,7 @@ impl Table {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
 
     use strata_core::Key;
     use strata_io::MemStorage;
@@ -300,7 +291,7 @@ mod tests {
                 assert_eq!(scan(&ahead, range.clone(), reverse), want, "{range:?} reverse {reverse}");
             }
         }
-        let loads = |t: &Table| t.interval_loads();
+        let loads = |t: &Table| t.interval_loads.load(Relaxed);
         let (before_plain, before_ahead) = (loads(&plain), loads(&ahead));
         scan(&plain, KeyRange::all(), false);
         scan(&ahead, KeyRange::all(), false);

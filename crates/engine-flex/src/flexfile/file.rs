@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-
 use strata_core::{Error, Result};
 use strata_io::{Storage, StorageFile};
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
@@ -124,7 +124,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
         tree_file,
         log_file,
         writer: Mutex::new(()),
-        state: parking_lot::RwLock::new(state),
+        state: RwLock::new(state),
     })
 }
 
