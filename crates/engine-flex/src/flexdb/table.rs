@@ -527,8 +527,8 @@ mod tests {
         }
     }
 
-    /// A miss reads into the buffers of an evicted interval. Intervals of very different sizes read in turn through a cache with room for a few
-    /// must each come back exactly.
+    /// A miss reads into the buffers of an evicted interval: intervals of very different sizes
+    /// read in turn through a cache with room for a few must each come back exactly.
     #[test]
     fn misses_read_exact_records_into_reused_buffers_of_other_sizes() {
         use rand::{Rng, SeedableRng};
