@@ -75,6 +75,9 @@ pub struct IntervalCache {
     hand: usize,
     /// Interval bytes cached (`memory_bytes` of each), not counting the ghost list.
     data_bytes: u64,
+    /// Of `data_bytes`, what the cached intervals hold allocated and do not use (kept as the
+    /// intervals come and go: `Stats` must not walk the slots under this lock).
+    slack_bytes: u64,
     capacity_bytes: u64,
     spare: Vec<SpareBuffers>,
     /// Evicted intervals not yet handed to the caller (see `insert`).
@@ -123,6 +126,7 @@ impl IntervalCache {
             small_live: 0,
             hand: 0,
             data_bytes: 0,
+            slack_bytes: 0,
             capacity_bytes,
             spare: Vec::new(),
             evicted: Vec::new(),
@@ -143,7 +147,7 @@ impl IntervalCache {
 
     /// Of `used_bytes`, what the cached intervals hold allocated and do not use.
     pub fn slack_bytes(&self) -> u64 {
-        self.slots.iter().filter_map(|s| s.data.as_ref()).map(|d| d.slack_bytes()).sum()
+        self.slack_bytes
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -219,6 +223,7 @@ impl IntervalCache {
         };
         let s = &mut self.slots[id as usize];
         s.generation = s.generation.wrapping_add(1);
+        self.slack_bytes += data.slack_bytes();
         (s.owner, s.data, s.bytes, s.freq, s.in_small) = (owner, Some(data), bytes, 0, in_small);
         self.data_bytes += bytes;
         if in_small {
@@ -241,6 +246,8 @@ impl IntervalCache {
             self.small_bytes = self.small_bytes - s.bytes + bytes;
         }
         s.bytes = bytes;
+        let old_slack = s.data.as_ref().map_or(0, |d| d.slack_bytes());
+        self.slack_bytes = self.slack_bytes - old_slack + data.slack_bytes();
         s.data = Some(data);
         if bytes > self.capacity_bytes {
             self.invalidate(slot);
@@ -259,6 +266,7 @@ impl IntervalCache {
         let s = self.slots.get_mut(slot as usize)?;
         let data = s.data.take()?;
         self.data_bytes -= s.bytes;
+        self.slack_bytes -= data.slack_bytes();
         let was_small = std::mem::take(&mut s.in_small);
         if was_small {
             self.small_bytes -= s.bytes;
@@ -510,6 +518,39 @@ mod tests {
             cache.capacity_bytes()
         );
         assert_eq!(cache.get(d, key(b"d")).map(|x| x.len()), Some(8));
+    }
+
+    /// `slack_bytes` is kept as intervals come and go; it must equal a walk of the slots after
+    /// inserts, evictions, updates and invalidations of intervals with and without slack.
+    #[test]
+    fn the_slack_total_follows_inserts_updates_evictions_and_invalidations() {
+        let walked = |c: &IntervalCache| -> u64 {
+            c.slots.iter().filter_map(|s| s.data.as_ref()).map(|d| d.slack_bytes()).sum()
+        };
+        let roomy = |n: usize| {
+            let (mut bytes, mut spans) = Arc::try_unwrap(data(n)).unwrap().into_buffers();
+            bytes.reserve(1000);
+            spans.reserve(10);
+            Arc::new(IntervalData::decode_reusing(bytes, spans).unwrap())
+        };
+        assert!(roomy(2).slack_bytes() >= 1000);
+        let mut cache = IntervalCache::new(roomy(4).memory_bytes() * 3);
+        let mut slots = Vec::new();
+        for i in 0..12 {
+            let d = if i % 2 == 0 { roomy(i % 5 + 1) } else { data(i % 5 + 1) };
+            slots.push(cache.insert(owner("s", i), d).0);
+            assert_eq!(cache.slack_bytes(), walked(&cache), "after insert {i}");
+        }
+        for (i, &slot) in slots.iter().enumerate() {
+            let d = if i % 3 == 0 { roomy(2) } else { data(2) };
+            cache.update(slot, &owner("s", i), d);
+            assert_eq!(cache.slack_bytes(), walked(&cache), "after update {i}");
+        }
+        assert!(cache.slack_bytes() > 0);
+        for &slot in &slots {
+            cache.invalidate(slot);
+        }
+        assert_eq!((cache.slack_bytes(), walked(&cache)), (0, 0));
     }
 
     #[test]
