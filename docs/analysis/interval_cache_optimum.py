@@ -5,10 +5,12 @@ Reproduces `strata bench`'s E key choice: YCSB's ScrambledZipfianGenerator (zipf
 items, theta 0.99, folded onto the N keys by a hash), scan lengths uniform 1..100, records in
 fixed-size intervals of R records. Counts how often each interval is touched in the second half of
 a synthetic trace and reports the loads per scan of the best static cache in hindsight (the C
-most-touched intervals), a bound no replacement policy beats over that trace.
+most-touched intervals). Under independent references no online policy beats the best static
+cache in expectation; an offline one (Belady) can, on a given trace.
 
 Usage: python3 interval_cache_optimum.py [N] [R] [C ...]   (needs numpy)
-Example (docs/benchmarks.md, session 8): python3 interval_cache_optimum.py 2000000 21 10578 12600
+Examples (docs/benchmarks.md, session 8): python3 interval_cache_optimum.py 2000000 22 10578
+and python3 interval_cache_optimum.py 2000000 21 10578 12600
 """
 import sys
 

@@ -63,11 +63,9 @@ pub struct FlexOptions {
     /// 4 KiB was within noise.
     pub scan_readahead_bytes: u64,
     /// Recovery samples the table file every this many bytes (§5.4); sampled intervals are split
-    /// on first access. A larger stride moves cost from the open to the first reads: at 10M UDB
-    /// records after SIGKILL (page cache dropped), two measurements each, 8 KiB opened in
-    /// 4.55 / 6.53 s and then read 10,000 sampled keys in 0.61 / 1.12 s; 32 KiB opened in
-    /// 2.98 / 3.15 s and read them in 4.52 / 4.43 s (a first access loads the whole sampled
-    /// interval, ~8 scattered extents). 8 KiB by default.
+    /// on first access. A larger stride moves cost from the open to the first reads (a first
+    /// access loads the whole sampled interval); 8 KiB by default, measured against 32 KiB in
+    /// docs/benchmarks.md (session 7).
     pub rebuild_interval_bytes: u64,
     /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
     /// a reader can wait for a commit.
