@@ -198,7 +198,9 @@ impl Inner {
             })?;
         } else {
             if loaded > 0 {
-                // Fed from a snapshot whose body checksum failed at the end: start over.
+                // Fed from a snapshot whose body checksum failed at the end: start over, freeing
+                // the fed index before the new one is allocated (never two at once).
+                drop(hot_index);
                 (hot_index, loaded) = (new_hot_index(), 0);
             }
             scanned = hot.scan(ck.hot_begin, ck.hot_tail, &mut |address, view| {

@@ -41,7 +41,7 @@ pub struct Epoch<T> {
 
 /// Index of a claimed slot; give it back with [`Epoch::unprotect`].
 #[derive(Debug)]
-pub struct SlotId(usize);
+struct SlotId(usize);
 
 /// A protection that is released when dropped (or earlier, by [`Protection::release`]).
 pub struct Protection<'a, T> {
@@ -92,7 +92,7 @@ impl<T> Epoch<T> {
 
     /// Claims a slot holding the current epoch. Everything the caller reads after this (with
     /// `SeqCst` or through a `SeqCst` load) is protected until [`Epoch::unprotect`].
-    pub fn protect(&self) -> SlotId {
+    fn protect(&self) -> SlotId {
         let start = thread_hint();
         loop {
             let epoch = self.current.load(SeqCst);
@@ -114,7 +114,7 @@ impl<T> Epoch<T> {
         Protection { epoch: self, slot: Some(self.protect()) }
     }
 
-    pub fn unprotect(&self, slot: SlotId) {
+    fn unprotect(&self, slot: SlotId) {
         if let Some(s) = self.slots.get(slot.0) {
             s.0.store(UNPROTECTED, SeqCst);
         }
