@@ -3,6 +3,7 @@
 //! sizes, for tests of anything that must read in bounded pieces.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use strata_core::{IoStats, Result};
@@ -46,6 +47,17 @@ impl HookStorage {
     /// Only reads run a hook.
     pub fn reads(inner: Arc<dyn Storage>, hook: ReadHook) -> Self {
         HookStorage { inner, hooks: Hooks { sync: None, sync_after: false, read: Some(hook) } }
+    }
+
+    /// Reads raise the returned counter to the longest single read's length (bytes), for tests
+    /// of anything that must read in bounded pieces; store 0 in it to forget earlier reads.
+    pub fn recording_longest_read(inner: Arc<dyn Storage>) -> (Self, Arc<AtomicUsize>) {
+        let longest = Arc::new(AtomicUsize::new(0));
+        let seen = longest.clone();
+        let hook: ReadHook = Arc::new(move |_, _, len| {
+            seen.fetch_max(len, Ordering::Relaxed);
+        });
+        (HookStorage::reads(inner, hook), longest)
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Durability, RecoveryMode};
-use strata_io::{HookStorage, MemStorage, OpenOptions, ReadHook, Storage};
+use strata_io::{HookStorage, MemStorage, OpenOptions, Storage};
 
 use super::*;
 use crate::format::{
@@ -20,22 +20,20 @@ use crate::{Lsn, Wal, WalOptions};
 
 const WINDOWS: [usize; 8] = [1, 7, 8, 24, 40, 100, 333, 4096];
 
-/// A file holding `bytes` whose reads raise `longest` to their length.
-fn recorded_file_holding(bytes: &[u8], longest: &Arc<AtomicUsize>) -> Arc<dyn StorageFile> {
-    let seen = longest.clone();
-    let hook: ReadHook = Arc::new(move |_, _, len| {
-        seen.fetch_max(len, Ordering::Relaxed);
-    });
-    let file =
-        HookStorage::reads(Arc::new(MemStorage::new()), hook).open("segment", OpenOptions::create()).unwrap();
+fn file_holding_in(storage: &dyn Storage, bytes: &[u8]) -> Arc<dyn StorageFile> {
+    let file = storage.open("segment", OpenOptions::create()).unwrap();
     file.write_at(0, bytes).unwrap();
     file
 }
 
 fn file_holding(bytes: &[u8]) -> Arc<dyn StorageFile> {
-    let file = MemStorage::new().open("segment", OpenOptions::create()).unwrap();
-    file.write_at(0, bytes).unwrap();
-    file
+    file_holding_in(&MemStorage::new(), bytes)
+}
+
+/// A file holding `bytes`, and the length of its longest read so far.
+fn recorded_file_holding(bytes: &[u8]) -> (Arc<dyn StorageFile>, Arc<AtomicUsize>) {
+    let (storage, longest) = HookStorage::recording_longest_read(Arc::new(MemStorage::new()));
+    (file_holding_in(&storage, bytes), longest)
 }
 
 /// A segment of records (some larger than most windows, some markers), followed by zeros.
@@ -128,8 +126,7 @@ fn reads_are_at_most_a_window_or_one_record_long() {
     bytes.resize(bytes.len() + 100_000, 0);
     let largest_record_bytes = record_bytes(1999);
     for window_bytes in [64, 512, 4096] {
-        let longest_read_bytes = Arc::new(AtomicUsize::new(0));
-        let file = recorded_file_holding(&bytes, &longest_read_bytes);
+        let (file, longest_read_bytes) = recorded_file_holding(&bytes);
         let mut reader = SegmentReader::new(file.as_ref(), window_bytes).unwrap();
         let mut offset = SEGMENT_HEADER_BYTES;
         while let RecordSlot::Valid { record_bytes, .. } = reader.decode_record(offset).unwrap() {
@@ -151,8 +148,7 @@ fn a_length_claim_past_the_end_of_the_file_reads_only_the_header() {
     encode_record(1, 0, &[7; 100], &mut bytes);
     bytes[SEGMENT_HEADER_BYTES + 4..SEGMENT_HEADER_BYTES + 8].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
     bytes.resize(1 << 20, 0);
-    let longest_read_bytes = Arc::new(AtomicUsize::new(0));
-    let file = recorded_file_holding(&bytes, &longest_read_bytes);
+    let (file, longest_read_bytes) = recorded_file_holding(&bytes);
     let mut reader = SegmentReader::new(file.as_ref(), 64).unwrap();
     let slot = reader.decode_record(SEGMENT_HEADER_BYTES).unwrap();
     assert_eq!(slot, decode_record(&bytes, SEGMENT_HEADER_BYTES));

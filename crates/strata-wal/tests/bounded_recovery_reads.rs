@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use strata_core::{Durability, Error, RecoveryMode};
-use strata_io::{HookStorage, MemStorage, OpenOptions, ReadHook, Storage};
+use strata_io::{HookStorage, MemStorage, OpenOptions, Storage};
 use strata_wal::{Lsn, Wal, WalOptions, RECOVERY_READ_WINDOW_BYTES};
 
 const FIRST_SEGMENT: &str = "wal-0000000000000001.log";
@@ -17,37 +17,25 @@ const WINDOW: usize = RECOVERY_READ_WINDOW_BYTES;
 /// Where recovery's first window of a segment ends: it starts after the 32-byte segment header.
 const FIRST_WINDOW_END: u64 = 32 + WINDOW as u64;
 
-/// What recovery read through the storage of `recorded_log`: the longest single read over all
-/// files.
-struct ReadLengthRecorder {
-    inner: Arc<MemStorage>,
-    longest_read_bytes: Arc<AtomicUsize>,
-}
+/// The longest single read over all files of `recorded_log`'s storage.
+struct ReadLengthRecorder(Arc<AtomicUsize>);
 
 impl ReadLengthRecorder {
     fn longest_read_bytes(&self) -> usize {
-        self.longest_read_bytes.load(Ordering::Relaxed)
+        self.0.load(Ordering::Relaxed)
     }
 
     fn forget_reads(&self) {
-        self.longest_read_bytes.store(0, Ordering::Relaxed);
+        self.0.store(0, Ordering::Relaxed);
     }
 }
 
 /// Default options: 64 MiB preallocated segments.
-fn recorded_log() -> (Arc<ReadLengthRecorder>, Arc<dyn Storage>, WalOptions) {
-    let recorder = Arc::new(ReadLengthRecorder {
-        inner: Arc::new(MemStorage::new()),
-        longest_read_bytes: Arc::new(AtomicUsize::new(0)),
-    });
-    let longest = recorder.longest_read_bytes.clone();
-    let hook: ReadHook = Arc::new(move |_, _, len| {
-        longest.fetch_max(len, Ordering::Relaxed);
-    });
-    let storage: Arc<dyn Storage> = Arc::new(HookStorage::reads(recorder.inner.clone(), hook));
+fn recorded_log() -> (ReadLengthRecorder, Arc<dyn Storage>, WalOptions) {
+    let (storage, longest) = HookStorage::recording_longest_read(Arc::new(MemStorage::new()));
     let opts = WalOptions::default();
     assert_eq!(opts.segment_bytes, 64 << 20);
-    (recorder, storage, opts)
+    (ReadLengthRecorder(longest), Arc::new(storage), opts)
 }
 
 fn append_all(wal: &Wal, payloads: &[Vec<u8>], durability: Durability) -> Vec<(Lsn, Vec<u8>)> {
@@ -77,7 +65,7 @@ fn recovering_a_64_mib_segment_never_reads_more_than_a_window_at_once() {
     let payloads: Vec<Vec<u8>> = (1..=20).map(|lsn| payload(lsn, 400)).collect();
     let appended = append_all(&wal, &payloads, Durability::Sync);
     wal.close().unwrap();
-    assert_eq!(recorder.inner.open(FIRST_SEGMENT, OpenOptions::existing()).unwrap().len().unwrap(), 64 << 20);
+    assert_eq!(storage.open(FIRST_SEGMENT, OpenOptions::existing()).unwrap().len().unwrap(), 64 << 20);
 
     recorder.forget_reads();
     let (wal, report, replayed) = open(&storage, &opts, 1).unwrap();
