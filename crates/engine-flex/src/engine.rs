@@ -505,7 +505,7 @@ impl Inner {
             // Split what readers found over the limits first: a split after the prefetch would
             // make the step read those intervals again under the write lock.
             if self.table.read().has_oversized() {
-                let (_, dropped) = self.table.write().split_oversized();
+                let dropped = self.table.write().split_oversized();
                 drop(dropped); // after the write lock
             }
             let prefetched = {
@@ -576,7 +576,7 @@ impl Inner {
     /// Splits the intervals readers found over the limits (table_oversized.rs) if the table's
     /// write lock is free right now; otherwise the committer or a later reader does.
     pub(crate) fn split_oversized_without_waiting(&self) {
-        let dropped = self.table.try_write().map(|mut table| table.split_oversized().1);
+        let dropped = self.table.try_write().map(|mut table| table.split_oversized());
         drop(dropped); // after the write lock
     }
 

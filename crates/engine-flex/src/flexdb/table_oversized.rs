@@ -55,13 +55,13 @@ impl Table {
 
     /// Splits the noted intervals that are still over the limits and still cached (their records
     /// are needed to choose the cuts; the write lock is no place for a read). Caller holds the
-    /// table's write lock. Returns how many were split.
-    /// Also returns the intervals the split evicted from the cache, for the caller to drop after
-    /// releasing the write lock (freeing is the slow part of an eviction).
-    pub fn split_oversized(&mut self) -> (u64, Vec<Arc<IntervalData>>) {
+    /// table's write lock; `intervals_split_on_access` counts the splits. Returns the intervals
+    /// the split evicted from the cache, for the caller to drop after releasing the write lock
+    /// (freeing is the slow part of an eviction).
+    pub fn split_oversized(&mut self) -> Vec<Arc<IntervalData>> {
         let mut dropped = Vec::new();
         if !self.has_oversized() {
-            return (0, dropped);
+            return dropped;
         }
         let (keys, _) = std::mem::take(self.oversized.keys.get_mut());
         self.oversized.any.store(false, Relaxed);
@@ -88,7 +88,7 @@ impl Table {
             self.version += 1; // scans holding a cursor into the old layout search again
             self.intervals_split_on_access += split;
         }
-        (split, dropped)
+        dropped
     }
 
     /// Caches the pieces of `data` (just split at `cuts`), which was cached whole a moment ago,
