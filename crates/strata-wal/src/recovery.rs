@@ -305,7 +305,9 @@ impl Scan<'_, '_> {
             Break::Header { index, what } => {
                 let mut reader =
                     SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
-                let body = scan_records(&mut reader, SEGMENT_HEADER_BYTES, &self.plausible_lsns(broken_lsn))?;
+                let nonzero = reader.nonzero_prefix_bytes(0)?;
+                let plausible = self.plausible_lsns(broken_lsn);
+                let body = scan_records(&mut reader, SEGMENT_HEADER_BYTES, nonzero as usize, &plausible)?;
                 let name = self.segment_name(index);
                 if let Some(found) = body.iter().find(|r| r.synced_lsn >= broken_lsn) {
                     return Err(Error::corruption(&name, 0, found.evidence(&what, broken_lsn, &name)));
@@ -314,7 +316,7 @@ impl Scan<'_, '_> {
                 if holds_records && mode == RecoveryMode::AbsoluteConsistency {
                     return Err(Error::corruption(name, 0, format!("torn tail: {what}")));
                 }
-                self.report.torn_tail_bytes_dropped += reader.nonzero_prefix_bytes(0)?;
+                self.report.torn_tail_bytes_dropped += nonzero;
                 if self.params.repair {
                     storage.remove(&name)?;
                     storage.sync_dir()?;
@@ -327,13 +329,17 @@ impl Scan<'_, '_> {
         let mut reader = SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
         let mut dropped_bytes = reader.nonzero_prefix_bytes(offset)?;
         let plausible = self.plausible_lsns(broken_lsn);
-        let same_segment = scan_records(&mut reader, offset + RECORD_ALIGNMENT_BYTES, &plausible)?;
+        let nonzero_end = offset + dropped_bytes as usize;
+        let same_segment =
+            scan_records(&mut reader, offset + RECORD_ALIGNMENT_BYTES, nonzero_end, &plausible)?;
         if let Some(found) = same_segment.iter().find(|r| r.synced_lsn >= broken_lsn) {
             return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &name)));
         }
         for later in self.segments.iter().skip(index + 1) {
             let mut later_reader = SegmentReader::new(later.file.as_ref(), self.read_window_bytes)?;
-            let records = scan_records(&mut later_reader, SEGMENT_HEADER_BYTES, &plausible)?;
+            let nonzero = later_reader.nonzero_prefix_bytes(0)?;
+            let records =
+                scan_records(&mut later_reader, SEGMENT_HEADER_BYTES, nonzero as usize, &plausible)?;
             if let Some(found) = records.iter().find(|r| r.synced_lsn >= broken_lsn) {
                 return Err(Error::corruption(
                     &name,
@@ -341,7 +347,7 @@ impl Scan<'_, '_> {
                     found.evidence(&what, broken_lsn, &later.name),
                 ));
             }
-            dropped_bytes += later_reader.nonzero_prefix_bytes(0)?;
+            dropped_bytes += nonzero;
         }
         if mode == RecoveryMode::AbsoluteConsistency {
             return Err(Error::corruption(
@@ -439,17 +445,21 @@ impl FoundRecord {
     }
 }
 
-/// Every valid record with an lsn in `lsns` starting at an 8-byte aligned offset from `from` on.
-/// Cheap on garbage and on payload bytes: the lsn field must be in range before the record's
-/// checksum is computed.
+/// Every valid record with an lsn in `lsns` starting at an 8-byte aligned offset from `from` up
+/// to `nonzero_end` (where the segment's trailing zeros begin: a record with an lsn of 1 or more
+/// has a non-zero byte in its header, so none starts in the zeros, and the caller has read them
+/// once already). Cheap on garbage and on payload bytes: the lsn field must be in range before
+/// the record's checksum is computed.
 fn scan_records(
     reader: &mut SegmentReader<'_>,
     from: usize,
+    nonzero_end: usize,
     lsns: &RangeInclusive<Lsn>,
 ) -> Result<Vec<FoundRecord>> {
+    debug_assert!(!lsns.contains(&0), "lsn 0 would match the zeros");
     let mut found = Vec::new();
     let mut offset = from.next_multiple_of(RECORD_ALIGNMENT_BYTES);
-    while offset.saturating_add(RECORD_HEADER_BYTES) <= reader.file_len() {
+    while offset < nonzero_end && offset.saturating_add(RECORD_HEADER_BYTES) <= reader.file_len() {
         let lsn = reader.lsn_field_at(offset)?;
         if lsn.is_some_and(|lsn| lsns.contains(&lsn)) {
             if let RecordSlot::Valid { lsn, synced_lsn, .. } = reader.decode_record(offset)? {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use strata_core::{Durability, Error, RecoveryMode};
-use strata_io::{HookStorage, MemStorage, OpenOptions, Storage};
+use strata_io::{HookStorage, MemStorage, OpenOptions, ReadHook, Storage};
 use strata_wal::{Lsn, Wal, WalOptions, RECOVERY_READ_WINDOW_BYTES};
 
 const FIRST_SEGMENT: &str = "wal-0000000000000001.log";
@@ -187,4 +187,25 @@ fn a_torn_last_record_straddling_a_window_boundary_is_dropped() {
     assert_eq!(replayed.last().map(|r| r.0), Some(lsn - 1));
     assert_eq!(report.torn_tail_bytes_dropped, last_nonzero + 1 - offset, "{report:?}");
     assert_eq!(report.next_lsn, lsn);
+}
+
+/// A torn tail in a 64 MiB preallocated segment: recovery reads the zeros after the break once
+/// (to measure the tail it drops), not a second time looking for durable records in them.
+#[test]
+fn a_torn_tail_reads_the_segments_trailing_zeros_once() {
+    let (_, storage, opts) = recorded_log();
+    drop(log_across_the_first_window(&storage, &opts)); // no close
+    let positions = record_positions(&read_file(storage.as_ref(), FIRST_SEGMENT));
+    let (last, _, _) = *positions.iter().max_by_key(|(_, lsn, _)| *lsn).unwrap();
+    flip_bit(storage.as_ref(), FIRST_SEGMENT, last + 40, 2); // nothing after it says it was durable
+    let total = Arc::new(AtomicUsize::new(0));
+    let counted = total.clone();
+    let hook: ReadHook = Arc::new(move |_, _, len| {
+        counted.fetch_add(len, Ordering::Relaxed);
+    });
+    let counting: Arc<dyn Storage> = Arc::new(HookStorage::reads(storage.clone(), hook));
+    let (_wal, report, _) = open(&counting, &opts, 1).unwrap();
+    assert!(report.torn_tail_bytes_dropped > 0, "{report:?}");
+    let read = total.load(Ordering::Relaxed) as u64;
+    assert!(read < (64 << 20) + (16 << 20), "recovery read {read} bytes of a 64 MiB segment");
 }
