@@ -53,13 +53,15 @@ impl F2Engine {
         Self::open_with(storage, config, F2Options::default())
     }
 
-    /// Opens with explicit options. Page size, segment size and the cold index's chunk count are
+    /// Opens with explicit options, overridden by `config.engine_options` (named like the
+    /// fields of [`F2Options`]). Page size, segment size and the cold index's chunk count are
     /// fixed when the store is created; later opens use the stored values.
     pub fn open_with(
         storage: Arc<dyn Storage>,
         config: &EngineConfig,
-        options: F2Options,
+        mut options: F2Options,
     ) -> Result<F2Engine> {
+        options.apply_engine_options(config)?;
         let inner = Arc::new(Inner::open(storage, config, &options)?);
         let worker = if inner.opts.background_maintenance {
             Some(engine::worker::spawn(inner.clone())?)

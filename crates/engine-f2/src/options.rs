@@ -1,6 +1,6 @@
 //! Engine options and the memory-budget split of F2 §8.1.
 
-use strata_core::{EngineConfig, Error, Result};
+use strata_core::{EngineConfig, EngineOptionReader, Error, Result};
 
 /// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
 /// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, the rest
@@ -131,6 +131,43 @@ fn floor_pow2(x: u64) -> u64 {
 }
 
 impl F2Options {
+    /// Overrides the fields named in `EngineConfig::engine_options` (each by its field name;
+    /// sizes take `64MiB`-style suffixes, `None` fields become explicit); refuses unknown names.
+    pub fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
+        let mut r = EngineOptionReader::new("f2", &config.engine_options)?;
+        let set = |field: &mut u64, value: Option<u64>| *field = value.unwrap_or(*field);
+        set(&mut self.page_size_bytes, r.bytes("page_size_bytes")?);
+        set(&mut self.segment_bytes, r.bytes("segment_bytes")?);
+        for (name, field) in [
+            ("hot_index_bytes", &mut self.hot_index_bytes),
+            ("hot_log_memory_bytes", &mut self.hot_log_memory_bytes),
+            ("read_cache_bytes", &mut self.read_cache_bytes),
+            ("cold_index_bytes", &mut self.cold_index_bytes),
+            ("hot_log_disk_budget_bytes", &mut self.hot_log_disk_budget_bytes),
+            ("checkpoint_wal_bytes", &mut self.checkpoint_wal_bytes),
+        ] {
+            if let Some(v) = r.bytes(name)? {
+                *field = Some(v);
+            }
+        }
+        set(&mut self.cold_log_disk_budget_bytes, r.bytes("cold_log_disk_budget_bytes")?);
+        for (name, field) in [
+            ("mutable_fraction", &mut self.mutable_fraction),
+            ("compaction_trigger_fraction", &mut self.compaction_trigger_fraction),
+            ("compaction_fraction", &mut self.compaction_fraction),
+        ] {
+            *field = r.fraction(name)?.unwrap_or(*field);
+        }
+        let threads = r.count("compaction_threads", 1..=MAX_COMPACTION_THREADS as u64)?;
+        self.compaction_threads = threads.map_or(self.compaction_threads, |n| n as usize);
+        let pages = r.count("compaction_frame_pages", 1..=MAX_COMPACTION_FRAME_PAGES as u64)?;
+        self.compaction_frame_pages = pages.map_or(self.compaction_frame_pages, |n| n as usize);
+        self.background_maintenance =
+            r.flag("background_maintenance")?.unwrap_or(self.background_maintenance);
+        self.single_log = r.flag("single_log")?.unwrap_or(self.single_log);
+        r.finish()
+    }
+
     pub fn resolve(&self, config: &EngineConfig) -> Result<Resolved> {
         let page = self.page_size_bytes;
         if page < 4096 || !page.is_power_of_two() || page > crate::checkpoint::MAX_PAGE_BYTES {
@@ -195,6 +232,25 @@ impl F2Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_options_set_fields_by_name_and_refuse_unknown_ones() {
+        let named = |pairs: &[(&str, &str)]| EngineConfig {
+            engine_options: pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+            ..EngineConfig::default()
+        };
+        let mut o = F2Options::default();
+        let config =
+            named(&[("read_cache_bytes", "8MiB"), ("compaction_threads", "2"), ("single_log", "true")]);
+        o.apply_engine_options(&config).unwrap();
+        assert_eq!(o.read_cache_bytes, Some(8 << 20));
+        assert_eq!(o.compaction_threads, 2);
+        assert!(o.single_log);
+        assert_eq!(o.page_size_bytes, F2Options::default().page_size_bytes);
+        let err = F2Options::default().apply_engine_options(&named(&[("read_cache", "8MiB")])).unwrap_err();
+        assert!(err.to_string().contains("read_cache_bytes"), "{err}");
+        assert!(F2Options::default().apply_engine_options(&named(&[("compaction_threads", "0")])).is_err());
+    }
 
     #[test]
     fn default_split_follows_the_paper() {

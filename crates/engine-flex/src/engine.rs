@@ -155,12 +155,15 @@ impl FlexEngine {
         Self::open_with(storage, config, FlexOptions::default())
     }
 
+    /// Opens with explicit options, overridden by `config.engine_options` (named like the fields
+    /// of [`FlexOptions`]).
     pub fn open_with(
         storage: Arc<dyn Storage>,
         config: &EngineConfig,
-        options: FlexOptions,
+        mut options: FlexOptions,
     ) -> Result<FlexEngine> {
         let started = Instant::now();
+        options.apply_engine_options(config)?;
         let budget = config.memory_budget_bytes;
         let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20));
         let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
-    BatchOp, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits, Result,
-    Stats, Value, VerifyReport, WriteBatch,
+    BatchOp, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, Key, KeyRange, KvIter,
+    Limits, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
@@ -89,6 +89,7 @@ impl MemoryEngine {
     /// Opens (creating if empty) the engine's files in `storage`: loads the newest snapshot, then
     /// replays the WAL records after it.
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<MemoryEngine> {
+        EngineOptionReader::new("memory", &config.engine_options)?.finish()?; // it has no knobs
         let wal_options = WalOptions {
             segment_bytes: config.wal_segment_bytes,
             recovery_mode: config.recovery_mode,

@@ -25,10 +25,40 @@ impl EngineSource {
     }
 }
 
-/// Resolves `--engines` names up front. Unknown names and peers missing from this build are errors
+/// Knobs by name and value, as `strata::Options::engine_option` takes them.
+pub type EngineOptions = Vec<(String, String)>;
+
+/// An `--engines` entry: an engine name, then for a Strata engine any knobs as `:name=value`
+/// (`flex:max_interval_records=64:cache_bytes=64MiB`), so two settings of one engine can run
+/// side by side in one invocation. The whole entry names the engine in every report.
+pub fn split_spec(spec: &str) -> Result<(&str, EngineOptions), String> {
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap_or_default();
+    let options = parts
+        .map(|part| match part.split_once('=') {
+            Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
+                Ok((n.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("engine {spec:?}: expected NAME:OPTION=VALUE[:OPTION=VALUE..], got {part:?}")),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((name, options))
+}
+
+/// Resolves `--engines` entries up front. Unknown names and peers missing from this build are errors
 /// (one sentence naming the feature that builds them); Strata kinds that are not implemented yet
-/// resolve fine and report `unsupported` when opened.
-pub fn resolve(name: &str) -> Result<EngineSource, String> {
+/// resolve fine and report `unsupported` when opened. Options (see `split_spec`) are checked by
+/// the engine when it opens.
+pub fn resolve(spec: &str) -> Result<EngineSource, String> {
+    let (name, options) = split_spec(spec)?;
+    let source = resolve_name(name)?;
+    if !options.is_empty() && !matches!(source, EngineSource::Strata(_)) {
+        return Err(format!("engine {spec:?}: only Strata engines take options here; '{name}' takes none"));
+    }
+    Ok(source)
+}
+
+fn resolve_name(name: &str) -> Result<EngineSource, String> {
     if let Ok(kind) = EngineKind::from_str(name) {
         return Ok(EngineSource::Strata(kind));
     }
@@ -89,7 +119,8 @@ pub enum OpenError {
 pub fn open(name: &str, source: EngineSource, params: &OpenParams) -> Result<Box<dyn KvAdapter>, OpenError> {
     match source {
         EngineSource::Strata(kind) => {
-            StrataAdapter::open(kind, params).map(|a| Box::new(a) as Box<dyn KvAdapter>)
+            let (_, options) = split_spec(name).map_err(OpenError::Failed)?;
+            StrataAdapter::open(kind, name, &options, params).map(|a| Box::new(a) as Box<dyn KvAdapter>)
         }
         EngineSource::Baseline => match name {
             "btreemap" => Ok(Box::new(BTreeMapBaseline::default())),
@@ -117,12 +148,21 @@ pub struct StrataAdapter {
 }
 
 impl StrataAdapter {
-    pub fn open(kind: EngineKind, params: &OpenParams) -> Result<StrataAdapter, OpenError> {
+    /// Opens `kind` with the engine `options` (`name=value` knobs) and reports it as `name`.
+    pub fn open(
+        kind: EngineKind,
+        name: &str,
+        engine_options: &[(String, String)],
+        params: &OpenParams,
+    ) -> Result<StrataAdapter, OpenError> {
         let durability = if params.sync_writes { Durability::Sync } else { Durability::Buffered };
-        let options = Options::new(kind)
+        let mut options = Options::new(kind)
             .memory_budget_bytes(params.memory_budget_bytes)
             .direct_io(params.direct_io)
             .default_durability(durability);
+        for (n, v) in engine_options {
+            options = options.engine_option(n, v);
+        }
         let db = Db::open(&params.dir, options).map_err(|e| match e {
             strata::Error::Unsupported(msg) => OpenError::Unsupported(msg),
             other => OpenError::Failed(one_line(&other.to_string())),
@@ -144,7 +184,12 @@ impl StrataAdapter {
             ("rmw".into(), "Db::rmw (atomic read-modify-write)".into()),
             ("scan".into(), "Db::range(start..).take(n)".into()),
         ];
-        Ok(StrataAdapter { db, name: kind.name().to_string(), durability, config })
+        let mut config = config;
+        if !engine_options.is_empty() {
+            let knobs: Vec<String> = engine_options.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            config.insert(2, ("engine_options".into(), knobs.join(", ")));
+        }
+        Ok(StrataAdapter { db, name: name.to_string(), durability, config })
     }
 }
 
@@ -210,6 +255,39 @@ mod tests {
         if !peers::peer_names().contains(&"rocksdb") {
             let err = resolve("rocksdb").unwrap_err();
             assert!(err.contains("--features rocksdb"), "{err}");
+        }
+    }
+
+    #[test]
+    fn strata_engines_take_options_that_name_them_and_reach_the_engine() {
+        let spec = "flex:max_interval_records=4:cache_bytes=1MiB";
+        assert_eq!(resolve(spec).unwrap(), EngineSource::Strata(EngineKind::Flex));
+        let (name, options) = split_spec(spec).unwrap();
+        assert_eq!(name, "flex");
+        assert_eq!(options[1], ("cache_bytes".to_string(), "1MiB".to_string()));
+        for bad in ["flex:", "flex:max_interval_records", "flex:=4", "flex:max_interval_records="] {
+            assert!(resolve(bad).unwrap_err().contains("expected NAME:OPTION=VALUE"), "{bad}");
+        }
+        assert!(resolve("btreemap:x=1").unwrap_err().contains("takes none"));
+
+        let tmp = tempfile::tempdir().unwrap();
+        let params = |dir: &str| OpenParams {
+            dir: tmp.path().join(dir),
+            memory_budget_bytes: 16 << 20,
+            direct_io: false,
+            sync_writes: false,
+            threads: 1,
+        };
+        let source = EngineSource::Strata(EngineKind::Flex);
+        let Ok(adapter) = open(spec, source, &params("a")) else { panic!("{spec} did not open") };
+        assert_eq!(adapter.name(), spec);
+        let stats = adapter.engine_stats().unwrap();
+        assert_eq!(stats.counter("memory.cache_capacity_bytes"), Some(1 << 20));
+        assert!(adapter.config_description().iter().any(|(k, v)| k == "engine_options" && v.contains("=4")));
+        adapter.close().unwrap();
+        match open("flex:max_interval_records=1", source, &params("b")) {
+            Err(OpenError::Failed(m)) => assert!(m.contains("max_interval_records"), "{m}"),
+            _ => panic!("an out-of-range option opened"),
         }
     }
 

@@ -143,7 +143,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         if config.reopen_after_kill { kill_reopen_all(config, base.path(), budget) } else { Vec::new() };
     let mut peak_reset_everywhere = true;
     for (index, name) in config.engines.iter().enumerate() {
-        let dir = base.path().join(format!("{index}-{name}"));
+        let dir = base.path().join(format!("{index}-{}", dir_name(name)));
         let (mut engine, mut results, reset) = run_engine(config, name, &dir, budget);
         if let Some((_, measured)) = kill_reopens.iter().find(|(n, _)| n == name) {
             match measured {
@@ -189,14 +189,14 @@ fn kill_reopen_all(
     budget: u64,
 ) -> Vec<(String, Result<KillReopen, String>)> {
     let mut measured: Vec<(String, Result<KillReopen, String>)> = Vec::new();
-    for name in &config.engines {
+    for (index, name) in config.engines.iter().enumerate() {
         let Ok(source) = engines::resolve(name) else { continue };
         if !source.is_persistent() || measured.iter().any(|(n, _)| n == name) {
             continue;
         }
         say(config, &format!("{name}: loading {} records in a child process to kill it", config.records));
         let params = OpenParams {
-            dir: base.join(format!("{name}-kill")),
+            dir: base.join(format!("{index}-{}-kill", dir_name(name))),
             memory_budget_bytes: budget,
             direct_io: config.direct_io,
             sync_writes: config.sync_writes,
@@ -574,4 +574,9 @@ fn set_ratios(report: &mut BenchReport) {
                 base.get(&r.workload).filter(|b| **b > 0.0).map(|b| r.throughput_ops_per_sec / b);
         }
     }
+}
+
+/// An engine entry as a directory name: options (`flex:max_interval_records=64`) become `_`s.
+fn dir_name(engine: &str) -> String {
+    engine.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
 }

@@ -43,6 +43,9 @@ pub struct EngineConfig {
     pub wal_segment_bytes: u64,
     /// Open data files with O_DIRECT where the engine supports it.
     pub direct_io: bool,
+    /// Engine-specific knobs by name and value text (`max_interval_records` = `64`): each engine
+    /// applies the ones it knows and refuses the others (`EngineOptionReader`).
+    pub engine_options: Vec<(String, String)>,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +55,7 @@ impl Default for EngineConfig {
             recovery_mode: RecoveryMode::default(),
             wal_segment_bytes: 64 << 20,
             direct_io: false,
+            engine_options: Vec::new(),
         }
     }
 }

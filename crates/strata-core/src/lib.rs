@@ -4,6 +4,7 @@
 mod batch;
 pub mod batch_codec;
 mod engine;
+mod engine_options;
 mod error;
 pub mod le_bytes;
 mod range;
@@ -11,6 +12,7 @@ mod stats;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
+pub use engine_options::{parse_bytes, EngineOptionReader};
 pub use error::{Error, Result};
 pub use range::{at_or_after, at_or_before, Direction, KeyRange};
 pub use stats::{IoStats, Stats};

@@ -78,6 +78,22 @@ impl Options {
         self
     }
 
+    /// Sets one engine-specific knob by name, e.g. `engine_option("max_interval_records", "64")`
+    /// for flex or `engine_option("read_cache_bytes", "64MiB")` for f2 (the names are the fields of
+    /// each engine's options struct; docs/ARCHITECTURE.md lists them). `Db::open` fails with
+    /// `Error::InvalidArgument` for a name the engine does not know or a value it cannot take.
+    /// Knobs are not stored: each open uses the ones it is given. Setting a name again replaces
+    /// its value.
+    pub fn engine_option(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        let options = &mut self.engine_config.engine_options;
+        match options.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => options.push((name, value)),
+        }
+        self
+    }
+
     /// Run on this storage instead of files under the path given to `Db::open` (in-memory or
     /// simulated disks for tests; the path is then only used in messages).
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {

@@ -147,3 +147,26 @@ fn db_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Db>();
 }
+
+#[test]
+fn engine_options_reach_the_engine_and_unknown_ones_are_refused() {
+    let open = |options: Options| Db::open("unused", options.storage(Arc::new(MemStorage::new())));
+    let flex = || Options::new(EngineKind::Flex).memory_budget_bytes(16 << 20);
+    let db = open(flex().engine_option("cache_bytes", "3MiB")).unwrap();
+    assert_eq!(db.stats().unwrap().counter("memory.cache_capacity_bytes"), Some(3 << 20));
+    db.close().unwrap();
+    // Setting a name again replaces its value.
+    let db = open(flex().engine_option("cache_bytes", "1MiB").engine_option("cache_bytes", "2MiB")).unwrap();
+    assert_eq!(db.stats().unwrap().counter("memory.cache_capacity_bytes"), Some(2 << 20));
+    db.close().unwrap();
+
+    let err = open(flex().engine_option("cache_size", "3MiB")).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(one_line(&err).contains("'cache_size'") && one_line(&err).contains("cache_bytes"), "{err}");
+    let err = open(flex().engine_option("max_interval_records", "lots")).unwrap_err();
+    assert!(one_line(&err).contains("max_interval_records=\"lots\""), "{err}");
+    let err = open(Options::new(EngineKind::Memory).engine_option("cache_bytes", "1MiB")).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)) && one_line(&err).contains("takes none"), "{err}");
+    let err = open(Options::new(EngineKind::F2).engine_option("read_cache", "1MiB")).unwrap_err();
+    assert!(one_line(&err).contains("read_cache_bytes"), "{err}");
+}

@@ -15,6 +15,8 @@ pub(crate) mod table;
 
 pub use naive_file::NaiveTableFile;
 
+use strata_core::{EngineConfig, EngineOptionReader, Result};
+
 use crate::flexfile::FlexFileOptions;
 
 /// Which `TableFile` implementation holds the table.
@@ -87,5 +89,55 @@ impl Default for FlexOptions {
             commit_step_entries: 256,
             flexfile: FlexFileOptions::default(),
         }
+    }
+}
+
+impl FlexOptions {
+    /// Overrides the FlexDB knobs named in `EngineConfig::engine_options` (each by its field
+    /// name; sizes take `64MiB`-style suffixes); refuses unknown names.
+    pub fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
+        let mut r = EngineOptionReader::new("flex", &config.engine_options)?;
+        if let Some(v) = r.bytes("memtable_bytes")? {
+            if v < 64 << 10 {
+                return Err(strata_core::Error::invalid(format!("flex memtable_bytes {v} is below 64 KiB")));
+            }
+            self.memtable_bytes = Some(v);
+        }
+        if let Some(v) = r.bytes("cache_bytes")? {
+            self.cache_bytes = Some(v);
+        }
+        self.max_interval_bytes = r.bytes("max_interval_bytes")?.unwrap_or(self.max_interval_bytes);
+        let records = r.count("max_interval_records", 2..=u64::from(u16::MAX))?;
+        self.max_interval_records = records.map_or(self.max_interval_records, |n| n as u32);
+        self.scan_readahead_bytes = r.bytes("scan_readahead_bytes")?.unwrap_or(self.scan_readahead_bytes);
+        self.rebuild_interval_bytes =
+            r.bytes("rebuild_interval_bytes")?.unwrap_or(self.rebuild_interval_bytes);
+        let step = r.count("commit_step_entries", 1..=1 << 20)?;
+        self.commit_step_entries = step.map_or(self.commit_step_entries, |n| n as usize);
+        r.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_options_set_knobs_by_name_and_refuse_unknown_ones() {
+        let named = |pairs: &[(&str, &str)]| EngineConfig {
+            engine_options: pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+            ..EngineConfig::default()
+        };
+        let mut o = FlexOptions::default();
+        o.apply_engine_options(&named(&[("max_interval_records", "64"), ("cache_bytes", "32MiB")])).unwrap();
+        assert_eq!(o.max_interval_records, 64);
+        assert_eq!(o.cache_bytes, Some(32 << 20));
+        assert_eq!(o.max_interval_bytes, FlexOptions::default().max_interval_bytes);
+        let err =
+            FlexOptions::default().apply_engine_options(&named(&[("interval_records", "64")])).unwrap_err();
+        assert!(err.to_string().contains("max_interval_records"), "{err}");
+        assert!(FlexOptions::default()
+            .apply_engine_options(&named(&[("max_interval_records", "1")]))
+            .is_err());
     }
 }

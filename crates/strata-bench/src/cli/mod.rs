@@ -29,7 +29,9 @@ use crate::workload::{DistributionKind, KeyFormat, KeySpec, OpMix, ValueSpec, Wo
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
-    /// Engines to compare, in order; ratios are against the first. See --list-engines.
+    /// Engines to compare, in order; ratios are against the first. See --list-engines. A Strata
+    /// engine takes knobs as NAME:OPTION=VALUE[:OPTION=VALUE..] (flex:max_interval_records=64),
+    /// so one engine can run under two settings side by side.
     #[arg(long, default_value = "memory", value_name = "A,B,..")]
     engines: String,
     /// Workloads to run after one load per engine: load, a..f, read50-insert50, update100, rmw100,

@@ -18,25 +18,8 @@ pub fn count(flag: &str, text: &str) -> Result<u64, String> {
 
 /// `256MiB`, `1GiB`, `64M`, `512k`, `1048576` (binary multipliers; a trailing `B`/`iB` is optional).
 pub fn bytes(flag: &str, text: &str) -> Result<u64, String> {
-    let t = text.trim().to_ascii_lowercase().replace('_', "");
-    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t).to_string();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 10),
-        Some((i, 'm')) => (&t[..i], 20),
-        Some((i, 'g')) => (&t[..i], 30),
-        Some((i, 't')) => (&t[..i], 40),
-        _ => (t.as_str(), 0),
-    };
     let err = || format!("{flag} {text:?}: expected a size like 256MiB, 1GiB or 1048576");
-    let value: f64 = digits.trim().parse().map_err(|_| err())?;
-    if !(value.is_finite() && value > 0.0) {
-        return Err(err());
-    }
-    let bytes = value * (1u64 << shift) as f64;
-    if bytes < 1.0 || bytes > u64::MAX as f64 / 2.0 {
-        return Err(err());
-    }
-    Ok(bytes as u64)
+    strata::parse_bytes(text).filter(|&b| b > 0).ok_or_else(err)
 }
 
 /// `--hotspot OPS,KEYS`: fraction of operations on the fraction of keys, e.g. `0.8,0.2`.

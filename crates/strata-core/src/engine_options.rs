@@ -1,0 +1,169 @@
+//! Engine-specific knobs passed by name (`EngineConfig::engine_options`), so one API and one
+//! benchmark command line can tune any engine: `max_interval_records=64` for flex,
+//! `read_cache_bytes=64MiB` for f2. An engine reads the names it knows with the typed getters and
+//! then calls `finish`, which refuses every other name with a message listing the known ones: a
+//! misspelt knob is an error, never silently ignored.
+
+use crate::{Error, Result};
+
+/// Reads one engine's knobs out of `EngineConfig::engine_options`.
+pub struct EngineOptionReader<'a> {
+    engine: &'a str,
+    given: &'a [(String, String)],
+    known: Vec<&'static str>,
+}
+
+impl<'a> EngineOptionReader<'a> {
+    /// Refuses a name given twice (which value was meant is unclear).
+    pub fn new(engine: &'a str, given: &'a [(String, String)]) -> Result<Self> {
+        for (i, (name, _)) in given.iter().enumerate() {
+            if given.iter().skip(i + 1).any(|(other, _)| other == name) {
+                return Err(Error::invalid(format!("engine option '{name}' is given twice")));
+            }
+        }
+        Ok(EngineOptionReader { engine, given, known: Vec::new() })
+    }
+
+    fn raw(&mut self, name: &'static str) -> Option<&'a str> {
+        self.known.push(name);
+        self.given.iter().find(|(n, _)| n == name).map(|(_, v)| v.trim())
+    }
+
+    fn bad(&self, name: &str, value: &str, expected: &str) -> Error {
+        Error::invalid(format!("{} engine option {name}={value:?}: expected {expected}", self.engine))
+    }
+
+    /// A size: `65536`, `64KiB`, `16MiB`, `1GiB` (binary multipliers; `B`/`iB` optional).
+    pub fn bytes(&mut self, name: &'static str) -> Result<Option<u64>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        parse_bytes(value).map(Some).ok_or_else(|| self.bad(name, value, "a size like 65536, 64KiB or 16MiB"))
+    }
+
+    /// A whole number within `range`.
+    pub fn count(&mut self, name: &'static str, range: std::ops::RangeInclusive<u64>) -> Result<Option<u64>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        match value.replace('_', "").parse::<u64>() {
+            Ok(n) if range.contains(&n) => Ok(Some(n)),
+            _ => Err(self.bad(
+                name,
+                value,
+                &format!("a whole number from {} to {}", range.start(), range.end()),
+            )),
+        }
+    }
+
+    /// A fraction strictly above 0 and at most 1.
+    pub fn fraction(&mut self, name: &'static str) -> Result<Option<f64>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        match value.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.0 => Ok(Some(x)),
+            _ => Err(self.bad(name, value, "a fraction in (0, 1]")),
+        }
+    }
+
+    /// `true` or `false`.
+    pub fn flag(&mut self, name: &'static str) -> Result<Option<bool>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        match value {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            _ => Err(self.bad(name, value, "true or false")),
+        }
+    }
+
+    /// Refuses the names no getter asked for.
+    pub fn finish(self) -> Result<()> {
+        let Some((name, _)) = self.given.iter().find(|(n, _)| !self.known.contains(&n.as_str())) else {
+            return Ok(());
+        };
+        let known = if self.known.is_empty() {
+            "it takes none".to_string()
+        } else {
+            format!("known: {}", self.known.join(", "))
+        };
+        Err(Error::invalid(format!("engine {} has no option '{name}' ({known})", self.engine)))
+    }
+}
+
+/// `65536`, `64KiB`, `64k`, `16MiB`, `1GiB`, `1.5GiB`, `0`: binary multipliers, whole bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase().replace('_', "");
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        Some((i, 't')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    let value: f64 = digits.trim().parse().ok()?;
+    let bytes = value * (1u64 << shift) as f64;
+    (value.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64 / 2.0 && bytes.fract() == 0.0)
+        .then_some(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn typed_getters_read_known_names_and_finish_refuses_the_rest() {
+        let g = given(&[("cache_bytes", "64MiB"), ("records", "48"), ("on", "true"), ("share", "0.5")]);
+        let mut r = EngineOptionReader::new("flex", &g).unwrap();
+        assert_eq!(r.bytes("cache_bytes").unwrap(), Some(64 << 20));
+        assert_eq!(r.count("records", 2..=1 << 20).unwrap(), Some(48));
+        assert_eq!(r.flag("on").unwrap(), Some(true));
+        assert_eq!(r.fraction("share").unwrap(), Some(0.5));
+        assert_eq!(r.bytes("absent").unwrap(), None);
+        r.finish().unwrap();
+
+        let g = given(&[("max_interval_record", "64")]);
+        let mut r = EngineOptionReader::new("flex", &g).unwrap();
+        assert_eq!(r.count("max_interval_records", 2..=100).unwrap(), None);
+        let err = r.finish().unwrap_err().to_string();
+        assert!(
+            err.contains("no option 'max_interval_record'") && err.contains("max_interval_records"),
+            "{err}"
+        );
+
+        let g = given(&[("anything", "1")]);
+        let err = EngineOptionReader::new("memory", &g).unwrap().finish().unwrap_err().to_string();
+        assert!(err.contains("memory") && err.contains("takes none"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_and_repeated_names_are_clear_errors() {
+        let g = given(&[("n", "1"), ("n", "2")]);
+        assert!(EngineOptionReader::new("f2", &g).is_err());
+        for (name, value) in
+            [("b", "lots"), ("b", "-1"), ("b", "0.3"), ("c", "1"), ("c", "x"), ("f", "0"), ("t", "yes")]
+        {
+            let g = given(&[(name, value)]);
+            let mut r = EngineOptionReader::new("f2", &g).unwrap();
+            let err = match name {
+                "b" => r.bytes("b").unwrap_err(),
+                "c" => r.count("c", 2..=8).unwrap_err(),
+                "f" => r.fraction("f").unwrap_err(),
+                _ => r.flag("t").unwrap_err(),
+            };
+            assert!(err.to_string().contains(&format!("{name}={value:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_bytes("65536"), Some(65536));
+        assert_eq!(parse_bytes("64KiB"), Some(64 << 10));
+        assert_eq!(parse_bytes("64k"), Some(64 << 10));
+        assert_eq!(parse_bytes("1.5GiB"), Some(3 << 29));
+        assert_eq!(parse_bytes("16 MB"), Some(16 << 20));
+        assert_eq!(parse_bytes("0"), Some(0));
+        assert_eq!(parse_bytes("0.5"), None);
+        assert_eq!(parse_bytes("-1"), None);
+        assert_eq!(parse_bytes(""), None);
+    }
+}
