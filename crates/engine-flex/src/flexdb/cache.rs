@@ -24,8 +24,6 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use strata_core::Key;
-
 pub use super::interval::IntervalData;
 use super::interval::Span;
 use super::sparse_index::{IndexKey, NO_SLOT};
@@ -45,8 +43,12 @@ const GHOST_ENTRY_BYTES: u64 = 40;
 /// The two heap buffers of an evicted interval (`IntervalData::into_buffers`).
 pub type SpareBuffers = (Vec<u8>, Vec<Span>);
 
+/// An owner's index key; up to 32 bytes inline in the slot, so checking a hit's owner does not
+/// follow a pointer to another heap buffer.
+type OwnerKey = smallvec::SmallVec<[u8; 32]>;
+
 struct Slot {
-    owner: Key,
+    owner: OwnerKey,
     data: Option<Arc<IntervalData>>,
     bytes: u64,
     /// Reads since it entered the small FIFO (in it), or its CLOCK count (in the main part).
@@ -200,18 +202,18 @@ impl IntervalCache {
     /// than the cache) and the evicted intervals whose buffers were not kept as spare ones: the
     /// caller drops them after releasing the cache's lock (freeing them is the slow part of an
     /// eviction).
-    pub fn insert(&mut self, owner: Key, data: Arc<IntervalData>) -> (u32, Vec<Arc<IntervalData>>) {
+    pub fn insert(&mut self, owner: IndexKey<'_>, data: Arc<IntervalData>) -> (u32, Vec<Arc<IntervalData>>) {
         let bytes = data.memory_bytes();
         if bytes > self.capacity_bytes {
             return (NO_SLOT, Vec::new());
         }
-        let in_small = self.ghost.remove(&owner_hash(&owner)).is_none();
+        let in_small = self.ghost.remove(&owner.with_slice(owner_hash)).is_none();
         self.make_room(bytes, None);
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
                 self.slots.push(Slot {
-                    owner: Vec::new(),
+                    owner: OwnerKey::new(),
                     data: None,
                     bytes: 0,
                     freq: 0,
@@ -224,7 +226,9 @@ impl IntervalCache {
         let s = &mut self.slots[id as usize];
         s.generation = s.generation.wrapping_add(1);
         self.slack_bytes += data.slack_bytes();
-        (s.owner, s.data, s.bytes, s.freq, s.in_small) = (owner, Some(data), bytes, 0, in_small);
+        s.owner.clear();
+        owner.with_slice(|k| s.owner.extend_from_slice(k));
+        (s.data, s.bytes, s.freq, s.in_small) = (Some(data), bytes, 0, in_small);
         self.data_bytes += bytes;
         if in_small {
             self.small.push_back((id, s.generation));
@@ -236,7 +240,8 @@ impl IntervalCache {
 
     /// Write-through: replaces the data of `slot` if `owner` owns it (drops it if now too large).
     pub fn update(&mut self, slot: u32, owner: &[u8], data: Arc<IntervalData>) {
-        let Some(s) = self.slots.get_mut(slot as usize).filter(|s| s.owner == owner && s.data.is_some())
+        let Some(s) =
+            self.slots.get_mut(slot as usize).filter(|s| s.owner.as_slice() == owner && s.data.is_some())
         else {
             return;
         };
@@ -418,12 +423,12 @@ mod tests {
         let per = data(4).memory_bytes();
         // Room for three intervals and the ghost list's two entries.
         let mut cache = IntervalCache::new(per * 3 + 2 * GHOST_ENTRY_BYTES);
-        let a = cache.insert(b"a".to_vec(), data(4)).0;
-        let b = cache.insert(b"b".to_vec(), data(4)).0;
-        let c = cache.insert(b"c".to_vec(), data(4)).0;
+        let a = cache.insert(key(b"a"), data(4)).0;
+        let b = cache.insert(key(b"b"), data(4)).0;
+        let c = cache.insert(key(b"c"), data(4)).0;
         assert!(cache.get(a, key(b"a")).is_some());
         // `a` moves to the main part, `b` (never read again) is dropped.
-        let d = cache.insert(b"d".to_vec(), data(4)).0;
+        let d = cache.insert(key(b"d"), data(4)).0;
         assert!(cache.used_bytes() <= cache.capacity_bytes());
         let live: Vec<&[u8]> = [(a, &b"a"[..]), (b, b"b"), (c, b"c"), (d, b"d")]
             .into_iter()
@@ -432,7 +437,7 @@ mod tests {
             .collect();
         assert_eq!(live, [&b"a"[..], b"c", b"d"]);
         assert!(cache.get(d, key(b"x")).is_none(), "a slot answers only its owner");
-        assert_eq!(cache.insert(b"big".to_vec(), data(100)).0, NO_SLOT);
+        assert_eq!(cache.insert(key(b"big"), data(100)).0, NO_SLOT);
         cache.update(d, b"d", data(1));
         assert_eq!(cache.get(d, key(b"d")).map(|x| x.len()), Some(1));
         cache.invalidate(d);
@@ -443,11 +448,11 @@ mod tests {
     fn eviction_keeps_unshared_buffers_for_reuse_and_hands_back_shared_ones() {
         let mut cache = IntervalCache::new(data(4).memory_bytes());
         let held = data(4); // a reader still holds it
-        cache.insert(b"a".to_vec(), held.clone());
-        let (_, evicted) = cache.insert(b"b".to_vec(), data(4));
+        cache.insert(key(b"a"), held.clone());
+        let (_, evicted) = cache.insert(key(b"b"), data(4));
         assert!(evicted.len() == 1 && Arc::ptr_eq(&evicted[0], &held), "shared: handed back to drop");
         assert_eq!(cache.take_spare(1).0.capacity(), 0, "nothing spare yet");
-        let (_, evicted) = cache.insert(b"c".to_vec(), data(4));
+        let (_, evicted) = cache.insert(key(b"c"), data(4));
         assert!(evicted.is_empty(), "unshared: kept");
         let (mut bytes, spans) = cache.take_spare(held.bytes().len());
         assert!(bytes.capacity() >= held.bytes().len() && spans.capacity() >= 4);
@@ -458,7 +463,7 @@ mod tests {
     }
 
     /// Owners "h0".."h{n}" (hot) and "s0".. (scanned once).
-    fn owner(prefix: &str, i: usize) -> Key {
+    fn owner(prefix: &str, i: usize) -> strata_core::Key {
         format!("{prefix}{i}").into_bytes()
     }
 
@@ -466,13 +471,13 @@ mod tests {
     fn intervals_read_once_do_not_push_out_the_ones_read_again() {
         let per = data(4).memory_bytes();
         let mut cache = IntervalCache::new(per * 20);
-        let hot: Vec<u32> = (0..10).map(|i| cache.insert(owner("h", i), data(4)).0).collect();
+        let hot: Vec<u32> = (0..10).map(|i| cache.insert(key(&owner("h", i)), data(4)).0).collect();
         for (i, &slot) in hot.iter().enumerate() {
             assert!(cache.get(slot, key(&owner("h", i))).is_some());
         }
         // A scan: 200 intervals, each read once. CLOCK alone would cycle all of them through.
         for i in 0..200 {
-            cache.insert(owner("s", i), data(4));
+            cache.insert(key(&owner("s", i)), data(4));
             assert!(cache.used_bytes() <= per * 20);
         }
         for (i, &slot) in hot.iter().enumerate() {
@@ -484,14 +489,14 @@ mod tests {
     fn an_interval_dropped_from_the_small_fifo_comes_back_into_the_main_part() {
         let per = data(4).memory_bytes();
         let mut cache = IntervalCache::new(per * 20);
-        let first = cache.insert(owner("x", 0), data(4)).0;
+        let first = cache.insert(key(&owner("x", 0)), data(4)).0;
         for i in 0..30 {
-            cache.insert(owner("s", i), data(4));
+            cache.insert(key(&owner("s", i)), data(4));
         }
         assert!(cache.get(first, key(&owner("x", 0))).is_none(), "read once: dropped from the small FIFO");
-        let again = cache.insert(owner("x", 0), data(4)).0; // the ghost list remembers it: main part
+        let again = cache.insert(key(&owner("x", 0)), data(4)).0; // the ghost list remembers it: main part
         for i in 30..300 {
-            cache.insert(owner("s", i), data(4));
+            cache.insert(key(&owner("s", i)), data(4));
         }
         assert!(cache.get(again, key(&owner("x", 0))).is_some());
     }
@@ -504,12 +509,12 @@ mod tests {
         let per = data(4).memory_bytes();
         let mut cache = IntervalCache::new(per * 3 + 4 * GHOST_ENTRY_BYTES);
         let slots: Vec<u32> =
-            ["a", "b", "c"].iter().map(|k| cache.insert(k.as_bytes().to_vec(), data(4)).0).collect();
+            ["a", "b", "c"].iter().map(|k| cache.insert(key(k.as_bytes()), data(4)).0).collect();
         for (slot, k) in slots.iter().zip(["a", "b", "c"]) {
             assert!(cache.get(*slot, key(k.as_bytes())).is_some());
         }
         // `d` pushes a, b, c (read again) to the main part and evicts one of them.
-        let d = cache.insert(b"d".to_vec(), data(4)).0;
+        let d = cache.insert(key(b"d"), data(4)).0;
         cache.update(d, b"d", data(8)); // twice the size: only the main part can give room
         assert!(
             cache.used_bytes() <= cache.capacity_bytes(),
@@ -538,7 +543,7 @@ mod tests {
         let mut slots = Vec::new();
         for i in 0..12 {
             let d = if i % 2 == 0 { roomy(i % 5 + 1) } else { data(i % 5 + 1) };
-            slots.push(cache.insert(owner("s", i), d).0);
+            slots.push(cache.insert(key(&owner("s", i)), d).0);
             assert_eq!(cache.slack_bytes(), walked(&cache), "after insert {i}");
         }
         for (i, &slot) in slots.iter().enumerate() {
@@ -557,7 +562,7 @@ mod tests {
     fn the_small_fifo_does_not_keep_entries_of_emptied_slots() {
         let mut cache = IntervalCache::new(1 << 30);
         for i in 0..1000 {
-            let slot = cache.insert(owner("s", i), data(1)).0;
+            let slot = cache.insert(key(&owner("s", i)), data(1)).0;
             cache.invalidate(slot);
         }
         assert!(cache.small.len() <= 2 * cache.small_live + 64, "{} entries", cache.small.len());

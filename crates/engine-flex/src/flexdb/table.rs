@@ -330,7 +330,7 @@ impl Table {
                     return d; // another reader cached it meanwhile
                 }
             }
-            let (new_slot, evicted) = cache.insert(e.key().to_vec(), data.clone());
+            let (new_slot, evicted) = cache.insert(e.key(), data.clone());
             e.cache_slot().store(new_slot, Relaxed);
             (new_slot, evicted)
         };

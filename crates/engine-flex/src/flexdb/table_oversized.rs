@@ -118,7 +118,7 @@ impl Table {
             if e.size_bytes() != bytes as u64 || e.count() != Some(piece.len() as u32) {
                 continue;
             }
-            let (slot, evicted) = self.cache.get_mut().insert(e.key().to_vec(), piece);
+            let (slot, evicted) = self.cache.get_mut().insert(e.key(), piece);
             e.cache_slot().store(slot, Relaxed);
             dropped.extend(evicted);
         }
