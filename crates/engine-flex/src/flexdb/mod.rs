@@ -52,12 +52,13 @@ pub struct FlexOptions {
     pub cache_bytes: Option<u64>,
     /// Intervals are split above this many bytes (§5.1).
     pub max_interval_bytes: u64,
-    /// Intervals are split above this many records, into the fewest equal pieces (§5.1). The paper's experiments
-    /// use 8 with an interval cache as large as the data; under a budget of ~1/5 of the data,
-    /// 32 (about a 4 KiB block of UDB records, as RocksDB's) measured better: 10M UDB records,
-    /// 300 MiB, same invocation as RocksDB, 16 → 32 took YCSB E from 1.29× to 1.78× RocksDB with
-    /// C unchanged (2.0–2.1×); the sparse index halves (61 → 34 MiB) and the cache grows. The
-    /// price: load write amplification 13.6 → 19.2 (commits rewrite fragmented intervals whole).
+    /// Intervals are split above this many records, into the fewest equal pieces (§5.1). The
+    /// paper's experiments use 8 with an interval cache as large as the data. Under a budget of
+    /// ~1/5 of the data, larger intervals mean fewer loads per scan and a smaller sparse index,
+    /// for slower point reads and more bytes rewritten per commit. 64 is the default: at 10M UDB
+    /// records / 300 MiB, in one invocation with RocksDB, 32 → 64 took YCSB E from 2.93× to 3.78×
+    /// RocksDB and C from 2.42× to 1.93×, load write amplification 17.2 → 21.8
+    /// (docs/benchmarks.md, session 9; 16 → 32 in session 4).
     pub max_interval_records: u32,
     /// A scan's cache miss also reads the uncached intervals after it, up to this many bytes in
     /// all, with one table-file read (0: none). Off by default: measured (1M UDB records, 30 MiB,
@@ -83,7 +84,7 @@ impl Default for FlexOptions {
             memtable_bytes: None,
             cache_bytes: None,
             max_interval_bytes: 16 << 10,
-            max_interval_records: 32,
+            max_interval_records: 64,
             scan_readahead_bytes: 0,
             rebuild_interval_bytes: 8 << 10,
             commit_step_entries: 256,
