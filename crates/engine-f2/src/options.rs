@@ -135,36 +135,45 @@ impl F2Options {
     /// sizes take `64MiB`-style suffixes, `None` fields become explicit); refuses unknown names.
     pub fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
         let mut r = EngineOptionReader::new("f2", &config.engine_options)?;
-        let set = |field: &mut u64, value: Option<u64>| *field = value.unwrap_or(*field);
-        set(&mut self.page_size_bytes, r.bytes("page_size_bytes")?);
-        set(&mut self.segment_bytes, r.bytes("segment_bytes")?);
-        for (name, field) in [
-            ("hot_index_bytes", &mut self.hot_index_bytes),
-            ("hot_log_memory_bytes", &mut self.hot_log_memory_bytes),
-            ("read_cache_bytes", &mut self.read_cache_bytes),
-            ("cold_index_bytes", &mut self.cold_index_bytes),
-            ("hot_log_disk_budget_bytes", &mut self.hot_log_disk_budget_bytes),
-            ("checkpoint_wal_bytes", &mut self.checkpoint_wal_bytes),
-        ] {
-            if let Some(v) = r.bytes(name)? {
-                *field = Some(v);
-            }
-        }
-        set(&mut self.cold_log_disk_budget_bytes, r.bytes("cold_log_disk_budget_bytes")?);
-        for (name, field) in [
-            ("mutable_fraction", &mut self.mutable_fraction),
-            ("compaction_trigger_fraction", &mut self.compaction_trigger_fraction),
-            ("compaction_fraction", &mut self.compaction_fraction),
-        ] {
+        // Memory shares stay within the budget; disk budgets and files within 1 PiB.
+        let memory = 0..=config.memory_budget_bytes.max(4 << 10);
+        let disk = 0..=1 << 50;
+        let mut bytes = |field: &mut u64, name, range| -> Result<()> {
+            *field = r.bytes(name, range)?.unwrap_or(*field);
+            Ok(())
+        };
+        bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=crate::checkpoint::MAX_PAGE_BYTES)?;
+        bytes(&mut self.segment_bytes, "segment_bytes", 4 << 10..=1 << 50)?;
+        bytes(&mut self.cold_log_disk_budget_bytes, "cold_log_disk_budget_bytes", disk.clone())?;
+        let mut optional_bytes = |field: &mut Option<u64>, name, range| -> Result<()> {
+            *field = r.bytes(name, range)?.or(*field);
+            Ok(())
+        };
+        optional_bytes(&mut self.hot_index_bytes, "hot_index_bytes", memory.clone())?;
+        optional_bytes(&mut self.hot_log_memory_bytes, "hot_log_memory_bytes", memory.clone())?;
+        optional_bytes(&mut self.read_cache_bytes, "read_cache_bytes", memory.clone())?;
+        optional_bytes(&mut self.cold_index_bytes, "cold_index_bytes", memory)?;
+        optional_bytes(&mut self.hot_log_disk_budget_bytes, "hot_log_disk_budget_bytes", disk.clone())?;
+        optional_bytes(&mut self.checkpoint_wal_bytes, "checkpoint_wal_bytes", disk)?;
+        let mut fraction = |field: &mut f64, name| -> Result<()> {
             *field = r.fraction(name)?.unwrap_or(*field);
-        }
-        let threads = r.count("compaction_threads", 1..=MAX_COMPACTION_THREADS as u64)?;
-        self.compaction_threads = threads.map_or(self.compaction_threads, |n| n as usize);
-        let pages = r.count("compaction_frame_pages", 1..=MAX_COMPACTION_FRAME_PAGES as u64)?;
-        self.compaction_frame_pages = pages.map_or(self.compaction_frame_pages, |n| n as usize);
-        self.background_maintenance =
-            r.flag("background_maintenance")?.unwrap_or(self.background_maintenance);
-        self.single_log = r.flag("single_log")?.unwrap_or(self.single_log);
+            Ok(())
+        };
+        fraction(&mut self.mutable_fraction, "mutable_fraction")?;
+        fraction(&mut self.compaction_trigger_fraction, "compaction_trigger_fraction")?;
+        fraction(&mut self.compaction_fraction, "compaction_fraction")?;
+        let mut count = |field: &mut usize, name, max: usize| -> Result<()> {
+            *field = r.count(name, 1..=max as u64)?.map_or(*field, |n| n as usize);
+            Ok(())
+        };
+        count(&mut self.compaction_threads, "compaction_threads", MAX_COMPACTION_THREADS)?;
+        count(&mut self.compaction_frame_pages, "compaction_frame_pages", MAX_COMPACTION_FRAME_PAGES)?;
+        let mut flag = |field: &mut bool, name| -> Result<()> {
+            *field = r.flag(name)?.unwrap_or(*field);
+            Ok(())
+        };
+        flag(&mut self.background_maintenance, "background_maintenance")?;
+        flag(&mut self.single_log, "single_log")?;
         r.finish()
     }
 
@@ -199,12 +208,11 @@ impl F2Options {
         let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
         let cold_index = self.cold_index_bytes.unwrap_or(budget / 48);
         let reserved = reserved_bytes(page, self.compaction_frame_pages);
-        let hot_log = self
-            .hot_log_memory_bytes
-            .unwrap_or_else(|| budget.saturating_sub(hot_index + read_cache + cold_index + reserved));
+        let shares = hot_index.saturating_add(read_cache).saturating_add(cold_index).saturating_add(reserved);
+        let hot_log = self.hot_log_memory_bytes.unwrap_or_else(|| budget.saturating_sub(shares));
         let hot_log_pages = (hot_log / page).max(2) as usize;
         let hot_log = hot_log_pages as u64 * page;
-        let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(4 * hot_log).max(4 * page);
+        let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(hot_log.saturating_mul(4)).max(4 * page);
         let cold_budget = self.cold_log_disk_budget_bytes.max(2 * page);
         Ok(Resolved {
             page_size_bytes: page,
@@ -249,7 +257,12 @@ mod tests {
         assert_eq!(o.page_size_bytes, F2Options::default().page_size_bytes);
         let err = F2Options::default().apply_engine_options(&named(&[("read_cache", "8MiB")])).unwrap_err();
         assert!(err.to_string().contains("read_cache_bytes"), "{err}");
-        assert!(F2Options::default().apply_engine_options(&named(&[("compaction_threads", "0")])).is_err());
+        for (name, value) in
+            [("compaction_threads", "0"), ("hot_index_bytes", "1TiB"), ("page_size_bytes", "2GiB")]
+        {
+            let err = F2Options::default().apply_engine_options(&named(&[(name, value)])).unwrap_err();
+            assert!(err.to_string().contains(name), "{name}={value}: {err}");
+        }
     }
 
     #[test]

@@ -165,7 +165,9 @@ impl FlexEngine {
         let started = Instant::now();
         options.apply_engine_options(config)?;
         let budget = config.memory_budget_bytes;
-        let memtable_bytes = options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20));
+        // At most 1 TiB: sums of MemTable sizes must not overflow.
+        let memtable_bytes =
+            options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20)).min(1 << 40);
         let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };
         // Sized again below, once the sparse index exists.
         let cache_bytes = memory.cache_bytes(2 * memtable_bytes, 0);

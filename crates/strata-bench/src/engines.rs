@@ -41,7 +41,14 @@ pub fn split_spec(spec: &str) -> Result<(&str, EngineOptions), String> {
             }
             _ => Err(format!("engine {spec:?}: expected NAME:OPTION=VALUE[:OPTION=VALUE..], got {part:?}")),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<EngineOptions, String>>()?;
+    if let Some((repeated, _)) = options
+        .iter()
+        .enumerate()
+        .find_map(|(i, (n, _))| options.iter().skip(i + 1).find(|(other, _)| other == n))
+    {
+        return Err(format!("engine {spec:?}: option '{repeated}' is given twice"));
+    }
     Ok((name, options))
 }
 
@@ -269,6 +276,7 @@ mod tests {
             assert!(resolve(bad).unwrap_err().contains("expected NAME:OPTION=VALUE"), "{bad}");
         }
         assert!(resolve("btreemap:x=1").unwrap_err().contains("takes none"));
+        assert!(resolve("flex:cache_bytes=1MiB:cache_bytes=2MiB").unwrap_err().contains("given twice"));
 
         let tmp = tempfile::tempdir().unwrap();
         let params = |dir: &str| OpenParams {

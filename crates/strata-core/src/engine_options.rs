@@ -33,10 +33,22 @@ impl<'a> EngineOptionReader<'a> {
         Error::invalid(format!("{} engine option {name}={value:?}: expected {expected}", self.engine))
     }
 
-    /// A size: `65536`, `64KiB`, `16MiB`, `1GiB` (binary multipliers; `B`/`iB` optional).
-    pub fn bytes(&mut self, name: &'static str) -> Result<Option<u64>> {
+    /// A size within `range`: `65536`, `64KiB`, `16MiB`, `1GiB` (binary multipliers; `B`/`iB`
+    /// optional).
+    pub fn bytes(&mut self, name: &'static str, range: std::ops::RangeInclusive<u64>) -> Result<Option<u64>> {
         let Some(value) = self.raw(name) else { return Ok(None) };
-        parse_bytes(value).map(Some).ok_or_else(|| self.bad(name, value, "a size like 65536, 64KiB or 16MiB"))
+        match parse_bytes(value) {
+            Some(n) if range.contains(&n) => Ok(Some(n)),
+            _ => Err(self.bad(
+                name,
+                value,
+                &format!(
+                    "a size from {} to {} bytes, like 65536, 64KiB or 16MiB",
+                    range.start(),
+                    range.end()
+                ),
+            )),
+        }
     }
 
     /// A whole number within `range`.
@@ -98,7 +110,7 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
     };
     let value: f64 = digits.trim().parse().ok()?;
     let bytes = value * (1u64 << shift) as f64;
-    (value.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64 / 2.0 && bytes.fract() == 0.0)
+    (value.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64 / 2.0 && bytes.fract() == 0.0)
         .then_some(bytes as u64)
 }
 
@@ -114,11 +126,11 @@ mod tests {
     fn typed_getters_read_known_names_and_finish_refuses_the_rest() {
         let g = given(&[("cache_bytes", "64MiB"), ("records", "48"), ("on", "true"), ("share", "0.5")]);
         let mut r = EngineOptionReader::new("flex", &g).unwrap();
-        assert_eq!(r.bytes("cache_bytes").unwrap(), Some(64 << 20));
+        assert_eq!(r.bytes("cache_bytes", 0..=1 << 30).unwrap(), Some(64 << 20));
         assert_eq!(r.count("records", 2..=1 << 20).unwrap(), Some(48));
         assert_eq!(r.flag("on").unwrap(), Some(true));
         assert_eq!(r.fraction("share").unwrap(), Some(0.5));
-        assert_eq!(r.bytes("absent").unwrap(), None);
+        assert_eq!(r.bytes("absent", 0..=1).unwrap(), None);
         r.finish().unwrap();
 
         let g = given(&[("max_interval_record", "64")]);
@@ -139,13 +151,20 @@ mod tests {
     fn bad_values_and_repeated_names_are_clear_errors() {
         let g = given(&[("n", "1"), ("n", "2")]);
         assert!(EngineOptionReader::new("f2", &g).is_err());
-        for (name, value) in
-            [("b", "lots"), ("b", "-1"), ("b", "0.3"), ("c", "1"), ("c", "x"), ("f", "0"), ("t", "yes")]
-        {
+        for (name, value) in [
+            ("b", "lots"),
+            ("b", "-1"),
+            ("b", "0.3"),
+            ("b", "2MiB"),
+            ("c", "1"),
+            ("c", "x"),
+            ("f", "0"),
+            ("t", "yes"),
+        ] {
             let g = given(&[(name, value)]);
             let mut r = EngineOptionReader::new("f2", &g).unwrap();
             let err = match name {
-                "b" => r.bytes("b").unwrap_err(),
+                "b" => r.bytes("b", 0..=1 << 20).unwrap_err(),
                 "c" => r.count("c", 2..=8).unwrap_err(),
                 "f" => r.fraction("f").unwrap_err(),
                 _ => r.flag("t").unwrap_err(),
@@ -164,6 +183,7 @@ mod tests {
         assert_eq!(parse_bytes("0"), Some(0));
         assert_eq!(parse_bytes("0.5"), None);
         assert_eq!(parse_bytes("-1"), None);
+        assert_eq!(parse_bytes("9223372036854775808"), None); // 2^63: sums of two would overflow
         assert_eq!(parse_bytes(""), None);
     }
 }

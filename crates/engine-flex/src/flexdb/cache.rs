@@ -207,7 +207,9 @@ impl IntervalCache {
         if bytes > self.capacity_bytes {
             return (NO_SLOT, Vec::new());
         }
-        let in_small = self.ghost.remove(&owner.with_slice(owner_hash)).is_none();
+        let mut owner_key = OwnerKey::new();
+        owner.with_slice(|k| owner_key.extend_from_slice(k));
+        let in_small = self.ghost.remove(&owner_hash(&owner_key)).is_none();
         self.make_room(bytes, None);
         let id = match self.free.pop() {
             Some(id) => id,
@@ -226,9 +228,7 @@ impl IntervalCache {
         let s = &mut self.slots[id as usize];
         s.generation = s.generation.wrapping_add(1);
         self.slack_bytes += data.slack_bytes();
-        s.owner.clear();
-        owner.with_slice(|k| s.owner.extend_from_slice(k));
-        (s.data, s.bytes, s.freq, s.in_small) = (Some(data), bytes, 0, in_small);
+        (s.owner, s.data, s.bytes, s.freq, s.in_small) = (owner_key, Some(data), bytes, 0, in_small);
         self.data_bytes += bytes;
         if in_small {
             self.small.push_back((id, s.generation));

@@ -15,9 +15,10 @@ const INLINE_KEY_BYTES: usize = 32;
 /// most of the MemTable's share (~9%) of a YCSB E profile at 10M records.
 type MemKey = SmallVec<[u8; INLINE_KEY_BYTES]>;
 
-/// Estimated per-entry share of the map's nodes: a 48 B key (`MemKey`) and a 24 B value slot in
-/// B-tree nodes of 11 slots about 2/3 full, plus the node headers.
-const ENTRY_OVERHEAD_BYTES: u64 = 116;
+/// Estimated per-entry share of the map's nodes: a key slot (`MemKey`, 48 B with smallvec 1.x)
+/// and a value slot in B-tree nodes of 11 slots about 2/3 full, plus the node headers.
+const ENTRY_OVERHEAD_BYTES: u64 =
+    ((std::mem::size_of::<MemKey>() + std::mem::size_of::<Option<Value>>()) * 3 / 2 + 8) as u64;
 
 /// What a heap buffer of `len` bytes costs the allocator (glibc: an 8 B header, 16 B granules,
 /// 32 B minimum); an empty `Vec` allocates nothing. Counting this keeps the MemTable's share of

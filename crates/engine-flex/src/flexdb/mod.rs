@@ -98,21 +98,23 @@ impl FlexOptions {
     /// name; sizes take `64MiB`-style suffixes); refuses unknown names.
     pub fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
         let mut r = EngineOptionReader::new("flex", &config.engine_options)?;
-        if let Some(v) = r.bytes("memtable_bytes")? {
-            if v < 64 << 10 {
-                return Err(strata_core::Error::invalid(format!("flex memtable_bytes {v} is below 64 KiB")));
-            }
+        // Memory knobs stay within the budget; interval sizes within what the table accepts.
+        let budget = config.memory_budget_bytes.max(4 << 10);
+        let interval = 1..=table::MAX_CONFIGURED_INTERVAL_BYTES;
+        if let Some(v) = r.bytes("memtable_bytes", 4 << 10..=budget)? {
             self.memtable_bytes = Some(v);
         }
-        if let Some(v) = r.bytes("cache_bytes")? {
+        if let Some(v) = r.bytes("cache_bytes", 0..=budget)? {
             self.cache_bytes = Some(v);
         }
-        self.max_interval_bytes = r.bytes("max_interval_bytes")?.unwrap_or(self.max_interval_bytes);
+        self.max_interval_bytes =
+            r.bytes("max_interval_bytes", interval.clone())?.unwrap_or(self.max_interval_bytes);
         let records = r.count("max_interval_records", 2..=u64::from(u16::MAX))?;
         self.max_interval_records = records.map_or(self.max_interval_records, |n| n as u32);
-        self.scan_readahead_bytes = r.bytes("scan_readahead_bytes")?.unwrap_or(self.scan_readahead_bytes);
-        self.rebuild_interval_bytes =
-            r.bytes("rebuild_interval_bytes")?.unwrap_or(self.rebuild_interval_bytes);
+        let readahead = r.bytes("scan_readahead_bytes", 0..=table::MAX_CONFIGURED_INTERVAL_BYTES)?;
+        self.scan_readahead_bytes = readahead.unwrap_or(self.scan_readahead_bytes);
+        let stride = r.bytes("rebuild_interval_bytes", interval)?;
+        self.rebuild_interval_bytes = stride.unwrap_or(self.rebuild_interval_bytes);
         let step = r.count("commit_step_entries", 1..=1 << 20)?;
         self.commit_step_entries = step.map_or(self.commit_step_entries, |n| n as usize);
         r.finish()
