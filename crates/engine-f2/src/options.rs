@@ -243,10 +243,8 @@ mod tests {
 
     #[test]
     fn engine_options_set_fields_by_name_and_refuse_unknown_ones() {
-        let named = |pairs: &[(&str, &str)]| EngineConfig {
-            engine_options: pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-            ..EngineConfig::default()
-        };
+        let named =
+            |pairs: &[(&str, &str)]| EngineConfig::default().with_engine_options(pairs.iter().copied());
         let mut o = F2Options::default();
         let config =
             named(&[("read_cache_bytes", "8MiB"), ("compaction_threads", "2"), ("single_log", "true")]);

@@ -48,6 +48,23 @@ pub struct EngineConfig {
     pub engine_options: Vec<(String, String)>,
 }
 
+impl EngineConfig {
+    /// Sets one engine knob (`engine_options`); setting a name again replaces its value.
+    pub fn engine_option(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        match self.engine_options.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.engine_options.push((name, value)),
+        }
+        self
+    }
+
+    /// `engine_option` for each pair, in order.
+    pub fn with_engine_options<'a>(self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        pairs.into_iter().fold(self, |config, (n, v)| config.engine_option(n, v))
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {

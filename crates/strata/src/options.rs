@@ -85,12 +85,7 @@ impl Options {
     /// Knobs are not stored: each open uses the ones it is given. Setting a name again replaces
     /// its value.
     pub fn engine_option(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        let (name, value) = (name.into(), value.into());
-        let options = &mut self.engine_config.engine_options;
-        match options.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => options.push((name, value)),
-        }
+        self.engine_config = self.engine_config.engine_option(name, value);
         self
     }
 

@@ -127,10 +127,8 @@ mod tests {
 
     #[test]
     fn engine_options_set_knobs_by_name_and_refuse_unknown_ones() {
-        let named = |pairs: &[(&str, &str)]| EngineConfig {
-            engine_options: pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-            ..EngineConfig::default()
-        };
+        let named =
+            |pairs: &[(&str, &str)]| EngineConfig::default().with_engine_options(pairs.iter().copied());
         let mut o = FlexOptions::default();
         o.apply_engine_options(&named(&[("max_interval_records", "64"), ("cache_bytes", "32MiB")])).unwrap();
         assert_eq!(o.max_interval_records, 64);
