@@ -18,8 +18,21 @@ Create a store once with `strata create <dir> --engine <kind>`; every other comm
 from the directory's manifest. Keys and values are taken literally from the arguments; output escapes \
 non-printable bytes as \\xNN and backslash as \\\\.")]
 struct Cli {
+    /// An engine knob for this open, NAME=VALUE, repeatable (`--option max_interval_records=64`
+    /// for flex); an unknown name is an error listing the engine's knobs. Knobs are not stored.
+    #[arg(long = "option", value_name = "NAME=VALUE", global = true, value_parser = engine_option)]
+    options: Vec<(String, String)>,
     #[command(subcommand)]
     command: Command,
+}
+
+fn engine_option(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((n.trim().into(), v.trim().into()))
+        }
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -89,7 +102,7 @@ fn main() -> ExitCode {
     if let Command::Bench { args } = cli.command {
         return strata_bench::cli::main_with_args(args);
     }
-    match run(cli.command) {
+    match run(cli.command, &cli.options) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotFound(what)) => {
             eprintln!("strata: {what}");
@@ -102,16 +115,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn open_existing(dir: &PathBuf) -> Result<Db, Error> {
-    Db::open(dir, Options::existing())
-}
-
-fn run(command: Command) -> Result<Outcome, Error> {
+fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
+    let with_knobs = |options: Options| knobs.iter().fold(options, |o, (n, v)| o.engine_option(n, v));
+    let open_existing = |dir: &PathBuf| Db::open(dir, with_knobs(Options::existing()));
     let mut out = std::io::stdout().lock();
     let io_err = |e: std::io::Error| Error::io("writing to stdout", e);
     match command {
         Command::Create { dir, engine } => {
-            let db = Db::open(&dir, Options::new(engine).error_if_exists(true))?;
+            let db = Db::open(&dir, with_knobs(Options::new(engine).error_if_exists(true)))?;
             db.close()?;
             writeln!(out, "created a '{engine}' database in {}", dir.display()).map_err(io_err)?;
         }

@@ -150,3 +150,21 @@ fn every_available_engine_works_through_the_cli() {
         assert_one_line_error(&o, "already holds");
     }
 }
+
+#[test]
+fn engine_options_reach_the_engine_and_unknown_ones_are_one_line_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = p(&dir);
+    let o = strata(&["create", d, "--engine", "flex", "--option", "max_interval_records=8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strata(&["--option", "cache_bytes=1MiB", "put", d, "k", "v"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strata(&["stats", d, "--option", "cache_bytes=1MiB"]);
+    assert!(stdout(&o).contains("memory.cache_capacity_bytes\t1048576\n"), "{}", stdout(&o));
+    assert_one_line_error(&strata(&["get", d, "k", "--option", "cache_size=1MiB"]), "cache_bytes");
+    let o = strata(&["get", d, "k", "--option", "cache_bytes"]); // a usage error, from clap
+    assert!(!o.status.success() && stderr(&o).contains("expected NAME=VALUE"), "{}", stderr(&o));
+    let o = strata(&["get", d, "k"]);
+    assert_eq!(stdout(&o), "v\n");
+}
