@@ -35,18 +35,13 @@ pub fn split_spec(spec: &str) -> Result<(&str, EngineOptions), String> {
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
     let options = parts
-        .map(|part| match part.split_once('=') {
-            Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
-                Ok((n.trim().to_string(), v.trim().to_string()))
-            }
-            _ => Err(format!("engine {spec:?}: expected NAME:OPTION=VALUE[:OPTION=VALUE..], got {part:?}")),
+        .map(|part| {
+            strata::parse_engine_option(part).ok_or_else(|| {
+                format!("engine {spec:?}: expected NAME:OPTION=VALUE[:OPTION=VALUE..], got {part:?}")
+            })
         })
         .collect::<Result<EngineOptions, String>>()?;
-    if let Some((repeated, _)) = options
-        .iter()
-        .enumerate()
-        .find_map(|(i, (n, _))| options.iter().skip(i + 1).find(|(other, _)| other == n))
-    {
+    if let Some(repeated) = strata::repeated_option_name(&options) {
         return Err(format!("engine {spec:?}: option '{repeated}' is given twice"));
     }
     Ok((name, options))

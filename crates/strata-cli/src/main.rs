@@ -27,12 +27,7 @@ struct Cli {
 }
 
 fn engine_option(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
-            Ok((n.trim().into(), v.trim().into()))
-        }
-        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
-    }
+    strata::parse_engine_option(text).ok_or_else(|| format!("expected NAME=VALUE, got {text:?}"))
 }
 
 #[derive(Subcommand)]
@@ -116,6 +111,9 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
+    if let Some(name) = strata::repeated_option_name(knobs) {
+        return Err(Error::invalid(format!("--option {name} is given twice")));
+    }
     let with_knobs = |options: Options| knobs.iter().fold(options, |o, (n, v)| o.engine_option(n, v));
     let open_existing = |dir: &PathBuf| Db::open(dir, with_knobs(Options::existing()));
     let mut out = std::io::stdout().lock();

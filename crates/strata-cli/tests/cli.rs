@@ -165,6 +165,8 @@ fn engine_options_reach_the_engine_and_unknown_ones_are_one_line_errors() {
     assert_one_line_error(&strata(&["get", d, "k", "--option", "cache_size=1MiB"]), "cache_bytes");
     let o = strata(&["get", d, "k", "--option", "cache_bytes"]); // a usage error, from clap
     assert!(!o.status.success() && stderr(&o).contains("expected NAME=VALUE"), "{}", stderr(&o));
+    let twice = strata(&["get", d, "k", "--option", "cache_bytes=1MiB", "--option", "cache_bytes=2MiB"]);
+    assert_one_line_error(&twice, "given twice");
     let o = strata(&["get", d, "k"]);
     assert_eq!(stdout(&o), "v\n");
 }

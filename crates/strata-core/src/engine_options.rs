@@ -16,10 +16,8 @@ pub struct EngineOptionReader<'a> {
 impl<'a> EngineOptionReader<'a> {
     /// Refuses a name given twice (which value was meant is unclear).
     pub fn new(engine: &'a str, given: &'a [(String, String)]) -> Result<Self> {
-        for (i, (name, _)) in given.iter().enumerate() {
-            if given.iter().skip(i + 1).any(|(other, _)| other == name) {
-                return Err(Error::invalid(format!("engine option '{name}' is given twice")));
-            }
+        if let Some(name) = repeated_option_name(given) {
+            return Err(Error::invalid(format!("engine option '{name}' is given twice")));
         }
         Ok(EngineOptionReader { engine, given, known: Vec::new() })
     }
@@ -97,6 +95,20 @@ impl<'a> EngineOptionReader<'a> {
     }
 }
 
+/// One knob as typed on a command line: `NAME=VALUE`, both trimmed and non-empty.
+pub fn parse_engine_option(text: &str) -> Option<(String, String)> {
+    let (name, value) = text.split_once('=')?;
+    let (name, value) = (name.trim(), value.trim());
+    (!name.is_empty() && !value.is_empty()).then(|| (name.to_string(), value.to_string()))
+}
+
+/// The first name that appears twice among `options`.
+pub fn repeated_option_name(options: &[(String, String)]) -> Option<&str> {
+    options.iter().enumerate().find_map(|(i, (name, _))| {
+        options.iter().skip(i + 1).any(|(other, _)| other == name).then_some(name.as_str())
+    })
+}
+
 /// `65536`, `64KiB`, `64k`, `16MiB`, `1GiB`, `1.5GiB`, `0`: binary multipliers, whole bytes.
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let t = text.trim().to_ascii_lowercase().replace('_', "");
@@ -171,6 +183,16 @@ mod tests {
             };
             assert!(err.to_string().contains(&format!("{name}={value:?}")), "{err}");
         }
+    }
+
+    #[test]
+    fn command_line_knobs_need_a_name_and_a_value() {
+        assert_eq!(parse_engine_option(" cache_bytes = 1MiB "), Some(("cache_bytes".into(), "1MiB".into())));
+        for bad in ["cache_bytes", "=1", "cache_bytes=", " = "] {
+            assert_eq!(parse_engine_option(bad), None, "{bad}");
+        }
+        assert_eq!(repeated_option_name(&given(&[("a", "1"), ("b", "2"), ("a", "3")])), Some("a"));
+        assert_eq!(repeated_option_name(&given(&[("a", "1"), ("b", "2")])), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod stats;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
-pub use engine_options::{parse_bytes, EngineOptionReader};
+pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
 pub use range::{at_or_after, at_or_before, Direction, KeyRange};
 pub use stats::{IoStats, Stats};

@@ -24,8 +24,8 @@ pub use kind::EngineKind;
 pub use manifest::{Manifest, MANIFEST_FILE_NAME, MANIFEST_FORMAT_VERSION};
 pub use options::Options;
 pub use strata_core::{
-    parse_bytes, BatchOp, Direction, Durability, Error, IoStats, Key, KeyRange, Limits, RecoveryMode, Result,
-    Stats, Value, VerifyReport, WriteBatch,
+    parse_bytes, parse_engine_option, repeated_option_name, BatchOp, Direction, Durability, Error, IoStats,
+    Key, KeyRange, Limits, RecoveryMode, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 
 /// Storage backends, for tests and tools that want to run a `Db` on simulated or in-memory disks.
