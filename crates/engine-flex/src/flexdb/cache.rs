@@ -27,6 +27,7 @@ use std::sync::Arc;
 pub use super::interval::IntervalData;
 use super::interval::Span;
 use super::sparse_index::{IndexKey, NO_SLOT};
+use super::InlineKey as OwnerKey;
 
 /// Evicted intervals whose buffers are kept for reuse.
 const SPARE_BUFFERS: usize = 8;
@@ -42,10 +43,6 @@ const GHOST_ENTRY_BYTES: u64 = 40;
 
 /// The two heap buffers of an evicted interval (`IntervalData::into_buffers`).
 pub type SpareBuffers = (Vec<u8>, Vec<Span>);
-
-/// An owner's index key; up to 32 bytes inline in the slot, so checking a hit's owner does not
-/// follow a pointer to another heap buffer.
-type OwnerKey = smallvec::SmallVec<[u8; 32]>;
 
 struct Slot {
     owner: OwnerKey,

@@ -4,16 +4,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use smallvec::SmallVec;
 use strata_core::{at_or_after, at_or_before, BatchOp, Key, Value};
 
-/// Keys up to this long live inside the B-tree's nodes.
-const INLINE_KEY_BYTES: usize = 32;
-
-/// A MemTable key. Held inline (up to `INLINE_KEY_BYTES`), a search compares keys in the node it
-/// is reading instead of following one pointer per key to a heap buffer: those cache misses were
-/// most of the MemTable's share (~9%) of a YCSB E profile at 10M records.
-type MemKey = SmallVec<[u8; INLINE_KEY_BYTES]>;
+use super::{InlineKey as MemKey, INLINE_KEY_BYTES};
 
 /// Estimated per-entry share of the map's nodes: a key slot (`MemKey`, 48 B with smallvec 1.x)
 /// and a value slot in B-tree nodes of 11 slots about 2/3 full, plus the node headers.
