@@ -36,10 +36,11 @@ use std::sync::Arc;
 use engine::Inner;
 pub use options::F2Options;
 use strata_core::{
-    Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits, Result, Stats, Value,
-    VerifyReport, WriteBatch,
+    Capabilities, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits,
+    Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
+use strata_kit::EngineFactory;
 
 /// The f2 engine: shared state plus the background maintenance thread (if enabled).
 pub struct F2Engine {
@@ -115,9 +116,45 @@ impl F2Engine {
     }
 }
 
+/// Registers engine `f2` with the facade (`crates/strata/src/registry.rs`).
+pub const FACTORY: EngineFactory =
+    EngineFactory { name: "f2", open: |storage, config| Ok(Box::new(F2Engine::open(storage, config)?)) };
+
+impl Maintenance for F2Engine {
+    fn set_option(&self, name: &str, _value: &str) -> Result<()> {
+        Err(Error::invalid(format!("engine 'f2' has no runtime option {name:?}")))
+    }
+
+    /// `Compact`: hot→cold and cold→cold compaction, then a checkpoint; `Checkpoint`: a
+    /// checkpoint alone.
+    fn run(&self, task: MaintenanceTask) -> Result<()> {
+        match task {
+            MaintenanceTask::Compact => self.compact_now().map(drop),
+            MaintenanceTask::Checkpoint => self.checkpoint(),
+            other => Err(Error::unsupported(format!("engine 'f2' has no '{}' task", other.name()))),
+        }
+    }
+}
+
 impl Engine for F2Engine {
     fn name(&self) -> &'static str {
         "f2"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Hash-indexed: `range` is Unsupported.
+            ordered: false,
+            point_in_time_scans: false,
+            prefix_consistent_recovery: true,
+            columnar: false,
+            runtime_options: &[],
+            maintenance: &[MaintenanceTask::Compact, MaintenanceTask::Checkpoint],
+        }
+    }
+
+    fn maintenance(&self) -> &dyn Maintenance {
+        self
     }
 
     /// Keys up to a quarter of a page (at most 4 KiB); a record (key + value + 24 B header) must

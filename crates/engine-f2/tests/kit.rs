@@ -29,14 +29,12 @@ fn options() -> F2Options {
 }
 
 fn target() -> Target {
-    Target {
-        name: "f2",
-        open: Arc::new(|storage| {
+    Target::new(
+        "f2",
+        Arc::new(|storage| {
             Ok(Box::new(F2Engine::open_with(storage, &config(), options())?) as Box<dyn Engine>)
         }),
-        ordered: false,
-        prefix_consistent: true,
-    }
+    )
 }
 
 strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));
@@ -49,15 +47,13 @@ mod single_log {
     use super::*;
 
     fn target() -> Target {
-        Target {
-            name: "f2-single-log",
-            open: Arc::new(|storage| {
+        Target::new(
+            "f2-single-log",
+            Arc::new(|storage| {
                 let options = F2Options { single_log: true, ..super::options() };
                 Ok(Box::new(F2Engine::open_with(storage, &config(), options)?) as Box<dyn Engine>)
             }),
-            ordered: false,
-            prefix_consistent: true,
-        }
+        )
     }
 
     strata_testkit::kit_tests!(target(), process_kill_cycles = 12, stress = (4, 1_000));

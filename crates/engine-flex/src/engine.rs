@@ -599,6 +599,14 @@ impl Engine for FlexEngine {
         LIMITS
     }
 
+    fn capabilities(&self) -> strata_core::Capabilities {
+        crate::contract::CAPABILITIES
+    }
+
+    fn maintenance(&self) -> &dyn strata_core::Maintenance {
+        self
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.inner.check_usable()?;
         let value = self.inner.lookup(key)?;

@@ -2,10 +2,12 @@
 //! (`shared/papers/flexfile.txt`).
 
 mod committer;
+mod contract;
 mod engine;
 pub mod flexdb;
 pub mod flexfile;
 pub mod flextree;
 
+pub use contract::FACTORY;
 pub use engine::{FlexEngine, LIMITS};
 pub use flexdb::{FlexOptions, TableFileKind};

@@ -37,14 +37,12 @@ fn naive_target() -> Target {
 }
 
 fn kind_target(name: &'static str, kind: TableFileKind) -> Target {
-    Target {
+    Target::new(
         name,
-        open: Arc::new(move |storage| {
+        Arc::new(move |storage| {
             Ok(Box::new(FlexEngine::open_with(storage, &config(), options(kind))?) as Box<dyn Engine>)
         }),
-        ordered: true,
-        prefix_consistent: true,
-    }
+    )
 }
 
 strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
-    BatchOp, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, Key, KeyRange, KvIter,
-    Limits, Result, Stats, Value, VerifyReport, WriteBatch,
+    BatchOp, Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, Key,
+    KeyRange, KvIter, Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
+use strata_kit::EngineFactory;
 use strata_wal::{Wal, WalOptions};
 
 /// Size limits of the memory engine (documented in README and enforced by `strata::Db`).
@@ -243,6 +244,26 @@ impl Inner {
     }
 }
 
+/// Registers engine `memory` with the facade (`crates/strata/src/registry.rs`).
+pub const FACTORY: EngineFactory = EngineFactory {
+    name: "memory",
+    open: |storage, config| Ok(Box::new(MemoryEngine::open(storage, config)?)),
+};
+
+impl Maintenance for MemoryEngine {
+    fn set_option(&self, name: &str, _value: &str) -> Result<()> {
+        Err(Error::invalid(format!("engine 'memory' has no runtime option {name:?}")))
+    }
+
+    /// `Checkpoint`: a snapshot now, and the WAL behind it truncated.
+    fn run(&self, task: MaintenanceTask) -> Result<()> {
+        match task {
+            MaintenanceTask::Checkpoint => self.snapshot(),
+            other => Err(Error::unsupported(format!("engine 'memory' has no '{}' task", other.name()))),
+        }
+    }
+}
+
 impl Engine for MemoryEngine {
     fn name(&self) -> &'static str {
         "memory"
@@ -250,6 +271,22 @@ impl Engine for MemoryEngine {
 
     fn limits(&self) -> Limits {
         LIMITS
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ordered: true,
+            // Scans read the map in chunks, each under its own read lock (iter.rs).
+            point_in_time_scans: false,
+            prefix_consistent_recovery: true,
+            columnar: false,
+            runtime_options: &[],
+            maintenance: &[MaintenanceTask::Checkpoint],
+        }
+    }
+
+    fn maintenance(&self) -> &dyn Maintenance {
+        self
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {

@@ -13,12 +13,10 @@ fn config() -> EngineConfig {
 }
 
 fn target() -> Target {
-    Target {
-        name: "memory",
-        open: Arc::new(|storage| Ok(Box::new(MemoryEngine::open(storage, &config())?) as Box<dyn Engine>)),
-        ordered: true,
-        prefix_consistent: true,
-    }
+    Target::new(
+        "memory",
+        Arc::new(|storage| Ok(Box::new(MemoryEngine::open(storage, &config())?) as Box<dyn Engine>)),
+    )
 }
 
 strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));

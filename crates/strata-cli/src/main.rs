@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{Db, EngineKind, Error, KeyRange, Options};
+use strata::{Capabilities, Db, EngineKind, Error, KeyRange, MaintenanceTask, Options};
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Strata: five storage engine designs behind one key-value API.")]
@@ -24,6 +24,13 @@ struct Cli {
     options: Vec<(String, String)>,
     #[command(subcommand)]
     command: Command,
+}
+
+fn maintenance_task(text: &str) -> Result<MaintenanceTask, String> {
+    MaintenanceTask::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = MaintenanceTask::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown task {text:?}; expected one of: {}", names.join(", "))
+    })
 }
 
 fn engine_option(text: &str) -> Result<(String, String), String> {
@@ -68,6 +75,13 @@ enum Command {
     Stats { dir: PathBuf },
     /// Read every persisted byte and check every checksum; exit status 0 only if all is well.
     Verify { dir: PathBuf },
+    /// Run one of the engine's maintenance tasks now: commit, compact or checkpoint (`strata
+    /// stats` lists the ones the engine has).
+    Maintain {
+        dir: PathBuf,
+        #[arg(value_parser = maintenance_task)]
+        task: MaintenanceTask,
+    },
     /// Create a store, write, read, scan, restart and check it survived, printing each step.
     Demo {
         /// Where to put the demo store (default: a fresh temporary directory, removed afterwards).
@@ -166,6 +180,7 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
                 ("io.bytes_written".into(), s.io.bytes_written.to_string()),
                 ("io.sync_ops".into(), s.io.sync_ops.to_string()),
             ];
+            lines.extend(capability_lines(&db.capabilities()));
             lines.extend(s.engine_counters.iter().map(|(k, v)| (k.clone(), v.to_string())));
             for (k, v) in lines {
                 writeln!(out, "{k}\t{v}").map_err(io_err)?;
@@ -183,11 +198,30 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
             .map_err(io_err)?;
             db.close()?;
         }
+        Command::Maintain { dir, task } => {
+            let db = open_existing(&dir)?;
+            db.maintain(task)?;
+            db.close()?;
+            writeln!(out, "{} done", task.name()).map_err(io_err)?;
+        }
         Command::Demo { dir, engine, records } => demo::run(dir, engine, records, &mut out)?,
         // Dispatched in `main` before `run`.
         Command::Bench { .. } => {}
     }
     Ok(Outcome::Done)
+}
+
+/// `stats` lines for what the engine supports.
+fn capability_lines(caps: &Capabilities) -> Vec<(String, String)> {
+    let list = |items: Vec<&str>| if items.is_empty() { "none".to_string() } else { items.join(",") };
+    vec![
+        ("capabilities.ordered".into(), caps.ordered.to_string()),
+        ("capabilities.point_in_time_scans".into(), caps.point_in_time_scans.to_string()),
+        ("capabilities.prefix_consistent_recovery".into(), caps.prefix_consistent_recovery.to_string()),
+        ("capabilities.columnar".into(), caps.columnar.to_string()),
+        ("capabilities.runtime_options".into(), list(caps.runtime_options.to_vec())),
+        ("capabilities.maintenance".into(), list(caps.maintenance.iter().map(|t| t.name()).collect())),
+    ]
 }
 
 /// `--prefix` narrows to the prefix; `--from`/`--to` narrow further.

@@ -170,3 +170,20 @@ fn engine_options_reach_the_engine_and_unknown_ones_are_one_line_errors() {
     let o = strata(&["get", d, "k"]);
     assert_eq!(stdout(&o), "v\n");
 }
+
+#[test]
+fn stats_lists_capabilities_and_maintain_runs_a_declared_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("f2");
+    assert!(strata(&["create", p(&d), "--engine", "f2"]).status.success());
+    assert!(strata(&["put", p(&d), "k", "v"]).status.success());
+    let stats = stdout(&strata(&["stats", p(&d)]));
+    assert!(stats.contains("capabilities.ordered\tfalse"), "{stats}");
+    assert!(stats.contains("capabilities.maintenance\tcompact,checkpoint"), "{stats}");
+    let done = strata(&["maintain", p(&d), "compact"]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(stdout(&strata(&["get", p(&d), "k"])), "v\n");
+    assert_one_line_error(&strata(&["maintain", p(&d), "commit"]), "no 'commit' maintenance task");
+    let unknown = strata(&["maintain", p(&d), "vacuum"]);
+    assert!(!unknown.status.success() && stderr(&unknown).contains("unknown task \"vacuum\""), "{unknown:?}");
+}

@@ -1,4 +1,7 @@
-use crate::{Direction, KeyRange, Result, Stats, Value, WriteBatch};
+use crate::{
+    Capabilities, ColumnarTable, Direction, KeyRange, Maintenance, NoMaintenance, Result, Schema, Stats,
+    Value, WriteBatch,
+};
 
 /// How durable a write must be before the call returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -98,6 +101,9 @@ pub trait Engine: Send + Sync {
 
     fn limits(&self) -> Limits;
 
+    /// What this engine supports (scans, recovery guarantee, runtime knobs, maintenance tasks).
+    fn capabilities(&self) -> Capabilities;
+
     fn get(&self, key: &[u8]) -> Result<Option<Value>>;
 
     /// Applies every operation of `batch` atomically.
@@ -128,6 +134,17 @@ pub trait Engine: Send + Sync {
 
     /// Reads every persisted byte and checks every checksum.
     fn verify(&self) -> Result<VerifyReport>;
+
+    /// Runtime knobs and maintenance on demand, as declared in `capabilities()`.
+    fn maintenance(&self) -> &dyn Maintenance {
+        &NoMaintenance
+    }
+
+    /// The engine's own columnar table for `schema`, when `capabilities().columnar`; `None` makes
+    /// the facade use the row-encoded fallback (`RowEncodedTable`).
+    fn open_table(&self, _schema: &Schema) -> Option<Result<Box<dyn ColumnarTable>>> {
+        None
+    }
 
     fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> Result<()> {
         let mut batch = WriteBatch::new();

@@ -3,6 +3,8 @@
 
 mod batch;
 pub mod batch_codec;
+mod capabilities;
+mod columnar;
 mod engine;
 mod engine_options;
 mod error;
@@ -11,6 +13,8 @@ mod range;
 mod stats;
 
 pub use batch::{BatchOp, WriteBatch};
+pub use capabilities::{Capabilities, Maintenance, MaintenanceTask, NoMaintenance};
+pub use columnar::{Column, ColumnarTable, Projection, RowEncodedTable, Schema};
 pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};

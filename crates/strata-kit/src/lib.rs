@@ -1,3 +1,7 @@
 //! Engine building blocks that two or more Strata engines use. A piece lives here once a second
 //! engine needs it; engines never depend on each other. docs/ARCHITECTURE.md ("The shared kit")
 //! lists what is here and what is planned.
+
+mod factory;
+
+pub use factory::{EngineFactory, OpenEngineFn};

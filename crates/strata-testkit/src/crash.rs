@@ -321,7 +321,7 @@ impl Parent<'_> {
                 observed.insert(key, value);
             }
         }
-        if self.target.ordered {
+        if self.target.ordered() {
             let scanned =
                 scan(&*engine, &KeyRange::all(), Direction::Forward, None).map_err(|e| e.describe())?;
             let scanned: BTreeMap<Key, Value> = scanned.into_iter().collect();

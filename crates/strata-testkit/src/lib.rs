@@ -13,14 +13,10 @@
 //! An engine's test file:
 //! ```ignore
 //! fn target() -> Target {
-//!     Target {
-//!         name: "memory",
-//!         open: Arc::new(|storage: Arc<dyn Storage>| {
-//!             Ok(Box::new(MemoryEngine::open(storage, &EngineConfig::default())?) as Box<dyn Engine>)
-//!         }),
-//!         ordered: true,
-//!         prefix_consistent: true,
-//!     }
+//!     // The checks follow the engine's own `capabilities()` (ordered scans, recovery guarantee).
+//!     Target::new("memory", Arc::new(|storage: Arc<dyn Storage>| {
+//!         Ok(Box::new(MemoryEngine::open(storage, &EngineConfig::default())?) as Box<dyn Engine>)
+//!     }))
 //! }
 //! #[test] fn conformance_mem() { strata_testkit::conformance::check(&target(), StorageKind::Mem) }
 //! #[test] fn conformance_sim() { strata_testkit::conformance::check(&target(), StorageKind::Sim) }

@@ -221,7 +221,7 @@ impl<'t> Runner<'t> {
     ) -> Result<(), ExecError> {
         self.report.scans += 1;
         let engine = self.engine()?;
-        if !self.target.ordered {
+        if !self.target.ordered() {
             return match engine.range(range.clone(), direction) {
                 Err(Error::Unsupported(_)) => Ok(()),
                 Err(e) => Err(ExecError::Wrong(format!(
@@ -288,8 +288,10 @@ impl<'t> Runner<'t> {
         self.engine = None;
         self.open_engine()?;
         let observed = self.observe()?;
-        let recovery =
-            self.oracle.check_recovery(&observed, self.target.prefix_consistent).map_err(ExecError::Wrong)?;
+        let recovery = self
+            .oracle
+            .check_recovery(&observed, self.target.prefix_consistent())
+            .map_err(ExecError::Wrong)?;
         self.oracle.reset_to(&observed);
         self.report.crashes += 1;
         self.report.pending_units_at_crashes += recovery.pending_units as u64;
@@ -314,7 +316,7 @@ impl<'t> Runner<'t> {
             let value = engine.get(&key).map_err(failed("get"))?;
             observed.insert(key, value);
         }
-        if !self.target.ordered {
+        if !self.target.ordered() {
             return Ok(observed);
         }
         let scanned = scan(engine, &KeyRange::all(), Direction::Forward, None)?;

@@ -72,7 +72,7 @@ pub fn run(target: &Target, seed: u64, threads: usize, ops_per_thread: usize) ->
     };
     let shared = Arc::new(Shared {
         engine,
-        ordered: target.ordered,
+        ordered: target.ordered(),
         threads,
         acked_versions: (0..threads * OWN_KEYS_PER_THREAD).map(|_| AtomicU64::new(0)).collect(),
         stop: AtomicBool::new(false),

@@ -1,33 +1,54 @@
 use std::fmt;
 use std::sync::Arc;
 
-use strata_core::{Engine, Result};
-use strata_io::Storage;
+use strata_core::{Capabilities, Engine, Result};
+use strata_io::{MemStorage, Storage};
 
 /// Opens (creating if needed) an engine on the given storage. Called again after every reopen and
 /// every simulated crash, always with the same storage.
 pub type OpenFn = Arc<dyn Fn(Arc<dyn Storage>) -> Result<Box<dyn Engine>> + Send + Sync>;
 
-/// An engine under test, as every check sees it.
+/// An engine under test, as every check sees it. The checks follow the engine's own
+/// `capabilities()`: `ordered` (an unordered engine's `range` must be `Error::Unsupported`) and
+/// `prefix_consistent_recovery` (when false, the crash oracle only requires each key to hold its
+/// durable value or one of its pending values, and no write batch to be partly applied).
 #[derive(Clone)]
 pub struct Target {
     /// Shown in seeds lines and failures, e.g. `"memory"`.
     pub name: &'static str,
     pub open: OpenFn,
-    /// Supports `range()`. Unordered engines must return `Error::Unsupported` from `range`.
-    pub ordered: bool,
-    /// Crash recovery yields a prefix of the write history (WAL engines). When false, the crash
-    /// oracle only requires each key to hold its durable value or one of its pending values, and
-    /// no write batch to be partly applied.
-    pub prefix_consistent: bool,
+    /// What the engine reported when `Target::new` opened it on an empty `MemStorage`.
+    pub capabilities: Capabilities,
+}
+
+impl Target {
+    /// A target whose capabilities are read from the engine itself: `open` runs once on an empty
+    /// `MemStorage` and the engine is closed again. Panics (this is test setup) when that fails.
+    pub fn new(name: &'static str, open: OpenFn) -> Target {
+        let engine = open(Arc::new(MemStorage::new())).unwrap_or_else(|e| {
+            panic!("target {name}: opening the engine to read its capabilities failed: {e}")
+        });
+        let capabilities = engine.capabilities();
+        if let Err(e) = engine.close() {
+            panic!("target {name}: closing the engine after reading its capabilities failed: {e}");
+        }
+        Target { name, open, capabilities }
+    }
+
+    pub fn ordered(&self) -> bool {
+        self.capabilities.ordered
+    }
+
+    pub fn prefix_consistent(&self) -> bool {
+        self.capabilities.prefix_consistent_recovery
+    }
 }
 
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")
             .field("name", &self.name)
-            .field("ordered", &self.ordered)
-            .field("prefix_consistent", &self.prefix_consistent)
+            .field("capabilities", &self.capabilities)
             .finish_non_exhaustive()
     }
 }

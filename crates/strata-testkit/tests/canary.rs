@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use strata_core::{
-    BatchOp, Direction, Durability, Engine, Error, Key, KeyRange, KvIter, Limits, Result, Stats, Value,
-    VerifyReport, WriteBatch,
+    BatchOp, Capabilities, Direction, Durability, Engine, Error, Key, KeyRange, KvIter, Limits, Result,
+    Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
@@ -44,11 +44,14 @@ enum Bug {
 struct Options {
     bug: Bug,
     ordered: bool,
+    /// Reported as `Capabilities::prefix_consistent_recovery` (the crash oracle it is held to).
+    prefix_consistent: bool,
     /// Persist on every write, so Buffered writes survive a process kill.
     persist_every_write: bool,
 }
 
-const CORRECT: Options = Options { bug: Bug::None, ordered: true, persist_every_write: false };
+const CORRECT: Options =
+    Options { bug: Bug::None, ordered: true, prefix_consistent: true, persist_every_write: false };
 
 struct Canary {
     storage: Arc<dyn Storage>,
@@ -119,6 +122,17 @@ impl Engine for Canary {
 
     fn limits(&self) -> Limits {
         Limits { max_key_bytes: 1024, max_value_bytes: 64 << 10, max_batch_bytes: 1 << 20 }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ordered: self.options.ordered,
+            point_in_time_scans: true,
+            prefix_consistent_recovery: self.options.prefix_consistent,
+            columnar: false,
+            runtime_options: &[],
+            maintenance: &[],
+        }
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
@@ -291,14 +305,16 @@ mod codec {
 }
 
 fn target(options: Options) -> Target {
-    Target {
-        name: "canary",
-        open: Arc::new(move |storage: Arc<dyn Storage>| {
+    named_target("canary", options)
+}
+
+fn named_target(name: &'static str, options: Options) -> Target {
+    Target::new(
+        name,
+        Arc::new(move |storage: Arc<dyn Storage>| {
             Ok(Box::new(Canary::open(storage, options)?) as Box<dyn Engine>)
         }),
-        ordered: options.ordered,
-        prefix_consistent: true,
-    }
+    )
 }
 
 /// Fixed seeds for the "catches" tests, so they are deterministic.
@@ -312,8 +328,8 @@ fn canary_correct_engine_passes_conformance() {
 
 #[test]
 fn canary_unordered_engine_passes_the_weak_crash_oracle() {
-    let unordered = target(Options { ordered: false, ..CORRECT });
-    let target = Target { name: "canary-unordered", prefix_consistent: false, ..unordered };
+    let target =
+        named_target("canary-unordered", Options { ordered: false, prefix_consistent: false, ..CORRECT });
     conformance::check(&target, StorageKind::Sim);
 }
 

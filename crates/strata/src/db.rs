@@ -4,12 +4,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use strata_core::{
-    Direction, Durability, Engine, Error, KeyRange, KvIter, Limits, Result, Stats, Value, VerifyReport,
-    WriteBatch,
+    Capabilities, ColumnarTable, Direction, Durability, Engine, Error, KeyRange, KvIter, Limits,
+    MaintenanceTask, Result, RowEncodedTable, Schema, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::{FileStorage, Storage, StorageLock};
 
-use crate::{EngineKind, Manifest, Options, MANIFEST_FILE_NAME};
+use crate::{EngineKind, Manifest, Options, Table, MANIFEST_FILE_NAME};
 
 const LOCK_FILE_NAME: &str = "LOCK";
 
@@ -36,6 +36,9 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// Opens the database in directory `path` (see [`Options`]).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        if let Some(kind) = options.engine {
+            ensure_available(kind)?;
+        }
         let storage: Arc<dyn Storage> = match &options.storage {
             Some(s) => s.clone(),
             None => {
@@ -112,6 +115,10 @@ impl Db {
     /// Largest key, value and batch this engine accepts.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    pub(crate) fn default_durability(&self) -> Durability {
+        self.default_durability
     }
 
     /// Where the database lives (a path, or `mem:`/`sim:`).
@@ -247,7 +254,7 @@ impl Db {
 
     pub fn scan(&self, range: KeyRange, direction: Direction) -> Result<Iter> {
         self.ensure_open()?;
-        Ok(Iter { inner: self.engine.range(range, direction)? })
+        Ok(Iter::new(self.engine.range(range, direction)?))
     }
 
     /// Makes every write acknowledged so far durable.
@@ -267,6 +274,57 @@ impl Db {
         self.engine.verify()
     }
 
+    /// What this engine supports: ordered scans, its recovery guarantee, its runtime options and
+    /// maintenance tasks, native columnar tables.
+    pub fn capabilities(&self) -> Capabilities {
+        self.engine.capabilities()
+    }
+
+    /// Changes one of the engine's runtime knobs while the store is open (`capabilities()
+    /// .runtime_options` lists them; the value text is read as at open, e.g. `64MiB`). Not stored:
+    /// the next open uses the options it is given.
+    pub fn set_option(&self, name: &str, value: &str) -> Result<()> {
+        self.ensure_open()?;
+        let runtime = self.engine.capabilities().runtime_options;
+        if !runtime.contains(&name) {
+            let known = if runtime.is_empty() { "none".to_string() } else { runtime.join(", ") };
+            return Err(Error::invalid(format!(
+                "the '{}' engine cannot change {name:?} while open; its runtime options: {known}",
+                self.kind
+            )));
+        }
+        self.engine.maintenance().set_option(name, value)
+    }
+
+    /// Runs maintenance now instead of waiting for the engine's triggers (`capabilities()
+    /// .maintenance` lists what the engine does); returns when it is done.
+    pub fn maintain(&self, task: MaintenanceTask) -> Result<()> {
+        self.ensure_open()?;
+        if !self.engine.capabilities().maintenance.contains(&task) {
+            return Err(Error::unsupported(format!(
+                "the '{}' engine has no '{}' maintenance task",
+                self.kind,
+                task.name()
+            )));
+        }
+        self.engine.maintenance().run(task)
+    }
+
+    /// A table of fixed-width columns over this store: the engine's own columnar layout where it
+    /// has one (`capabilities().columnar`), else rows encoded as values. Keys are the store's keys;
+    /// a table shares the key space with plain `put`/`get`.
+    pub fn table(&self, schema: Schema) -> Result<Table<'_>> {
+        self.ensure_open()?;
+        if schema.row_bytes() > self.limits.max_value_bytes {
+            return Err(self.value_too_large(schema.row_bytes()));
+        }
+        let inner: Box<dyn ColumnarTable + '_> = match self.engine.open_table(&schema) {
+            Some(native) => native?,
+            None => Box::new(RowEncodedTable::new(self.engine.as_ref(), schema)),
+        };
+        Ok(Table::new(self, inner))
+    }
+
     /// Flushes and closes. Later calls return `Error::Closed`.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
@@ -275,14 +333,14 @@ impl Db {
         self.engine.close()
     }
 
-    fn ensure_open(&self) -> Result<()> {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         Ok(())
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<()> {
+    pub(crate) fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.len() > self.limits.max_key_bytes {
             return Err(Error::invalid(format!(
                 "key of {} bytes is too large; the '{}' engine accepts keys up to {} bytes",
@@ -321,6 +379,12 @@ pub struct Iter {
     inner: KvIter,
 }
 
+impl Iter {
+    pub(crate) fn new(inner: KvIter) -> Self {
+        Iter { inner }
+    }
+}
+
 impl Iterator for Iter {
     type Item = Result<(Vec<u8>, Value)>;
 
@@ -333,19 +397,17 @@ fn ensure_available(kind: EngineKind) -> Result<()> {
     if kind.is_available() {
         Ok(())
     } else {
-        Err(Error::unsupported(format!("engine '{kind}' is not implemented in this build of Strata yet")))
+        Err(unavailable(kind))
     }
 }
 
 fn open_engine(kind: EngineKind, storage: Arc<dyn Storage>, options: &Options) -> Result<Box<dyn Engine>> {
-    match kind {
-        EngineKind::Memory => {
-            Ok(Box::new(engine_memory::MemoryEngine::open(storage, &options.engine_config)?))
-        }
-        EngineKind::Flex => Ok(Box::new(engine_flex::FlexEngine::open(storage, &options.engine_config)?)),
-        EngineKind::F2 => Ok(Box::new(engine_f2::F2Engine::open(storage, &options.engine_config)?)),
-        other => Err(Error::unsupported(format!(
-            "engine '{other}' is not implemented in this build of Strata yet"
-        ))),
+    match crate::registry::factory(kind) {
+        Some(factory) => (factory.open)(storage, &options.engine_config),
+        None => Err(unavailable(kind)),
     }
+}
+
+fn unavailable(kind: EngineKind) -> Error {
+    Error::unsupported(format!("engine '{kind}' is not implemented in this build of Strata yet"))
 }

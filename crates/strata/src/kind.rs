@@ -42,14 +42,9 @@ impl EngineKind {
         }
     }
 
-    /// True when this build can open the engine.
+    /// True when this build can open the engine (its crate is registered: `registry.rs`).
     pub fn is_available(self) -> bool {
-        matches!(self, EngineKind::Memory | EngineKind::Flex | EngineKind::F2)
-    }
-
-    /// Whether `range` is supported (F2 is hash-indexed).
-    pub fn is_ordered(self) -> bool {
-        !matches!(self, EngineKind::F2)
+        crate::registry::factory(self).is_some()
     }
 }
 

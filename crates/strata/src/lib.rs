@@ -18,15 +18,19 @@ mod db;
 mod kind;
 mod manifest;
 mod options;
+mod registry;
+mod table;
 
 pub use db::{Db, Iter};
 pub use kind::EngineKind;
 pub use manifest::{Manifest, MANIFEST_FILE_NAME, MANIFEST_FORMAT_VERSION};
 pub use options::Options;
 pub use strata_core::{
-    parse_bytes, parse_engine_option, repeated_option_name, BatchOp, Direction, Durability, Error, IoStats,
-    Key, KeyRange, Limits, RecoveryMode, Result, Stats, Value, VerifyReport, WriteBatch,
+    parse_bytes, parse_engine_option, repeated_option_name, BatchOp, Capabilities, Column, Direction,
+    Durability, Error, IoStats, Key, KeyRange, Limits, MaintenanceTask, Projection, RecoveryMode, Result,
+    Schema, Stats, Value, VerifyReport, WriteBatch,
 };
+pub use table::Table;
 
 /// Storage backends, for tests and tools that want to run a `Db` on simulated or in-memory disks.
 pub mod storage {

@@ -138,7 +138,7 @@ fn read_back(r: &mut Runner<'_>) -> Result<Outcome, ExecError> {
     let outcome = if intact {
         Outcome::Intact
     } else {
-        match r.oracle.check_recovery(&observed, r.target().prefix_consistent) {
+        match r.oracle.check_recovery(&observed, r.target().prefix_consistent()) {
             Ok(recovery) => Outcome::TornTail(recovery.pending_units, recovery.recovered_units),
             Err(what) => {
                 return Err(ExecError::Wrong(format!(
