@@ -23,8 +23,10 @@ pub struct Db {
     default_durability: Durability,
     closed: AtomicBool,
     location: String,
-    // Declared after `engine` so it is released only once the engine is gone.
-    _lock: Box<dyn StorageLock>,
+    /// The directory lock: released by `close` once the engine has closed (so the directory can be
+    /// reopened while this handle still exists), else on drop after the engine is gone (declared
+    /// after `engine`).
+    lock: parking_lot::Mutex<Option<Box<dyn StorageLock>>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -104,7 +106,7 @@ impl Db {
             default_durability: options.default_durability,
             closed: AtomicBool::new(false),
             location,
-            _lock: lock,
+            lock: parking_lot::Mutex::new(Some(lock)),
         })
     }
 
@@ -325,12 +327,17 @@ impl Db {
         Ok(Table::new(self, inner))
     }
 
-    /// Flushes and closes. Later calls return `Error::Closed`.
+    /// Flushes, closes the engine and releases the directory lock. Later calls return
+    /// `Error::Closed`.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.engine.close()
+        let closed = self.engine.close();
+        // Released even when closing failed: the engine's threads are stopped either way, and a
+        // new open is how a poisoned or failed store recovers.
+        drop(self.lock.lock().take());
+        closed
     }
 
     pub(crate) fn ensure_open(&self) -> Result<()> {

@@ -82,6 +82,19 @@ fn second_open_in_the_same_process_is_locked_until_the_first_closes() {
 }
 
 #[test]
+fn close_releases_the_directory_lock_while_the_handle_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap();
+    first.put(b"k", b"v").unwrap();
+    first.close().unwrap();
+    let second = Db::open(dir.path(), Options::existing()).unwrap();
+    assert_eq!(second.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert!(matches!(first.get(b"k"), Err(Error::Closed)));
+    drop(first);
+    second.put(b"k2", b"v2").unwrap();
+}
+
+#[test]
 fn manifest_records_the_engine_and_existing_opens_need_one() {
     let dir = tempfile::tempdir().unwrap();
     let err = Db::open(dir.path(), Options::existing()).unwrap_err();
