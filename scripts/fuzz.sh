@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 15; CI's smoke uses less, the
+# hour-long run in docs/testing.md uses 3600). Installs cargo-fuzz if it is missing; needs the
+# nightly toolchain. A crash stops the run with libFuzzer's report and the reproducer's path.
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+seconds="${1:-15}"
+shift || true
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+cargo +nightly fuzz build -O
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t"
+    echo "fuzz: $t for ${seconds}s"
+    if ! cargo +nightly fuzz run -O "$t" "corpus/$t" -- -max_total_time="$seconds" >"$log" 2>&1; then
+        tail -n 60 "$log" >&2
+        echo "fuzz: target $t failed; reproducer under fuzz/artifacts/$t/" >&2
+        exit 1
+    fi
+    grep -E '^Done' "$log" || true
+done
+echo "fuzz: ${#targets[@]} targets clean for ${seconds}s each"
