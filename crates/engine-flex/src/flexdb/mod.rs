@@ -2,16 +2,29 @@
 //! updated in place with insert-range and collapse-range; a volatile sparse index with partial
 //! offsets and shifts; an interval cache; recovery by sampling extents. Paths:
 //! docs/ARCHITECTURE.md (section `flex`), docs/format/flexdb.md.
+//!
+//! `db.rs` holds a store's state (`FlexDb`) and its open, read and close paths; `write.rs` the
+//! write path, `commit.rs` and `committer.rs` the commit path, `memory_budget.rs` how the
+//! MemTables and the interval cache share the budget. The crate's `FlexEngine` only adapts
+//! `FlexDb` to `strata_core::Engine`; nothing here depends on it.
 
 mod cache;
+mod commit;
+mod committer;
+pub(crate) mod db;
 mod interval;
 pub(crate) mod iter;
+mod memory_budget;
 pub(crate) mod memtable;
 pub(crate) mod meta;
 pub mod naive_file;
 pub(crate) mod record;
+#[cfg(test)]
+mod rmw_tests;
 pub mod sparse_index;
+mod stats;
 pub(crate) mod table;
+mod write;
 
 pub use naive_file::NaiveTableFile;
 
