@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub use super::interval::IntervalData;
 use super::interval::Span;
 use super::sparse_index::{IndexKey, NO_SLOT};
-use super::InlineKey as OwnerKey;
+use strata_kit::inline_key::InlineKey as OwnerKey;
 
 /// Evicted intervals whose buffers are kept for reuse.
 const SPARE_BUFFERS: usize = 8;

@@ -56,7 +56,7 @@ impl FlexDb {
         self.commit_done.store(0, Relaxed);
         self.commit_total.store(imm.len().max(1) as u64, Relaxed);
         let applied = self.wal.sync().map(|_| ()).map_err(|e| self.poison(e)).and_then(|()| {
-            let entries: Vec<Entry<'_>> = imm.iter().map(|(k, v)| (k, v.as_deref())).collect();
+            let entries: Vec<Entry<'_>> = imm.iter().collect();
             self.apply_steps(&entries)
         });
         // Also on errors: pacing must not wait for a commit that stopped.

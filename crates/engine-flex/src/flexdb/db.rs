@@ -18,11 +18,11 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::decode_batch;
 use strata_core::{BatchOp, EngineConfig, Error, Result, Value};
 use strata_io::Storage;
+use strata_kit::memtable::MemTable;
 use strata_wal::{Wal, WalOptions};
 
 use super::committer::{self, Signals};
 use super::memory_budget::MemoryBudget;
-use super::memtable::MemTable;
 use super::meta;
 use super::table::{Table, TableConfig};
 use super::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};

@@ -20,10 +20,10 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use strata_core::{Direction, Key, KeyRange, Result, Value};
+use strata_kit::memtable::Ahead;
 
 use super::db::FlexDb;
 use super::interval::IntervalData;
-use super::memtable::Ahead;
 use super::table::Resume;
 
 /// MemTable entries per source and window: a window ends at the last one when a MemTable has

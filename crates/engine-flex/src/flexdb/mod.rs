@@ -15,7 +15,6 @@ pub(crate) mod db;
 mod interval;
 pub(crate) mod iter;
 mod memory_budget;
-pub(crate) mod memtable;
 pub(crate) mod meta;
 pub mod naive_file;
 pub(crate) mod record;
@@ -27,15 +26,6 @@ pub(crate) mod table;
 mod write;
 
 pub use naive_file::NaiveTableFile;
-
-/// Keys up to this long are held inline where they are compared often.
-pub(crate) const INLINE_KEY_BYTES: usize = 32;
-
-/// A key held inline (up to `INLINE_KEY_BYTES`) in the MemTable's B-tree nodes and the interval
-/// cache's slots: a search compares bytes in the node or slot it is reading instead of following
-/// one pointer per key to a heap buffer. In a YCSB E profile at 10M records, MemTable descents
-/// took ~9% and the cache's owner check ~4.5%, mostly those cache misses.
-pub(crate) type InlineKey = smallvec::SmallVec<[u8; INLINE_KEY_BYTES]>;
 
 use strata_core::{EngineConfig, EngineOptionReader, Result};
 
