@@ -2,5 +2,6 @@
 //! engine needs it; engines never depend on each other. docs/ARCHITECTURE.md ("The shared kit")
 //! lists what is here and what is planned.
 
+pub mod cache;
 pub mod inline_key;
 pub mod memtable;
