@@ -1,7 +1,6 @@
 //! Engine `flex` (being written): FlexTree, FlexFile and FlexDB from the FlexFile paper
 //! (`shared/papers/flexfile.txt`).
 
-mod committer;
 mod contract;
 mod engine;
 pub mod flexdb;

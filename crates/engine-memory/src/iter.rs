@@ -43,12 +43,12 @@ impl ChunkedRange {
         let chunk_entries = self.next_chunk_entries;
         self.next_chunk_entries = (chunk_entries * 2).min(MAX_CHUNK_ENTRIES);
         let map = self.inner.map.read();
-        let range = map.entries.range::<[u8], _>(self.remaining.as_bounds());
+        // No tombstones in the map: every entry has a value.
+        let owned = |(k, v): (&[u8], Option<&[u8]>)| (k.to_vec(), v.unwrap_or_default().to_vec());
+        let range = map.range(self.remaining.as_bounds());
         let chunk: Vec<(Key, Value)> = match self.direction {
-            Direction::Forward => range.take(chunk_entries).map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Direction::Reverse => {
-                range.rev().take(chunk_entries).map(|(k, v)| (k.clone(), v.clone())).collect()
-            }
+            Direction::Forward => range.take(chunk_entries).map(owned).collect(),
+            Direction::Reverse => range.rev().take(chunk_entries).map(owned).collect(),
         };
         drop(map);
         if chunk.len() < chunk_entries {

@@ -1,5 +1,6 @@
-//! Engine `memory`: the whole data set in an ordered in-memory map, made durable by the shared WAL
-//! and recovered by replay, with compacting snapshots so replay time stays bounded.
+//! Engine `memory`: the whole data set in an ordered in-memory map (the kit's `MemTable`, without
+//! tombstones), made durable by the shared WAL and recovered by replay, with compacting snapshots
+//! so replay time stays bounded.
 //!
 //! Write path and recovery path: docs/ARCHITECTURE.md, section "memory".
 //! On-disk structures: docs/format/wal.md, docs/format/write-batch.md,
@@ -8,26 +9,23 @@
 mod iter;
 mod snapshot;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::{decode_batch, encode_batch};
 use strata_core::{
-    BatchOp, Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, Key,
-    KeyRange, KvIter, Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+    Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
+    Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
+use strata_kit::memtable::MemTable;
 use strata_kit::EngineFactory;
 use strata_wal::{Wal, WalOptions};
 
 /// Size limits of the memory engine (documented in README and enforced by `strata::Db`).
 pub const LIMITS: Limits =
     Limits { max_key_bytes: 64 << 10, max_value_bytes: 64 << 20, max_batch_bytes: 256 << 20 };
-
-/// Estimated per-entry overhead of the map (node slots, two Vec headers), for memory accounting.
-const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
 /// The memory engine. Cheap handles share one `Inner`.
 pub struct MemoryEngine {
@@ -38,8 +36,9 @@ struct Inner {
     storage: Arc<dyn Storage>,
     wal_options: WalOptions,
     wal: Wal,
-    /// The data. Writers hold the write lock across WAL append + apply, so WAL order equals apply order.
-    map: RwLock<Map>,
+    /// The live data, applied with `apply_without_tombstones`. Writers hold the write lock across
+    /// WAL append + apply, so WAL order equals apply order.
+    map: RwLock<MemTable>,
     /// Held while a snapshot is being written; `try_lock` so only one writer takes it on.
     snapshot_lock: Mutex<()>,
     /// WAL payload bytes appended since the last snapshot.
@@ -51,39 +50,12 @@ struct Inner {
 }
 
 #[derive(Default)]
-struct Map {
-    entries: BTreeMap<Key, Value>,
-    /// Sum of key + value lengths of live entries.
-    data_bytes: u64,
-}
-
-#[derive(Default)]
 struct Counters {
     user_bytes_written: AtomicU64,
     user_bytes_read: AtomicU64,
     snapshots_written: AtomicU64,
     last_snapshot_bytes: AtomicU64,
     records_replayed: AtomicU64,
-}
-
-impl Map {
-    fn apply(&mut self, op: BatchOp) {
-        match op {
-            BatchOp::Put { key, value } => {
-                let added = (key.len() + value.len()) as u64;
-                let old_len = key.len();
-                if let Some(old) = self.entries.insert(key, value) {
-                    self.data_bytes -= (old_len + old.len()) as u64;
-                }
-                self.data_bytes += added;
-            }
-            BatchOp::Delete { key } => {
-                if let Some(old) = self.entries.remove(&key) {
-                    self.data_bytes -= (key.len() + old.len()) as u64;
-                }
-            }
-        }
-    }
 }
 
 impl MemoryEngine {
@@ -102,7 +74,7 @@ impl MemoryEngine {
             storage.remove(name)?;
         }
         let newest = names.iter().filter_map(|n| snapshot::parse_file_name(n)).max();
-        let mut map = Map::default();
+        let mut map = MemTable::default();
         let mut snapshot_lsn = 0;
         if let Some(lsn) = newest {
             // 2. Load it, verifying every checksum.
@@ -115,8 +87,7 @@ impl MemoryEngine {
                 ));
             }
             snapshot_lsn = lsn;
-            map.data_bytes = loaded.entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
-            map.entries = loaded.entries;
+            map = loaded.entries;
         }
         // 3. Replay the WAL after the snapshot; every record is one whole batch.
         let mut replayed_bytes = 0u64;
@@ -130,7 +101,7 @@ impl MemoryEngine {
                 })?;
                 replayed_bytes += payload.len() as u64;
                 for op in batch.into_ops() {
-                    map.apply(op);
+                    map.apply_without_tombstones(op);
                 }
                 Ok(())
             },
@@ -176,7 +147,7 @@ impl Inner {
             let mut map = self.map.write();
             let lsn = self.wal.append(&payload)?;
             for op in batch.into_ops() {
-                map.apply(op);
+                map.apply_without_tombstones(op);
             }
             lsn
         };
@@ -207,7 +178,7 @@ impl Inner {
     /// A snapshot pays off once the WAL since the last one is as large as the data itself (bounding
     /// both replay time and the snapshot's write amplification to about 2x).
     fn snapshot_trigger_bytes(&self) -> u64 {
-        self.snapshot_min_wal_bytes.max(self.map.read().data_bytes)
+        self.snapshot_min_wal_bytes.max(self.map.read().data_bytes())
     }
 
     /// Caller holds `snapshot_lock`.
@@ -220,8 +191,9 @@ impl Inner {
             let name = snapshot::file_name(lsn);
             let tmp = format!("{name}.tmp");
             let mut writer = snapshot::SnapshotWriter::create(self.storage.as_ref(), &tmp, lsn)?;
-            for (k, v) in &map.entries {
-                writer.add(k, v)?;
+            // No tombstones: every entry has a value.
+            for (k, v) in map.iter() {
+                writer.add(k, v.unwrap_or_default())?;
             }
             self.wal_bytes_since_snapshot.store(0, Relaxed);
             drop(map);
@@ -291,7 +263,7 @@ impl Engine for MemoryEngine {
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.inner.ensure_open()?;
-        let value = self.inner.map.read().entries.get(key).cloned();
+        let value = self.inner.map.read().get(key).flatten().cloned();
         if let Some(v) = &value {
             self.inner.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
         }
@@ -312,13 +284,13 @@ impl Engine for MemoryEngine {
         inner.ensure_open()?;
         let (lsn, payload_bytes, user_bytes, stored) = {
             let mut map = inner.map.write();
-            let new = f(map.entries.get(key).map(Vec::as_slice));
+            let new = f(map.get(key).flatten().map(Vec::as_slice));
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
             let lsn = inner.wal.append(&payload)?;
             let user_bytes = batch.payload_bytes() as u64;
             for op in batch.into_ops() {
-                map.apply(op);
+                map.apply_without_tombstones(op);
             }
             (lsn, payload.len() as u64, user_bytes, new)
         };
@@ -345,9 +317,9 @@ impl Engine for MemoryEngine {
 
     fn stats(&self) -> Stats {
         let inner = &self.inner;
-        let (live_keys, data_bytes) = {
+        let (live_keys, memory_bytes) = {
             let map = inner.map.read();
-            (map.entries.len() as u64, map.data_bytes)
+            (map.len() as u64, map.memory_bytes())
         };
         let c = &inner.counters;
         Stats {
@@ -358,7 +330,7 @@ impl Engine for MemoryEngine {
             io: inner.storage.io_stats(),
             cache_hits: 0,
             cache_misses: 0,
-            memory_bytes: data_bytes + live_keys * ENTRY_OVERHEAD_BYTES,
+            memory_bytes,
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("snapshots_written", c.snapshots_written.load(Relaxed)),

@@ -1,11 +1,10 @@
 //! Snapshot files of the memory engine's map (docs/format/memory-snapshot.md).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
-use std::collections::BTreeMap;
-
 use strata_core::le_bytes::{u32_at, u64_at};
-use strata_core::{Error, Key, Result, Value};
+use strata_core::{BatchOp, Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
+use strata_kit::memtable::MemTable;
 
 const HEADER_MAGIC: &[u8; 8] = b"STRMEMS1";
 const TRAILER_MAGIC: &[u8; 8] = b"STRMEMSE";
@@ -109,7 +108,7 @@ impl SnapshotWriter {
 /// What a snapshot file holds.
 pub(crate) struct LoadedSnapshot {
     pub lsn: u64,
-    pub entries: BTreeMap<Key, Value>,
+    pub entries: MemTable,
     pub file_bytes: u64,
 }
 
@@ -151,7 +150,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     let expected_entries = u64_at(trailer, 8).unwrap_or_default();
     let expected_blocks = u32_at(trailer, 16).unwrap_or_default();
 
-    let mut entries = BTreeMap::new();
+    let mut entries = MemTable::default();
     let mut last_key: Option<Vec<u8>> = None;
     let mut pos = HEADER_BYTES;
     let mut blocks = 0u32;
@@ -187,7 +186,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
                 return Err(bad(entry_at, "keys are not strictly increasing"));
             }
             last_key = Some(key.to_vec());
-            entries.insert(key.to_vec(), value.to_vec());
+            entries.apply_without_tombstones(BatchOp::Put { key: key.to_vec(), value: value.to_vec() });
             p = vend.unwrap_or(payload.len());
         }
         blocks += 1;
@@ -201,8 +200,12 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
+
+    use strata_core::{Key, Value};
     use strata_io::MemStorage;
+
+    use super::*;
 
     fn write(storage: &MemStorage, lsn: u64, map: &BTreeMap<Key, Value>) -> Vec<u8> {
         let mut w = SnapshotWriter::create(storage, "s.tmp", lsn).unwrap();
@@ -227,7 +230,7 @@ mod tests {
         let bytes = write(&storage, 42, &map);
         let loaded = decode("s", &bytes).unwrap();
         assert_eq!(loaded.lsn, 42);
-        assert_eq!(loaded.entries, map);
+        assert!(loaded.entries.iter().eq(map.iter().map(|(k, v)| (&k[..], Some(&v[..])))));
         let trailer = &bytes[bytes.len() - TRAILER_BYTES..];
         assert!(u32::from_le_bytes(trailer[16..20].try_into().unwrap()) > 1, "expected several blocks");
     }

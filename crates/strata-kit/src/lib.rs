@@ -2,6 +2,9 @@
 //! engine needs it; engines never depend on each other. docs/ARCHITECTURE.md ("The shared kit")
 //! lists what is here and what is planned.
 
+pub mod cache;
 mod factory;
+pub mod inline_key;
+pub mod memtable;
 
 pub use factory::{EngineFactory, OpenEngineFn};

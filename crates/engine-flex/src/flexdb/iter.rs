@@ -6,7 +6,7 @@
 //!
 //! Why a window is consistent: the table is read first, then the MemTables. A commit moves keys
 //! from the immutable MemTable into the table and only then drops the MemTable, bumping
-//! `Inner::imm_drops` under the `mem` write lock. If that counter did not change between before
+//! `FlexDb::imm_drops` under the `mem` write lock. If that counter did not change between before
 //! the table read and the MemTable read, every key the table read missed is still in a MemTable.
 //! If it did, the window is read again.
 //!
@@ -20,18 +20,18 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 use strata_core::{Direction, Key, KeyRange, Result, Value};
+use strata_kit::memtable::Ahead;
 
+use super::db::FlexDb;
 use super::interval::IntervalData;
-use super::memtable::Ahead;
 use super::table::Resume;
-use crate::engine::Inner;
 
 /// MemTable entries per source and window: a window ends at the last one when a MemTable has
 /// more in it (a MemTable-only range then goes in windows of this many entries).
 const MEM_WINDOW_ENTRIES: usize = 64;
 
 pub(crate) struct MergedRange {
-    inner: Arc<Inner>,
+    db: Arc<FlexDb>,
     /// The part of the range no window has covered yet.
     remaining: KeyRange,
     reverse: bool,
@@ -53,10 +53,10 @@ pub(crate) struct MergedRange {
 }
 
 impl MergedRange {
-    pub(crate) fn new(inner: Arc<Inner>, range: KeyRange, direction: Direction) -> Self {
+    pub(crate) fn new(db: Arc<FlexDb>, range: KeyRange, direction: Direction) -> Self {
         let exhausted = range.is_empty();
         MergedRange {
-            inner,
+            db,
             remaining: range,
             reverse: direction == Direction::Reverse,
             table: None,
@@ -129,17 +129,17 @@ impl MergedRange {
     fn refill(&mut self) -> Result<()> {
         self.report_reads();
         loop {
-            let drops_before = self.inner.imm_drops.load(SeqCst);
+            let drops_before = self.db.imm_drops.load(SeqCst);
             // Taken: a retry after a commit searches the index again.
             let (window, split_due) = {
-                let table = self.inner.table.read();
+                let table = self.db.table.read();
                 (
                     table.scan_interval(&self.remaining, self.reverse, self.resume.take())?,
                     table.has_oversized(),
                 )
             };
             if split_due {
-                self.inner.split_oversized_without_waiting();
+                self.db.split_oversized_without_waiting();
             }
             // The table holds every record of the range up to `table_bound` (inclusive).
             let table_bound: Option<Key> = window.more.then(|| {
@@ -148,8 +148,8 @@ impl MergedRange {
             });
             let (mut active, mut frozen) = (Vec::new(), Vec::new());
             {
-                let mem = self.inner.mem.read();
-                if self.inner.imm_drops.load(SeqCst) != drops_before {
+                let mem = self.db.mem.read();
+                if self.db.imm_drops.load(SeqCst) != drops_before {
                     continue; // a commit finished in between: the table read may miss keys
                 }
                 if !self.mem_ends_before_ahead(mem.version, table_bound.as_deref()) {
@@ -248,7 +248,7 @@ impl MergedRange {
 
     fn report_reads(&mut self) {
         if self.unreported_bytes > 0 {
-            self.inner.note_read(std::mem::take(&mut self.unreported_bytes));
+            self.db.note_read(std::mem::take(&mut self.unreported_bytes));
         }
     }
 }
@@ -266,7 +266,7 @@ impl Iterator for MergedRange {
                 self.report_reads();
                 return None;
             }
-            if let Err(e) = self.inner.check_usable().and_then(|()| self.refill()) {
+            if let Err(e) = self.db.check_usable().and_then(|()| self.refill()) {
                 self.exhausted = true;
                 self.table = None;
                 self.mem.clear();

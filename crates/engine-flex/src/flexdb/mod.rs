@@ -2,27 +2,30 @@
 //! updated in place with insert-range and collapse-range; a volatile sparse index with partial
 //! offsets and shifts; an interval cache; recovery by sampling extents. Paths:
 //! docs/ARCHITECTURE.md (section `flex`), docs/format/flexdb.md.
+//!
+//! `db.rs` holds a store's state (`FlexDb`) and its open, read and close paths; `write.rs` the
+//! write path, `commit.rs` and `committer.rs` the commit path, `memory_budget.rs` how the
+//! MemTables and the interval cache share the budget. The crate's `FlexEngine` only adapts
+//! `FlexDb` to `strata_core::Engine`; nothing here depends on it.
 
 mod cache;
+mod commit;
+mod committer;
+pub(crate) mod db;
 mod interval;
 pub(crate) mod iter;
-pub(crate) mod memtable;
+mod memory_budget;
 pub(crate) mod meta;
 pub mod naive_file;
 pub(crate) mod record;
+#[cfg(test)]
+mod rmw_tests;
 pub mod sparse_index;
+mod stats;
 pub(crate) mod table;
+mod write;
 
 pub use naive_file::NaiveTableFile;
-
-/// Keys up to this long are held inline where they are compared often.
-pub(crate) const INLINE_KEY_BYTES: usize = 32;
-
-/// A key held inline (up to `INLINE_KEY_BYTES`) in the MemTable's B-tree nodes and the interval
-/// cache's slots: a search compares bytes in the node or slot it is reading instead of following
-/// one pointer per key to a heap buffer. In a YCSB E profile at 10M records, MemTable descents
-/// took ~9% and the cache's owner check ~4.5%, mostly those cache misses.
-pub(crate) type InlineKey = smallvec::SmallVec<[u8; INLINE_KEY_BYTES]>;
 
 use strata_core::{EngineConfig, EngineOptionReader, Result};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strata_core::{Error, Key, Result, Value};
 
-use super::cache::{IntervalCache, IntervalData, SpareBuffers};
+use super::cache::{owned_by, owner_key, IntervalCache, IntervalData, SpareBuffers};
 use super::record::{self, HeaderParse};
 use super::sparse_index::{self, Cursor, SparseIndex, NO_SLOT};
 use crate::flexfile::TableFile;
@@ -151,17 +151,18 @@ impl Table {
 
     /// Resizes the interval cache (evicting down to the new size).
     pub fn set_cache_capacity(&self, capacity_bytes: u64) {
-        self.cache.lock().set_capacity(capacity_bytes);
+        let evicted = self.cache.lock().set_capacity(capacity_bytes);
+        drop(evicted); // outside the lock
     }
 
     pub fn cache_stats(&self) -> CacheStats {
         let c = self.cache.lock();
         CacheStats {
-            hits: c.hits,
-            misses: c.misses,
+            hits: c.hits(),
+            misses: c.misses(),
             used_bytes: c.used_bytes(),
             slack_bytes: c.slack_bytes(),
-            intervals: c.interval_count() as u64,
+            intervals: c.len() as u64,
         }
     }
 
@@ -250,9 +251,9 @@ impl Table {
         let spare = {
             let mut cache = self.cache.lock();
             if slot == NO_SLOT {
-                cache.misses += 1;
-            } else if let Some(d) = cache.get(slot, e.key()) {
-                return Ok(d);
+                cache.count_miss();
+            } else if let Some(d) = cache.get(slot, owned_by(e.key())) {
+                return Ok(d.clone());
             }
             if cache_it {
                 cache.take_spare(e.size_bytes() as usize)
@@ -326,16 +327,16 @@ impl Table {
             let mut cache = self.cache.lock();
             let now = e.cache_slot().load(Relaxed);
             if now != NO_SLOT && now != slot {
-                if let Some(d) = cache.get(now, e.key()) {
-                    return d; // another reader cached it meanwhile
+                if let Some(d) = cache.get(now, owned_by(e.key())) {
+                    return d.clone(); // another reader cached it meanwhile
                 }
             }
-            let (new_slot, evicted) = cache.insert(e.key(), data.clone());
-            e.cache_slot().store(new_slot, Relaxed);
+            let (new_slot, evicted) = cache.insert(owner_key(e.key()), data.clone());
+            e.cache_slot().store(new_slot.unwrap_or(NO_SLOT), Relaxed);
             (new_slot, evicted)
         };
         drop(evicted); // outside the lock
-        if new_slot != NO_SLOT {
+        if new_slot.is_some() {
             self.note_if_oversized(cur, &data); // a split needs the records cached
         }
         data
@@ -392,7 +393,7 @@ impl Table {
             }
         } else if too_big {
             // A cached interval stays cached as its pieces (no re-read of what was in memory).
-            let was_cached = cache.contains(slot, e.key());
+            let was_cached = cache.contains(slot, owned_by(e.key()));
             cache.invalidate(slot);
             let cuts = self.split(&owner, &records);
             if was_cached {
@@ -401,7 +402,8 @@ impl Table {
                 drop(evicted); // the committer's step: like `update`'s evictions, under the lock
             }
         } else if slot != NO_SLOT {
-            cache.update(slot, &owner, Arc::new(records));
+            // The committer's step: the old interval and evictions are dropped under the lock.
+            drop(cache.update(slot, |o| o.as_slice() == owner.as_slice(), Arc::new(records)));
         }
     }
 

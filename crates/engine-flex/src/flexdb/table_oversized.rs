@@ -12,8 +12,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strata_core::Key;
 
-use super::{IntervalData, Table};
-use crate::flexdb::sparse_index::Cursor;
+use super::{owned_by, owner_key, IntervalData, Table};
+use crate::flexdb::sparse_index::{Cursor, NO_SLOT};
 
 /// At most this many bytes of noted index keys wait (outside the memory budget); an interval
 /// not noted for lack of room is noted when it is loaded again.
@@ -73,7 +73,7 @@ impl Table {
                 continue; // a commit split or merged it meanwhile
             }
             let slot = e.cache_slot().load(Relaxed);
-            let cached = self.cache.get_mut().peek(slot, e.key());
+            let cached = self.cache.get_mut().peek(slot, owned_by(e.key())).cloned();
             let Some(data) = cached.filter(|d| d.bytes().len() as u64 == e.size_bytes()) else { continue };
             if !self.over_limits(&data) {
                 continue;
@@ -118,8 +118,8 @@ impl Table {
             if e.size_bytes() != bytes as u64 || e.count() != Some(piece.len() as u32) {
                 continue;
             }
-            let (slot, evicted) = self.cache.get_mut().insert(e.key(), piece);
-            e.cache_slot().store(slot, Relaxed);
+            let (slot, evicted) = self.cache.get_mut().insert(owner_key(e.key()), piece);
+            e.cache_slot().store(slot.unwrap_or(NO_SLOT), Relaxed);
             dropped.extend(evicted);
         }
     }

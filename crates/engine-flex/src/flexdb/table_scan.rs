@@ -12,7 +12,7 @@ use std::sync::Arc;
 use strata_core::{Error, KeyRange, Result};
 
 use super::{corrupt, Table};
-use crate::flexdb::cache::IntervalData;
+use crate::flexdb::cache::{owned_by, IntervalData};
 use crate::flexdb::sparse_index::{Cursor, NO_SLOT};
 
 /// At most this many intervals are read ahead per cache miss.
@@ -123,8 +123,8 @@ impl Table {
         let slot = e.cache_slot().load(Relaxed);
         if let Some(data) = ahead.pop_front() {
             if slot != NO_SLOT {
-                if let Some(cached) = self.cache.lock().get(slot, e.key()) {
-                    return Ok(cached); // another reader cached it meanwhile
+                if let Some(cached) = self.cache.lock().get(slot, owned_by(e.key())) {
+                    return Ok(cached.clone()); // another reader cached it meanwhile
                 }
             }
             return Ok(self.cache_loaded(cur, slot, data));
@@ -136,7 +136,7 @@ impl Table {
         if run.len() <= 1 {
             return self.load(cur);
         }
-        self.cache.lock().misses += 1;
+        self.cache.lock().count_miss();
         self.interval_loads.fetch_add(1, Relaxed);
         // `run` is in scan order; its byte range is contiguous: intervals tile the file.
         let (first, last) = match reverse {
@@ -172,7 +172,7 @@ impl Table {
         let cached = |c: &Cursor| {
             let e = self.index.interval(c);
             let slot = e.cache_slot().load(Relaxed);
-            slot != NO_SLOT && cache.contains(slot, e.key())
+            slot != NO_SLOT && cache.contains(slot, owned_by(e.key()))
         };
         if cached(cur) {
             return Vec::new();

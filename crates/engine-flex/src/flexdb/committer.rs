@@ -5,7 +5,7 @@
 //! committer; a writer that fills it while the committer is still busy waits for it
 //! (backpressure: memory stays bounded to about two MemTables).
 //!
-//! Lifetime: the thread holds an `Arc<Inner>`; `Inner::shutdown` stops and joins it before the
+//! Lifetime: the thread holds an `Arc<FlexDb>`; `FlexDb::shutdown` stops and joins it before the
 //! engine closes its WAL, so no commit of a closed or dropped engine touches storage afterwards
 //! (after a simulated power loss the old engine is dropped before the store is reopened). It
 //! exits as soon as the engine is poisoned.
@@ -17,7 +17,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use strata_core::Result;
 
-use crate::engine::Inner;
+use super::db::FlexDb;
 
 /// How long a writer waits for the committer before it checks the engine's state again.
 const BACKPRESSURE_RECHECK: Duration = Duration::from_millis(20);
@@ -59,11 +59,11 @@ impl Signals {
         self.drained.notify_all();
     }
 
-    /// Waits until `inner.imm_drops` moves past `drops_seen`, the committer exits, or a short
+    /// Waits until `db.imm_drops` moves past `drops_seen`, the committer exits, or a short
     /// time passes (the caller re-checks everything in a loop).
-    pub(crate) fn wait_for_room(&self, inner: &Inner, drops_seen: u64) {
+    pub(crate) fn wait_for_room(&self, db: &FlexDb, drops_seen: u64) {
         let mut state = self.state.lock();
-        if !state.exited && !state.stop && inner.imm_drops.load(SeqCst) == drops_seen {
+        if !state.exited && !state.stop && db.imm_drops.load(SeqCst) == drops_seen {
             self.drained.wait_for(&mut state, BACKPRESSURE_RECHECK);
         }
     }
@@ -75,20 +75,20 @@ impl Signals {
     }
 }
 
-/// Starts the committer thread of `inner`.
-pub(crate) fn spawn(inner: Arc<Inner>) -> Result<std::thread::JoinHandle<()>> {
+/// Starts the committer thread of `db`.
+pub(crate) fn spawn(db: Arc<FlexDb>) -> Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("flexdb-commit".into())
-        .spawn(move || run(&inner))
+        .spawn(move || run(&db))
         .map_err(|e| strata_core::Error::io("starting the flexdb committer thread", e))
 }
 
-fn run(inner: &Inner) {
+fn run(db: &FlexDb) {
     loop {
         {
-            let mut state = inner.signals.state.lock();
+            let mut state = db.signals.state.lock();
             while !state.work && !state.stop {
-                inner.signals.work_ready.wait(&mut state);
+                db.signals.work_ready.wait(&mut state);
             }
             if state.stop {
                 break;
@@ -96,10 +96,10 @@ fn run(inner: &Inner) {
             state.work = false;
         }
         // Errors poison the engine (or mean it is closing): nothing more to commit either way.
-        if inner.commit_frozen().is_err() {
+        if db.commit_frozen().is_err() {
             break;
         }
     }
-    inner.signals.state.lock().exited = true;
-    inner.signals.drained.notify_all();
+    db.signals.state.lock().exited = true;
+    db.signals.drained.notify_all();
 }

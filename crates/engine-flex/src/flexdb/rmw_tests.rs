@@ -4,10 +4,11 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use strata_core::{Durability, Engine, EngineConfig};
+use strata_core::{Durability, EngineConfig, WriteBatch};
 use strata_io::MemStorage;
 
-use super::FlexEngine;
+use super::db::FlexDb;
+use super::FlexOptions;
 
 type Hook = Box<dyn FnOnce()>;
 
@@ -24,15 +25,17 @@ pub(super) fn after_table_read() {
 
 #[test]
 fn an_rmw_whose_table_read_is_overtaken_by_a_commit_reads_again() {
-    let engine = Arc::new(FlexEngine::open(Arc::new(MemStorage::new()), &EngineConfig::default()).unwrap());
-    engine.put(b"k", b"1", Durability::None).unwrap();
+    let config = EngineConfig::default();
+    let engine = FlexDb::open(Arc::new(MemStorage::new()), &config, &FlexOptions::default()).unwrap();
+    let put = |db: &FlexDb, value: &[u8]| db.write(WriteBatch::single(b"k", Some(value)), Durability::None);
+    put(&engine, b"1").unwrap();
     engine.commit().unwrap(); // "k" = 1 is in the table, no MemTable holds it
     let writer = engine.clone();
     AFTER_TABLE_READ.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || {
             // Between the rmw's table read (it saw 1) and its `mem` lock: a write of 2 that a
             // commit moves into the table, so no MemTable shows it any more.
-            writer.put(b"k", b"2", Durability::None).unwrap();
+            put(&writer, b"2").unwrap();
             writer.commit().unwrap();
         }))
     });
@@ -50,4 +53,5 @@ fn an_rmw_whose_table_read_is_overtaken_by_a_commit_reads_again() {
     assert_eq!(stored.as_deref(), Some(&b"2+"[..]), "computed from the overtaken value");
     assert_eq!(seen, [Some(b"2".to_vec())], "f ran once, on the current value");
     assert_eq!(engine.get(b"k").unwrap().as_deref(), Some(&b"2+"[..]));
+    engine.shutdown(false).unwrap();
 }

@@ -1,0 +1,302 @@
+//! `FlexDb`: FlexDB's whole state (MemTables, table, WAL, committer, memory budget, counters) and
+//! its open, read and close paths. The write path is in `write.rs`, the commit path in
+//! `commit.rs`, both numbered in the `flex` section of docs/ARCHITECTURE.md.
+//!
+//! Commits run on a background thread (`committer.rs`); writers only freeze a full MemTable.
+//! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.
+//! The committer never holds `mem` while it waits for `table`. Readers hold `mem` and `table`
+//! one after the other, never together, except `rmw`, which holds `mem` for writing across its
+//! table lookup so no write to the key slips in between.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::batch_codec::decode_batch;
+use strata_core::{BatchOp, EngineConfig, Error, Result, Value};
+use strata_io::Storage;
+use strata_kit::memtable::MemTable;
+use strata_wal::{Wal, WalOptions};
+
+use super::committer::{self, Signals};
+use super::memory_budget::MemoryBudget;
+use super::meta;
+use super::table::{Table, TableConfig};
+use super::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};
+use crate::flexfile::{FlexFile, TableFile};
+
+const WAL_FILE_PREFIX: &str = "flexdb-wal-";
+/// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
+const FLEXFILE_NAME: &str = "flexdb-table";
+
+pub(crate) struct MemState {
+    /// Changed only through `MemState::apply`, `FlexDb::freeze` and the commit's drop of `imm`,
+    /// each of which bumps `version`.
+    pub(crate) active: MemTable,
+    /// The MemTable being committed; readers consult it after `active`, before the table.
+    pub(crate) imm: Option<Arc<MemTable>>,
+    /// The WAL's last lsn when `imm` was frozen: `imm` holds every record up to it not yet in
+    /// the table file.
+    pub(super) imm_lsn: u64,
+    /// Bumped by every change to either MemTable (a write, a freeze, the drop of `imm`): a scan
+    /// that read the MemTables at one version knows they still hold the same entries while the
+    /// version is unchanged.
+    pub(crate) version: u64,
+}
+
+impl MemState {
+    pub(super) fn apply(&mut self, op: BatchOp) {
+        self.version += 1;
+        self.active.apply(op);
+    }
+
+    /// The active MemTable's value for `key`, else the immutable one's (`Some(None)`: deleted).
+    pub(super) fn get(&self, key: &[u8]) -> Option<Option<&Value>> {
+        self.active.get(key).or_else(|| self.imm.as_ref().and_then(|m| m.get(key)))
+    }
+}
+
+/// FlexDB: one store's state. Shared by the engine handle, the committer thread and iterators.
+pub(crate) struct FlexDb {
+    pub(super) storage: Arc<dyn Storage>,
+    pub(super) wal_options: WalOptions,
+    pub(super) wal: Wal,
+    pub(crate) mem: RwLock<MemState>,
+    pub(crate) table: RwLock<Table>,
+    /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
+    /// Scans use it to detect a commit finishing between their table and MemTable reads.
+    pub(crate) imm_drops: AtomicU64,
+    pub(super) commit_lock: Mutex<()>,
+    pub(crate) signals: Signals,
+    /// Set when the engine is dropped: a running commit stops between steps.
+    pub(super) aborting: AtomicBool,
+    committer: Mutex<Option<JoinHandle<()>>>,
+    pub(super) memtable_bytes: u64,
+    pub(super) memory: MemoryBudget,
+    /// MemTable memory the interval cache's size leaves room for (see `MemoryBudget`): raised by
+    /// a step when the MemTables outgrow it, lowered after each commit.
+    pub(super) mem_reserved_bytes: AtomicU64,
+    /// Held while the reservation and the cache's capacity are set together (`resize_cache`).
+    pub(super) cache_resize: Mutex<()>,
+    /// Progress of the running commit, in MemTable entries (`commit_total` = 0: none runs);
+    /// read by write pacing.
+    pub(super) commit_done: AtomicU64,
+    pub(super) commit_total: AtomicU64,
+    pub(super) step_entries: usize,
+    pub(super) table_kind: TableFileKind,
+    poison: Mutex<Option<String>>,
+    pub(super) poisoned: AtomicBool,
+    pub(super) closed: AtomicBool,
+    pub(super) counters: Counters,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) user_bytes_written: AtomicU64,
+    pub(super) user_bytes_read: AtomicU64,
+    pub(super) commits: AtomicU64,
+    pub(super) committed_entries: AtomicU64,
+    pub(super) last_commit_micros: AtomicU64,
+    pub(super) records_replayed: AtomicU64,
+    pub(super) open_micros: AtomicU64,
+    /// Time writers spent in write pacing (all writers together).
+    pub(super) paced_micros: AtomicU64,
+}
+
+impl FlexDb {
+    /// Recovery path (arch notes): opens the store in `storage` with `options` (already merged
+    /// with `config.engine_options`) and starts its committer thread.
+    pub(crate) fn open(
+        storage: Arc<dyn Storage>,
+        config: &EngineConfig,
+        options: &FlexOptions,
+    ) -> Result<Arc<FlexDb>> {
+        let started = Instant::now();
+        let budget = config.memory_budget_bytes;
+        // At most 1 TiB: sums of MemTable sizes must not overflow.
+        let memtable_bytes =
+            options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20)).min(1 << 40);
+        let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };
+        // 1. The commit record says up to which lsn the table file is complete.
+        let committed_lsn = committed_lsn(storage.as_ref(), options.table_file)?;
+        // 2. Table file recovery (its own), then the sparse index by sampling extents (§5.4).
+        //    The cache is sized again below, once the sparse index exists.
+        let table = open_table(&storage, options, memory.cache_bytes(2 * memtable_bytes, 0))?;
+        // 3. Replay the WAL after the last completed commit into the MemTable. The table file may
+        //    hold a prefix of the interrupted commit; the MemTable shadows every key it touched.
+        let wal_options = WalOptions {
+            segment_bytes: config.wal_segment_bytes,
+            recovery_mode: config.recovery_mode,
+            file_prefix: WAL_FILE_PREFIX.to_string(),
+            ..WalOptions::default()
+        };
+        let mut active = MemTable::default();
+        let (wal, report) =
+            Wal::open(storage.clone(), wal_options.clone(), committed_lsn + 1, &mut |lsn, p| {
+                let batch = decode_batch(p).map_err(|what| {
+                    Error::corruption("flexdb-wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
+                })?;
+                for op in batch.into_ops() {
+                    active.apply(op);
+                }
+                Ok(())
+            })?;
+        let db = FlexDb {
+            storage,
+            wal_options,
+            wal,
+            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, version: 0 }),
+            table: RwLock::new(table),
+            imm_drops: AtomicU64::new(0),
+            commit_lock: Mutex::new(()),
+            signals: Signals::default(),
+            aborting: AtomicBool::new(false),
+            committer: Mutex::new(None),
+            memtable_bytes,
+            mem_reserved_bytes: AtomicU64::new(2 * memtable_bytes),
+            cache_resize: Mutex::new(()),
+            memory,
+            commit_done: AtomicU64::new(0),
+            commit_total: AtomicU64::new(0),
+            step_entries: options.commit_step_entries.max(1),
+            table_kind: options.table_file,
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+        };
+        db.counters.records_replayed.store(report.records_replayed, Relaxed);
+        db.counters.open_micros.store(started.elapsed().as_micros() as u64, Relaxed);
+        db.resize_cache();
+        // 5. Start the committer.
+        let db = Arc::new(db);
+        *db.committer.lock() = Some(committer::spawn(db.clone())?);
+        Ok(db)
+    }
+
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Err(Error::Closed);
+        }
+        if self.poisoned.load(Relaxed) {
+            return Err(Error::Poisoned(self.poison.lock().clone().unwrap_or_default()));
+        }
+        Ok(())
+    }
+
+    /// Makes the engine refuse every later operation: the table file and its index may disagree.
+    pub(super) fn poison(&self, e: Error) -> Error {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+        self.poisoned.store(true, Relaxed);
+        e
+    }
+
+    pub(crate) fn note_read(&self, bytes: u64) {
+        self.counters.user_bytes_read.fetch_add(bytes, Relaxed);
+    }
+
+    /// The value of `key`: the MemTables first, then the table. Counts the bytes read.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.check_usable()?;
+        let value = self.lookup(key)?;
+        if let Some(v) = &value {
+            self.note_read((key.len() + v.len()) as u64);
+        }
+        Ok(value)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Result<Option<Value>> {
+        if let Some(v) = self.mem.read().get(key) {
+            return Ok(v.cloned());
+        }
+        // A commit may finish between the two locks: the table then holds the same or newer data.
+        let table = self.table.read();
+        let found = table.get(key);
+        let split_due = table.has_oversized();
+        drop(table);
+        if split_due {
+            self.split_oversized_without_waiting();
+        }
+        found
+    }
+
+    /// Splits the intervals readers found over the limits (table_oversized.rs) if the table's
+    /// write lock is free right now; otherwise the committer or a later reader does.
+    pub(crate) fn split_oversized_without_waiting(&self) {
+        let dropped = self.table.try_write().map(|mut table| table.split_oversized());
+        drop(dropped); // after the write lock
+    }
+
+    /// Makes every acknowledged write durable in the WAL.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.check_usable()?;
+        self.wal.sync().map(|_| ())
+    }
+
+    /// Close: stop the committer thread (`commit`: after its current commit; otherwise between
+    /// two steps of it) and join it, optionally commit the MemTables (so the next open replays
+    /// little; the WAL covers them anyway), then close the WAL. Later calls return
+    /// `Error::Closed`.
+    pub(crate) fn shutdown(&self, commit: bool) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Ok(());
+        }
+        if !commit {
+            self.aborting.store(true, SeqCst);
+        }
+        self.signals.stop();
+        let committer = self.committer.lock().take();
+        if let Some(thread) = committer {
+            let _ = thread.join();
+        }
+        // A commit the thread ran may have failed and poisoned the engine: close reports it.
+        let committed = if commit { self.check_usable().and_then(|()| self.commit_now()) } else { Ok(()) };
+        if self.closed.swap(true, Relaxed) {
+            return committed;
+        }
+        let closed = self.wal.close();
+        committed.and(closed)
+    }
+}
+
+/// The lsn up to which the table file is complete (0 for a new store); refuses a store whose
+/// table file is of another kind than `kind`.
+fn committed_lsn(storage: &dyn Storage, kind: TableFileKind) -> Result<u64> {
+    let meta = meta::load(storage)?;
+    if let Some(m) = meta {
+        if m.table_kind != kind.code() {
+            return Err(Error::Incompatible(format!(
+                "the store's table file kind is {} but {kind:?} was requested",
+                m.table_kind
+            )));
+        }
+    }
+    Ok(meta.map_or(0, |m| m.committed_lsn))
+}
+
+/// Opens (recovers) the table file of `options.table_file` and rebuilds the table's index.
+fn open_table(storage: &Arc<dyn Storage>, options: &FlexOptions, cache_bytes: u64) -> Result<Table> {
+    let (file, file_name): (Arc<dyn TableFile>, String) = match options.table_file {
+        TableFileKind::Naive => {
+            (Arc::new(NaiveTableFile::open(storage.clone())?), naive_file::FILE_NAME.into())
+        }
+        TableFileKind::FlexFile => (
+            Arc::new(FlexFile::open(storage.clone(), FLEXFILE_NAME, options.flexfile)?),
+            format!("{FLEXFILE_NAME}.data"),
+        ),
+    };
+    let table_config = TableConfig {
+        max_interval_bytes: options.max_interval_bytes.max(1),
+        max_interval_records: options.max_interval_records.max(2),
+        rebuild_interval_bytes: options.rebuild_interval_bytes.max(1),
+        cache_bytes,
+        scan_readahead_bytes: options.scan_readahead_bytes,
+    };
+    Table::open(file, file_name, table_config)
+}

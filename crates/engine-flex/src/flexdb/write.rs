@@ -1,0 +1,230 @@
+//! FlexDB's write path (steps numbered in docs/ARCHITECTURE.md, section `flex`): append to the
+//! WAL and apply to the active MemTable under `mem`; freeze a full MemTable for the committer;
+//! pace writers that run ahead of a commit; wait for room when both MemTables are full.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata_core::batch_codec::encode_batch;
+use strata_core::{Durability, Result, Value, WriteBatch};
+
+use super::db::{FlexDb, MemState};
+
+/// What a writer found after applying its batch (under the `mem` write lock).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Room {
+    /// The active MemTable has room.
+    Free,
+    /// The active MemTable has room but an immutable one is being committed: the writer is paced
+    /// by the commit's progress. The value: the active MemTable's fill (0..1).
+    Paced(f64),
+    /// The active MemTable was full and became the immutable one: wake the committer.
+    Frozen,
+    /// The active MemTable is full and the committer is still busy: wait for it.
+    Full,
+}
+
+impl FlexDb {
+    /// Write path steps 1–4: append and apply under `mem`, then wait for durability.
+    pub(crate) fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.check_usable()?;
+        let payload = encode_batch(&batch);
+        let user_bytes = batch.payload_bytes() as u64;
+        let (lsn, room, mem_in_use) = {
+            let mut mem = self.mem.write();
+            let lsn = self.wal.append(&payload)?;
+            for op in batch.into_ops() {
+                mem.apply(op);
+            }
+            (lsn, self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem))
+        };
+        self.after_append(lsn, user_bytes, durability, room, mem_in_use)
+    }
+
+    /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it.
+    ///
+    /// The table is read before taking the `mem` write lock, never under it: waiting there for
+    /// the table's read lock (held for writing by a commit step) would stall every reader and
+    /// writer behind `mem`. The value read stays current unless a commit finished in between
+    /// (the same argument as a scan window's, iter.rs): a commit changes only keys of the
+    /// immutable MemTable, which `mem` shows until the commit drops it and bumps `imm_drops`
+    /// under the `mem` write lock; if that counter moved, read again.
+    pub(crate) fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        self.check_usable()?;
+        let (lsn, user_bytes, room, stored, mem_in_use) = loop {
+            let drops_seen = self.imm_drops.load(SeqCst);
+            let in_mem = self.mem.read().get(key).is_some();
+            let table_value = if in_mem { None } else { Some(self.table.read().get(key)?) };
+            #[cfg(test)]
+            super::rmw_tests::after_table_read();
+            let mut mem = self.mem.write();
+            let current = match (mem.get(key), table_value) {
+                (Some(v), _) => v.cloned(),
+                (None, Some(v)) if self.imm_drops.load(SeqCst) == drops_seen => v,
+                (None, _) => continue, // a commit moved the key into the table meanwhile
+            };
+            let new = f(current.as_deref());
+            let batch = WriteBatch::single(key, new.as_deref());
+            let lsn = self.wal.append(&encode_batch(&batch))?;
+            let user_bytes = batch.payload_bytes() as u64;
+            for op in batch.into_ops() {
+                mem.apply(op);
+            }
+            break (lsn, user_bytes, self.freeze_if_full(&mut mem), new, Self::mem_in_use_bytes(&mem));
+        };
+        self.after_append(lsn, user_bytes, durability, room, mem_in_use)?;
+        Ok(stored)
+    }
+
+    /// Write path steps 4–5, with no lock held; `mem_in_use` is the MemTables' memory right after
+    /// the write.
+    fn after_append(
+        &self,
+        lsn: u64,
+        user_bytes: u64,
+        durability: Durability,
+        room: Room,
+        mem_in_use: u64,
+    ) -> Result<()> {
+        self.reserve_mem(mem_in_use);
+        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
+        self.wal.commit(lsn, durability)?;
+        match room {
+            Room::Free => Ok(()),
+            Room::Paced(fill) => {
+                self.pace(fill);
+                Ok(())
+            }
+            Room::Frozen => {
+                self.signals.wake_committer();
+                Ok(())
+            }
+            Room::Full => self.wait_for_room(),
+        }
+    }
+
+    /// Write pacing: while a commit runs, a writer whose write left the active MemTable more than
+    /// `PACE_SLACK` fuller than the commit is done waits (in short sleeps) for the commit to catch
+    /// up, so writers slow down smoothly instead of all stopping for the rest of a commit once
+    /// both MemTables are full.
+    fn pace(&self, fill: f64) {
+        const PACE_SLACK: f64 = 0.25;
+        const PACE_SLEEP: Duration = Duration::from_micros(500);
+        let mut waiting_since = None;
+        loop {
+            let (done, total) = (self.commit_done.load(Relaxed), self.commit_total.load(Relaxed));
+            if total == 0 || fill <= done as f64 / total as f64 + PACE_SLACK {
+                break;
+            }
+            if self.poisoned.load(Relaxed) || self.closed.load(Relaxed) || self.signals.stopping() {
+                break;
+            }
+            waiting_since.get_or_insert_with(Instant::now);
+            std::thread::sleep(PACE_SLEEP);
+        }
+        if let Some(since) = waiting_since {
+            self.counters.paced_micros.fetch_add(since.elapsed().as_micros() as u64, Relaxed);
+        }
+    }
+
+    /// Under the `mem` write lock, after a write: freezes a full active MemTable if it can.
+    fn freeze_if_full(&self, mem: &mut MemState) -> Room {
+        let active_bytes = mem.active.memory_bytes();
+        if active_bytes < self.memtable_bytes {
+            match mem.imm {
+                Some(_) => Room::Paced(active_bytes as f64 / self.memtable_bytes as f64),
+                None => Room::Free,
+            }
+        } else if self.freeze(mem) {
+            Room::Frozen
+        } else {
+            Room::Full
+        }
+    }
+
+    /// Commit path step 1: the active MemTable becomes the immutable one, unless one exists or
+    /// it is empty. Appends happen under `mem`, so every record up to the frozen lsn is in the
+    /// new immutable MemTable or older.
+    pub(super) fn freeze(&self, mem: &mut MemState) -> bool {
+        if mem.imm.is_some() || mem.active.is_empty() {
+            return false;
+        }
+        mem.imm = Some(Arc::new(std::mem::take(&mut mem.active)));
+        mem.imm_lsn = self.wal.last_lsn();
+        mem.version += 1;
+        true
+    }
+
+    /// Backpressure: both MemTables are full; wait until the committer drops the immutable one,
+    /// then freeze. A write that got here is already applied and logged, so a closing engine
+    /// ends the wait without an error; a poisoned one reports it.
+    fn wait_for_room(&self) -> Result<()> {
+        loop {
+            let drops_seen = self.imm_drops.load(SeqCst);
+            let room = self.freeze_if_full(&mut self.mem.write());
+            match room {
+                Room::Free | Room::Paced(_) => return Ok(()),
+                Room::Frozen => {
+                    self.signals.wake_committer();
+                    return Ok(());
+                }
+                Room::Full => {}
+            }
+            if self.poisoned.load(Relaxed) {
+                return self.check_usable();
+            }
+            if self.closed.load(Relaxed) || self.signals.stopping() {
+                return Ok(());
+            }
+            self.signals.wait_for_room(self, drops_seen);
+        }
+    }
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use strata_core::EngineConfig;
+    use strata_io::MemStorage;
+
+    use super::FlexDb;
+    use crate::flexdb::FlexOptions;
+
+    /// A writer whose MemTable is further ahead of the running commit than the slack waits until
+    /// the commit's progress catches up, and only that long; with no commit running it never waits.
+    #[test]
+    fn a_writer_ahead_of_the_commit_waits_for_its_progress() {
+        let config = EngineConfig::default();
+        let db = FlexDb::open(Arc::new(MemStorage::new()), &config, &FlexOptions::default()).unwrap();
+        db.pace(0.9); // no commit running
+        assert_eq!(db.counters.paced_micros.load(Relaxed), 0);
+        db.commit_done.store(0, Relaxed);
+        db.commit_total.store(100, Relaxed);
+        db.pace(0.2); // within the slack
+        assert_eq!(db.counters.paced_micros.load(Relaxed), 0);
+        let writer = {
+            let db = db.clone();
+            std::thread::spawn(move || db.pace(0.9))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!writer.is_finished(), "a writer 90% full against a commit 0% done went on");
+        db.commit_done.store(60, Relaxed); // 0.60 + 0.25 < 0.9: still waits
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(!writer.is_finished(), "a writer 90% full against a commit 60% done went on");
+        db.commit_done.store(70, Relaxed);
+        writer.join().unwrap();
+        // It waited (the time depends on when its thread started; 100 ms is generous).
+        assert!(db.counters.paced_micros.load(Relaxed) > 0);
+        db.commit_total.store(0, Relaxed);
+        db.shutdown(false).unwrap();
+    }
+}
