@@ -167,7 +167,7 @@ impl Engine for F2Engine {
         // The worker is gone before the final checkpoint (and before a crashed engine's handle
         // is dropped), so it never touches storage after close.
         engine::worker::stop_and_join(inner, &self.worker);
-        let checkpointed = if inner.poison.lock().is_none() {
+        let checkpointed = if !inner.poison.is_poisoned() {
             let _only_one = inner.maintenance.lock();
             inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
         } else {

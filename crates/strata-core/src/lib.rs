@@ -7,6 +7,7 @@ mod engine;
 mod engine_options;
 mod error;
 pub mod le_bytes;
+mod poison;
 mod range;
 mod stats;
 
@@ -14,6 +15,7 @@ pub use batch::{BatchOp, WriteBatch};
 pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
+pub use poison::Poison;
 pub use range::{at_or_after, at_or_before, Direction, KeyRange};
 pub use stats::{IoStats, Stats};
 

@@ -1,3 +1,6 @@
 //! Engine building blocks that two or more Strata engines use. A piece lives here once a second
 //! engine needs it; engines never depend on each other. docs/ARCHITECTURE.md ("The shared kit")
 //! lists what is here and what is planned.
+
+/// Sticky failure state; it lives in strata-core because the WAL (below this crate) uses it.
+pub use strata_core::Poison;

@@ -12,9 +12,10 @@
 //! round wait for it and then share the next one (group commit).
 //!
 //! Locks (never taken in the other order): `marked_lsn` (held across a marker's append and
-//! commit), then `writer`, then `buffer` or `sync_gate` (never both); `poison_text` is taken
-//! last, under any of them. `commit_state` is never held while taking another lock but
-//! `poison_text`.
+//! commit), then `writer`, then `buffer` or `sync_gate` (never both). `commit_state` is never
+//! held while taking another lock. Poisoning (`strata_core::Poison`) takes no lock, so it may
+//! happen under any of them; it records the cause before it sets the flag, and the flag is read
+//! with `Acquire`.
 //! Invariants:
 //! - `durable_lsn <= written_lsn <= last_lsn`; a record is on the storage once `lsn <=
 //!   written_lsn` and durable once `lsn <= durable_lsn`, which is published only after a successful
@@ -31,12 +32,12 @@
 //! - `sync` and `close` end with a durable marker record whose `synced_lsn` covers every record
 //!   they made durable, so damage to those records is later told apart from a torn tail.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use strata_core::{Durability, Error, Result, VerifyReport};
+use strata_core::{Durability, Error, Poison, Result, VerifyReport};
 use strata_io::{Storage, StorageFile};
 
 use crate::counters::{bump, Counters};
@@ -61,8 +62,8 @@ pub struct Wal {
     last_lsn: AtomicU64,
     written_lsn: AtomicU64,
     durable_lsn: AtomicU64,
-    poisoned: AtomicBool,
-    poison_text: Mutex<String>,
+    /// Sticky after a failed write or fdatasync; errors read "WAL: <first cause>".
+    poison: Poison,
     /// Every record up to this lsn is vouched for by a durable marker's `synced_lsn` or needs no
     /// voucher (markers; after `open`, what recovery made durable). Held while a marker is
     /// written, so concurrent `sync` calls write one marker, not one each.
@@ -142,8 +143,7 @@ impl Wal {
             last_lsn: AtomicU64::new(next_lsn - 1),
             written_lsn: AtomicU64::new(next_lsn - 1),
             durable_lsn: AtomicU64::new(next_lsn - 1),
-            poisoned: AtomicBool::new(false),
-            poison_text: Mutex::new(String::new()),
+            poison: Poison::labelled("WAL"),
             // Recovery made every record it kept durable; a read-only session writes nothing.
             marked_lsn: Mutex::new(next_lsn - 1),
             closed: AtomicBool::new(false),
@@ -223,9 +223,7 @@ impl Wal {
         let mut state = self.commit_state.lock();
         let mut registered = false;
         loop {
-            if self.poisoned.load(Acquire) {
-                return Err(self.poisoned_error());
-            }
+            self.poison.check()?;
             let reached = if need_sync { &self.durable_lsn } else { &self.written_lsn };
             if reached.load(Acquire) >= lsn {
                 return Ok(());
@@ -512,22 +510,10 @@ impl Wal {
 
     /// Records the first failure; returns it for the caller that hit it.
     fn poison(&self, error: Error) -> Error {
-        let mut text = self.poison_text.lock();
-        if !self.poisoned.load(Relaxed) {
-            *text = error.to_string();
-            self.poisoned.store(true, Release);
-        }
-        error
+        self.poison.poison(error)
     }
 
     fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned.load(Acquire) {
-            return Err(self.poisoned_error());
-        }
-        Ok(())
-    }
-
-    fn poisoned_error(&self) -> Error {
-        Error::Poisoned(format!("WAL: {}", self.poison_text.lock()))
+        self.poison.check()
     }
 }

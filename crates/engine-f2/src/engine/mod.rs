@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::decode_batch;
-use strata_core::{EngineConfig, Error, Result};
+use strata_core::{EngineConfig, Error, Poison, Result};
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
 
@@ -65,7 +65,8 @@ pub(crate) struct Inner {
     pub last_checkpoint: Mutex<Checkpoint>,
     pub wal_bytes_since_checkpoint: AtomicU64,
     pub closed: AtomicBool,
-    pub poison: Mutex<Option<String>>,
+    /// Sticky after a failed write, sync, compaction or checkpoint.
+    pub poison: Poison,
     pub counters: Counters,
     /// Signals between writers and the background maintenance thread.
     pub worker: worker::WorkerSignal,
@@ -263,7 +264,7 @@ impl Inner {
             last_checkpoint: Mutex::new(ck),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed_bytes),
             closed: AtomicBool::new(false),
-            poison: Mutex::new(None),
+            poison: Poison::new(),
             counters: Counters::default(),
             worker: worker::WorkerSignal::default(),
         };
@@ -277,10 +278,7 @@ impl Inner {
         if self.closed.load(Relaxed) {
             return Err(Error::Closed);
         }
-        if let Some(msg) = self.poison.lock().as_ref() {
-            return Err(Error::Poisoned(msg.clone()));
-        }
-        Ok(())
+        self.poison.check()
     }
 
     /// Bytes of every file in the directory (logs, checkpoint, WAL).
@@ -290,11 +288,7 @@ impl Inner {
 
     /// Records the first write-path failure; every later operation returns `Error::Poisoned`.
     pub fn poisoned(&self, e: Error) -> Error {
-        let mut p = self.poison.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
-        e
+        self.poison.poison(e)
     }
 }
 

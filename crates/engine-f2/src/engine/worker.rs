@@ -127,7 +127,7 @@ impl Drop for WaitTimer<'_> {
 impl Inner {
     /// True while the worker should keep going (engine open, not poisoned, not stopping).
     pub fn worker_may_continue(&self) -> bool {
-        !self.closed.load(Relaxed) && self.poison.lock().is_none() && !self.worker.state.lock().stop
+        !self.closed.load(Relaxed) && !self.poison.is_poisoned() && !self.worker.state.lock().stop
     }
 
     /// Backpressure: blocks while the hot log is over its whole disk budget, until compaction
