@@ -43,7 +43,7 @@ use strata_io::{Storage, StorageFile};
 use crate::counters::{bump, Counters};
 use crate::format::{encode_durability_marker, encode_record, MAX_PAYLOAD_BYTES};
 use crate::options::{RecoveryReport, WalOptions, WalStats};
-use crate::recovery::{recover, ScanParams};
+use crate::recovery::{recover, RecordLocation, ScanParams};
 use crate::segments::SegmentWriter;
 use crate::Lsn;
 
@@ -107,11 +107,27 @@ impl Wal {
     /// `min_lsn` must not be below an lsn passed to `truncate_before` earlier: records the caller
     /// needs but the log no longer holds are reported as corruption. When `open` fails, `replay`
     /// may already have seen a prefix of the records; discard what it built.
+    ///
+    /// Engines replaying write batches use `strata_kit::replay` instead, which decodes each
+    /// payload and reports a bad one at its [`RecordLocation`]; this form (lsn only) remains for
+    /// callers that have not moved to [`Wal::open_located`] yet.
     pub fn open(
         storage: Arc<dyn Storage>,
         opts: WalOptions,
         min_lsn: Lsn,
         replay: &mut dyn FnMut(Lsn, &[u8]) -> Result<()>,
+    ) -> Result<(Wal, RecoveryReport)> {
+        Wal::open_located(storage, opts, min_lsn, &mut |location, payload| replay(location.lsn, payload))
+    }
+
+    /// [`Wal::open`], but `replay` also learns where each record is (segment file, offset, lsn),
+    /// so that a payload the caller cannot decode is reported as corruption of that file at that
+    /// offset.
+    pub fn open_located(
+        storage: Arc<dyn Storage>,
+        opts: WalOptions,
+        min_lsn: Lsn,
+        replay: &mut dyn FnMut(&RecordLocation<'_>, &[u8]) -> Result<()>,
     ) -> Result<(Wal, RecoveryReport)> {
         opts.validate()?;
         let params = ScanParams { min_lsn, required_from: Some(min_lsn.max(1)), repair: true, replay };
@@ -381,7 +397,7 @@ impl Wal {
     /// Meant for a log that is not open for writing. `records_checked` counts markers too.
     pub fn verify(storage: &dyn Storage, opts: &WalOptions) -> Result<VerifyReport> {
         opts.validate()?;
-        let mut ignore = |_: Lsn, _: &[u8]| Ok(());
+        let mut ignore = |_: &RecordLocation<'_>, _: &[u8]| Ok(());
         let params =
             ScanParams { min_lsn: Lsn::MAX, required_from: None, repair: false, replay: &mut ignore };
         let recovered = recover(storage, opts, params)?;

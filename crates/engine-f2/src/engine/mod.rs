@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::batch_codec::decode_batch;
 use strata_core::{EngineConfig, Error, Poison, Result};
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
@@ -224,27 +223,18 @@ impl Inner {
             ..WalOptions::default()
         };
         // 4. Replay the WAL records after the checkpoint into the hot log.
-        let mut replay_state = Replay { hot: &hot, hot_index: &hot_index, bytes: 0 };
-        let (wal, report) =
-            Wal::open(storage.clone(), wal_options.clone(), ck.wal_lsn + 1, &mut |lsn, payload| {
-                let batch = decode_batch(payload).map_err(|what| {
-                    Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
-                })?;
-                replay_state.bytes += payload.len() as u64;
+        let replayed = strata_kit::replay::open_wal(
+            storage.clone(),
+            wal_options.clone(),
+            ck.wal_lsn + 1,
+            &mut |_lsn, batch| {
                 for op in batch.ops() {
-                    ops::apply_op(
-                        replay_state.hot,
-                        replay_state.hot_index,
-                        None,
-                        op.key(),
-                        key_hash(op.key()),
-                        op.value(),
-                        None,
-                    )?;
+                    ops::apply_op(&hot, &hot_index, None, op.key(), key_hash(op.key()), op.value(), None)?;
                 }
                 Ok(())
-            })?;
-        let replayed_bytes = replay_state.bytes;
+            },
+        )?;
+        let (wal, report, replayed_bytes) = (replayed.wal, replayed.report, replayed.payload_bytes);
         let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
         let inner = Inner {
             storage,
@@ -305,10 +295,4 @@ fn verify_tail_page(
         scan(from, tail)?;
     }
     Ok(())
-}
-
-struct Replay<'a> {
-    hot: &'a HybridLog,
-    hot_index: &'a HotIndex,
-    bytes: u64,
 }
