@@ -5,3 +5,4 @@
 /// Sticky failure state; it lives in strata-core because the WAL (below this crate) uses it.
 pub use strata_core::Poison;
 pub mod replay;
+pub mod worker;

@@ -68,7 +68,7 @@ pub(crate) struct Inner {
     pub poison: Poison,
     pub counters: Counters,
     /// Signals between writers and the background maintenance thread.
-    pub worker: worker::WorkerSignal,
+    pub worker: Arc<strata_kit::worker::WorkerSignals>,
 }
 
 #[derive(Default)]
@@ -256,7 +256,7 @@ impl Inner {
             closed: AtomicBool::new(false),
             poison: Poison::new(),
             counters: Counters::default(),
-            worker: worker::WorkerSignal::default(),
+            worker: Arc::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.hot_records_scanned_at_open.store(scanned, Relaxed);
