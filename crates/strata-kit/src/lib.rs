@@ -5,4 +5,5 @@
 /// Sticky failure state; it lives in strata-core because the WAL (below this crate) uses it.
 pub use strata_core::Poison;
 pub mod replay;
+pub mod small_file;
 pub mod worker;
