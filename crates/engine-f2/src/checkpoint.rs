@@ -1,22 +1,32 @@
 //! The checkpoint file `f2-checkpoint` (docs/format/f2-logs.md, "Checkpoint").
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
-use strata_core::le_bytes::{u32_at, u64_at};
+use strata_core::le_bytes::u64_at;
 use strata_core::{Error, Result};
 use strata_io::Storage;
+use strata_kit::small_file::{CrcLayout, SmallFileFormat, OVERHEAD_BYTES};
 
 pub const FILE_NAME: &str = "f2-checkpoint";
 
 pub fn tmp_name() -> String {
     format!("{FILE_NAME}.tmp")
 }
-const MAGIC: &[u8; 8] = b"STRF2CK1";
 /// Largest log page (and record) size; a checkpoint claiming more is damaged.
 pub const MAX_PAGE_BYTES: u64 = 1 << 30;
 /// 2: cold-index chunk entries carry a tag and a shared bit (docs/format/f2-logs.md).
 const FORMAT_VERSION: u32 = 2;
 pub const CHECKPOINT_BYTES: usize = 112;
 const FIELDS_OFFSET: usize = 16;
+
+/// `magic | version | crc32c of bytes 16..112 | twelve u64 fields`.
+fn format() -> SmallFileFormat {
+    SmallFileFormat {
+        magic: b"STRF2CK1",
+        versions: FORMAT_VERSION..=FORMAT_VERSION,
+        crc: CrcLayout::AfterVersionOverPayload,
+        payload_bytes: Some(CHECKPOINT_BYTES - OVERHEAD_BYTES),
+    }
+}
 
 /// What a checkpoint records: the WAL position it covers and each log's live range.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,43 +63,19 @@ impl Checkpoint {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(CHECKPOINT_BYTES);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
-        for f in self.fields() {
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(out.get(FIELDS_OFFSET..).unwrap_or_default());
-        if let Some(slot) = out.get_mut(12..16) {
-            slot.copy_from_slice(&crc.to_le_bytes());
-        }
-        out
+        let fields: Vec<u8> = self.fields().iter().flat_map(|f| f.to_le_bytes()).collect();
+        format().encode(FORMAT_VERSION, &fields)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint> {
         let corrupt = |offset: u64, what: &str| Error::corruption(FILE_NAME, offset, what.to_string());
-        if bytes.len() != CHECKPOINT_BYTES {
-            return Err(corrupt(
-                0,
-                &format!("checkpoint is {} bytes, expected {CHECKPOINT_BYTES}", bytes.len()),
-            ));
-        }
-        if bytes.get(..8) != Some(MAGIC.as_slice()) {
-            return Err(corrupt(0, "bad magic"));
-        }
-        if u32_at(bytes, 8) != Some(FORMAT_VERSION) {
-            return Err(Error::Incompatible(format!("{FILE_NAME} has an unknown format version")));
-        }
-        let crc = crc32c::crc32c(bytes.get(FIELDS_OFFSET..).unwrap_or_default());
-        if u32_at(bytes, 12) != Some(crc) {
-            return Err(corrupt(12, "checkpoint checksum mismatch"));
-        }
+        let payload = format().decode(FILE_NAME, bytes)?.payload;
         let mut f = [0u64; 12];
         for (i, v) in f.iter_mut().enumerate() {
-            let o = FIELDS_OFFSET + i * 8;
-            // Unreachable with the length checked above; reported rather than read as zero.
-            *v = u64_at(bytes, o).ok_or_else(|| corrupt(o as u64, "truncated checkpoint field"))?;
+            let o = i * 8;
+            // Unreachable with the size the format fixes; reported rather than read as zero.
+            *v = u64_at(payload, o)
+                .ok_or_else(|| corrupt((FIELDS_OFFSET + o) as u64, "truncated checkpoint field"))?;
         }
         let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, _] =
             f;

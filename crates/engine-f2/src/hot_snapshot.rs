@@ -10,11 +10,24 @@ use std::sync::Arc;
 use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::Result;
 use strata_io::{OpenOptions, Storage, StorageFile};
+use strata_kit::small_file::{CrcLayout, SmallFileFormat, OVERHEAD_BYTES};
 
 pub const FILE_NAME: &str = "f2-hot-index";
-const MAGIC: &[u8; 8] = b"STRF2HI1";
 const FORMAT_VERSION: u32 = 1;
 pub const HEADER_BYTES: usize = 64;
+/// The header's checksummed part: `magic | version | body_crc u32 | five u64 fields | crc32c of
+/// bytes 0..56`; zero padding follows up to `HEADER_BYTES`.
+const CHECKED_HEADER_BYTES: usize = OVERHEAD_BYTES + HEADER_PAYLOAD_BYTES;
+const HEADER_PAYLOAD_BYTES: usize = 4 + 5 * 8;
+
+fn header_format() -> SmallFileFormat {
+    SmallFileFormat {
+        magic: b"STRF2HI1",
+        versions: FORMAT_VERSION..=FORMAT_VERSION,
+        crc: CrcLayout::Trailing,
+        payload_bytes: Some(HEADER_PAYLOAD_BYTES),
+    }
+}
 /// bucket u32, tag u16, address 6 bytes (all little-endian).
 pub const ENTRY_BYTES: usize = 12;
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
@@ -92,15 +105,12 @@ impl Writer {
 }
 
 fn encode_header(key: &SnapshotKey, count: u64, body_crc: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_BYTES);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&body_crc.to_le_bytes());
+    let mut payload = Vec::with_capacity(HEADER_PAYLOAD_BYTES);
+    payload.extend_from_slice(&body_crc.to_le_bytes());
     for field in [key.wal_lsn, key.hot_begin, key.hot_tail, key.bucket_count, count] {
-        out.extend_from_slice(&field.to_le_bytes());
+        payload.extend_from_slice(&field.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    let mut out = header_format().encode(FORMAT_VERSION, &payload);
     out.resize(HEADER_BYTES, 0);
     out
 }
@@ -113,20 +123,15 @@ const READ_CHUNK_BYTES: usize = ENTRY_BYTES * 64 * 1024;
 
 /// The entry count and body checksum of a header that is intact and matches `key`.
 fn check_header(header: &[u8], key: &SnapshotKey) -> Option<(u64, u32)> {
-    if header.get(..8)? != MAGIC || u32_at(header, 8)? != FORMAT_VERSION {
-        return None;
-    }
-    let fields_end = 16 + 5 * 8;
-    if u32_at(header, fields_end)? != crc32c::crc32c(header.get(..fields_end)?) {
-        return None;
-    }
+    // Anything wrong (damage, another version) only means "scan the hot log instead".
+    let fields = header_format().decode(FILE_NAME, header.get(..CHECKED_HEADER_BYTES)?).ok()?.payload;
     let stored = SnapshotKey {
-        wal_lsn: u64_at(header, 16)?,
-        hot_begin: u64_at(header, 24)?,
-        hot_tail: u64_at(header, 32)?,
-        bucket_count: u64_at(header, 40)?,
+        wal_lsn: u64_at(fields, 4)?,
+        hot_begin: u64_at(fields, 12)?,
+        hot_tail: u64_at(fields, 20)?,
+        bucket_count: u64_at(fields, 28)?,
     };
-    (stored == *key).then_some((u64_at(header, 48)?, u32_at(header, 12)?))
+    (stored == *key).then_some((u64_at(fields, 36)?, u32_at(fields, 0)?))
 }
 
 /// One 12-byte entry, if it is in range for `key`.

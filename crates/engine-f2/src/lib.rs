@@ -45,7 +45,7 @@ use strata_kit::EngineFactory;
 /// The f2 engine: shared state plus the background maintenance thread (if enabled).
 pub struct F2Engine {
     inner: Arc<Inner>,
-    worker: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    worker: Option<strata_kit::worker::Worker>,
 }
 
 impl F2Engine {
@@ -69,7 +69,7 @@ impl F2Engine {
         } else {
             None
         };
-        Ok(F2Engine { inner, worker: parking_lot::Mutex::new(worker) })
+        Ok(F2Engine { inner, worker })
     }
 
     /// Every live key and value, in no particular order (for export and `strata verify`). Keys
@@ -203,8 +203,8 @@ impl Engine for F2Engine {
         }
         // The worker is gone before the final checkpoint (and before a crashed engine's handle
         // is dropped), so it never touches storage after close.
-        engine::worker::stop_and_join(inner, &self.worker);
-        let checkpointed = if inner.poison.lock().is_none() {
+        engine::worker::stop_and_join(inner, self.worker.as_ref());
+        let checkpointed = if !inner.poison.is_poisoned() {
             let _only_one = inner.maintenance.lock();
             inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
         } else {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::batch_codec::{decode_batch, encode_batch};
+use strata_core::batch_codec::encode_batch;
 use strata_core::{
     Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
     Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
@@ -90,22 +90,18 @@ impl MemoryEngine {
             map = loaded.entries;
         }
         // 3. Replay the WAL after the snapshot; every record is one whole batch.
-        let mut replayed_bytes = 0u64;
-        let (wal, report) = Wal::open(
+        let replayed = strata_kit::replay::open_wal(
             storage.clone(),
             wal_options.clone(),
             snapshot_lsn.saturating_add(1),
-            &mut |lsn, payload| {
-                let batch = decode_batch(payload).map_err(|what| {
-                    Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
-                })?;
-                replayed_bytes += payload.len() as u64;
+            &mut |_lsn, batch| {
                 for op in batch.into_ops() {
                     map.apply_without_tombstones(op);
                 }
                 Ok(())
             },
         )?;
+        let (wal, report, replayed_bytes) = (replayed.wal, replayed.report, replayed.payload_bytes);
         let inner = Inner {
             storage,
             wal_options,

@@ -5,8 +5,8 @@ use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::{BatchOp, Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 use strata_kit::memtable::MemTable;
+use strata_kit::small_file::{CrcLayout, SmallFileFormat, OVERHEAD_BYTES};
 
-const HEADER_MAGIC: &[u8; 8] = b"STRMEMS1";
 const TRAILER_MAGIC: &[u8; 8] = b"STRMEMSE";
 const FORMAT_VERSION: u32 = 1;
 pub(crate) const HEADER_BYTES: usize = 32;
@@ -25,18 +25,23 @@ pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
     name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?.parse().ok()
 }
 
-fn encode_header(lsn: u64) -> [u8; HEADER_BYTES] {
-    let mut h = [0u8; HEADER_BYTES];
-    h[0..8].copy_from_slice(HEADER_MAGIC);
-    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    h[16..24].copy_from_slice(&lsn.to_le_bytes());
-    let crc = header_crc(&h);
-    h[12..16].copy_from_slice(&crc.to_le_bytes());
-    h
+/// The header: `magic | version | crc32c of bytes 0..12 and 16..32 | lsn u64 | 8 reserved
+/// zero bytes`.
+fn header_format() -> SmallFileFormat {
+    SmallFileFormat {
+        magic: b"STRMEMS1",
+        versions: FORMAT_VERSION..=FORMAT_VERSION,
+        crc: CrcLayout::AfterVersionOverRest,
+        payload_bytes: Some(HEADER_BYTES - OVERHEAD_BYTES),
+    }
 }
 
-fn header_crc(h: &[u8; HEADER_BYTES]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&h[0..12]), &h[16..32])
+fn encode_header(lsn: u64) -> Vec<u8> {
+    let mut payload = [0u8; HEADER_BYTES - OVERHEAD_BYTES];
+    if let Some(field) = payload.get_mut(..8) {
+        field.copy_from_slice(&lsn.to_le_bytes());
+    }
+    header_format().encode(FORMAT_VERSION, &payload)
 }
 
 /// Streams a map into a snapshot file: blocks are written as they fill, so memory stays bounded.
@@ -124,21 +129,8 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<LoadedSnapshot> {
     if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
         return Err(bad(0, "snapshot is truncated"));
     }
-    let header: &[u8; HEADER_BYTES] =
-        bytes.get(..HEADER_BYTES).and_then(|h| h.try_into().ok()).ok_or_else(|| bad(0, "short header"))?;
-    if header.get(0..8) != Some(HEADER_MAGIC.as_slice()) {
-        return Err(bad(0, "bad snapshot magic"));
-    }
-    if u32_at(header, 12) != Some(header_crc(header)) {
-        return Err(bad(0, "snapshot header checksum mismatch"));
-    }
-    let version = u32_at(header, 8).unwrap_or_default();
-    if version != FORMAT_VERSION {
-        return Err(Error::Incompatible(format!(
-            "{name}: snapshot format version {version} is not supported"
-        )));
-    }
-    let lsn = u64_at(header, 16).unwrap_or_default();
+    let header = bytes.get(..HEADER_BYTES).ok_or_else(|| bad(0, "short header"))?;
+    let lsn = u64_at(header_format().decode(name, header)?.payload, 0).unwrap_or_default();
 
     let trailer_at = bytes.len() - TRAILER_BYTES;
     let trailer = bytes.get(trailer_at..).ok_or_else(|| bad(trailer_at, "short trailer"))?;

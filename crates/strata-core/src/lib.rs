@@ -9,6 +9,7 @@ mod engine;
 mod engine_options;
 mod error;
 pub mod le_bytes;
+mod poison;
 mod range;
 mod stats;
 
@@ -18,6 +19,7 @@ pub use columnar::{Column, ColumnarTable, Projection, RowEncodedTable, Schema};
 pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
+pub use poison::Poison;
 pub use range::{at_or_after, at_or_before, Direction, KeyRange};
 pub use stats::{IoStats, Stats};
 

@@ -2,9 +2,15 @@
 //! engine needs it; engines never depend on each other. docs/ARCHITECTURE.md ("The shared kit")
 //! lists what is here and what is planned.
 
+/// Sticky failure state; it lives in strata-core because the WAL (below this crate) uses it.
+pub use strata_core::Poison;
+
 pub mod cache;
 mod factory;
 pub mod inline_key;
 pub mod memtable;
+pub mod replay;
+pub mod small_file;
+pub mod worker;
 
 pub use factory::{EngineFactory, OpenEngineFn};

@@ -15,7 +15,7 @@
 //! let storage = Arc::new(strata_io::MemStorage::new());
 //! let engine_lock = parking_lot::Mutex::new(());
 //! let snapshot_lsn = 0; // what the engine's own durable state covers
-//! let (wal, _report) = Wal::open(storage, WalOptions::default(), snapshot_lsn + 1, &mut |_lsn, _payload| {
+//! let (wal, _report) = Wal::open_located(storage, WalOptions::default(), snapshot_lsn + 1, &mut |_at, _payload| {
 //!     Ok(()) // re-apply the encoded batch
 //! })?;
 //! let lsn = {
@@ -43,6 +43,7 @@ mod wal;
 
 pub use format::MAX_PAYLOAD_BYTES;
 pub use options::{RecoveryReport, WalOptions, WalStats, MIN_SEGMENT_BYTES};
+pub use recovery::RecordLocation;
 pub use segment_reader::RECOVERY_READ_WINDOW_BYTES;
 pub use wal::Wal;
 

@@ -65,7 +65,19 @@ pub(crate) struct ScanParams<'a> {
     pub required_from: Option<Lsn>,
     /// Repair a tolerated torn tail and sync what is kept (open); `false` changes nothing (verify).
     pub repair: bool,
-    pub replay: &'a mut dyn FnMut(Lsn, &[u8]) -> Result<()>,
+    pub replay: &'a mut dyn FnMut(&RecordLocation<'_>, &[u8]) -> Result<()>,
+}
+
+/// Where a replayed record is: what a caller needs to report a payload it cannot use as
+/// corruption of the right file at the right offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLocation<'a> {
+    /// The segment file's name in the storage (e.g. `wal-0000000000000003.log`).
+    pub file: &'a str,
+    /// Byte offset of the record (its header) in that file; the payload starts
+    /// `RECORD_HEADER_BYTES` (docs/format/wal.md) later.
+    pub offset: u64,
+    pub lsn: Lsn,
 }
 
 struct SegmentFile {
@@ -252,7 +264,8 @@ impl Scan<'_, '_> {
                 Some(_) => {}
             }
             let mut reader = SegmentReader::new(segment.file.as_ref(), self.read_window_bytes)?;
-            let scanned = replay_segment(&mut reader, first_lsn, &mut self.params, &mut self.report)?;
+            let scanned =
+                replay_segment(&mut reader, &segment.name, first_lsn, &mut self.params, &mut self.report)?;
             self.records_checked += scanned.records_checked;
             expected = Some(scanned.next_lsn);
             self.report.segments_read += 1;
@@ -398,6 +411,7 @@ impl Scan<'_, '_> {
 /// broke there. Reads the segment a window at a time; a record straddling windows is read whole.
 fn replay_segment(
     reader: &mut SegmentReader<'_>,
+    name: &str,
     first_lsn: Lsn,
     params: &mut ScanParams<'_>,
     report: &mut RecoveryReport,
@@ -411,7 +425,8 @@ fn replay_segment(
             RecordSlot::Valid { lsn, .. } if lsn < expected => break None,
             RecordSlot::Valid { lsn, payload, record_bytes, is_durability_marker, .. } if lsn == expected => {
                 if lsn >= params.min_lsn && !is_durability_marker {
-                    (params.replay)(lsn, reader.loaded(payload))?;
+                    let location = RecordLocation { file: name, offset: offset as u64, lsn };
+                    (params.replay)(&location, reader.loaded(payload))?;
                     report.records_replayed += 1;
                 }
                 report.last_lsn = lsn;

@@ -159,9 +159,9 @@ fn a_length_claim_past_the_end_of_the_file_reads_only_the_header() {
 /// Runs recovery (without repair, so the storage stays as it is) with `window_bytes`, returning
 /// everything it decided, replayed records included, as text.
 fn recovery_outcome(storage: &MemStorage, opts: &WalOptions, verify: bool, window_bytes: usize) -> String {
-    let mut replayed: Vec<(Lsn, Vec<u8>)> = Vec::new();
-    let mut replay = |lsn: Lsn, payload: &[u8]| {
-        replayed.push((lsn, payload.to_vec()));
+    let mut replayed: Vec<(String, u64, Lsn, Vec<u8>)> = Vec::new();
+    let mut replay = |at: &crate::RecordLocation<'_>, payload: &[u8]| {
+        replayed.push((at.file.to_string(), at.offset, at.lsn, payload.to_vec()));
         Ok(())
     };
     let params = ScanParams {

@@ -12,9 +12,10 @@
 //! round wait for it and then share the next one (group commit).
 //!
 //! Locks (never taken in the other order): `marked_lsn` (held across a marker's append and
-//! commit), then `writer`, then `buffer` or `sync_gate` (never both); `poison_text` is taken
-//! last, under any of them. `commit_state` is never held while taking another lock but
-//! `poison_text`.
+//! commit), then `writer`, then `buffer` or `sync_gate` (never both). `commit_state` is never
+//! held while taking another lock. Poisoning (`strata_core::Poison`) takes no lock, so it may
+//! happen under any of them; it records the cause before it sets the flag, and the flag is read
+//! with `Acquire`.
 //! Invariants:
 //! - `durable_lsn <= written_lsn <= last_lsn`; a record is on the storage once `lsn <=
 //!   written_lsn` and durable once `lsn <= durable_lsn`, which is published only after a successful
@@ -31,18 +32,18 @@
 //! - `sync` and `close` end with a durable marker record whose `synced_lsn` covers every record
 //!   they made durable, so damage to those records is later told apart from a torn tail.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use strata_core::{Durability, Error, Result, VerifyReport};
+use strata_core::{Durability, Error, Poison, Result, VerifyReport};
 use strata_io::{Storage, StorageFile};
 
 use crate::counters::{bump, Counters};
 use crate::format::{encode_durability_marker, encode_record, MAX_PAYLOAD_BYTES};
 use crate::options::{RecoveryReport, WalOptions, WalStats};
-use crate::recovery::{recover, ScanParams};
+use crate::recovery::{recover, RecordLocation, ScanParams};
 use crate::segments::SegmentWriter;
 use crate::Lsn;
 
@@ -61,8 +62,8 @@ pub struct Wal {
     last_lsn: AtomicU64,
     written_lsn: AtomicU64,
     durable_lsn: AtomicU64,
-    poisoned: AtomicBool,
-    poison_text: Mutex<String>,
+    /// Sticky after a failed write or fdatasync; errors read "WAL: <first cause>".
+    poison: Poison,
     /// Every record up to this lsn is vouched for by a durable marker's `synced_lsn` or needs no
     /// voucher (markers; after `open`, what recovery made durable). Held while a marker is
     /// written, so concurrent `sync` calls write one marker, not one each.
@@ -106,11 +107,27 @@ impl Wal {
     /// `min_lsn` must not be below an lsn passed to `truncate_before` earlier: records the caller
     /// needs but the log no longer holds are reported as corruption. When `open` fails, `replay`
     /// may already have seen a prefix of the records; discard what it built.
+    ///
+    /// Engines replaying write batches use `strata_kit::replay` instead, which decodes each
+    /// payload and reports a bad one at its [`RecordLocation`]; this form (lsn only) remains for
+    /// callers that have not moved to [`Wal::open_located`] yet.
     pub fn open(
         storage: Arc<dyn Storage>,
         opts: WalOptions,
         min_lsn: Lsn,
         replay: &mut dyn FnMut(Lsn, &[u8]) -> Result<()>,
+    ) -> Result<(Wal, RecoveryReport)> {
+        Wal::open_located(storage, opts, min_lsn, &mut |location, payload| replay(location.lsn, payload))
+    }
+
+    /// [`Wal::open`], but `replay` also learns where each record is (segment file, offset, lsn),
+    /// so that a payload the caller cannot decode is reported as corruption of that file at that
+    /// offset.
+    pub fn open_located(
+        storage: Arc<dyn Storage>,
+        opts: WalOptions,
+        min_lsn: Lsn,
+        replay: &mut dyn FnMut(&RecordLocation<'_>, &[u8]) -> Result<()>,
     ) -> Result<(Wal, RecoveryReport)> {
         opts.validate()?;
         let params = ScanParams { min_lsn, required_from: Some(min_lsn.max(1)), repair: true, replay };
@@ -142,8 +159,7 @@ impl Wal {
             last_lsn: AtomicU64::new(next_lsn - 1),
             written_lsn: AtomicU64::new(next_lsn - 1),
             durable_lsn: AtomicU64::new(next_lsn - 1),
-            poisoned: AtomicBool::new(false),
-            poison_text: Mutex::new(String::new()),
+            poison: Poison::labelled("WAL"),
             // Recovery made every record it kept durable; a read-only session writes nothing.
             marked_lsn: Mutex::new(next_lsn - 1),
             closed: AtomicBool::new(false),
@@ -223,9 +239,7 @@ impl Wal {
         let mut state = self.commit_state.lock();
         let mut registered = false;
         loop {
-            if self.poisoned.load(Acquire) {
-                return Err(self.poisoned_error());
-            }
+            self.poison.check()?;
             let reached = if need_sync { &self.durable_lsn } else { &self.written_lsn };
             if reached.load(Acquire) >= lsn {
                 return Ok(());
@@ -383,7 +397,7 @@ impl Wal {
     /// Meant for a log that is not open for writing. `records_checked` counts markers too.
     pub fn verify(storage: &dyn Storage, opts: &WalOptions) -> Result<VerifyReport> {
         opts.validate()?;
-        let mut ignore = |_: Lsn, _: &[u8]| Ok(());
+        let mut ignore = |_: &RecordLocation<'_>, _: &[u8]| Ok(());
         let params =
             ScanParams { min_lsn: Lsn::MAX, required_from: None, repair: false, replay: &mut ignore };
         let recovered = recover(storage, opts, params)?;
@@ -512,22 +526,10 @@ impl Wal {
 
     /// Records the first failure; returns it for the caller that hit it.
     fn poison(&self, error: Error) -> Error {
-        let mut text = self.poison_text.lock();
-        if !self.poisoned.load(Relaxed) {
-            *text = error.to_string();
-            self.poisoned.store(true, Release);
-        }
-        error
+        self.poison.poison(error)
     }
 
     fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned.load(Acquire) {
-            return Err(self.poisoned_error());
-        }
-        Ok(())
-    }
-
-    fn poisoned_error(&self) -> Error {
-        Error::Poisoned(format!("WAL: {}", self.poison_text.lock()))
+        self.poison.check()
     }
 }

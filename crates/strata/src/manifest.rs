@@ -4,15 +4,26 @@
 
 use strata_core::{Error, Result};
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage};
+use strata_kit::small_file::{CrcLayout, SmallFileFormat};
 
 use crate::EngineKind;
 
 pub const MANIFEST_FILE_NAME: &str = "STRATA-MANIFEST";
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
-const MAGIC: &[u8; 8] = b"STRATAMF";
-const FIXED_HEADER_BYTES: usize = 14;
-const CRC_BYTES: usize = 4;
+/// The payload: `engine_name_len u16 | engine_name`, at file offset 12.
+const NAME_LEN_OFFSET: u64 = 12;
+const NAME_OFFSET: u64 = 14;
 const MAX_ENGINE_NAME_BYTES: usize = 32;
+
+/// `magic | format_version | payload | crc32c of every byte before it`.
+fn format() -> SmallFileFormat {
+    SmallFileFormat {
+        magic: b"STRATAMF",
+        versions: 1..=MANIFEST_FORMAT_VERSION,
+        crc: CrcLayout::Trailing,
+        payload_bytes: None,
+    }
+}
 
 /// The decoded manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,52 +39,33 @@ impl Manifest {
 
     pub fn encode(&self) -> Vec<u8> {
         let name = self.engine.name().as_bytes();
-        let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + name.len() + CRC_BYTES);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&self.format_version.to_le_bytes());
-        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        out.extend_from_slice(name);
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        let mut payload = Vec::with_capacity(2 + name.len());
+        payload.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        payload.extend_from_slice(name);
+        format().encode(self.format_version, &payload)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Manifest> {
-        let bad = |offset: usize, what: &str| Error::corruption(MANIFEST_FILE_NAME, offset as u64, what);
-        let header = bytes.get(..FIXED_HEADER_BYTES).ok_or_else(|| bad(0, "manifest is truncated"))?;
-        let (magic, rest) = header.split_at(8);
-        if magic != MAGIC {
-            return Err(bad(0, "bad magic: this is not a Strata manifest"));
-        }
-        let (version, name_len) = rest.split_at(4);
-        let version = u32::from_le_bytes(version.try_into().map_err(|_| bad(8, "truncated version"))?);
-        let name_len =
-            usize::from(u16::from_le_bytes(name_len.try_into().map_err(|_| bad(12, "truncated length"))?));
+        let bad = |offset: u64, what: &str| Error::corruption(MANIFEST_FILE_NAME, offset, what);
+        let decoded = format().decode(MANIFEST_FILE_NAME, bytes)?;
+        let (name_len, name) =
+            decoded.payload.split_at_checked(2).ok_or_else(|| bad(NAME_LEN_OFFSET, "truncated length"))?;
+        let name_len = name_len
+            .try_into()
+            .map(u16::from_le_bytes)
+            .map_err(|_| bad(NAME_LEN_OFFSET, "truncated length"))?;
+        let name_len = usize::from(name_len);
         if name_len == 0 || name_len > MAX_ENGINE_NAME_BYTES {
-            return Err(bad(12, "engine name length out of range"));
+            return Err(bad(NAME_LEN_OFFSET, "engine name length out of range"));
         }
-        let body_len = FIXED_HEADER_BYTES + name_len;
-        if bytes.len() != body_len + CRC_BYTES {
-            return Err(bad(bytes.len().min(body_len), "manifest has the wrong length"));
+        if name.len() != name_len {
+            return Err(bad(NAME_LEN_OFFSET, "engine name length does not match the manifest's length"));
         }
-        let (body, crc) = bytes.split_at(body_len);
-        let stored_crc = u32::from_le_bytes(crc.try_into().map_err(|_| bad(body_len, "truncated crc"))?);
-        if crc32c::crc32c(body) != stored_crc {
-            return Err(bad(body_len, "checksum mismatch"));
-        }
-        if version > MANIFEST_FORMAT_VERSION {
-            return Err(Error::Incompatible(format!(
-                "the directory was written by a newer Strata (manifest format {version}; this build reads up to \
-                 {MANIFEST_FORMAT_VERSION})"
-            )));
-        }
-        let name = body.get(FIXED_HEADER_BYTES..).ok_or_else(|| bad(FIXED_HEADER_BYTES, "truncated name"))?;
-        let name =
-            std::str::from_utf8(name).map_err(|_| bad(FIXED_HEADER_BYTES, "engine name is not UTF-8"))?;
+        let name = std::str::from_utf8(name).map_err(|_| bad(NAME_OFFSET, "engine name is not UTF-8"))?;
         let engine = name.parse::<EngineKind>().map_err(|_| {
             Error::Incompatible(format!("the directory belongs to an unknown engine {name:?}"))
         })?;
-        Ok(Manifest { format_version: version, engine })
+        Ok(Manifest { format_version: decoded.version, engine })
     }
 
     /// Reads the manifest, `Ok(None)` if the directory has none.

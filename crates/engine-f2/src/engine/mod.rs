@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::batch_codec::decode_batch;
-use strata_core::{EngineConfig, Error, Result};
+use strata_core::{EngineConfig, Error, Poison, Result};
 use strata_io::Storage;
 use strata_wal::{Wal, WalOptions};
 
@@ -65,10 +64,11 @@ pub(crate) struct Inner {
     pub last_checkpoint: Mutex<Checkpoint>,
     pub wal_bytes_since_checkpoint: AtomicU64,
     pub closed: AtomicBool,
-    pub poison: Mutex<Option<String>>,
+    /// Sticky after a failed write, sync, compaction or checkpoint.
+    pub poison: Poison,
     pub counters: Counters,
     /// Signals between writers and the background maintenance thread.
-    pub worker: worker::WorkerSignal,
+    pub worker: Arc<strata_kit::worker::WorkerSignals>,
 }
 
 #[derive(Default)]
@@ -223,27 +223,18 @@ impl Inner {
             ..WalOptions::default()
         };
         // 4. Replay the WAL records after the checkpoint into the hot log.
-        let mut replay_state = Replay { hot: &hot, hot_index: &hot_index, bytes: 0 };
-        let (wal, report) =
-            Wal::open(storage.clone(), wal_options.clone(), ck.wal_lsn + 1, &mut |lsn, payload| {
-                let batch = decode_batch(payload).map_err(|what| {
-                    Error::corruption("wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
-                })?;
-                replay_state.bytes += payload.len() as u64;
+        let replayed = strata_kit::replay::open_wal(
+            storage.clone(),
+            wal_options.clone(),
+            ck.wal_lsn + 1,
+            &mut |_lsn, batch| {
                 for op in batch.ops() {
-                    ops::apply_op(
-                        replay_state.hot,
-                        replay_state.hot_index,
-                        None,
-                        op.key(),
-                        key_hash(op.key()),
-                        op.value(),
-                        None,
-                    )?;
+                    ops::apply_op(&hot, &hot_index, None, op.key(), key_hash(op.key()), op.value(), None)?;
                 }
                 Ok(())
-            })?;
-        let replayed_bytes = replay_state.bytes;
+            },
+        )?;
+        let (wal, report, replayed_bytes) = (replayed.wal, replayed.report, replayed.payload_bytes);
         let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
         let inner = Inner {
             storage,
@@ -263,9 +254,9 @@ impl Inner {
             last_checkpoint: Mutex::new(ck),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed_bytes),
             closed: AtomicBool::new(false),
-            poison: Mutex::new(None),
+            poison: Poison::new(),
             counters: Counters::default(),
-            worker: worker::WorkerSignal::default(),
+            worker: Arc::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
         inner.counters.hot_records_scanned_at_open.store(scanned, Relaxed);
@@ -277,10 +268,7 @@ impl Inner {
         if self.closed.load(Relaxed) {
             return Err(Error::Closed);
         }
-        if let Some(msg) = self.poison.lock().as_ref() {
-            return Err(Error::Poisoned(msg.clone()));
-        }
-        Ok(())
+        self.poison.check()
     }
 
     /// Bytes of every file in the directory (logs, checkpoint, WAL).
@@ -290,11 +278,7 @@ impl Inner {
 
     /// Records the first write-path failure; every later operation returns `Error::Poisoned`.
     pub fn poisoned(&self, e: Error) -> Error {
-        let mut p = self.poison.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
-        e
+        self.poison.poison(e)
     }
 }
 
@@ -311,10 +295,4 @@ fn verify_tail_page(
         scan(from, tail)?;
     }
     Ok(())
-}
-
-struct Replay<'a> {
-    hot: &'a HybridLog,
-    hot_index: &'a HotIndex,
-    bytes: u64,
 }

@@ -11,103 +11,35 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
 use strata_core::Result;
+use strata_kit::worker::Worker;
 
 use super::Inner;
-
-#[derive(Default)]
-pub(crate) struct WorkerSignal {
-    state: Mutex<WorkerState>,
-    /// Wakes the worker (work requested, or stop).
-    wake: Condvar,
-    /// Wakes writers waiting for the hot log to shrink (a compaction step or round finished).
-    progress: Condvar,
-}
-
-#[derive(Default)]
-struct WorkerState {
-    requested: bool,
-    stop: bool,
-    /// Maintenance rounds finished (a waiting writer gives up after one more round).
-    rounds: u64,
-}
 
 /// How long a writer under backpressure sleeps between checks (it is also woken explicitly).
 const BACKPRESSURE_POLL: Duration = Duration::from_millis(20);
 
-impl WorkerSignal {
-    /// Asks the worker for a maintenance round (cheap when one is already requested).
-    pub fn request(&self) {
-        let mut st = self.state.lock();
-        if !st.requested {
-            st.requested = true;
-            self.wake.notify_one();
+/// Starts the worker for `inner` on `inner.worker`'s signals: each requested round runs
+/// maintenance under the maintenance lock; an error poisons the engine and ends the thread.
+pub(crate) fn spawn(inner: Arc<Inner>) -> Result<Worker> {
+    let signals = inner.worker.clone();
+    Worker::spawn("f2-maintenance", signals, move || {
+        let _only_one = inner.maintenance.lock();
+        if inner.ensure_usable().is_err() || inner.worker.stop_requested() {
+            return Ok(());
         }
-    }
-
-    /// Wakes writers blocked in [`Inner::wait_for_hot_room`].
-    pub fn notify_progress(&self) {
-        let _st = self.state.lock();
-        self.progress.notify_all();
-    }
-
-    fn stop(&self) {
-        let mut st = self.state.lock();
-        st.stop = true;
-        self.wake.notify_all();
-        self.progress.notify_all();
-    }
+        inner.maintain_locked().map_err(|e| inner.poisoned(e))
+    })
 }
 
-/// Starts the worker for `inner`.
-pub(crate) fn spawn(inner: Arc<Inner>) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("f2-maintenance".into())
-        .spawn(move || run(&inner))
-        .map_err(|e| strata_core::Error::io("spawning the f2 maintenance thread", e))
-}
-
-/// Stops the worker and waits for it (idempotent).
-pub(crate) fn stop_and_join(inner: &Inner, handle: &Mutex<Option<JoinHandle<()>>>) {
+/// Stops the worker and waits for it (idempotent). Without a worker thread, only marks the
+/// signals stopped, so writers under backpressure stop waiting.
+pub(crate) fn stop_and_join(inner: &Inner, worker: Option<&Worker>) {
     inner.worker.stop();
-    if let Some(h) = handle.lock().take() {
-        let _ = h.join();
-    }
-}
-
-fn run(inner: &Inner) {
-    loop {
-        {
-            let mut st = inner.worker.state.lock();
-            while !st.requested && !st.stop {
-                inner.worker.wake.wait(&mut st);
-            }
-            if st.stop {
-                return;
-            }
-            st.requested = false;
-        }
-        let outcome = {
-            let _only_one = inner.maintenance.lock();
-            if inner.ensure_usable().is_err() || inner.worker.state.lock().stop {
-                Ok(())
-            } else {
-                inner.maintain_locked()
-            }
-        };
-        let failed = outcome.map_err(|e| inner.poisoned(e)).is_err();
-        {
-            let mut st = inner.worker.state.lock();
-            st.rounds += 1;
-            inner.worker.progress.notify_all();
-        }
-        if failed {
-            return;
-        }
+    if let Some(worker) = worker {
+        worker.stop_and_join();
     }
 }
 
@@ -127,7 +59,7 @@ impl Drop for WaitTimer<'_> {
 impl Inner {
     /// True while the worker should keep going (engine open, not poisoned, not stopping).
     pub fn worker_may_continue(&self) -> bool {
-        !self.closed.load(Relaxed) && self.poison.lock().is_none() && !self.worker.state.lock().stop
+        !self.closed.load(Relaxed) && !self.poison.is_poisoned() && !self.worker.stop_requested()
     }
 
     /// Backpressure: blocks while the hot log is over its whole disk budget, until compaction
@@ -140,19 +72,17 @@ impl Inner {
         self.counters.backpressure_waits.fetch_add(1, Relaxed);
         let started = std::time::Instant::now();
         let _record_wait = WaitTimer { started, max_us: &self.counters.backpressure_max_wait_us };
-        let mut st = self.worker.state.lock();
-        let round = st.rounds;
+        let first_round = self.worker.progress().rounds;
         // A round that started before this wait may end without having seen the overflow, so
         // wait for up to two round ends (each one requested).
-        while over() && st.rounds < round + 2 && !st.stop {
-            if !st.requested {
-                st.requested = true;
-                self.worker.wake.notify_one();
-            }
-            self.worker.progress.wait_for(&mut st, BACKPRESSURE_POLL);
-            drop(st);
+        let waiting = |rounds: u64| over() && rounds < first_round + 2;
+        loop {
+            self.worker.request();
+            let progress = self.worker.wait_for_progress(BACKPRESSURE_POLL, |p| waiting(p.rounds));
             self.ensure_usable()?;
-            st = self.worker.state.lock();
+            if progress.stopping() || !waiting(progress.rounds) {
+                break;
+            }
         }
         Ok(())
     }

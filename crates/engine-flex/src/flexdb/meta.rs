@@ -2,13 +2,24 @@
 //! and up to which WAL lsn the table file holds every write.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+use strata_core::le_bytes::{u32_at, u64_at};
 use strata_core::{Error, Result};
-use strata_io::{read_all, write_file_atomic, OpenOptions, Storage};
+use strata_io::Storage;
+use strata_kit::small_file::{CrcLayout, SmallFileFormat};
 
 pub const FILE_NAME: &str = "flexdb-meta";
-const MAGIC: &[u8; 8] = b"STRFLXDB";
 const VERSION: u32 = 1;
-const META_BYTES: usize = 28;
+const PAYLOAD_BYTES: usize = 12;
+
+/// `magic | version | table_kind u32 | committed_lsn u64 | crc32c of bytes 0..24`: 28 bytes.
+fn format() -> SmallFileFormat {
+    SmallFileFormat {
+        magic: b"STRFLXDB",
+        versions: VERSION..=VERSION,
+        crc: CrcLayout::Trailing,
+        payload_bytes: Some(PAYLOAD_BYTES),
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
@@ -17,50 +28,42 @@ pub struct Meta {
     pub committed_lsn: u64,
 }
 
-pub fn encode(meta: &Meta) -> Vec<u8> {
-    let mut out = Vec::with_capacity(META_BYTES);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&meta.table_kind.to_le_bytes());
-    out.extend_from_slice(&meta.committed_lsn.to_le_bytes());
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+fn payload(meta: &Meta) -> [u8; PAYLOAD_BYTES] {
+    let mut out = [0u8; PAYLOAD_BYTES];
+    let (kind, lsn) = out.split_at_mut(4);
+    kind.copy_from_slice(&meta.table_kind.to_le_bytes());
+    lsn.copy_from_slice(&meta.committed_lsn.to_le_bytes());
     out
 }
 
+/// The file's bytes (tests check them against docs/format/flexdb.md).
+#[cfg(test)]
+pub fn encode(meta: &Meta) -> Vec<u8> {
+    format().encode(VERSION, &payload(meta))
+}
+
+#[cfg(test)]
 pub fn decode(bytes: &[u8]) -> Result<Meta> {
-    let bad = |offset: u64, what: &str| Error::corruption(FILE_NAME, offset, what);
-    if bytes.len() != META_BYTES {
-        return Err(bad(0, &format!("{} bytes, expected {META_BYTES}", bytes.len())));
+    from_payload(format().decode(FILE_NAME, bytes)?.payload)
+}
+
+fn from_payload(payload: &[u8]) -> Result<Meta> {
+    match (u32_at(payload, 0), u64_at(payload, 4)) {
+        (Some(table_kind), Some(committed_lsn)) => Ok(Meta { table_kind, committed_lsn }),
+        // Unreachable: the format fixes the payload size.
+        _ => Err(Error::corruption(FILE_NAME, 12, "truncated commit record")),
     }
-    let u32_at = |at: usize| {
-        bytes.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok()).map_or(0, u32::from_le_bytes)
-    };
-    if crc32c::crc32c(bytes.get(..24).unwrap_or_default()) != u32_at(24) {
-        return Err(bad(24, "checksum mismatch"));
-    }
-    if bytes.get(..8) != Some(MAGIC.as_slice()) {
-        return Err(bad(0, "bad magic"));
-    }
-    if u32_at(8) != VERSION {
-        return Err(Error::Incompatible(format!(
-            "{FILE_NAME} has format version {}, this build reads {VERSION}",
-            u32_at(8)
-        )));
-    }
-    let lsn = bytes.get(16..24).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes);
-    Ok(Meta { table_kind: u32_at(12), committed_lsn: lsn })
 }
 
 pub fn load(storage: &dyn Storage) -> Result<Option<Meta>> {
-    if !storage.exists(FILE_NAME)? {
-        return Ok(None);
+    match format().load(storage, FILE_NAME)? {
+        Some((_, payload)) => from_payload(&payload).map(Some),
+        None => Ok(None),
     }
-    decode(&read_all(storage.open(FILE_NAME, OpenOptions::existing())?.as_ref())?).map(Some)
 }
 
 pub fn store(storage: &dyn Storage, meta: &Meta) -> Result<()> {
-    write_file_atomic(storage, FILE_NAME, &encode(meta))
+    format().store(storage, FILE_NAME, VERSION, &payload(meta))
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ impl FlexFile {
 
     fn poison_on_error<T>(st: &mut State, result: Result<T>) -> Result<T> {
         if let Err(err) = &result {
-            st.poisoned.get_or_insert_with(|| err.to_string());
+            st.poison.record(err);
         }
         result
     }

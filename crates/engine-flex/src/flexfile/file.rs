@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{Error, Result};
+use strata_core::{Error, Poison, Result};
 use strata_io::{Storage, StorageFile};
 
 use super::format::{LogOp, MAX_ENTRY_LEN};
@@ -61,7 +61,9 @@ pub(crate) struct State {
     /// uses.
     pub free_pages: Vec<u64>,
     pub page_count: u64,
-    pub poisoned: Option<String>,
+    /// Sticky after an I/O failure or a failure in the middle of an operation; changed only
+    /// under the state write lock, so a mutation sees it before it starts.
+    pub poison: Poison,
     /// Set once the current operation has changed the tree: a failure after that point leaves
     /// a partial operation in memory, so it poisons the file.
     pub op_started: bool,
@@ -156,10 +158,7 @@ impl FlexFile {
     }
 
     pub(crate) fn check_usable(st: &State) -> Result<()> {
-        match &st.poisoned {
-            Some(msg) => Err(Error::Poisoned(msg.clone())),
-            None => Ok(()),
-        }
+        st.poison.check()
     }
 
     /// Runs a mutation under the writer lock; an I/O error poisons the file (the durable state
@@ -176,7 +175,7 @@ impl FlexFile {
             let result = f(self, st);
             if let Err(err) = &result {
                 if st.op_started || !is_refusal(err) {
-                    st.poisoned.get_or_insert_with(|| err.to_string());
+                    st.poison.record(err);
                 }
             }
             let buffer_full = result.is_ok() && st.log_buf.len() >= self.opts.log_buffer_entries;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{Error, Result};
+use strata_core::{Error, Poison, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
 use super::file::{apply_to_tree, FlexFile, FlexFileStats, State};
@@ -113,7 +113,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
         checkpoint_due: log_end > opts.log_max_bytes,
         free_pages,
         page_count: header.page_count,
-        poisoned: None,
+        poison: Poison::new(),
         op_started: false,
         stats: FlexFileStats::default(),
     };

@@ -29,8 +29,8 @@ pub fn open(
     min_lsn: Lsn,
 ) -> Result<(Wal, RecoveryReport, Replayed)> {
     let mut replayed = Vec::new();
-    let (wal, report) = Wal::open(storage.clone(), opts.clone(), min_lsn, &mut |lsn, payload| {
-        replayed.push((lsn, payload.to_vec()));
+    let (wal, report) = Wal::open_located(storage.clone(), opts.clone(), min_lsn, &mut |at, payload| {
+        replayed.push((at.lsn, payload.to_vec()));
         Ok(())
     })?;
     Ok((wal, report, replayed))
