@@ -235,7 +235,7 @@ fn draw<DB: DrawingBackend>(name: &str, chart: &Chart, root: &DrawingArea<DB, Sh
         let highest_max = chart.series.iter().flat_map(|s| s.spreads.iter().flatten()).map(|s| s.1);
         let top = chart.values(throughput).chain(highest_max).fold(0.0, f64::max).max(1e-9) * 1.12;
         let title = if chart.series.iter().any(|s| s.spreads.iter().flatten().any(|(lo, hi)| lo < hi)) {
-            "Throughput (ops/s, higher is better; median of the rounds, whisker min–max)"
+            "Throughput (ops/s, higher is better; median, whisker min–max)"
         } else {
             "Throughput (ops/s, higher is better)"
         };
@@ -335,8 +335,18 @@ where
             bar
         }))
         .map_err(err)?;
+        // A value's label sits above its whisker, when it has one.
+        let label_at = |slot: usize, value: f64| {
+            let whisker_top = series.spreads.get(slot / per_cluster).copied().flatten().map_or(0.0, |s| s.1);
+            if title.starts_with("Throughput") {
+                value.max(whisker_top)
+            } else {
+                value
+            }
+        };
         ctx.draw_series(points.iter().map(|&(slot, value)| {
-            Text::new(short_number(value), (SegmentValue::CenterOf(slot), value), text_style.clone())
+            let at = (SegmentValue::CenterOf(slot), label_at(slot, value));
+            Text::new(short_number(value), at, text_style.clone())
         }))
         .map_err(err)?;
         if title.starts_with("Throughput") {
