@@ -47,7 +47,15 @@ fn print_rows(header: &[&str], rows: &[Vec<String>]) {
 pub fn throughput_table(report: &BenchReport, engine: &str, rocksdb: &str, paper: fn(&str) -> &'static str) {
     let mut rows = Vec::new();
     for skew in &report.skew {
-        println!("  {}: {} ({})", skew.workload, skew.describe(), skew.distribution);
+        println!(
+            "  {}: {} ({}, measured: {} ops over {} keys, {} touched)",
+            skew.workload,
+            skew.describe(),
+            skew.distribution,
+            fmt_count(skew.ops),
+            fmt_count(skew.keys),
+            fmt_count(skew.keys_touched)
+        );
     }
     for w in report.workload.workloads.iter().filter(|w| *w != "load") {
         let ours = median(report, engine, w, |r| Some(r.throughput_ops_per_sec));
