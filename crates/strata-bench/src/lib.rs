@@ -5,7 +5,7 @@
 //!
 //! Layout: `workload/` (what runs: mixes, distributions, keys, traces), `driver/` (threads,
 //! histograms, progress), `metrics/` (/proc, disk, machine facts), `engines.rs` + `baseline.rs` +
-//! `peers/` (what runs it), `runner.rs` (one invocation), `kill_reopen.rs` (reopen after SIGKILL), `report/` (table, JSON), `plot.rs`, `cli/`.
+//! `peers/` (what runs it), `runner.rs` (one invocation), `repro/` (`strata repro <paper>`), `kill_reopen.rs` (reopen after SIGKILL), `report/` (table, JSON), `plot.rs`, `cli/`.
 
 pub mod adapter;
 pub mod baseline;
@@ -17,5 +17,6 @@ pub mod metrics;
 pub mod peers;
 pub mod plot;
 pub mod report;
+pub mod repro;
 pub mod runner;
 pub mod workload;

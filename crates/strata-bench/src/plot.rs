@@ -48,8 +48,10 @@ struct Chart {
 
 struct Series {
     label: String,
-    /// Per workload: (throughput, p50 µs, p99 µs).
+    /// Per workload: (throughput, p50 µs, p99 µs); medians over `--repeat` rounds.
     values: Vec<Option<(f64, f64, f64)>>,
+    /// Per workload: throughput (min, max) over the rounds, drawn as a whisker when they differ.
+    spreads: Vec<Option<(f64, f64)>>,
     /// Per workload: ops/s per timeline interval (empty without `--timeline`).
     timelines: Vec<Vec<f64>>,
 }
@@ -172,15 +174,20 @@ fn load(files: &[PathBuf]) -> Result<Chart, String> {
             let rows: Vec<&ResultRow> =
                 rows.filter(|r| &r.engine == engine && r.status.as_deref().unwrap_or("ok") == "ok").collect();
             let row = |w: &String| rows.iter().find(|r| &r.workload == w);
-            let values = workloads
+            let rounds = |w: &String| rows.iter().filter(|r| &r.workload == w).copied().collect::<Vec<_>>();
+            let values = workloads.iter().map(|w| median_values(&rounds(w))).collect();
+            let spreads = workloads
                 .iter()
-                .map(|w| row(w).map(|r| (r.throughput_ops_per_sec, r.latency_us.p50, r.latency_us.p99)))
+                .map(|w| {
+                    let tp: Vec<f64> = rounds(w).iter().map(|r| r.throughput_ops_per_sec).collect();
+                    crate::report::summary::Spread::of(&tp).map(|s| (s.min, s.max))
+                })
                 .collect();
             let timelines = workloads
                 .iter()
                 .map(|w| row(w).map(|r| r.timeline_ops_per_sec.clone()).unwrap_or_default())
                 .collect();
-            Series { label, values, timelines }
+            Series { label, values, spreads, timelines }
         })
         .collect();
     let timeline_interval_secs = parsed
@@ -189,6 +196,19 @@ fn load(files: &[PathBuf]) -> Result<Chart, String> {
         .find(|r| !r.timeline_ops_per_sec.is_empty())
         .and_then(|r| r.timeline_interval_secs);
     Ok(Chart { workloads, series, timeline_interval_secs })
+}
+
+/// (throughput, p50, p99), each the median over the rows (the `--repeat` rounds of one engine).
+fn median_values(rows: &[&ResultRow]) -> Option<(f64, f64, f64)> {
+    use crate::report::summary::Spread;
+    let median = |f: &dyn Fn(&ResultRow) -> f64| {
+        Spread::of(&rows.iter().map(|r| f(r)).collect::<Vec<_>>()).map(|s| s.median)
+    };
+    Some((
+        median(&|r| r.throughput_ops_per_sec)?,
+        median(&|r| r.latency_us.p50)?,
+        median(&|r| r.latency_us.p99)?,
+    ))
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -212,8 +232,14 @@ fn draw<DB: DrawingBackend>(name: &str, chart: &Chart, root: &DrawingArea<DB, Sh
     let p50 = |v: (f64, f64, f64)| v.1;
     let p99 = |v: (f64, f64, f64)| v.2;
     if name == "throughput" {
-        let top = chart.values(throughput).fold(0.0, f64::max).max(1e-9) * 1.12;
-        bars(&plots, chart, "Throughput (ops/s, higher is better)", "ops/s", 0.0..top, 0.0, throughput)
+        let highest_max = chart.series.iter().flat_map(|s| s.spreads.iter().flatten()).map(|s| s.1);
+        let top = chart.values(throughput).chain(highest_max).fold(0.0, f64::max).max(1e-9) * 1.12;
+        let title = if chart.series.iter().any(|s| s.spreads.iter().flatten().any(|(lo, hi)| lo < hi)) {
+            "Throughput (ops/s, higher is better; median, whisker min–max)"
+        } else {
+            "Throughput (ops/s, higher is better)"
+        };
+        bars(&plots, chart, title, "ops/s", 0.0..top, 0.0, throughput)
     } else {
         // Log scale: tail latencies differ from medians by orders of magnitude.
         let (top, bottom) = plots.split_vertically(450);
@@ -309,10 +335,28 @@ where
             bar
         }))
         .map_err(err)?;
+        // A value's label sits above its whisker, when it has one.
+        let label_at = |slot: usize, value: f64| {
+            let whisker_top = series.spreads.get(slot / per_cluster).copied().flatten().map_or(0.0, |s| s.1);
+            if title.starts_with("Throughput") {
+                value.max(whisker_top)
+            } else {
+                value
+            }
+        };
         ctx.draw_series(points.iter().map(|&(slot, value)| {
-            Text::new(short_number(value), (SegmentValue::CenterOf(slot), value), text_style.clone())
+            let at = (SegmentValue::CenterOf(slot), label_at(slot, value));
+            Text::new(short_number(value), at, text_style.clone())
         }))
         .map_err(err)?;
+        if title.starts_with("Throughput") {
+            let whiskers = series.spreads.iter().enumerate().filter_map(|(cluster, spread)| {
+                let (lo, hi) = (*spread)?;
+                let at = SegmentValue::CenterOf(cluster * per_cluster + i);
+                (lo < hi).then(|| PathElement::new(vec![(at.clone(), lo), (at, hi)], BLACK.stroke_width(2)))
+            });
+            ctx.draw_series(whiskers).map_err(err)?;
+        }
     }
     // Workload names centred under each cluster, in the area's pixel space.
     let (base_x, base_y) = area.get_base_pixel();

@@ -11,7 +11,8 @@ use crate::engines::{self, EngineSource, OpenError};
 use crate::kill_reopen::{self, KillReopen};
 use crate::metrics::machine::{GitInfo, MachineInfo};
 use crate::metrics::{self, DiskUsage, ProcIo, Rss};
-use crate::report::{BenchReport, EngineIo, EngineReport, PhaseResult, Setting, WorkloadConfig};
+use crate::report::{summary, BenchReport, EngineIo, EngineReport, PhaseResult, Setting, WorkloadConfig};
+use crate::workload::skew::{PhaseReplay, Skew};
 use crate::workload::trace::{ops_for_thread, value_pool, LoadTrace, TraceParams};
 use crate::workload::{Distribution, DistributionKind, KeySpec, ThreadTrace, ValueSpec, Workload};
 
@@ -48,6 +49,8 @@ pub struct BenchConfig {
     /// `--reopen-after-kill`: also time a reopen after a SIGKILL that follows the load.
     pub reopen_after_kill: bool,
     pub custom_mix: Option<String>,
+    /// `--repeat`: rounds of every engine (≥ 1).
+    pub repeat: u32,
     pub command_line: Vec<String>,
 }
 
@@ -75,6 +78,8 @@ impl BenchConfig {
         match self.distribution.unwrap_or(workload.default_distribution) {
             DistributionKind::Uniform => Distribution::Uniform,
             DistributionKind::Zipfian => Distribution::Zipfian { theta: self.zipf_theta },
+            DistributionKind::ZipfianPlain => Distribution::ZipfianPlain { theta: self.zipf_theta },
+            DistributionKind::Scattered => Distribution::Scattered { theta: self.zipf_theta },
             DistributionKind::Latest => Distribution::Latest { theta: self.zipf_theta },
             DistributionKind::Hotspot => Distribution::Hotspot {
                 keys_fraction: self.hotspot_keys_fraction,
@@ -135,17 +140,29 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         git: GitInfo::collect(),
         workload: workload_config(config, budget, data_ratio),
         peak_rss_note: String::new(),
+        repeats: config.repeat,
         engines: Vec::new(),
         results: Vec::new(),
+        skew: Vec::new(),
+        summary: Vec::new(),
     };
     // Before any engine runs here: the measurement forks (see kill_reopen.rs).
     let kill_reopens =
         if config.reopen_after_kill { kill_reopen_all(config, base.path(), budget) } else { Vec::new() };
     let mut peak_reset_everywhere = true;
-    for (index, name) in config.engines.iter().enumerate() {
+    for (round, index) in summary::schedule(config.engines.len(), config.repeat) {
+        let name = &config.engines[index];
+        if config.repeat > 1 {
+            say(config, &format!("round {round} of {}: {name}", config.repeat));
+        }
         let dir = base.path().join(format!("{index}-{}", dir_name(name)));
         let (mut engine, mut results, reset) = run_engine(config, name, &dir, budget);
-        if let Some((_, measured)) = kill_reopens.iter().find(|(n, _)| n == name) {
+        engine.repeat = round;
+        for r in &mut results {
+            r.repeat = round;
+        }
+        let kill_reopen = kill_reopens.iter().find(|(n, _)| n == name).filter(|_| round == 1);
+        if let Some((_, measured)) = kill_reopen {
             match measured {
                 Ok(k) => {
                     engine.kill_reopen_ms = Some(k.reopen_ms);
@@ -156,9 +173,9 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             }
         }
         // An engine named twice (to see run-to-run noise) is reported as `name#2`, `name#3`, ...
-        let repeat = config.engines[..index].iter().filter(|n| *n == name).count();
-        if repeat > 0 {
-            engine.name = format!("{name}#{}", repeat + 1);
+        let earlier = config.engines[..index].iter().filter(|n| *n == name).count();
+        if earlier > 0 {
+            engine.name = format!("{name}#{}", earlier + 1);
             for r in &mut results {
                 r.engine.clone_from(&engine.name);
             }
@@ -179,7 +196,41 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             .into()
     };
     set_ratios(&mut report);
+    report.summary = summary::summarise(&report.results);
+    report.skew = measure_skew(config, &report.results);
     Ok(report)
+}
+
+/// Replays the traces of the first engine that ran the most phases (in round 1) for the op counts
+/// its threads ran, and measures each phase's skew (see `workload::skew`).
+fn measure_skew(config: &BenchConfig, results: &[PhaseResult]) -> Vec<Skew> {
+    let ran = |engine: &str| {
+        config
+            .workloads
+            .iter()
+            .map_while(|w| {
+                results
+                    .iter()
+                    .find(|r| r.repeat == 1 && r.engine == engine && r.workload == w.name && r.status == "ok")
+            })
+            .collect::<Vec<_>>()
+    };
+    let Some(phases) = config.engines.iter().map(|e| ran(e)).max_by_key(|p| p.len()) else {
+        return Vec::new();
+    };
+    let replays: Vec<PhaseReplay<'_>> = phases
+        .iter()
+        .zip(&config.workloads)
+        .enumerate()
+        .map(|(i, (result, workload))| PhaseReplay {
+            phase: i as u32 + 1,
+            workload,
+            distribution: config.distribution_for(workload),
+            ops_by_thread: &result.ops_by_thread,
+            ops_hint: config.ops.filter(|_| config.duration.is_none()),
+        })
+        .collect();
+    crate::workload::skew::measure(&config.trace_params(), &replays)
 }
 
 /// `--reopen-after-kill` for every distinct persistent engine, in order.
@@ -228,7 +279,7 @@ fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> Worklo
         ops_per_workload: if config.duration.is_some() { None } else { config.ops },
         duration_secs: config.duration.map(|d| d.as_secs_f64()),
         threads: config.threads,
-        distribution: config.distribution.map(|d| format!("{d:?}").to_lowercase()),
+        distribution: config.distribution.map(|d| d.name().to_string()),
         zipf_theta: config.zipf_theta,
         hotspot_keys_fraction: config.hotspot_keys_fraction,
         hotspot_ops_fraction: config.hotspot_ops_fraction,
@@ -267,6 +318,7 @@ fn run_engine(
     let reset = Rss::reset_peak();
     let mut engine = EngineReport {
         name: name.to_string(),
+        repeat: 1,
         status: "ok".into(),
         message: None,
         kind: String::new(),
@@ -419,10 +471,12 @@ fn run_engine(
             duration: config.duration,
             timeline_interval: config.timeline_interval,
         };
+        let initial: Vec<u64> = sources.iter().map(|s| s.remaining).collect();
         let (m, sources) = run_phase(&inputs, sources, limit);
         for (t, s) in sources.iter().enumerate() {
             own_inserts[t] = s.trace.own_inserts();
         }
+        let ops_by_thread: Vec<u64> = sources.iter().zip(&initial).map(|(s, i)| i - s.remaining).collect();
         live_user_bytes += m.inserted_bytes;
         let description = format!(
             "{} — {} ({})",
@@ -430,7 +484,7 @@ fn run_engine(
             distribution.describe(),
             workload.mix.describe()
         );
-        let result = phase_result(
+        let mut result = phase_result(
             name,
             &workload.name,
             &description,
@@ -440,6 +494,7 @@ fn run_engine(
             dir,
             live_user_bytes,
         );
+        result.ops_by_thread = ops_by_thread;
         // An unsupported workload (a scan on an unordered engine) does not stop the next ones.
         failed = result.status == "error";
         results.push(result);
@@ -523,6 +578,7 @@ fn phase_result(
     let mut result = PhaseResult {
         engine: engine.to_string(),
         workload: workload.to_string(),
+        repeat: 1,
         description: description.to_string(),
         status: match (&m.error, m.unsupported) {
             (None, _) => "ok".into(),
@@ -534,6 +590,9 @@ fn phase_result(
         elapsed_secs: m.elapsed.as_secs_f64(),
         throughput_ops_per_sec: m.throughput_ops_per_sec(),
         throughput_vs_first: None,
+        ops_by_thread: Vec::new(),
+        device_read_bytes_per_op: io.and_then(|i| per_op(i.read_bytes, m.ops)),
+        device_write_bytes_per_op: io.and_then(|i| per_op(i.write_bytes, m.ops)),
         latency_us: m.latency.overall().map(|h| LatencySummary::of(&h)).unwrap_or_default(),
         latency_us_by_op,
         not_found: m.not_found,
@@ -561,17 +620,23 @@ fn phase_result(
     result
 }
 
-/// Throughput of each engine divided by the first engine's on the same workload.
+fn per_op(bytes: u64, ops: u64) -> Option<f64> {
+    (ops > 0).then(|| bytes as f64 / ops as f64)
+}
+
+/// Throughput of each engine divided by the first engine's on the same workload in the same round.
 fn set_ratios(report: &mut BenchReport) {
     let Some(first) = report.engines.first().map(|e| e.name.clone()) else { return };
-    let mut base: BTreeMap<String, f64> = BTreeMap::new();
+    let mut base: BTreeMap<(u32, String), f64> = BTreeMap::new();
     for r in report.results.iter().filter(|r| r.engine == first && r.status == "ok") {
-        base.entry(r.workload.clone()).or_insert(r.throughput_ops_per_sec);
+        base.entry((r.repeat, r.workload.clone())).or_insert(r.throughput_ops_per_sec);
     }
     for r in &mut report.results {
         if r.status == "ok" {
-            r.throughput_vs_first =
-                base.get(&r.workload).filter(|b| **b > 0.0).map(|b| r.throughput_ops_per_sec / b);
+            r.throughput_vs_first = base
+                .get(&(r.repeat, r.workload.clone()))
+                .filter(|b| **b > 0.0)
+                .map(|b| r.throughput_ops_per_sec / b);
         }
     }
 }

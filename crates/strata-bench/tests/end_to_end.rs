@@ -166,3 +166,72 @@ fn timeline_is_recorded_reported_and_plotted() {
     assert!(svg.contains("rmw100: throughput per 0.1 s"), "timeline.svg lacks its panel title");
     assert!(svg.contains("<polyline") || svg.contains("<path"), "timeline.svg has no lines");
 }
+
+/// `--repeat 3` with two engines: rounds alternate A B A B A B, the JSON keeps every round's
+/// results, ratios are within a round, and the summary holds median/min/max over the rounds;
+/// every run phase carries its measured skew.
+#[test]
+fn repeat_alternates_engines_and_summarises_every_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("repeat.json");
+    let args = [
+        "--engines",
+        "memory,btreemap",
+        "--workload",
+        "c",
+        "--records",
+        "2000",
+        "--ops",
+        "4000",
+        "--distribution",
+        "zipfian-plain",
+        "--repeat",
+        "3",
+    ];
+    let report = bench_json(&args, &tmp.path().join("data"), &json);
+    assert_eq!(report["repeats"], 3);
+    let order: Vec<(u64, &str)> = report["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["repeat"].as_u64().unwrap(), e["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![(1, "memory"), (1, "btreemap"), (2, "memory"), (2, "btreemap"), (3, "memory"), (3, "btreemap")]
+    );
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3 * 2 * 2, "rounds x engines x (load + c)");
+    for r in results.iter().filter(|r| r["workload"] == "c") {
+        let same_round_memory = results
+            .iter()
+            .find(|m| m["engine"] == "memory" && m["workload"] == "c" && m["repeat"] == r["repeat"])
+            .unwrap();
+        let want = r["throughput_ops_per_sec"].as_f64().unwrap()
+            / same_round_memory["throughput_ops_per_sec"].as_f64().unwrap();
+        assert!((r["throughput_vs_first"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+        assert_eq!(r["ops_by_thread"].as_array().unwrap().len(), 1);
+        assert!(r.get("device_read_bytes_per_op").is_some());
+    }
+    let summary = report["summary"].as_array().unwrap();
+    let row = summary.iter().find(|s| s["engine"] == "btreemap" && s["workload"] == "c").unwrap();
+    assert_eq!(row["rounds"], 3);
+    let ratios: Vec<f64> = results
+        .iter()
+        .filter(|r| r["engine"] == "btreemap" && r["workload"] == "c")
+        .map(|r| r["throughput_vs_first"].as_f64().unwrap())
+        .collect();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let spread = &row["throughput_vs_first"];
+    assert_eq!(spread["median"].as_f64().unwrap(), sorted[1]);
+    assert_eq!(spread["min"].as_f64().unwrap(), sorted[0]);
+    assert_eq!(spread["max"].as_f64().unwrap(), sorted[2]);
+    let skew = report["skew"].as_array().unwrap();
+    assert_eq!(skew.len(), 1);
+    assert_eq!(skew[0]["workload"], "c");
+    assert_eq!(skew[0]["distribution"], "zipfian-plain");
+    assert_eq!(skew[0]["ops"], 4000);
+    let top18 = skew[0]["top_shares"][2][1].as_f64().unwrap();
+    assert!(top18 > 0.7 && top18 <= 1.0, "{top18}");
+}

@@ -126,9 +126,9 @@ fn shared_between_threads(name: &str) {
 
 #[test]
 fn compiled_peers_are_listed() {
-    for name in ["rocksdb", "rocksdb-point", "lmdb", "redb", "fjall", "sled"] {
+    for name in ["rocksdb", "rocksdb-weak", "rocksdb-point", "lmdb", "redb", "fjall", "sled"] {
         let compiled = match name {
-            "rocksdb" | "rocksdb-point" => cfg!(feature = "rocksdb"),
+            "rocksdb" | "rocksdb-weak" | "rocksdb-point" => cfg!(feature = "rocksdb"),
             "lmdb" => cfg!(feature = "lmdb"),
             "redb" => cfg!(feature = "redb"),
             "fjall" => cfg!(feature = "fjall"),
@@ -148,6 +148,12 @@ fn rocksdb_round_trip() {
 #[test]
 fn rocksdb_round_trip_direct_io_sync_writes() {
     round_trip("rocksdb", true, true);
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_weak_round_trip_direct_io() {
+    round_trip("rocksdb-weak", true, false);
 }
 
 #[cfg(feature = "rocksdb")]

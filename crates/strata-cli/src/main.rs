@@ -99,6 +99,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Run a paper's headline experiments scaled to this machine, beside the paper's numbers:
+    /// `strata repro flex|f2 [--quick]`; `strata repro --help` for options.
+    #[command(disable_help_flag = true)]
+    Repro {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 enum Outcome {
@@ -108,8 +115,10 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Bench { args } = cli.command {
-        return strata_bench::cli::main_with_args(args);
+    match cli.command {
+        Command::Bench { args } => return strata_bench::cli::main_with_args(args),
+        Command::Repro { args } => return strata_bench::repro::main_with_args(args),
+        _ => {}
     }
     match run(cli.command, &cli.options) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
@@ -206,7 +215,7 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
         }
         Command::Demo { dir, engine, records } => demo::run(dir, engine, records, &mut out)?,
         // Dispatched in `main` before `run`.
-        Command::Bench { .. } => {}
+        Command::Bench { .. } | Command::Repro { .. } => {}
     }
     Ok(Outcome::Done)
 }

@@ -60,3 +60,47 @@ fn bench_help_and_bad_arguments() {
     #[cfg(not(feature = "rocksdb"))]
     assert_usage_error(&strata(&["bench", "--engines", "rocksdb"]), "--features rocksdb");
 }
+
+#[test]
+fn repro_help_and_bad_arguments() {
+    let o = strata(&["repro", "--help"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--quick"));
+    assert_usage_error(&strata(&["repro", "treeline"]), "unknown paper");
+    assert_usage_error(&strata(&["repro", "f2", "--repeat", "0"]), "--repeat");
+    assert_usage_error(&strata(&["repro", "f2", "--rocksdb", "lmdb"]), "--rocksdb");
+    assert_usage_error(&strata(&["repro"]), "PAPER");
+    #[cfg(not(feature = "rocksdb"))]
+    assert_usage_error(&strata(&["repro", "f2"]), "--features rocksdb");
+}
+
+#[test]
+fn a_tiny_bench_prints_the_measured_skew_and_repeat_medians() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = strata(&[
+        "bench",
+        "--engines",
+        "memory,btreemap",
+        "--workload",
+        "c",
+        "--records",
+        "2000",
+        "--ops",
+        "2000",
+        "--distribution",
+        "scattered",
+        "--repeat",
+        "2",
+        "--quiet",
+        "--no-drop-caches",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("skew (scattered, measured on the trace): top 1% / 10% / 18% of keys got "),
+        "{out}"
+    );
+    assert!(out.contains("over 2 rounds: median (min–max)"), "{out}");
+}

@@ -64,9 +64,16 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: u32,
     /// Request distribution for every workload (default: the workload's own; D uses latest).
-    #[arg(long, value_name = "zipfian|uniform|latest|hotspot")]
+    /// zipfian: YCSB's scrambled zipfian (10^10 items folded onto the keys); zipfian-plain: a
+    /// zipfian over exactly the loaded records, ranks permuted over the key space (the F2
+    /// paper's); scattered: ycsbr's ScatteredZipfianChooser (TreeLine's).
+    #[arg(long, value_name = "zipfian|zipfian-plain|scattered|uniform|latest|hotspot")]
     distribution: Option<String>,
-    /// Zipfian constant θ for zipfian and latest, 0 < θ < 1.
+    /// Run every engine N times, alternating (A B A B ..., each round on a fresh load), and report
+    /// each throughput and ratio as the median with min–max; --json keeps every round.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    repeat: u32,
+    /// Zipfian constant θ for zipfian, zipfian-plain, scattered and latest, 0 < θ < 1.
     #[arg(long, default_value_t = DEFAULT_THETA, value_name = "THETA")]
     zipf_theta: f64,
     /// Hotspot distribution: fraction of operations on fraction of keys.
@@ -282,6 +289,9 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
     if ops == Some(0) {
         return Err("--ops must be at least 1".into());
     }
+    if a.repeat == 0 || a.repeat > 100 {
+        return Err(format!("--repeat {}: expected 1 to 100 rounds", a.repeat));
+    }
     if a.threads == 0 || a.threads > 1024 {
         return Err(format!("--threads {}: expected 1 to 1024", a.threads));
     }
@@ -354,6 +364,7 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         drop_caches: !a.no_drop_caches,
         reopen_after_kill: a.reopen_after_kill,
         custom_mix: a.mix,
+        repeat: a.repeat,
         command_line,
     })
 }
@@ -395,6 +406,16 @@ mod tests {
     }
 
     #[test]
+    fn distributions_and_repeats() {
+        let c = config(&["--distribution", "zipfian-plain", "--repeat", "3"]).unwrap();
+        assert_eq!(c.distribution, Some(DistributionKind::ZipfianPlain));
+        assert_eq!(c.repeat, 3);
+        let c = config(&["--distribution", "scattered", "--zipf-theta", "0.9"]).unwrap();
+        assert_eq!(c.distribution, Some(DistributionKind::Scattered));
+        assert_eq!(config(&[]).unwrap().repeat, 1);
+    }
+
+    #[test]
     fn bad_arguments_are_one_line_errors() {
         for bad in [
             &["--records", "0"][..],
@@ -407,6 +428,9 @@ mod tests {
             &["--engines", "nosuch"],
             &["--engines", ""],
             &["--distribution", "pareto"],
+            &["--repeat", "0"],
+            &["--repeat", "-1"],
+            &["--repeat", "x"],
             &["--key-format", "string", "--key-bytes", "10"],
             &["--key-bytes", "4"],
             &["--memory-budget", "lots"],

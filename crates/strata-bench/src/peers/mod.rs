@@ -24,8 +24,9 @@ mod rocksdb;
 mod sled;
 
 /// Every peer this crate knows, with the cargo feature that compiles it in.
-const PEER_FEATURES: [(&str, &str); 6] = [
+const PEER_FEATURES: [(&str, &str); 7] = [
     ("rocksdb", "rocksdb"),
+    ("rocksdb-weak", "rocksdb"),
     ("rocksdb-point", "rocksdb"),
     ("lmdb", "lmdb"),
     ("redb", "redb"),
@@ -33,11 +34,14 @@ const PEER_FEATURES: [(&str, &str); 6] = [
     ("sled", "sled"),
 ];
 
-const ALL_PEER_NAMES: [&str; 6] = ["rocksdb", "rocksdb-point", "lmdb", "redb", "fjall", "sled"];
+const ALL_PEER_NAMES: [&str; 7] =
+    ["rocksdb", "rocksdb-weak", "rocksdb-point", "lmdb", "redb", "fjall", "sled"];
 
 const COMPILED_PEER_NAMES: &[&str] = &[
     #[cfg(feature = "rocksdb")]
     "rocksdb",
+    #[cfg(feature = "rocksdb")]
+    "rocksdb-weak",
     #[cfg(feature = "rocksdb")]
     "rocksdb-point",
     #[cfg(feature = "lmdb")]
@@ -72,10 +76,12 @@ pub fn open_peer(name: &str, params: &OpenParams) -> Option<anyhow::Result<Box<d
     let _ = params;
     match name {
         #[cfg(feature = "rocksdb")]
-        "rocksdb" => Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::General).map(boxed)),
+        "rocksdb" => Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::Tuned).map(boxed)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-weak" => Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::Weak).map(boxed)),
         #[cfg(feature = "rocksdb")]
         "rocksdb-point" => {
-            Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::PointLookup).map(boxed))
+            Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::WeakPointLookup).map(boxed))
         }
         #[cfg(feature = "lmdb")]
         "lmdb" => Some(lmdb::LmdbAdapter::open(params).map(boxed)),
@@ -191,6 +197,7 @@ mod tests {
             assert!(name.starts_with(feature), "{name} is built by feature {feature}");
         }
         assert_eq!(feature_for("rocksdb-point"), Some("rocksdb"));
+        assert_eq!(feature_for("rocksdb-weak"), Some("rocksdb"));
         assert_eq!(feature_for("memory"), None);
         assert_eq!(feature_for(""), None);
         for name in peer_names() {

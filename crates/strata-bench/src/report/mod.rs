@@ -1,6 +1,7 @@
 //! The result of one `strata bench` invocation: what ran, where, and every measurement. Serialised
 //! as the `--json` file and rendered as the stdout table (`table.rs`).
 
+pub mod summary;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -22,9 +23,17 @@ pub struct BenchReport {
     pub workload: WorkloadConfig,
     /// How to read `peak_rss_bytes`.
     pub peak_rss_note: String,
+    /// `--repeat`: how many rounds ran; each round runs every engine once, in `--engines` order
+    /// (A B A B ...), each on a fresh load.
+    pub repeats: u32,
+    /// One item per (round, engine entry).
     pub engines: Vec<EngineReport>,
-    /// One item per (engine, phase) that ran: the load phase is workload `load`.
+    /// One item per (round, engine, phase) that ran: the load phase is workload `load`.
     pub results: Vec<PhaseResult>,
+    /// The measured skew of each run phase's trace (identical for every engine and round).
+    pub skew: Vec<crate::workload::skew::Skew>,
+    /// Per (engine, workload): median, min and max over the rounds.
+    pub summary: Vec<summary::SummaryRow>,
 }
 
 /// Everything that shapes the trace; identical for every engine of the invocation.
@@ -62,6 +71,8 @@ pub struct WorkloadConfig {
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineReport {
     pub name: String,
+    /// `--repeat` round, from 1.
+    pub repeat: u32,
     /// `ok`, `unsupported` (this build cannot run it) or `error`.
     pub status: String,
     pub message: Option<String>,
@@ -97,6 +108,8 @@ pub struct Setting {
 pub struct PhaseResult {
     pub engine: String,
     pub workload: String,
+    /// `--repeat` round, from 1.
+    pub repeat: u32,
     pub description: String,
     /// `ok`, or `error` (the phase stopped at the first engine error).
     pub status: String,
@@ -104,8 +117,13 @@ pub struct PhaseResult {
     pub ops: u64,
     pub elapsed_secs: f64,
     pub throughput_ops_per_sec: f64,
-    /// Throughput divided by the first engine's on the same workload.
+    /// Throughput divided by the first engine's on the same workload in the same round.
     pub throughput_vs_first: Option<f64>,
+    /// Operations each worker thread ran (the skew replay uses them).
+    pub ops_by_thread: Vec<u64>,
+    /// Device bytes read / written per operation (`read_bytes` / `ops`, `write_bytes` / `ops`).
+    pub device_read_bytes_per_op: Option<f64>,
+    pub device_write_bytes_per_op: Option<f64>,
     /// All operation types together.
     pub latency_us: LatencySummary,
     pub latency_us_by_op: BTreeMap<String, LatencySummary>,

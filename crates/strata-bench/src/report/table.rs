@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::summary::Spread;
 use super::{fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, PhaseResult};
 
 /// Left-aligned first column, right-aligned others.
@@ -81,9 +82,17 @@ pub fn render(report: &BenchReport) -> String {
         if w.data_to_budget_ratio < 3.0 { ": NOT larger than memory" } else { "" },
     );
     let _ = writeln!(out, "direct I/O {}; sync writes {}", on_off(w.direct_io), on_off(w.sync_writes));
+    if report.repeats > 1 {
+        let _ = writeln!(
+            out,
+            "--repeat {}: every engine ran {} times, alternating (A B A B ..., each round on a fresh load); \
+             ratios are taken within a round",
+            report.repeats, report.repeats
+        );
+    }
 
     let _ = writeln!(out, "\nengines:");
-    for e in &report.engines {
+    for e in report.engines.iter().filter(|e| e.repeat == 1) {
         let settings: Vec<String> = e.config.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
         let status = match &e.message {
             Some(m) => format!("{}: {m}", e.status),
@@ -104,11 +113,22 @@ pub fn render(report: &BenchReport) -> String {
         let rows: Vec<&PhaseResult> = report.results.iter().filter(|r| &r.workload == workload).collect();
         let Some(first) = rows.first() else { continue };
         let _ = writeln!(out, "\n{workload}: {}", first.description);
+        if let Some(skew) = report.skew.iter().find(|s| &s.workload == workload) {
+            let _ = writeln!(
+                out,
+                "skew ({}, measured on the trace): {} ({} ops over {} keys, {} touched)",
+                skew.distribution,
+                skew.describe(),
+                fmt_count(skew.ops),
+                fmt_count(skew.keys),
+                fmt_count(skew.keys_touched)
+            );
+        }
         let first_engine = report.engines.first().map(|e| e.name.as_str()).unwrap_or("first");
         let vs = format!("vs {first_engine}");
         let mut t = Table::new(&[
             "engine",
-            "status",
+            if report.repeats > 1 { "round" } else { "status" },
             "ops/s",
             &vs,
             "p50 µs",
@@ -123,7 +143,7 @@ pub fn render(report: &BenchReport) -> String {
         for r in &rows {
             t.row(vec![
                 r.engine.clone(),
-                r.status.clone(),
+                if report.repeats > 1 { format!("{} {}", r.repeat, r.status) } else { r.status.clone() },
                 fmt_count(r.throughput_ops_per_sec.round() as u64),
                 r.throughput_vs_first.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
                 fmt_us(r.latency_us.p50),
@@ -147,7 +167,7 @@ pub fn render(report: &BenchReport) -> String {
     for r in &report.results {
         for (op, s) in &r.latency_us_by_op {
             t.row(vec![
-                r.engine.clone(),
+                round_label(report, r),
                 r.workload.clone(),
                 op.clone(),
                 fmt_count(s.count),
@@ -176,11 +196,14 @@ pub fn render(report: &BenchReport) -> String {
         "disk alloc",
         "disk apparent",
         "space amp",
+        "dev read/op",
+        "dev write/op",
         "not found",
     ]);
     for r in &report.results {
+        let per_op = |b: Option<f64>| b.map_or_else(|| "-".into(), |b| fmt_bytes(b.round() as u64));
         t.row(vec![
-            r.engine.clone(),
+            round_label(report, r),
             r.workload.clone(),
             fmt_bytes(r.user_bytes_written),
             fmt_bytes(r.user_bytes_read),
@@ -190,21 +213,25 @@ pub fn render(report: &BenchReport) -> String {
             fmt_bytes(r.disk_bytes),
             fmt_bytes(r.disk_apparent_bytes),
             fmt_ratio(r.space_amplification),
+            per_op(r.device_read_bytes_per_op),
+            per_op(r.device_write_bytes_per_op),
             fmt_count(r.not_found),
         ]);
     }
     t.render(&mut out);
 
+    render_summary(report, &mut out);
     render_timelines(report, &mut out);
 
     let _ = writeln!(out, "\nopen / close / reopen:");
     for e in report.engines.iter().filter(|e| e.status != "unsupported") {
+        let name = if report.repeats > 1 { format!("{} #{}", e.name, e.repeat) } else { e.name.clone() };
         let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.1} ms"));
         let note = e.reopen_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
         let _ = writeln!(
             out,
             "  {:<10} open {}, close {}, reopen {}{note}",
-            e.name,
+            name,
             ms(e.open_ms),
             ms(e.close_ms),
             ms(e.reopen_ms)
@@ -216,6 +243,54 @@ pub fn render(report: &BenchReport) -> String {
     }
     let _ = writeln!(out, "\n{}", report.peak_rss_note);
     out
+}
+
+/// An engine's name in the I/O table, with its round under `--repeat`.
+fn round_label(report: &BenchReport, r: &PhaseResult) -> String {
+    if report.repeats > 1 {
+        format!("{} #{}", r.engine, r.repeat)
+    } else {
+        r.engine.clone()
+    }
+}
+
+/// `--repeat`: per workload and engine, the median with min–max over the rounds.
+fn render_summary(report: &BenchReport, out: &mut String) {
+    if report.repeats <= 1 || report.summary.is_empty() {
+        return;
+    }
+    let first_engine = report.engines.first().map(|e| e.name.as_str()).unwrap_or("first");
+    let _ = writeln!(
+        out,
+        "\nover {} rounds: median (min–max); ratios are per round, then summarised:",
+        report.repeats
+    );
+    let vs = format!("vs {first_engine}");
+    let mut t = Table::new(&[
+        "engine",
+        "workload",
+        "rounds",
+        "ops/s median",
+        "ops/s min–max",
+        &vs,
+        "dev read/op",
+        "dev write/op",
+    ]);
+    let bytes = |s: Option<Spread>| s.map_or_else(|| "-".into(), |s| fmt_bytes(s.median.round() as u64));
+    for row in &report.summary {
+        let tp = row.throughput_ops_per_sec;
+        t.row(vec![
+            row.engine.clone(),
+            row.workload.clone(),
+            row.rounds.to_string(),
+            fmt_count(tp.median.round() as u64),
+            format!("{}–{}", fmt_count(tp.min.round() as u64), fmt_count(tp.max.round() as u64)),
+            row.throughput_vs_first.map_or_else(|| "-".into(), |s| s.describe_ratio()),
+            bytes(row.device_read_bytes_per_op),
+            bytes(row.device_write_bytes_per_op),
+        ]);
+    }
+    t.render(out);
 }
 
 /// `--timeline`: per phase, a sparkline of throughput per interval (scaled to the fastest interval

@@ -4,6 +4,7 @@
 
 use rand::Rng;
 
+use super::skewed::{PlainZipfian, ScatteredZipfian};
 use super::zipfian::{ScrambledZipfian, Zipfian};
 
 /// The request distribution named on the command line.
@@ -14,6 +15,12 @@ pub enum Distribution {
     Uniform,
     /// YCSB `zipfian`: `ScrambledZipfianGenerator` with constant θ.
     Zipfian { theta: f64 },
+    /// `zipfian-plain`: a zipfian θ over exactly the loaded records, ranks permuted onto them
+    /// (`skewed.rs`); run-phase inserts are not chosen.
+    #[serde(rename = "zipfian-plain")]
+    ZipfianPlain { theta: f64 },
+    /// `scattered`: ycsbr's `ScatteredZipfianChooser` (TreeLine's generator, `skewed.rs`).
+    Scattered { theta: f64 },
     /// YCSB `latest`: `SkewedLatestGenerator`, zipfian over recency; the newest record is hottest.
     Latest { theta: f64 },
     /// YCSB `hotspot`: `ops_fraction` of the operations go to the first `keys_fraction` of the
@@ -26,6 +33,8 @@ impl Distribution {
         match self {
             Distribution::Uniform => "uniform",
             Distribution::Zipfian { .. } => "zipfian",
+            Distribution::ZipfianPlain { .. } => "zipfian-plain",
+            Distribution::Scattered { .. } => "scattered",
             Distribution::Latest { .. } => "latest",
             Distribution::Hotspot { .. } => "hotspot",
         }
@@ -34,7 +43,9 @@ impl Distribution {
     pub fn describe(&self) -> String {
         match self {
             Distribution::Uniform => "uniform".into(),
-            Distribution::Zipfian { theta } => format!("zipfian θ={theta}"),
+            Distribution::Zipfian { theta } => format!("zipfian θ={theta} (YCSB scrambled)"),
+            Distribution::ZipfianPlain { theta } => format!("zipfian-plain θ={theta}"),
+            Distribution::Scattered { theta } => format!("scattered zipfian θ={theta} (ycsbr)"),
             Distribution::Latest { theta } => format!("latest θ={theta}"),
             Distribution::Hotspot { keys_fraction, ops_fraction } => {
                 format!(
@@ -56,6 +67,8 @@ pub enum KeyChooser {
     /// Drawn over `records + expected inserts` and redrawn while the index is not yet inserted,
     /// as YCSB's `nextKeynum` does.
     Zipfian(ScrambledZipfian),
+    ZipfianPlain(PlainZipfian),
+    Scattered(ScatteredZipfian),
     Latest(SkewedLatest),
     Hotspot(Hotspot),
 }
@@ -69,6 +82,10 @@ impl KeyChooser {
             Distribution::Zipfian { theta } => {
                 KeyChooser::Zipfian(ScrambledZipfian::new(records + expected_inserts + 1, theta))
             }
+            Distribution::ZipfianPlain { theta } => {
+                KeyChooser::ZipfianPlain(PlainZipfian::new(records, theta))
+            }
+            Distribution::Scattered { theta } => KeyChooser::Scattered(ScatteredZipfian::new(known, theta)),
             Distribution::Latest { theta } => KeyChooser::Latest(SkewedLatest::new(known, theta)),
             Distribution::Hotspot { keys_fraction, ops_fraction } => {
                 KeyChooser::Hotspot(Hotspot::new(records, keys_fraction, ops_fraction))
@@ -86,6 +103,8 @@ impl KeyChooser {
                     return index;
                 }
             },
+            KeyChooser::ZipfianPlain(z) => z.next(rng).min(known - 1),
+            KeyChooser::Scattered(s) => s.next(rng, known),
             KeyChooser::Latest(l) => l.next(rng, known),
             KeyChooser::Hotspot(h) => h.next(rng).min(known - 1),
         }

@@ -1,8 +1,14 @@
 //! Record shapes: how a key number becomes key bytes, how long values are, and the size presets.
 
-/// YCSB's `Utils.fnvhash64`: FNV-1 over the 8 little-end-first bytes of `value`, then `Math.abs`
-/// (which leaves `i64::MIN` negative, exactly as Java does; callers reinterpret it as `u64`).
-pub fn fnv_hash64(mut value: u64) -> u64 {
+/// YCSB's `Utils.fnvhash64`: [`fnv1_64`], then `Math.abs` (which leaves `i64::MIN` negative,
+/// exactly as Java does; callers reinterpret it as `u64`).
+pub fn fnv_hash64(value: u64) -> u64 {
+    (fnv1_64(value) as i64).wrapping_abs() as u64
+}
+
+/// FNV-1 over the 8 little-end-first bytes of `value`, unsigned (ycsbr's `FNVHash64`; YCSB's
+/// `fnvhash64` takes the absolute value of this).
+pub fn fnv1_64(mut value: u64) -> u64 {
     const FNV_OFFSET_BASIS_64: u64 = 0xCBF2_9CE4_8422_2325;
     const FNV_PRIME_64: u64 = 1_099_511_628_211;
     let mut hash = FNV_OFFSET_BASIS_64;
@@ -12,7 +18,7 @@ pub fn fnv_hash64(mut value: u64) -> u64 {
         hash ^= octet;
         hash = hash.wrapping_mul(FNV_PRIME_64);
     }
-    (hash as i64).wrapping_abs() as u64
+    hash
 }
 
 /// A bijection on `u64` (MurmurHash3's finalizer): distinct key numbers give distinct keys, and

@@ -3,6 +3,8 @@
 
 pub mod choosers;
 pub mod keys;
+pub mod skew;
+pub mod skewed;
 pub mod trace;
 pub mod zipfian;
 
@@ -145,19 +147,37 @@ pub struct Workload {
 pub enum DistributionKind {
     Uniform,
     Zipfian,
+    ZipfianPlain,
+    Scattered,
     Latest,
     Hotspot,
 }
 
 impl DistributionKind {
+    /// The `--distribution` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            DistributionKind::Uniform => "uniform",
+            DistributionKind::Zipfian => "zipfian",
+            DistributionKind::ZipfianPlain => "zipfian-plain",
+            DistributionKind::Scattered => "scattered",
+            DistributionKind::Latest => "latest",
+            DistributionKind::Hotspot => "hotspot",
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Self, String> {
         match text {
             "uniform" => Ok(DistributionKind::Uniform),
             "zipfian" => Ok(DistributionKind::Zipfian),
+            "zipfian-plain" => Ok(DistributionKind::ZipfianPlain),
+            "scattered" => Ok(DistributionKind::Scattered),
             "latest" => Ok(DistributionKind::Latest),
             "hotspot" => Ok(DistributionKind::Hotspot),
             _ => {
-                Err(format!("unknown --distribution {text:?}; expected zipfian, uniform, latest or hotspot"))
+                Err(format!(
+                    "unknown --distribution {text:?}; expected zipfian, zipfian-plain, scattered, uniform, latest or hotspot"
+                ))
             }
         }
     }

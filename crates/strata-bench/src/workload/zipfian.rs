@@ -110,6 +110,26 @@ impl Zipfian {
         (1.0 - (2.0 / self.items as f64).powf(1.0 - self.theta)) / (1.0 - self.zeta2theta / zetan)
     }
 
+    /// ycsbr's `IncreaseItemCountBy`/`SetItemCount`: the item count becomes `items` (≥ the
+    /// current one), ζ is extended term by term and η follows the new count (YCSB's
+    /// `next_with_count` keeps η at the construction-time count; ycsbr does not).
+    pub fn grow_to(&mut self, items: u64) {
+        if items <= self.items {
+            return;
+        }
+        if items > self.count_for_zeta {
+            self.zetan = zeta_range(self.count_for_zeta, items, self.theta, self.zetan);
+            self.count_for_zeta = items;
+        }
+        self.items = items;
+        self.eta = self.eta_for(self.zetan);
+    }
+
+    /// The item count draws are over.
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
     /// ζ(n, θ) currently in use.
     pub fn zetan(&self) -> f64 {
         self.zetan
