@@ -1,0 +1,1 @@
+//! Insert forecasting (paper §4.6); being written.
