@@ -4,5 +4,5 @@
 pub mod plr;
 pub mod segment_model;
 
-// pub use plr::{LinearModel, Plr};
+pub use plr::{LinearModel, Plr};
 pub use segment_model::SegmentModel;
