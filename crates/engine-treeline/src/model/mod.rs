@@ -5,4 +5,4 @@ pub mod plr;
 pub mod segment_model;
 
 pub use plr::{LinearModel, Plr};
-pub use segment_model::SegmentModel;
+pub use segment_model::{plan_segments, PlanConfig, SegmentModel, SegmentPlan};
