@@ -1,0 +1,170 @@
+//! Insert forecasting (paper §4.6): the workload is cut into epochs of `epoch_inserts` inserts.
+//! During an epoch every insert is counted in an equi-depth histogram (the *building* one) and
+//! offered to a reservoir sample (Vitter's algorithm R, `10·b` keys, seeded RNG). When the epoch
+//! ends, the building histogram is *frozen* (replacing the previous frozen one) and a new one is
+//! built with partition bounds from the sorted sample. Forecasts read only the frozen histogram:
+//! the inserts of the last full epoch, projected `epochs_ahead` epochs forward.
+//!
+//! The sample covers the current epoch only (it is cleared when the epoch ends), so the next
+//! histogram's partitions follow the latest insert distribution, which is what it will count;
+//! the paper leaves the sample's span open. Keys are given as projections (`project(key, 0)`, the
+//! first 8 bytes): forecasts are coarse, so the key space is cut on those bytes.
+
+mod histogram;
+
+pub use histogram::Histogram;
+
+use strata_core::{Error, Result};
+
+/// Knobs of the forecaster.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ForecastConfig {
+    /// Inserts per epoch (>= 1); the paper uses 100,000.
+    pub epoch_inserts: u64,
+    /// Histogram partitions `b` (>= 1); the sample holds `10·b` keys.
+    pub partitions: usize,
+    /// Multiplies every forecast (>= 0; > 1 leaves extra room, trading space for fewer
+    /// reorganizations).
+    pub overestimation: f64,
+    /// Seed of the reservoir sample's RNG (deterministic forecasts for tests and replays).
+    pub seed: u64,
+}
+
+/// Counts inserts per epoch and forecasts inserts per key range.
+#[derive(Clone, Debug)]
+pub struct Forecaster {
+    config: ForecastConfig,
+    rng: SplitMix64,
+    sample: Vec<u64>,
+    seen_in_epoch: u64,
+    building: Histogram,
+    frozen: Option<Histogram>,
+    epochs_completed: u64,
+}
+
+impl Forecaster {
+    pub fn new(config: ForecastConfig) -> Result<Forecaster> {
+        let ok = config.epoch_inserts >= 1
+            && config.partitions >= 1
+            && config.overestimation.is_finite()
+            && config.overestimation >= 0.0;
+        if !ok {
+            return Err(Error::invalid(format!("treeline forecast: bad configuration {config:?}")));
+        }
+        Ok(Forecaster {
+            config,
+            rng: SplitMix64(config.seed),
+            sample: Vec::with_capacity(10 * config.partitions),
+            seen_in_epoch: 0,
+            building: Histogram::from_sample(&mut [], 1),
+            frozen: None,
+            epochs_completed: 0,
+        })
+    }
+
+    /// Records one insert of a key with projection `key_projection`.
+    pub fn record_insert(&mut self, key_projection: u64) {
+        self.building.record(key_projection);
+        self.offer_to_sample(key_projection);
+        self.seen_in_epoch += 1;
+        if self.seen_in_epoch >= self.config.epoch_inserts {
+            self.end_epoch();
+        }
+    }
+
+    /// Algorithm R: the `i`-th key (0-based) replaces a random slot with probability `k/(i+1)`.
+    fn offer_to_sample(&mut self, key: u64) {
+        let capacity = 10 * self.config.partitions;
+        if self.sample.len() < capacity {
+            self.sample.push(key);
+            return;
+        }
+        let j = self.rng.below(self.seen_in_epoch + 1);
+        if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.sample.get_mut(j)) {
+            *slot = key;
+        }
+    }
+
+    fn end_epoch(&mut self) {
+        let next = Histogram::from_sample(&mut self.sample, self.config.partitions);
+        self.frozen = Some(std::mem::replace(&mut self.building, next));
+        self.sample.clear();
+        self.seen_in_epoch = 0;
+        self.epochs_completed += 1;
+    }
+
+    /// Forecast inserts into `lower .. upper_exclusive` (`None`: unbounded) over the next
+    /// `epochs_ahead` epochs, times the overestimation factor; 0 before the first epoch ends.
+    pub fn forecast(&self, lower: u64, upper_exclusive: Option<u64>, epochs_ahead: u32) -> f64 {
+        self.frozen.as_ref().map_or(0.0, |h| {
+            h.estimate(lower, upper_exclusive) * f64::from(epochs_ahead) * self.config.overestimation
+        })
+    }
+
+    /// The histogram of the last completed epoch, if any.
+    pub fn frozen(&self) -> Option<&Histogram> {
+        self.frozen.as_ref()
+    }
+
+    /// The histogram counting the current epoch.
+    pub fn building(&self) -> &Histogram {
+        &self.building
+    }
+
+    pub fn epochs_completed(&self) -> u64 {
+        self.epochs_completed
+    }
+
+    /// Inserts counted so far in the current epoch.
+    pub fn inserts_in_epoch(&self) -> u64 {
+        self.seen_in_epoch
+    }
+}
+
+/// Records per page for a segment about to be written (§4.6, "Utilizing Forecasts"): the
+/// current records spread evenly over as many pages as records plus forecast inserts need at
+/// `max_records_per_page`, so that the pages, filled to the goal, leave room for the forecast. When even one record per page cannot make
+/// room for the forecast, the goal is 1. A zero capacity is treated as 1.
+pub fn goal_for(segment_records: usize, forecast: f64, max_records_per_page: usize) -> usize {
+    let max = max_records_per_page.max(1);
+    let forecast = if forecast.is_finite() && forecast > 0.0 { forecast.ceil() } else { 0.0 };
+    // f64 → usize saturates; the sum is only an upper bound on what must fit.
+    let expected = segment_records.saturating_add(forecast as usize);
+    let pages = expected.div_ceil(max).max(1);
+    let mut goal = segment_records.div_ceil(pages).clamp(1, max);
+    // Rounding the even spread up can use fewer pages than needed (742 records on 741 pages
+    // makes a goal of 2, i.e. 371 pages); step down until the pages used suffice.
+    while goal > 1 && segment_records.div_ceil(goal).saturating_mul(max) < expected {
+        goal -= 1;
+    }
+    goal
+}
+
+/// The error bound a goal leaves room for: ε free records at each end of a page, so
+/// `goal + 2ε <= max_records_per_page` (§3.2), at least 1.
+pub fn epsilon_for(goal: usize, max_records_per_page: usize) -> u32 {
+    let eps = max_records_per_page.saturating_sub(goal) / 2;
+    u32::try_from(eps).unwrap_or(u32::MAX).max(1)
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a small seeded generator, enough for sampling.
+#[derive(Clone, Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (multiply-shift; bias below 2^-64·n, negligible here).
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests;

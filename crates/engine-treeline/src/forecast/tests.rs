@@ -1,0 +1,166 @@
+use proptest::prelude::*;
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+use super::*;
+
+fn config(epoch_inserts: u64, partitions: usize) -> ForecastConfig {
+    ForecastConfig { epoch_inserts, partitions, overestimation: 1.0, seed: 7 }
+}
+
+const HOT: std::ops::Range<u64> = 1 << 62..(1 << 62) + (1 << 40);
+
+#[test]
+fn rejects_bad_configuration() {
+    assert!(Forecaster::new(config(0, 4)).is_err());
+    assert!(Forecaster::new(config(10, 0)).is_err());
+    assert!(Forecaster::new(ForecastConfig { overestimation: f64::NAN, ..config(10, 4) }).is_err());
+    assert!(Forecaster::new(ForecastConfig { overestimation: -1.0, ..config(10, 4) }).is_err());
+}
+
+#[test]
+fn skewed_inserts_put_the_forecast_mass_where_they_were() {
+    let mut f = Forecaster::new(config(10_000, 50)).unwrap();
+    let mut rng = SmallRng::seed_from_u64(1);
+    assert_eq!(f.forecast(0, None, 1), 0.0, "nothing frozen yet");
+    for _ in 0..3 {
+        for _ in 0..10_000 {
+            // 90% of inserts land in a narrow hot range, 10% anywhere.
+            let key = if rng.gen_bool(0.9) { rng.gen_range(HOT) } else { rng.gen() };
+            f.record_insert(key);
+        }
+    }
+    assert_eq!(f.epochs_completed(), 3);
+    let hot = f.forecast(HOT.start, Some(HOT.end), 1);
+    let all = f.forecast(0, None, 1);
+    assert!((all - 10_000.0).abs() < 1e-6, "the frozen epoch counted every insert: {all}");
+    assert!(hot > 8_500.0 && hot < 9_500.0, "hot range forecast {hot}");
+    // A cold range of the same width as the hot one gets almost nothing.
+    let cold = f.forecast(1 << 63, Some((1 << 63) + (1 << 40)), 1);
+    assert!(cold < 50.0, "cold range forecast {cold}");
+    // The hot range got most of the partitions (equi-depth bounds from the sample).
+    let in_hot = f.frozen().unwrap().bounds().iter().filter(|b| HOT.contains(b)).count();
+    assert!(in_hot >= 35, "{in_hot} of {} bounds in the hot range", f.frozen().unwrap().partitions());
+    assert!((f.forecast(HOT.start, Some(HOT.end), 100) - 100.0 * hot).abs() < 1e-6);
+}
+
+#[test]
+fn interpolates_partial_overlaps_linearly() {
+    let mut h = Histogram::from_sample(&mut [50, 100, 200, 300], 4);
+    assert_eq!(h.bounds(), &[0, 100, 200, 300]);
+    for _ in 0..10 {
+        h.record(150); // partition [100, 200)
+    }
+    h.record(5); // [0, 100)
+    h.record(u64::MAX); // [300, 2^64)
+    assert_eq!(h.total(), 12);
+    assert_eq!(h.estimate(100, Some(200)), 10.0);
+    assert_eq!(h.estimate(100, Some(150)), 5.0, "half the partition's width");
+    assert_eq!(h.estimate(175, Some(200)), 2.5);
+    assert_eq!(h.estimate(50, Some(125)), 0.5 + 2.5);
+    assert_eq!(h.estimate(0, None), 12.0);
+    assert_eq!(h.estimate(200, Some(300)), 0.0);
+    assert_eq!(h.estimate(120, Some(120)), 0.0, "empty range");
+    let last_half = h.estimate(300 + ((u64::MAX - 300) / 2), None);
+    assert!((last_half - 0.5).abs() < 1e-9, "{last_half}");
+}
+
+#[test]
+fn duplicate_sample_values_collapse_partitions() {
+    let h = Histogram::from_sample(&mut [5; 40], 4);
+    assert_eq!(h.bounds(), &[0, 5]);
+    let h = Histogram::from_sample(&mut [], 8);
+    assert_eq!(h.partitions(), 1);
+}
+
+#[test]
+fn frozen_and_building_histograms_swap_at_epoch_end() {
+    let mut f = Forecaster::new(config(100, 4)).unwrap();
+    for i in 0..99 {
+        f.record_insert(i);
+    }
+    assert!(f.frozen().is_none());
+    assert_eq!(f.building().total(), 99);
+    assert_eq!(f.inserts_in_epoch(), 99);
+    f.record_insert(99);
+    assert_eq!(f.frozen().unwrap().total(), 100, "the full epoch is frozen");
+    assert_eq!(f.frozen().unwrap().partitions(), 1, "the first histogram had no sample for bounds");
+    assert_eq!(f.forecast(0, None, 1), 100.0);
+    assert_eq!(f.building().total(), 0, "a fresh histogram counts the next epoch");
+    assert_eq!(f.building().partitions(), 4, "its bounds come from the first epoch's sample");
+    // Epoch 2 repeats the keys; until it ends, forecasts read epoch 1.
+    for i in 0..100 {
+        f.record_insert(i);
+    }
+    let low = f.forecast(0, Some(f.frozen().unwrap().bounds()[1]), 1);
+    assert!((low - 25.0).abs() <= 10.0, "a quarter of the inserts in the first partition: {low}");
+    // Epoch 3 inserts elsewhere: once it is frozen, the old counts are gone.
+    for i in 0..100 {
+        f.record_insert(1_000_000 + i);
+    }
+    assert_eq!(f.epochs_completed(), 3);
+    assert!(f.forecast(0, Some(50), 1) < 1e-9);
+    assert!((f.forecast(1_000_000, None, 2) - 200.0).abs() < 1e-6, "all of epoch 3, two epochs ahead");
+}
+
+#[test]
+fn overestimation_scales_forecasts_and_the_seed_makes_them_reproducible() {
+    let run = |seed: u64, over: f64| {
+        let mut f =
+            Forecaster::new(ForecastConfig { overestimation: over, seed, ..config(1000, 10) }).unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        for _ in 0..2000 {
+            f.record_insert(rng.gen_range(0..1_000_000));
+        }
+        (f.forecast(0, Some(500_000), 1), f.frozen().unwrap().bounds().to_vec())
+    };
+    let (a, bounds_a) = run(1, 1.0);
+    let (b, bounds_b) = run(1, 1.5);
+    assert_eq!(bounds_a, bounds_b);
+    assert!((b - 1.5 * a).abs() < 1e-9);
+    assert_ne!(run(2, 1.0).1, bounds_a, "another seed samples other bounds");
+}
+
+#[test]
+fn goal_spreads_records_over_the_pages_the_forecast_needs() {
+    assert_eq!(goal_for(100, 0.0, 50), 50, "no inserts expected: full pages");
+    assert_eq!(goal_for(100, 100.0, 50), 25, "200 expected → 4 pages of 25");
+    assert_eq!(goal_for(100, 1.0, 50), 34, "101 → 3 pages, 100 records spread");
+    assert_eq!(goal_for(0, 10.0, 50), 1);
+    assert_eq!(goal_for(10, f64::INFINITY, 50), 10);
+    assert_eq!(goal_for(10, f64::NAN, 0), 1);
+    assert_eq!(epsilon_for(44, 54), 5, "the paper's goal 44 / epsilon 5 with 54 records per page");
+    assert_eq!(epsilon_for(54, 54), 1);
+}
+
+proptest! {
+    #[test]
+    fn goal_leaves_room_for_the_forecast(records in 0usize..10_000, forecast in prop_oneof![Just(0.0f64), 0.0f64..1e5], max in 1usize..500) {
+        let goal = goal_for(records, forecast, max);
+        prop_assert!((1..=max).contains(&goal));
+        // Pages filled to the goal have room at capacity for the forecast as well, unless even
+        // one record per page cannot make that room.
+        let pages = records.div_ceil(goal);
+        prop_assert!(pages * max >= records + forecast.ceil() as usize || goal == 1);
+        // Without a forecast the records take the fewest pages possible.
+        if forecast == 0.0 && records > 0 {
+            prop_assert_eq!(records.div_ceil(goal), records.div_ceil(max));
+        }
+    }
+
+    #[test]
+    fn histogram_estimates_are_additive(
+        sample in proptest::collection::vec(any::<u64>(), 0..100),
+        inserts in proptest::collection::vec(any::<u64>(), 0..200),
+        cut in any::<u64>(),
+    ) {
+        let mut s = sample;
+        let mut h = Histogram::from_sample(&mut s, 8);
+        for &k in &inserts {
+            h.record(k);
+        }
+        let whole = h.estimate(0, None);
+        prop_assert_eq!(whole, inserts.len() as f64);
+        let split = h.estimate(0, Some(cut)) + h.estimate(cut, None);
+        prop_assert!((split - whole).abs() < 1e-6 * (1.0 + whole));
+    }
+}
