@@ -462,6 +462,63 @@ mod tests {
         assert_eq!(ring.memory_bytes(), 64, "the reclaimed buffer was reused");
     }
 
+    /// The protocol under contention (and under miri, which flags any access to a freed buffer):
+    /// the owner installs page i, fills it, and retires page i-1, while readers look up the two
+    /// newest pages and read them through their guard. A reader sees a page's own bytes or the
+    /// zeroes it was installed with, never another page's or freed memory.
+    #[test]
+    fn readers_racing_retire_and_reinstall_see_only_their_page() {
+        const PAGE: u64 = 64;
+        let rounds: u64 = if cfg!(miri) { 40 } else { 5_000 };
+        let marker = |page: u64| (page % 251) as u8 + 1;
+        let ring = PageRing::new(PAGE, 2);
+        let newest = AtomicU64::new(0);
+        // Set when the owner's loop ends, also by a panic in it, so the readers stop either way.
+        struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let owner_done = std::sync::atomic::AtomicBool::new(false);
+        assert!(ring.install(0));
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while !owner_done.load(SeqCst) {
+                        let guard = ring.protect();
+                        let top = newest.load(SeqCst);
+                        for page in [top.saturating_sub(1), top] {
+                            if let Some(found) = ring.page(&guard, page * PAGE) {
+                                let bytes = found.to_bytes();
+                                assert!(
+                                    bytes.iter().all(|&b| b == 0 || b == marker(page)),
+                                    "page {page}: {bytes:?}"
+                                );
+                            }
+                        }
+                    }
+                });
+            }
+            let _done = Done(&owner_done);
+            for page in 0..=rounds {
+                if page > 0 {
+                    ring.install_waiting(page * PAGE);
+                }
+                let guard = ring.protect();
+                assert!(ring.page(&guard, page * PAGE).unwrap().write(0, &[marker(page); PAGE as usize]));
+                drop(guard);
+                newest.store(page, SeqCst);
+                if page > 0 {
+                    ring.retire((page - 1) * PAGE);
+                }
+            }
+        });
+        ring.retire(rounds * PAGE);
+        ring.reclaim();
+        assert_eq!(ring.retired_frames(), 0, "every retired frame is reclaimed once readers left");
+    }
+
     #[test]
     #[should_panic(expected = "a guard of another ring")]
     fn a_guard_of_another_ring_is_rejected() {
