@@ -1,6 +1,6 @@
 //! Engine `flex` in the facade's contract: its registration, capabilities and maintenance.
 
-use strata_core::{Capabilities, Error, Maintenance, MaintenanceTask, Result};
+use strata_core::{Capabilities, EngineOptionReader, Error, Maintenance, MaintenanceTask, Result};
 use strata_kit::EngineFactory;
 
 use crate::FlexEngine;
@@ -15,13 +15,23 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities {
     point_in_time_scans: false,
     prefix_consistent_recovery: true,
     columnar: false,
-    runtime_options: &[],
+    runtime_options: &["cache_bytes"],
     maintenance: &[MaintenanceTask::Commit],
 };
 
 impl Maintenance for FlexEngine {
-    fn set_option(&self, name: &str, _value: &str) -> Result<()> {
-        Err(Error::invalid(format!("engine 'flex' has no runtime option {name:?}")))
+    /// `cache_bytes`: the interval cache's size, read as at open (up to the memory budget); a
+    /// smaller cache evicts at once.
+    fn set_option(&self, name: &str, value: &str) -> Result<()> {
+        let given = [(name.to_string(), value.to_string())];
+        let mut reader = EngineOptionReader::new("flex", &given)?;
+        let budget = self.memory_budget_bytes().max(4 << 10);
+        let cache_bytes = reader.bytes("cache_bytes", 0..=budget)?;
+        reader.finish()?;
+        match cache_bytes {
+            Some(bytes) => self.set_cache_bytes(bytes),
+            None => Err(Error::invalid(format!("engine 'flex' has no runtime option {name:?}"))),
+        }
     }
 
     /// `Commit`: the MemTables into the table file now, in the caller's thread.

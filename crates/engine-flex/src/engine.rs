@@ -44,6 +44,17 @@ impl FlexEngine {
     pub fn commit(&self) -> Result<()> {
         self.db.commit()
     }
+
+    /// The runtime knob `cache_bytes`: fixes the interval cache's size (within the memory budget).
+    pub(crate) fn set_cache_bytes(&self, bytes: u64) -> Result<()> {
+        self.db.check_usable()?;
+        self.db.set_cache_bytes(bytes);
+        Ok(())
+    }
+
+    pub(crate) fn memory_budget_bytes(&self) -> u64 {
+        self.db.memory_budget_bytes()
+    }
 }
 
 impl Engine for FlexEngine {

@@ -155,3 +155,47 @@ fn f2_limits_with_the_default_page_match_the_readme() {
     assert_eq!(limits.max_key_bytes, 4096);
     assert_eq!(limits.max_value_bytes, 1_044_448);
 }
+
+#[test]
+fn a_runtime_knob_set_through_the_db_takes_effect_while_open() {
+    let db = Db::open(
+        "unused",
+        Options::new(EngineKind::Flex)
+            .memory_budget_bytes(8 << 20)
+            .engine_option("memtable_bytes", "64KiB")
+            .storage(Arc::new(MemStorage::new())),
+    )
+    .unwrap();
+    assert_eq!(db.capabilities().runtime_options, &["cache_bytes"]);
+    let value = vec![7u8; 200];
+    for i in 0..20_000u32 {
+        db.put(format!("k{i:06}"), &value).unwrap();
+    }
+    db.maintain(MaintenanceTask::Commit).unwrap();
+    for i in (0..20_000u32).step_by(7) {
+        assert!(db.get(format!("k{i:06}")).unwrap().is_some());
+    }
+    let counter = |name: &str| db.stats().unwrap().counter(name).unwrap();
+    assert!(
+        counter("memory.cache_bytes") > 256 << 10,
+        "the reads filled the cache: {}",
+        counter("memory.cache_bytes")
+    );
+
+    db.set_option("cache_bytes", "256KiB").unwrap();
+    assert_eq!(counter("memory.cache_capacity_bytes"), 256 << 10);
+    assert!(
+        counter("memory.cache_bytes") <= 256 << 10,
+        "shrinking evicts at once: {}",
+        counter("memory.cache_bytes")
+    );
+    assert_eq!(db.get("k000007").unwrap(), Some(value.clone()), "data unaffected");
+
+    let err = db.set_option("cache_bytes", "1GiB").unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("cache_bytes")), "{err}");
+    assert_eq!(
+        counter("memory.cache_capacity_bytes"),
+        256 << 10,
+        "a refused value leaves the knob as it was"
+    );
+}

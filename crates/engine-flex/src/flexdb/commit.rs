@@ -73,7 +73,7 @@ impl FlexDb {
             mem.version += 1;
             self.imm_drops.fetch_add(1, SeqCst);
         }
-        self.signals.notify_drained();
+        self.signals.notify_progress();
         self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
         self.resize_cache();
         self.counters.commits.fetch_add(1, Relaxed);

@@ -11,17 +11,17 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::batch_codec::decode_batch;
-use strata_core::{BatchOp, EngineConfig, Error, Result, Value};
+use strata_core::{BatchOp, EngineConfig, Error, Poison, Result, Value};
 use strata_io::Storage;
 use strata_kit::memtable::MemTable;
+use strata_kit::replay::{self, ReplayedWal};
+use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::{Wal, WalOptions};
 
-use super::committer::{self, Signals};
+use super::committer;
 use super::memory_budget::MemoryBudget;
 use super::meta;
 use super::table::{Table, TableConfig};
@@ -70,10 +70,11 @@ pub(crate) struct FlexDb {
     /// Scans use it to detect a commit finishing between their table and MemTable reads.
     pub(crate) imm_drops: AtomicU64,
     pub(super) commit_lock: Mutex<()>,
-    pub(crate) signals: Signals,
+    /// The committer's signals: writers request commits and wait for room through them.
+    pub(crate) signals: Arc<WorkerSignals>,
     /// Set when the engine is dropped: a running commit stops between steps.
     pub(super) aborting: AtomicBool,
-    committer: Mutex<Option<JoinHandle<()>>>,
+    committer: Mutex<Option<Worker>>,
     pub(super) memtable_bytes: u64,
     pub(super) memory: MemoryBudget,
     /// MemTable memory the interval cache's size leaves room for (see `MemoryBudget`): raised by
@@ -87,8 +88,7 @@ pub(crate) struct FlexDb {
     pub(super) commit_total: AtomicU64,
     pub(super) step_entries: usize,
     pub(super) table_kind: TableFileKind,
-    poison: Mutex<Option<String>>,
-    pub(super) poisoned: AtomicBool,
+    poison: Poison,
     pub(super) closed: AtomicBool,
     pub(super) counters: Counters,
 }
@@ -119,7 +119,7 @@ impl FlexDb {
         // At most 1 TiB: sums of MemTable sizes must not overflow.
         let memtable_bytes =
             options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20)).min(1 << 40);
-        let memory = MemoryBudget { budget_bytes: budget, fixed_cache_bytes: options.cache_bytes };
+        let memory = MemoryBudget::new(budget, options.cache_bytes);
         // 1. The commit record says up to which lsn the table file is complete.
         let committed_lsn = committed_lsn(storage.as_ref(), options.table_file)?;
         // 2. Table file recovery (its own), then the sparse index by sampling extents (§5.4).
@@ -134,11 +134,8 @@ impl FlexDb {
             ..WalOptions::default()
         };
         let mut active = MemTable::default();
-        let (wal, report) =
-            Wal::open(storage.clone(), wal_options.clone(), committed_lsn + 1, &mut |lsn, p| {
-                let batch = decode_batch(p).map_err(|what| {
-                    Error::corruption("flexdb-wal", 0, format!("record lsn {lsn} holds a bad batch: {what}"))
-                })?;
+        let ReplayedWal { wal, report, .. } =
+            replay::open_wal(storage.clone(), wal_options.clone(), committed_lsn + 1, &mut |_, batch| {
                 for op in batch.into_ops() {
                     active.apply(op);
                 }
@@ -152,7 +149,7 @@ impl FlexDb {
             table: RwLock::new(table),
             imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
-            signals: Signals::default(),
+            signals: Arc::default(),
             aborting: AtomicBool::new(false),
             committer: Mutex::new(None),
             memtable_bytes,
@@ -163,8 +160,7 @@ impl FlexDb {
             commit_total: AtomicU64::new(0),
             step_entries: options.commit_step_entries.max(1),
             table_kind: options.table_file,
-            poison: Mutex::new(None),
-            poisoned: AtomicBool::new(false),
+            poison: Poison::new(),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
         };
@@ -173,7 +169,7 @@ impl FlexDb {
         db.resize_cache();
         // 5. Start the committer.
         let db = Arc::new(db);
-        *db.committer.lock() = Some(committer::spawn(db.clone())?);
+        *db.committer.lock() = Some(committer::spawn(&db)?);
         Ok(db)
     }
 
@@ -181,20 +177,16 @@ impl FlexDb {
         if self.closed.load(Relaxed) {
             return Err(Error::Closed);
         }
-        if self.poisoned.load(Relaxed) {
-            return Err(Error::Poisoned(self.poison.lock().clone().unwrap_or_default()));
-        }
-        Ok(())
+        self.poison.check()
     }
 
     /// Makes the engine refuse every later operation: the table file and its index may disagree.
     pub(super) fn poison(&self, e: Error) -> Error {
-        let mut p = self.poison.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
-        self.poisoned.store(true, Relaxed);
-        e
+        self.poison.poison(e)
+    }
+
+    pub(super) fn is_poisoned(&self) -> bool {
+        self.poison.is_poisoned()
     }
 
     pub(crate) fn note_read(&self, bytes: u64) {
@@ -250,10 +242,10 @@ impl FlexDb {
         if !commit {
             self.aborting.store(true, SeqCst);
         }
-        self.signals.stop();
         let committer = self.committer.lock().take();
-        if let Some(thread) = committer {
-            let _ = thread.join();
+        match committer {
+            Some(worker) => worker.stop_and_join(),
+            None => self.signals.stop(),
         }
         // A commit the thread ran may have failed and poisoned the engine: close reports it.
         let committed = if commit { self.check_usable().and_then(|()| self.commit_now()) } else { Ok(()) };

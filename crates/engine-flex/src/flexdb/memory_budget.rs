@@ -1,5 +1,6 @@
 //! How FlexDB shares its memory budget between the MemTables and the interval cache.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
 
 use super::db::{FlexDb, MemState};
@@ -13,17 +14,31 @@ use super::db::{FlexDb, MemState};
 /// [`FlexOptions::cache_bytes`]: super::FlexOptions::cache_bytes
 pub(super) struct MemoryBudget {
     pub(super) budget_bytes: u64,
-    /// `FlexOptions::cache_bytes`: a fixed cache size instead of the rest.
-    pub(super) fixed_cache_bytes: Option<u64>,
+    /// `FlexOptions::cache_bytes`, changeable while open (`set_option("cache_bytes", ..)`): a
+    /// fixed cache size instead of the rest; `NO_FIXED_CACHE` when unset.
+    fixed_cache_bytes: AtomicU64,
 }
+
+const NO_FIXED_CACHE: u64 = u64::MAX;
 
 impl MemoryBudget {
     /// The cache never shrinks below this share of the budget, even when the index and the
     /// table file's structures outgrow the budget (the engine then reports the excess).
     const MIN_CACHE_DIVISOR: u64 = 16;
 
+    pub(super) fn new(budget_bytes: u64, fixed_cache_bytes: Option<u64>) -> MemoryBudget {
+        MemoryBudget {
+            budget_bytes,
+            fixed_cache_bytes: AtomicU64::new(fixed_cache_bytes.unwrap_or(NO_FIXED_CACHE)),
+        }
+    }
+
+    pub(super) fn fixed_cache_bytes(&self) -> Option<u64> {
+        Some(self.fixed_cache_bytes.load(SeqCst)).filter(|&b| b != NO_FIXED_CACHE)
+    }
+
     pub(super) fn cache_bytes(&self, memtables_bytes: u64, outside_cache_bytes: u64) -> u64 {
-        self.fixed_cache_bytes.unwrap_or_else(|| {
+        self.fixed_cache_bytes().unwrap_or_else(|| {
             let rest = self.budget_bytes.saturating_sub(memtables_bytes + outside_cache_bytes);
             rest.max(self.budget_bytes / Self::MIN_CACHE_DIVISOR)
         })
@@ -48,6 +63,17 @@ impl FlexDb {
         let table = self.table.read();
         self.mem_reserved_bytes.store(reserved, SeqCst);
         table.set_cache_capacity(self.memory.cache_bytes(reserved, table.memory_bytes_outside_cache()));
+    }
+
+    /// Fixes the interval cache at `bytes` (a runtime knob; the caller checked it against the
+    /// budget) and re-sizes it now: a smaller cache evicts at once.
+    pub(crate) fn set_cache_bytes(&self, bytes: u64) {
+        self.memory.fixed_cache_bytes.store(bytes, SeqCst);
+        self.resize_cache();
+    }
+
+    pub(crate) fn memory_budget_bytes(&self) -> u64 {
+        self.memory.budget_bytes
     }
 
     /// After a write: shrinks the interval cache when the MemTables outgrew their reservation

@@ -102,7 +102,7 @@ impl FlexDb {
                 Ok(())
             }
             Room::Frozen => {
-                self.signals.wake_committer();
+                self.signals.request();
                 Ok(())
             }
             Room::Full => self.wait_for_room(),
@@ -122,7 +122,7 @@ impl FlexDb {
             if total == 0 || fill <= done as f64 / total as f64 + PACE_SLACK {
                 break;
             }
-            if self.poisoned.load(Relaxed) || self.closed.load(Relaxed) || self.signals.stopping() {
+            if self.is_poisoned() || self.closed.load(Relaxed) || self.signals.is_stopping() {
                 break;
             }
             waiting_since.get_or_insert_with(Instant::now);
@@ -171,18 +171,18 @@ impl FlexDb {
             match room {
                 Room::Free | Room::Paced(_) => return Ok(()),
                 Room::Frozen => {
-                    self.signals.wake_committer();
+                    self.signals.request();
                     return Ok(());
                 }
                 Room::Full => {}
             }
-            if self.poisoned.load(Relaxed) {
+            if self.is_poisoned() {
                 return self.check_usable();
             }
-            if self.closed.load(Relaxed) || self.signals.stopping() {
+            if self.closed.load(Relaxed) || self.signals.is_stopping() {
                 return Ok(());
             }
-            self.signals.wait_for_room(self, drops_seen);
+            self.wait_for_commit_progress(drops_seen);
         }
     }
 }
