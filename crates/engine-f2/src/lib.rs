@@ -131,7 +131,7 @@ impl Maintenance for F2Engine {
         match task {
             MaintenanceTask::Compact => self.compact_now().map(drop),
             MaintenanceTask::Checkpoint => self.checkpoint(),
-            other => Err(Error::unsupported(format!("engine 'f2' has no '{}' task", other.name()))),
+            other => Err(other.not_offered_by("f2")),
         }
     }
 }

@@ -38,7 +38,7 @@ impl Maintenance for FlexEngine {
     fn run(&self, task: MaintenanceTask) -> Result<()> {
         match task {
             MaintenanceTask::Commit => self.commit(),
-            other => Err(Error::unsupported(format!("engine 'flex' has no '{}' task", other.name()))),
+            other => Err(other.not_offered_by("flex")),
         }
     }
 }

@@ -227,7 +227,7 @@ impl Maintenance for MemoryEngine {
     fn run(&self, task: MaintenanceTask) -> Result<()> {
         match task {
             MaintenanceTask::Checkpoint => self.snapshot(),
-            other => Err(Error::unsupported(format!("engine 'memory' has no '{}' task", other.name()))),
+            other => Err(other.not_offered_by("memory")),
         }
     }
 }

@@ -30,6 +30,12 @@ impl MaintenanceTask {
         }
     }
 
+    /// The error for an engine asked for a task it does not declare (the facade refuses those
+    /// first; an engine's `Maintenance::run` uses it for the arms it never sees).
+    pub fn not_offered_by(self, engine: &str) -> crate::Error {
+        crate::Error::unsupported(format!("the '{engine}' engine has no '{}' maintenance task", self.name()))
+    }
+
     /// The task named `name` (`"commit"`, `"compact"`, `"checkpoint"`).
     pub fn from_name(name: &str) -> Option<MaintenanceTask> {
         MaintenanceTask::ALL.into_iter().find(|t| t.name() == name)
@@ -78,7 +84,7 @@ impl Maintenance for NoMaintenance {
     }
 
     fn run(&self, task: MaintenanceTask) -> Result<()> {
-        Err(crate::Error::unsupported(format!("no maintenance task {:?}", task.name())))
+        Err(task.not_offered_by("this"))
     }
 }
 

@@ -303,11 +303,7 @@ impl Db {
     pub fn maintain(&self, task: MaintenanceTask) -> Result<()> {
         self.ensure_open()?;
         if !self.engine.capabilities().maintenance.contains(&task) {
-            return Err(Error::unsupported(format!(
-                "the '{}' engine has no '{}' maintenance task",
-                self.kind,
-                task.name()
-            )));
+            return Err(task.not_offered_by(self.kind.name()));
         }
         self.engine.maintenance().run(task)
     }
