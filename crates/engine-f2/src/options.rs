@@ -33,8 +33,8 @@ pub struct F2Options {
     /// Worker threads of a compaction round (F2 §5.2): each runs ConditionalInsert on the
     /// records whose cold-index chunk it owns, so their disk reads overlap. Single-log mode
     /// uses one. 1..=64. Default 1 (plus the frame buffer's read-ahead thread and 8 reads in
-    /// flight per round): on the 2-core VM of docs/benchmarks.md two workers were not faster and
-    /// cost ~10–18 MiB more peak RSS at a 33 MiB budget (malloc arenas of the extra threads).
+    /// flight per round): on a 2-core machine more workers were not faster and cost peak RSS
+    /// (malloc arenas of the extra threads; docs/benchmarks.md, session 5).
     pub compaction_threads: usize,
     /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
     /// workers and released in page order). Part of the memory reserve. 1..=64.

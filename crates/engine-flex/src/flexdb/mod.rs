@@ -67,20 +67,17 @@ pub struct FlexOptions {
     /// Intervals are split above this many records, into the fewest equal pieces (§5.1). The
     /// paper's experiments use 8 with an interval cache as large as the data. Under a budget of
     /// ~1/5 of the data, larger intervals mean fewer loads per scan and a smaller sparse index,
-    /// for slower point reads and more bytes rewritten per commit. 64 is the default: at 10M UDB
-    /// records / 300 MiB, in one invocation with RocksDB, 32 → 64 took YCSB E from 2.93× to 3.78×
-    /// RocksDB and C from 2.42× to 1.93×, load write amplification 17.2 → 21.8
-    /// (docs/benchmarks.md, session 9; 16 → 32 in session 4).
+    /// for slower point reads and more bytes rewritten per commit. 64 by default, chosen side by
+    /// side against 32 and 48 (docs/benchmarks.md, session 9).
     pub max_interval_records: u32,
     /// A scan's cache miss also reads the uncached intervals after it, up to this many bytes in
-    /// all, with one table-file read (0: none). Off by default: measured (1M UDB records, 30 MiB,
-    /// YCSB E, page cache dropped after the load) 16 KiB cut scans/s by ~35% and raised p99 5×,
-    /// 4 KiB was within noise.
+    /// all, with one table-file read (0: none). Off by default: it cost scans more than it saved
+    /// in every measurement (docs/benchmarks.md).
     pub scan_readahead_bytes: u64,
     /// Recovery samples the table file every this many bytes (§5.4); sampled intervals are split
     /// on first access. A larger stride moves cost from the open to the first reads (a first
-    /// access loads the whole sampled interval); 8 KiB by default, measured against 32 KiB in
-    /// docs/benchmarks.md (session 7).
+    /// access loads the whole sampled interval); 8 KiB by default (32 KiB compared in
+    /// docs/benchmarks.md, session 7).
     pub rebuild_interval_bytes: u64,
     /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
     /// a reader can wait for a commit.

@@ -41,8 +41,8 @@ pub struct TableConfig {
 
 /// An interval estimated to span more table-file extents than this after a change is rewritten
 /// as one extent instead. 2: nearly every change inside an interval rewrites it, so a cache miss
-/// is one device read; measured (300k UDB records, YCSB E) 37% fewer reads and ~20% more scans
-/// per second than 4, for ~40% more table-file bytes written during the load.
+/// is one device read, at the price of more table-file bytes written (4 compared in
+/// docs/benchmarks.md).
 const REWRITE_ABOVE_EXTENTS: u32 = 2;
 
 /// Bytes requested from `read_extent` per recovery sample: enough for the header and a short key.

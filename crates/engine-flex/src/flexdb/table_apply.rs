@@ -67,7 +67,7 @@ impl Table {
             }
             // A candidate serves one group only: once applied, the interval differs from it even
             // where `still_matches` cannot tell (same size and count), e.g. for the next part of
-            // a group cut by bytes (review finding, session 4).
+            // a group cut by bytes.
             let data = match candidates.first() {
                 Some(d) if self.still_matches(&cur, d, upper) => {
                     let d = d.clone();
