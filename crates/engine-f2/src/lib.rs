@@ -198,8 +198,10 @@ impl Engine for F2Engine {
 
     fn close(&self) -> Result<()> {
         let inner = &self.inner;
+        // Poison is sticky: a poisoned engine's close reports it, every time (issue #19: it
+        // returned Ok, skipping the final checkpoint without a word).
         if inner.closed.load(Relaxed) {
-            return Ok(());
+            return inner.poison.check();
         }
         // The worker is gone before the final checkpoint (and before a crashed engine's handle
         // is dropped), so it never touches storage after close.
@@ -208,10 +210,10 @@ impl Engine for F2Engine {
             let _only_one = inner.maintenance.lock();
             inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
         } else {
-            Ok(())
+            inner.poison.check()
         };
         if inner.closed.swap(true, Relaxed) {
-            return Ok(());
+            return inner.poison.check();
         }
         let closed = inner.wal.close();
         checkpointed.and(closed)

@@ -330,3 +330,22 @@ fn hot_index_overflow_is_paid_for_by_the_hot_log_window() {
         assert_eq!(engine.get(&key(i)).unwrap(), Some(vec![i as u8; 40]), "key {i}");
     }
 }
+
+/// Issue #19: `close()` on an engine poisoned by a failed checkpoint returned `Ok`. Poison is
+/// sticky: close reports it, and so does a second close.
+#[test]
+fn close_of_a_poisoned_engine_returns_the_poison() {
+    let sim = SimStorage::new(19);
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let engine = open(&storage);
+    for i in 0..50u64 {
+        engine.put(&key(i), b"value", Durability::Buffered).unwrap();
+    }
+    sim.inject(strata_io::Fault::FailSync { after_syncs: 0 });
+    assert!(engine.checkpoint().is_err(), "the checkpoint's fsync failed");
+    sim.clear_faults();
+    assert!(matches!(engine.get(&key(1)), Err(Error::Poisoned(_)) | Ok(_)));
+    let closed = engine.close();
+    assert!(matches!(&closed, Err(Error::Poisoned(_))), "{closed:?}");
+    assert!(matches!(engine.close(), Err(Error::Poisoned(_))));
+}

@@ -20,10 +20,14 @@ pub enum Durability {
 pub enum RecoveryMode {
     /// A torn or partly written tail (writes that were never acknowledged as durable) is dropped.
     /// Corruption before the tail — a bad record followed by records written after it was
-    /// synced — is still an error.
+    /// synced — is still an error. So is a log shorter than what it recorded as synced: a
+    /// segment missing, cut below its synced length or replaced by an empty file, or records
+    /// ending before the durable lsn of the WAL state file (docs/format/wal.md) — never
+    /// tolerated, since that loses acknowledged writes.
     #[default]
     TolerateTornTail,
-    /// Any record that does not verify is an error, including a torn tail.
+    /// Any record that does not verify is an error, including a torn tail (and everything
+    /// `TolerateTornTail` refuses).
     AbsoluteConsistency,
 }
 

@@ -4,7 +4,9 @@
 //!   on `MemStorage` and `SimStorage`;
 //! - [`crash`]: the test binary re-runs itself as a child, SIGKILLs it and checks recovery;
 //! - [`faults`]: EIO, ENOSPC, fsync failure and bit flips on `SimStorage`;
-//! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks.
+//! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks;
+//! - [`damage`]: every file of a cleanly closed store cut short, deleted or emptied: the reopen
+//!   must fail naming the file or keep every acknowledged key (never silent loss).
 //!
 //! Every check prints its seed; `STRATA_SEED=<u64>` replays it, `STRATA_SEEDS=<n>` runs more
 //! seeds, `STRATA_OPS=<n>` changes the ops per seed (see [`seed`]). A failure panics with the
@@ -28,6 +30,7 @@
 mod backend;
 pub mod conformance;
 pub mod crash;
+pub mod damage;
 mod escape;
 mod failure;
 pub mod faults;

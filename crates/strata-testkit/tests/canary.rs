@@ -15,9 +15,12 @@ use strata_core::{
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
-use strata_testkit::{crash, faults, stress, StorageKind, Target};
+use strata_testkit::{crash, damage, faults, stress, StorageKind, Target};
 
 const DATA_FILE: &str = "canary.data";
+/// Written after the first successful persist: from then on a missing data file is damage, not a
+/// new store.
+const CREATED_FILE: &str = "canary.created";
 const LOCK_FILE: &str = "LOCK";
 
 /// Deliberate bugs the checks must catch.
@@ -38,6 +41,11 @@ enum Bug {
     SkipChecksum,
     /// Open treats a file that fails its checksum as empty: silent loss of durable data.
     CorruptMeansEmpty,
+    /// Open reads a data file cut short as the entries that remain (no checksum check then):
+    /// an engine that ignores a shortened log.
+    ShortenedFileIsAPrefix,
+    /// Open treats a missing data file as a new, empty store even after it was created.
+    MissingFileMeansEmpty,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -75,10 +83,20 @@ impl Canary {
         let lock = storage.lock(LOCK_FILE)?;
         let map = if storage.exists(DATA_FILE)? {
             let file = storage.open(DATA_FILE, OpenOptions::existing())?;
-            match codec::decode(&read_all(&*file)?, options.bug != Bug::SkipChecksum) {
+            let bytes = read_all(&*file)?;
+            match codec::decode(&bytes, options.bug != Bug::SkipChecksum) {
                 Err(e) if e.is_corruption() && options.bug == Bug::CorruptMeansEmpty => BTreeMap::new(),
+                Err(e) if e.is_corruption() && options.bug == Bug::ShortenedFileIsAPrefix => {
+                    codec::prefix(&bytes)
+                }
                 decoded => decoded?,
             }
+        } else if storage.exists(CREATED_FILE)? && options.bug != Bug::MissingFileMeansEmpty {
+            return Err(Error::corruption(
+                DATA_FILE,
+                0,
+                format!("missing, but {CREATED_FILE} says it was written"),
+            ));
         } else {
             BTreeMap::new()
         };
@@ -96,7 +114,12 @@ impl Canary {
     }
 
     fn persist(&self, state: &mut State) -> Result<()> {
-        let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map));
+        let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map)).and_then(
+            |()| match self.storage.exists(CREATED_FILE)? {
+                true => Ok(()),
+                false => write_file_atomic(&*self.storage, CREATED_FILE, b"created"),
+            },
+        );
         if self.options.bug == Bug::SwallowPersistErrors {
             return Ok(());
         }
@@ -272,6 +295,24 @@ mod codec {
         out
     }
 
+    /// The entries that can be read, ignoring the count and checksum (the bug
+    /// `ShortenedFileIsAPrefix`).
+    pub fn prefix(bytes: &[u8]) -> BTreeMap<Key, Value> {
+        let mut map = BTreeMap::new();
+        let mut pos = 12usize;
+        let mut take = |n: usize| {
+            let slice = bytes.get(pos..pos.saturating_add(n))?;
+            pos += n;
+            Some(slice)
+        };
+        let len = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize;
+        while let Some(k) = take(4).map(len).and_then(|n| take(n).map(<[u8]>::to_vec)) {
+            let Some(v) = take(4).map(len).and_then(|n| take(n).map(<[u8]>::to_vec)) else { break };
+            map.insert(k, v);
+        }
+        map
+    }
+
     pub fn decode(bytes: &[u8], verify_checksum: bool) -> Result<BTreeMap<Key, Value>> {
         let corrupt = |offset: usize, what: &str| Error::corruption(super::DATA_FILE, offset as u64, what);
         let body_len =
@@ -411,6 +452,28 @@ fn faults_catch_durable_data_silently_dropped_after_a_bit_flip() {
             "{result:?}"
         );
     }
+}
+
+#[test]
+fn canary_passes_the_damage_set() {
+    damage::check(&target(CORRECT));
+}
+
+#[test]
+fn damage_catches_an_engine_that_ignores_a_shortened_file() {
+    let target = target(Options { bug: Bug::ShortenedFileIsAPrefix, ..CORRECT });
+    let result = damage::run(&target, 1);
+    assert!(matches!(&result, Err(f) if f.description.contains("silent loss")), "{result:?}");
+}
+
+#[test]
+fn damage_catches_an_engine_that_reads_a_missing_file_as_empty() {
+    let target = target(Options { bug: Bug::MissingFileMeansEmpty, ..CORRECT });
+    let result = damage::run(&target, 1);
+    assert!(
+        matches!(&result, Err(f) if f.description.contains("Delete") && f.description.contains("silent loss")),
+        "{result:?}"
+    );
 }
 
 /// The canary persists on every write here, so Buffered writes reach the OS as the contract

@@ -9,7 +9,13 @@ use std::ops::Range;
 use crate::Lsn;
 
 pub const SEGMENT_MAGIC: [u8; 8] = *b"STRWAL01";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version written into new segment headers. Version 2 segments belong to a log that keeps a
+/// WAL state file (`state.rs`); version 1 segments (written before it existed) are still read.
+pub const FORMAT_VERSION: u32 = 2;
+/// Segments of this version or later belong to a log with a WAL state file.
+pub const STATE_KEEPING_VERSION: u32 = 2;
+/// The oldest segment header version still read.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 pub const SEGMENT_HEADER_BYTES: usize = 32;
 pub const RECORD_HEADER_BYTES: usize = 24;
 pub const RECORD_ALIGNMENT_BYTES: usize = 8;
@@ -69,13 +75,15 @@ fn read_u64(bytes: &[u8], (offset, _): (usize, usize)) -> Option<u64> {
 pub struct SegmentHeader {
     pub segment_id: u64,
     pub first_lsn: Lsn,
+    /// The header's format version: [`FORMAT_VERSION`] when encoding.
+    pub version: u32,
 }
 
 impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
         let mut out = [0u8; SEGMENT_HEADER_BYTES];
         out[..8].copy_from_slice(&SEGMENT_MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.version.to_le_bytes());
         out[16..24].copy_from_slice(&self.segment_id.to_le_bytes());
         out[24..32].copy_from_slice(&self.first_lsn.to_le_bytes());
         let crc = segment_header_crc(&out);
@@ -94,7 +102,7 @@ impl SegmentHeader {
             return Err("bad segment magic".to_string());
         }
         let version = read_u32(header, segment_field::FORMAT_VERSION).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(format!("unsupported segment format version {version}"));
         }
         let stored_crc = read_u32(header, segment_field::HEADER_CRC).unwrap_or(0);
@@ -109,7 +117,7 @@ impl SegmentHeader {
         if first_lsn == 0 {
             return Err("segment header has first lsn 0".to_string());
         }
-        Ok(SegmentHeader { segment_id, first_lsn })
+        Ok(SegmentHeader { segment_id, first_lsn, version })
     }
 }
 
@@ -356,11 +364,15 @@ mod tests {
 
     #[test]
     fn encoded_fields_sit_at_the_documented_offsets() {
-        let header =
-            SegmentHeader { segment_id: 0x0102_0304_0506_0708, first_lsn: 0x1112_1314_1516_1718 }.encode();
+        let header = SegmentHeader {
+            segment_id: 0x0102_0304_0506_0708,
+            first_lsn: 0x1112_1314_1516_1718,
+            version: FORMAT_VERSION,
+        }
+        .encode();
         let field = |(o, s): (usize, usize)| &header[o..o + s];
         assert_eq!(field(segment_field::MAGIC), b"STRWAL01");
-        assert_eq!(field(segment_field::FORMAT_VERSION), &1u32.to_le_bytes());
+        assert_eq!(field(segment_field::FORMAT_VERSION), &2u32.to_le_bytes());
         assert_eq!(field(segment_field::SEGMENT_ID), &0x0102_0304_0506_0708u64.to_le_bytes());
         assert_eq!(field(segment_field::FIRST_LSN), &0x1112_1314_1516_1718u64.to_le_bytes());
         let mut covered = header[..12].to_vec();
@@ -443,7 +455,7 @@ mod tests {
 
     #[test]
     fn segment_header_round_trip_and_rejections() {
-        let header = SegmentHeader { segment_id: 9, first_lsn: 100 };
+        let header = SegmentHeader { segment_id: 9, first_lsn: 100, version: FORMAT_VERSION };
         let bytes = header.encode();
         assert_eq!(SegmentHeader::decode(&bytes, 9), Ok(header));
         assert!(SegmentHeader::decode(&bytes, 8).unwrap_err().contains("names segment 9"));
@@ -453,8 +465,13 @@ mod tests {
             damaged[byte] ^= 0x10;
             assert!(SegmentHeader::decode(&damaged, 9).is_err(), "flip in byte {byte} accepted");
         }
-        let zero_lsn = SegmentHeader { segment_id: 9, first_lsn: 0 }.encode();
+        let zero_lsn = SegmentHeader { segment_id: 9, first_lsn: 0, version: FORMAT_VERSION }.encode();
         assert!(SegmentHeader::decode(&zero_lsn, 9).is_err());
+        // Segments written before the WAL state file (version 1) are still read; newer are not.
+        let old = SegmentHeader { segment_id: 9, first_lsn: 5, version: 1 };
+        assert_eq!(SegmentHeader::decode(&old.encode(), 9), Ok(old));
+        let newer = SegmentHeader { segment_id: 9, first_lsn: 5, version: FORMAT_VERSION + 1 };
+        assert!(SegmentHeader::decode(&newer.encode(), 9).unwrap_err().contains("version 3"));
     }
 
     #[test]
@@ -517,7 +534,8 @@ mod tests {
     #[test]
     fn decoder_never_panics_on_mutated_or_random_bytes() {
         let mut rng = SmallRng::seed_from_u64(0x5eed_0001);
-        let mut base = SegmentHeader { segment_id: 1, first_lsn: 1 }.encode().to_vec();
+        let mut base =
+            SegmentHeader { segment_id: 1, first_lsn: 1, version: FORMAT_VERSION }.encode().to_vec();
         for lsn in 1..=20u64 {
             if lsn % 5 == 0 {
                 encode_durability_marker(lsn, lsn - 1, &mut base);

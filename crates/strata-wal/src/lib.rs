@@ -39,6 +39,7 @@ mod options;
 mod recovery;
 mod segment_reader;
 mod segments;
+mod state;
 mod wal;
 
 pub use format::MAX_PAYLOAD_BYTES;

@@ -64,6 +64,12 @@ impl WalOptions {
         format!("{}{id:016}.free", self.file_prefix)
     }
 
+    /// The file name of the WAL state file (`{file_prefix}state`): which segments are live and
+    /// how far each was synced (docs/format/wal.md, "WAL state file").
+    pub fn state_file_name(&self) -> String {
+        format!("{}state", self.file_prefix)
+    }
+
     /// The segment id of a segment file name, or `None` for any other name.
     pub fn parse_segment_name(&self, name: &str) -> Option<u64> {
         parse_id(name.strip_prefix(&self.file_prefix)?.strip_suffix(".log")?)

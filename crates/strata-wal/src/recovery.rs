@@ -11,9 +11,11 @@ use strata_io::{OpenOptions, Storage, StorageFile};
 
 use crate::format::{
     RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    STATE_KEEPING_VERSION,
 };
 use crate::options::{RecoveryReport, WalOptions};
 use crate::segment_reader::{SegmentReader, RECOVERY_READ_WINDOW_BYTES};
+use crate::state::{self, WalState};
 use crate::Lsn;
 
 /// A `.log` segment that exists after recovery.
@@ -24,6 +26,9 @@ pub(crate) struct SegmentMeta {
     /// `None` for a segment with a bad header that recovery skipped (it precedes every needed record).
     pub first_lsn: Option<Lsn>,
     pub len_bytes: u64,
+    /// Bytes from the file's start known durable (header and whole records): what the next WAL
+    /// state file records for it. A lower bound; grows at rollover and close.
+    pub synced_bytes: u64,
 }
 
 /// A `.free` segment waiting for reuse.
@@ -56,6 +61,9 @@ pub(crate) struct Recovered {
     pub next_segment_id: u64,
     pub records_checked: u64,
     pub bytes_checked: u64,
+    /// A WAL state file exists (see `state.rs`); when not, the writer writes one before it
+    /// creates its first segment.
+    pub state_exists: bool,
 }
 
 /// What the scan is for.
@@ -86,6 +94,8 @@ struct SegmentFile {
     file: Arc<dyn StorageFile>,
     len_bytes: u64,
     header: std::result::Result<SegmentHeader, String>,
+    /// Where the records read by this recovery end (the segment was read, and synced if kept).
+    scanned_end: Option<u64>,
 }
 
 /// What reading one segment's chain of records found.
@@ -119,16 +129,15 @@ pub(crate) fn recover_with_window(
     params: ScanParams<'_>,
     read_window_bytes: usize,
 ) -> Result<Recovered> {
-    let names = storage.list()?;
-    let mut segment_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_segment_name(n)).collect();
-    segment_ids.sort_unstable();
-    let free_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_free_segment_name(n)).collect();
-    let next_segment_id = segment_ids.iter().chain(&free_ids).max().map_or(1, |max| max + 1);
-
-    let mut segments = Vec::with_capacity(segment_ids.len());
-    for id in segment_ids {
-        segments.push(open_segment(storage, opts, id)?);
+    let (mut listing, mut state) = list_and_check(storage, opts);
+    if !params.repair && state.as_ref().is_err_and(Error::is_corruption) {
+        // Verify runs beside an open log: a rollover or truncation between our listing and our
+        // read of the state file can make them disagree. Both rewrite the state file while the
+        // segments it lists exist, so a second look sees a consistent pair unless it is damage.
+        (listing, state) = list_and_check(storage, opts);
     }
+    let Listing { segments, free_ids, next_segment_id } = listing?;
+    let state = state?;
     let mut scan = Scan {
         opts,
         params,
@@ -137,6 +146,7 @@ pub(crate) fn recover_with_window(
         report: RecoveryReport::default(),
         records_checked: 0,
         bytes_checked: 0,
+        state_durable_lsn: state.as_ref().map_or(0, |s| s.durable_lsn),
     };
     let (kept_len, expected, tail) = scan.run(storage)?;
 
@@ -148,11 +158,17 @@ pub(crate) fn recover_with_window(
         .segments
         .into_iter()
         .take(kept_len)
-        .map(|s| SegmentMeta {
-            id: s.id,
-            name: s.name,
-            first_lsn: s.header.ok().map(|h| h.first_lsn),
-            len_bytes: s.len_bytes,
+        .map(|s| {
+            let listed = state.as_ref().and_then(|state| state.listed(s.id)).map(|l| l.synced_bytes);
+            let header_bytes = s.header.as_ref().map_or(0, |_| SEGMENT_HEADER_BYTES as u64);
+            let synced_bytes = s.scanned_end.or(listed).unwrap_or(header_bytes).min(s.len_bytes);
+            SegmentMeta {
+                id: s.id,
+                name: s.name,
+                first_lsn: s.header.ok().map(|h| h.first_lsn),
+                len_bytes: s.len_bytes,
+                synced_bytes,
+            }
         })
         .collect();
     Ok(Recovered {
@@ -163,7 +179,113 @@ pub(crate) fn recover_with_window(
         next_segment_id,
         records_checked: scan.records_checked,
         bytes_checked: scan.bytes_checked,
+        state_exists: state.is_some(),
     })
+}
+
+/// The segment files present (opened, headers read) and the `.free` files.
+struct Listing {
+    segments: Vec<SegmentFile>,
+    free_ids: Vec<u64>,
+    next_segment_id: u64,
+}
+
+fn list_segments(storage: &dyn Storage, opts: &WalOptions) -> Result<Listing> {
+    let names = storage.list()?;
+    let mut segment_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_segment_name(n)).collect();
+    segment_ids.sort_unstable();
+    let free_ids: Vec<u64> = names.iter().filter_map(|n| opts.parse_free_segment_name(n)).collect();
+    let next_segment_id = segment_ids.iter().chain(&free_ids).max().map_or(1, |max| max + 1);
+    let mut segments = Vec::with_capacity(segment_ids.len());
+    for id in segment_ids {
+        segments.push(open_segment(storage, opts, id)?);
+    }
+    Ok(Listing { segments, free_ids, next_segment_id })
+}
+
+/// Lists the segments, then (in this order, see `recover_with_window`) reads the state file and
+/// checks the listing against it.
+fn list_and_check(storage: &dyn Storage, opts: &WalOptions) -> (Result<Listing>, Result<Option<WalState>>) {
+    let listing = list_segments(storage, opts);
+    let state = match &listing {
+        Ok(listing) => check_state(storage, opts, &listing.segments),
+        Err(_) => Ok(None),
+    };
+    (listing, state)
+}
+
+/// The state file rules (docs/format/wal.md, "WAL state file"): every segment it lists exists, is
+/// at least as long as its synced bytes and has a valid header with the listed first lsn; a log
+/// whose segments are format 2 has a state file. Returns the state (`None` for a log written
+/// before state files existed: it keeps the protection of the record rules alone).
+fn check_state(
+    storage: &dyn Storage,
+    opts: &WalOptions,
+    segments: &[SegmentFile],
+) -> Result<Option<WalState>> {
+    let state_name = opts.state_file_name();
+    let Some(state) = state::load(storage, opts)? else {
+        let newer =
+            segments.iter().find(|s| s.header.as_ref().is_ok_and(|h| h.version >= STATE_KEEPING_VERSION));
+        return match newer {
+            Some(segment) => Err(Error::corruption(
+                &state_name,
+                0,
+                format!(
+                    "missing: segment {} has format version {STATE_KEEPING_VERSION}, written by a log that keeps \
+                     this file (expected a WAL state file, found none)",
+                    segment.name
+                ),
+            )),
+            None => Ok(None),
+        };
+    };
+    for listed in &state.segments {
+        let name = opts.segment_name(listed.id);
+        let Some(found) = segments.iter().find(|s| s.id == listed.id) else {
+            return Err(Error::corruption(
+                &name,
+                0,
+                format!(
+                    "missing segment: {state_name} records it as live (records from lsn {}) with {} bytes \
+                     synced; expected {} bytes, found no file",
+                    listed.first_lsn, listed.synced_bytes, listed.synced_bytes
+                ),
+            ));
+        };
+        if found.len_bytes < listed.synced_bytes {
+            return Err(Error::corruption(
+                &name,
+                found.len_bytes,
+                format!(
+                    "segment shorter than its synced length: {state_name} records {} bytes synced, expected at \
+                     least {} bytes, found {}",
+                    listed.synced_bytes, listed.synced_bytes, found.len_bytes
+                ),
+            ));
+        }
+        match &found.header {
+            Err(what) => {
+                return Err(Error::corruption(
+                    &name,
+                    0,
+                    format!("{what}; {state_name} records it as created and synced"),
+                ))
+            }
+            Ok(header) if header.first_lsn != listed.first_lsn => {
+                return Err(Error::corruption(
+                    &name,
+                    0,
+                    format!(
+                        "segment header says first lsn {}, {state_name} records {} (replaced segment)",
+                        header.first_lsn, listed.first_lsn
+                    ),
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(Some(state))
 }
 
 fn open_segment(storage: &dyn Storage, opts: &WalOptions, id: u64) -> Result<SegmentFile> {
@@ -174,7 +296,7 @@ fn open_segment(storage: &dyn Storage, opts: &WalOptions, id: u64) -> Result<Seg
     let mut header_bytes = vec![0u8; header_len];
     file.read_at(0, &mut header_bytes)?;
     let header = SegmentHeader::decode(&header_bytes, id);
-    Ok(SegmentFile { id, name, file, len_bytes, header })
+    Ok(SegmentFile { id, name, file, len_bytes, header, scanned_end: None })
 }
 
 fn collect_free_segments(
@@ -212,6 +334,9 @@ struct Scan<'a, 'p> {
     report: RecoveryReport,
     records_checked: u64,
     bytes_checked: u64,
+    /// Every lsn up to this one was durable when the WAL state file was written (0 without one):
+    /// the log must hold them all, whatever the markers say.
+    state_durable_lsn: Lsn,
 }
 
 impl Scan<'_, '_> {
@@ -228,6 +353,7 @@ impl Scan<'_, '_> {
         let mut expected: Option<Lsn> = None;
         let mut broken = None;
         let mut tail = None;
+        let mut scanned_ends = Vec::new();
         for index in start..self.segments.len() {
             let Some(segment) = self.segments.get(index) else { break };
             let first_lsn = match &segment.header {
@@ -268,6 +394,7 @@ impl Scan<'_, '_> {
                 replay_segment(&mut reader, &segment.name, first_lsn, &mut self.params, &mut self.report)?;
             self.records_checked += scanned.records_checked;
             expected = Some(scanned.next_lsn);
+            scanned_ends.push((index, scanned.end_offset as u64));
             self.report.segments_read += 1;
             self.bytes_checked += reader.file_len() as u64;
             if index + 1 == self.segments.len() {
@@ -284,8 +411,16 @@ impl Scan<'_, '_> {
                 break;
             }
         }
+        for (index, end) in scanned_ends {
+            if let Some(segment) = self.segments.get_mut(index) {
+                segment.scanned_end = Some(end);
+            }
+        }
         let kept_len = match broken {
-            None => self.segments.len(),
+            None => {
+                self.check_clean_end(expected)?;
+                self.segments.len()
+            }
             Some(broken) => self.resolve_break(storage, broken, expected)?,
         };
         if self.params.repair {
@@ -308,6 +443,22 @@ impl Scan<'_, '_> {
         expected: Option<Lsn>,
     ) -> Result<usize> {
         let broken_lsn = expected.or(self.params.required_from).unwrap_or(1).max(1);
+        if broken_lsn <= self.state_durable_lsn {
+            let (index, offset, what) = match &broken {
+                Break::Header { index, what } => (*index, 0, what),
+                Break::Record { index, offset, what } => (*index, *offset, what),
+            };
+            return Err(Error::corruption(
+                self.segment_name(index),
+                offset as u64,
+                format!(
+                    "{what}; lsn {broken_lsn} had been made durable ({} records every lsn up to {} as synced), \
+                     so this is corruption, not a torn tail",
+                    self.opts.state_file_name(),
+                    self.state_durable_lsn
+                ),
+            ));
+        }
         let last_index = self.segments.len().saturating_sub(1);
         let mode = self.opts.recovery_mode;
         let (index, offset, what) = match broken {
@@ -386,6 +537,30 @@ impl Scan<'_, '_> {
             segment.len_bytes = offset as u64;
         }
         Ok(index + 1)
+    }
+
+    /// A log that ends cleanly (no bad record) must still reach every lsn the state file records
+    /// as synced: a segment cut at a record boundary, or whose records were replaced by zeros,
+    /// ends cleanly too.
+    fn check_clean_end(&self, expected: Option<Lsn>) -> Result<()> {
+        let Some(next_lsn) = expected.filter(|&next| next <= self.state_durable_lsn) else {
+            return Ok(());
+        };
+        let last = self.segments.iter().rev().find(|s| s.scanned_end.is_some());
+        let (name, end) = last.map_or((String::new(), 0), |s| (s.name.clone(), s.scanned_end.unwrap_or(0)));
+        Err(Error::corruption(
+            name,
+            end,
+            format!(
+                "the log ends at lsn {} but {} records every lsn up to {} as synced (expected records up to \
+                 lsn {}, found them up to lsn {})",
+                next_lsn.saturating_sub(1),
+                self.opts.state_file_name(),
+                self.state_durable_lsn,
+                self.state_durable_lsn,
+                next_lsn.saturating_sub(1)
+            ),
+        ))
     }
 
     /// Lsns a real record at or after the break can have: each record takes at least a header's

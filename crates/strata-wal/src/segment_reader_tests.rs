@@ -12,7 +12,7 @@ use strata_io::{HookStorage, MemStorage, OpenOptions, Storage};
 
 use super::*;
 use crate::format::{
-    decode_record, encode_durability_marker, encode_record, record_bytes, SegmentHeader,
+    decode_record, encode_durability_marker, encode_record, record_bytes, SegmentHeader, FORMAT_VERSION,
     RECORD_ALIGNMENT_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::recovery::{recover_with_window, ScanParams};
@@ -38,7 +38,7 @@ fn recorded_file_holding(bytes: &[u8]) -> (Arc<dyn StorageFile>, Arc<AtomicUsize
 
 /// A segment of records (some larger than most windows, some markers), followed by zeros.
 fn segment_image(rng: &mut SmallRng) -> Vec<u8> {
-    let mut bytes = SegmentHeader { segment_id: 1, first_lsn: 1 }.encode().to_vec();
+    let mut bytes = SegmentHeader { segment_id: 1, first_lsn: 1, version: FORMAT_VERSION }.encode().to_vec();
     for lsn in 1..=40u64 {
         if lsn % 7 == 0 {
             encode_durability_marker(lsn, lsn - 1, &mut bytes);
@@ -144,7 +144,7 @@ fn reads_are_at_most_a_window_or_one_record_long() {
 
 #[test]
 fn a_length_claim_past_the_end_of_the_file_reads_only_the_header() {
-    let mut bytes = SegmentHeader { segment_id: 1, first_lsn: 1 }.encode().to_vec();
+    let mut bytes = SegmentHeader { segment_id: 1, first_lsn: 1, version: FORMAT_VERSION }.encode().to_vec();
     encode_record(1, 0, &[7; 100], &mut bytes);
     bytes[SEGMENT_HEADER_BYTES + 4..SEGMENT_HEADER_BYTES + 8].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
     bytes.resize(1 << 20, 0);

@@ -10,10 +10,16 @@ use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
 use crate::counters::{bump, Counters};
-use crate::format::{encoded_record_bytes_at, SegmentHeader, END_MARKER, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    encoded_record_bytes_at, SegmentHeader, END_MARKER, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
+};
 use crate::options::WalOptions;
 use crate::recovery::{FreeSegment, LogTail, SegmentMeta};
+use crate::state::{self, StateSegment, WalState};
 use crate::Lsn;
+
+/// The smallest preallocation tried before a segment is started without one.
+const MIN_PREALLOCATION_BYTES: u64 = 64 << 10;
 
 #[derive(Debug)]
 struct ActiveSegment {
@@ -36,21 +42,81 @@ pub(crate) struct SegmentWriter {
     free: Vec<FreeSegment>,
     next_segment_id: u64,
     counters: Arc<Counters>,
+    /// The WAL state file exists. Until it does, none is listed as required by recovery, so the
+    /// first segment this writer creates is preceded by a state file (listing what exists):
+    /// from then on a format-2 segment without a state file is damage, not a crash window.
+    state_exists: bool,
+    /// Every lsn up to this one is durable (recovery's, a rollover's or the caller's word):
+    /// what the next state file records.
+    durable_lsn: Lsn,
+}
+
+/// What recovery hands the writer.
+pub(crate) struct Recovered {
+    pub segments: Vec<SegmentMeta>,
+    pub continuation: Option<LogTail>,
+    pub free: Vec<FreeSegment>,
+    pub next_segment_id: u64,
+    pub state_exists: bool,
+    pub durable_lsn: Lsn,
 }
 
 impl SegmentWriter {
     pub fn new(
         storage: Arc<dyn Storage>,
         opts: WalOptions,
-        segments: Vec<SegmentMeta>,
-        continuation: Option<LogTail>,
-        free: Vec<FreeSegment>,
-        next_segment_id: u64,
+        recovered: Recovered,
         counters: Arc<Counters>,
     ) -> SegmentWriter {
+        let Recovered { segments, continuation, free, next_segment_id, state_exists, durable_lsn } =
+            recovered;
         let disk_bytes = segments.iter().map(|s| s.len_bytes).chain(free.iter().map(|f| f.len_bytes)).sum();
         counters.disk_bytes.store(disk_bytes, Relaxed);
-        SegmentWriter { storage, opts, segments, active: None, continuation, free, next_segment_id, counters }
+        SegmentWriter {
+            storage,
+            opts,
+            segments,
+            active: None,
+            continuation,
+            free,
+            next_segment_id,
+            counters,
+            state_exists,
+            durable_lsn,
+        }
+    }
+
+    /// Writes the WAL state file: the segments from `segments[keep_from..]` with their synced
+    /// bytes, and `durable_lsn` (raised to the caller's `durable_lsn` first). Durable on return.
+    fn store_state(&mut self, durable_lsn: Lsn, keep_from: usize) -> Result<()> {
+        self.durable_lsn = self.durable_lsn.max(durable_lsn);
+        let segments = self
+            .segments
+            .iter()
+            .skip(keep_from)
+            .filter_map(|s| {
+                Some(StateSegment { id: s.id, first_lsn: s.first_lsn?, synced_bytes: s.synced_bytes })
+            })
+            .collect();
+        state::store(
+            self.storage.as_ref(),
+            &self.opts,
+            &WalState { durable_lsn: self.durable_lsn, segments },
+        )?;
+        self.state_exists = true;
+        Ok(())
+    }
+
+    /// At `close`, once every record written is durable (`durable_lsn` covers them): records the
+    /// active segment's full length of records in the state file. A session that wrote nothing
+    /// writes nothing.
+    pub fn record_close(&mut self, durable_lsn: Lsn) -> Result<()> {
+        let Some(active) = &self.active else { return Ok(()) };
+        let end = active.write_offset;
+        if let Some(meta) = self.segments.last_mut() {
+            meta.synced_bytes = meta.synced_bytes.max(end);
+        }
+        self.store_state(durable_lsn, 0)
     }
 
     /// Writes `records` (encoded records with lsns `first_lsn..=last_lsn`, back to back) to the
@@ -123,13 +189,32 @@ impl SegmentWriter {
 
     /// Releases (recycles or removes) every segment whose records are all below `lsn`, never the
     /// last segment, then syncs the directory.
-    pub fn truncate_before(&mut self, lsn: Lsn) -> Result<()> {
+    /// The state file is rewritten without them first (with `durable_lsn`), so it never lists a
+    /// segment that is gone.
+    pub fn truncate_before(&mut self, lsn: Lsn, durable_lsn: Lsn) -> Result<()> {
+        let releasable = self.releasable_before(lsn);
+        if releasable == 0 {
+            return Ok(());
+        }
+        self.store_state(durable_lsn, releasable)?;
         let mut released_any = false;
         let result = self.release_segments_before(lsn, &mut released_any);
         if released_any {
             self.storage.sync_dir()?;
         }
         result
+    }
+
+    /// How many segments from the front hold only records below `lsn` (never the last one).
+    fn releasable_before(&self, lsn: Lsn) -> usize {
+        let mut count = 0;
+        while count + 1 < self.segments.len() {
+            match self.segments.iter().skip(count + 1).find_map(|s| s.first_lsn) {
+                Some(bound) if bound <= lsn => count += 1,
+                _ => break,
+            }
+        }
+        count
     }
 
     fn release_segments_before(&mut self, lsn: Lsn, released_any: &mut bool) -> Result<()> {
@@ -177,19 +262,23 @@ impl SegmentWriter {
 
     /// Makes a new segment (recycled when a `.free` file is available) the active one. Its header
     /// and end marker are durable, and its name is in the durable directory, before it returns.
+    /// Then the state file is rewritten to list it (with the durable lsn the previous rollover
+    /// established): a crash in between leaves the new segment unlisted, which recovery accepts.
     fn start_segment(&mut self, first_lsn: Lsn) -> Result<&mut ActiveSegment> {
+        if !self.state_exists {
+            self.store_state(0, 0)?;
+        }
         let id = self.next_segment_id;
         self.next_segment_id += 1;
         let name = self.opts.segment_name(id);
-        let mut start = SegmentHeader { segment_id: id, first_lsn }.encode().to_vec();
+        let mut start =
+            SegmentHeader { segment_id: id, first_lsn, version: FORMAT_VERSION }.encode().to_vec();
         start.extend_from_slice(&END_MARKER);
         let (file, len_bytes) = match self.free.pop() {
             Some(free) => {
                 self.counters.disk_bytes.fetch_sub(free.len_bytes, Relaxed);
                 let file = self.storage.open(&free.name, OpenOptions::existing())?;
-                if self.opts.preallocate {
-                    file.allocate(self.opts.segment_bytes)?;
-                }
+                self.allocate_what_fits(file.as_ref())?;
                 file.write_at(0, &start)?;
                 file.sync()?;
                 let len_bytes = file.len()?;
@@ -216,7 +305,9 @@ impl SegmentWriter {
         bump(&self.counters.bytes_written, start.len() as u64);
         bump(&self.counters.syncs, 1);
         self.counters.disk_bytes.fetch_add(len_bytes, Relaxed);
-        self.segments.push(SegmentMeta { id, name, first_lsn: Some(first_lsn), len_bytes });
+        let synced_bytes = SEGMENT_HEADER_BYTES as u64;
+        self.segments.push(SegmentMeta { id, name, first_lsn: Some(first_lsn), len_bytes, synced_bytes });
+        self.store_state(0, 0)?;
         Ok(self.active.insert(ActiveSegment {
             file,
             write_offset: SEGMENT_HEADER_BYTES as u64,
@@ -249,8 +340,8 @@ impl SegmentWriter {
             len_bytes = tail.end_offset;
         }
         if self.opts.preallocate && len_bytes < self.opts.segment_bytes {
-            file.allocate(self.opts.segment_bytes)?;
-            len_bytes = self.opts.segment_bytes;
+            self.allocate_what_fits(file.as_ref())?;
+            len_bytes = file.len()?;
         }
         self.set_last_segment_len(len_bytes);
         Ok(self.active.insert(ActiveSegment {
@@ -260,10 +351,27 @@ impl SegmentWriter {
         }))
     }
 
-    fn prepare_new_segment(&self, file: &dyn StorageFile, start: &[u8]) -> Result<()> {
-        if self.opts.preallocate {
-            file.allocate(self.opts.segment_bytes)?;
+    /// Preallocation (when on) of `segment_bytes`, or of what fits: on a no-space error it halves
+    /// the request down to [`MIN_PREALLOCATION_BYTES`], then gives up preallocating. A segment is
+    /// only a size target — writes extend the file — so a nearly full disk still takes the
+    /// records that fit instead of refusing every write because 64 MiB do not (issue #19).
+    fn allocate_what_fits(&self, file: &dyn StorageFile) -> Result<()> {
+        if !self.opts.preallocate {
+            return Ok(());
         }
+        let mut bytes = self.opts.segment_bytes;
+        loop {
+            match file.allocate(bytes) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_no_space() && bytes > MIN_PREALLOCATION_BYTES => bytes /= 2,
+                Err(e) if e.is_no_space() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn prepare_new_segment(&self, file: &dyn StorageFile, start: &[u8]) -> Result<()> {
+        self.allocate_what_fits(file)?;
         file.write_at(0, start)?;
         file.sync()?;
         self.storage.sync_dir()
@@ -278,6 +386,11 @@ impl SegmentWriter {
     ) -> Result<()> {
         if let Some(active) = &self.active {
             sync_full_segment(active.file.as_ref(), last_lsn)?;
+            let end = active.write_offset;
+            if let Some(meta) = self.segments.last_mut() {
+                meta.synced_bytes = meta.synced_bytes.max(end);
+            }
+            self.durable_lsn = self.durable_lsn.max(last_lsn);
         }
         self.active = None;
         Ok(())

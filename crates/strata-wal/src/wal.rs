@@ -44,7 +44,7 @@ use crate::counters::{bump, Counters};
 use crate::format::{encode_durability_marker, encode_record, MAX_PAYLOAD_BYTES};
 use crate::options::{RecoveryReport, WalOptions, WalStats};
 use crate::recovery::{recover, RecordLocation, ScanParams};
-use crate::segments::SegmentWriter;
+use crate::segments::{self, SegmentWriter};
 use crate::Lsn;
 
 /// The shared write-ahead log. See the crate documentation for how engines use it.
@@ -137,10 +137,15 @@ impl Wal {
         let writer = SegmentWriter::new(
             storage,
             opts.clone(),
-            recovered.segments,
-            recovered.tail,
-            recovered.free,
-            recovered.next_segment_id,
+            segments::Recovered {
+                segments: recovered.segments,
+                continuation: recovered.tail,
+                free: recovered.free,
+                next_segment_id: recovered.next_segment_id,
+                state_exists: recovered.state_exists,
+                // Recovery synced every record it kept.
+                durable_lsn: next_lsn - 1,
+            },
             counters.clone(),
         );
         let wal = Wal {
@@ -350,7 +355,7 @@ impl Wal {
         if self.closed.load(Acquire) {
             return Err(Error::Closed);
         }
-        self.writer.lock().truncate_before(lsn)
+        self.writer.lock().truncate_before(lsn, self.durable_lsn())
     }
 
     /// The last lsn handed out, to a record or a durability marker; right after `open`, the last
@@ -388,8 +393,15 @@ impl Wal {
         let synced =
             self.commit(last_lsn, Durability::Sync).and_then(|()| self.write_durability_marker(last_lsn));
         self.closed.store(true, Release);
-        self.writer.lock().release_files();
-        synced
+        let mut writer = self.writer.lock();
+        // Everything written is durable now: the state file records the active segment's full
+        // length, so a later shortening of it is caught (issue #19).
+        let recorded = match synced {
+            Ok(()) => writer.record_close(self.durable_lsn()).map_err(|e| self.poison(e)),
+            Err(e) => Err(e),
+        };
+        writer.release_files();
+        recorded
     }
 
     /// Reads every segment and checks every checksum and the recovery rules of

@@ -211,10 +211,15 @@ fn a_missing_segment_in_the_middle_is_corruption() {
     let segments = segment_names(storage.as_ref(), &opts);
     storage.remove(&segments[2]).unwrap();
     let (err, replayed) = open_err(&storage, &opts);
-    assert!(matches!(&err, Error::Corruption { file, offset: 0, .. } if *file == segments[3]), "{err}");
-    let first_missing =
-        u64::from_le_bytes(read_file(storage.as_ref(), &segments[1])[24..32].try_into().unwrap());
-    assert!(replayed.iter().all(|&lsn| lsn > 0) && replayed.len() as u64 >= first_missing);
+    // The WAL state file lists it, so the error names the missing segment itself, and recovery
+    // refuses before replaying anything.
+    assert!(matches!(&err, Error::Corruption { file, offset: 0, .. } if *file == segments[2]), "{err}");
+    assert!(err.to_string().contains("found no file"), "{err}");
+    assert!(replayed.is_empty(), "{replayed:?}");
+    // Without the state file (a log written before it existed) the lsn gap still gives it away.
+    storage.remove(&opts.state_file_name()).unwrap();
+    let (err, _) = open_err(&storage, &opts);
+    assert!(err.is_corruption(), "{err}");
 }
 
 #[test]
@@ -303,7 +308,10 @@ fn recovery_never_panics_and_never_returns_damaged_records() {
         wal.commit(lsn, if i % 3 == 0 { Durability::Sync } else { Durability::Buffered }).unwrap();
     }
     wal.close().unwrap();
-    let names = segment_names(original.as_ref(), &opts);
+    let mut names = segment_names(original.as_ref(), &opts);
+    // The state file is copied undamaged: it makes every damage to what close made durable an
+    // error (rules S1–S3); the record rules alone are tested on crafted logs elsewhere.
+    names.push(opts.state_file_name());
     let images: Vec<Vec<u8>> = names.iter().map(|n| read_file(original.as_ref(), n)).collect();
 
     let mut rng = SmallRng::seed_from_u64(0xC0FFEE);
@@ -311,7 +319,8 @@ fn recovery_never_panics_and_never_returns_damaged_records() {
     for round in 0..300 {
         let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
         // Damage one segment, more often a late one (where a tail can be tolerated).
-        let victim = names.len() - 1 - rng.gen_range(0..names.len()).min(rng.gen_range(0..names.len()));
+        let segments = names.len() - 1;
+        let victim = segments - 1 - rng.gen_range(0..segments).min(rng.gen_range(0..segments));
         for (index, (name, image)) in names.iter().zip(&images).enumerate() {
             let mut image = image.clone();
             match if index == victim { rng.gen_range(0..5) } else { 9 } {
@@ -339,9 +348,12 @@ fn recovery_never_panics_and_never_returns_damaged_records() {
                 assert_eq!(*lsn, i as u64 + 1, "round {round}");
                 assert_eq!(bytes, &payload(*lsn, 100), "round {round}: damaged lsn {lsn} was replayed");
             }
+            // Everything was durable after close: an accepted log lost nothing.
+            assert_eq!(replayed.len(), 80, "round {round}: acknowledged records lost silently");
         }
     }
-    assert!((30..270).contains(&accepted), "{accepted} of 300 damaged logs were accepted");
+    // Damage that misses every record (a flip in the trailing bytes, a cut at the end) is fine.
+    assert!(accepted < 150, "{accepted} of 300 damaged logs were accepted");
 }
 
 /// A flipped bit in the last data records is proven to be corruption by the durability marker

@@ -286,6 +286,9 @@ fn records_of_a_lost_attempt_behind_the_end_of_the_log_are_cut_off_before_contin
 
     let rebooted: Arc<dyn Storage> = Arc::new(strata_io::MemStorage::new());
     rebooted.open(&segment, OpenOptions::create()).unwrap().write_at(0, &image).unwrap();
+    let state = opts.state_file_name();
+    let state_image = sim.durable_contents(&state).unwrap();
+    rebooted.open(&state, OpenOptions::create()).unwrap().write_at(0, &state_image).unwrap();
     let (_wal, _, replayed) = open(&rebooted, &opts, 1).unwrap();
     let lsns: Vec<u64> = replayed.iter().map(|r| r.0).collect();
     assert_eq!(lsns, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12], "a record of the lost attempt was replayed");

@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Durability, Error};
 use strata_io::{CrashMode, Fault, FaultKind, SimStorage, Storage};
-use strata_wal::Wal;
+use strata_wal::{Wal, WalOptions};
 
 fn sim_with_synced_records(seed: u64, count: u64) -> (SimStorage, Arc<dyn Storage>, Wal) {
     let sim = SimStorage::new(seed);
@@ -113,21 +113,35 @@ fn enospc_while_creating_a_segment_is_reported_as_no_space() {
     reboot_and_check(&sim, &storage, acked);
 }
 
+/// Issue #19: on a disk with less room than one preallocated segment, the first write used to
+/// fail (the segment's preallocation was refused) and so did every later one. Preallocation now
+/// shrinks to what fits; records go in until the disk is really full, and those acknowledged
+/// survive a power loss.
 #[test]
-fn enospc_on_the_first_allocation_leaves_a_log_that_opens() {
+fn a_disk_smaller_than_a_segment_takes_writes_until_it_is_full() {
     let sim = SimStorage::new(5);
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-    sim.set_capacity_bytes(Some(1000));
-    let (wal, _, _) = open(&storage, &small_opts(4096), 1).unwrap();
-    let lsn = wal.append(b"first").unwrap();
-    let err = wal.commit(lsn, Durability::Buffered).unwrap_err();
+    sim.set_capacity_bytes(Some(3000));
+    let opts = WalOptions { segment_bytes: 1 << 20, ..small_opts(4096) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let mut acked = 0;
+    let err = loop {
+        let lsn = wal.append(&payload(acked + 1, 100)).unwrap();
+        match wal.commit(lsn, Durability::Sync) {
+            Ok(()) => acked = lsn,
+            Err(e) => break e,
+        }
+        assert!(acked < 1000, "a 3000-byte disk never filled up");
+    };
     assert!(err.is_no_space(), "{err}");
+    assert!(acked >= 10, "only {acked} records fit on the disk");
     drop(wal);
     sim.set_capacity_bytes(None);
-    let (wal, report, replayed) = open(&storage, &small_opts(4096), 1).unwrap();
-    assert!(replayed.is_empty());
-    assert_eq!(report.next_lsn, 1);
-    let lsn = wal.append(b"first again").unwrap();
+    sim.crash(CrashMode::DropUnsynced);
+    let (wal, _, replayed) = open(&storage, &opts, 1).unwrap();
+    assert!(replayed.len() as u64 >= acked, "acknowledged records lost: {} < {acked}", replayed.len());
+    assert_replayed_range(&replayed[..acked as usize].to_vec(), 1, acked, 100);
+    let lsn = wal.append(b"after space was freed").unwrap();
     wal.commit(lsn, Durability::Sync).unwrap();
 }
 

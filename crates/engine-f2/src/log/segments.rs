@@ -83,9 +83,40 @@ impl SegmentedFile {
         Ok(())
     }
 
-    /// Reads `buf.len()` bytes at `address`; the range must not cross a segment boundary. A missing
-    /// segment file is an `Error::Io` of kind `NotFound`.
+    /// Reads `buf.len()` bytes at `address`; the range must not cross a segment boundary. The
+    /// engine reads only addresses below a log's tail, which its checkpoint or its own writes say
+    /// exist: a missing segment file, or one too short to hold them, is `Corruption` of that
+    /// file (issue #19: it was an `Io` error, "No such file or directory" or "failed to fill
+    /// whole buffer").
     pub fn read_at(&self, address: u64, buf: &mut [u8]) -> Result<()> {
+        let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
+        let len = buf.len();
+        self.read_existing(address, buf).map_err(|e| match &e {
+            Error::Io { source, .. }
+                if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::UnexpectedEof) =>
+            {
+                let found = if source.kind() == io::ErrorKind::NotFound {
+                    "found no file".to_string()
+                } else {
+                    let file_len = self.storage.open(&self.segment_name(segment), OpenOptions::existing());
+                    let file_len = file_len.and_then(|f| f.len()).map_or_else(|_| "?".into(), |l| l.to_string());
+                    format!("found {file_len} bytes")
+                };
+                Error::corruption(
+                    self.segment_name(segment),
+                    offset,
+                    format!(
+                        "the log holds {len} bytes at offset {offset} of this segment (below its tail): expected \
+                         at least {} bytes, {found}",
+                        offset + len as u64
+                    ),
+                )
+            }
+            _ => e,
+        })
+    }
+
+    fn read_existing(&self, address: u64, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
         if offset + buf.len() as u64 > self.segment_bytes {
             return Err(Error::io(

@@ -122,6 +122,7 @@ impl FlexDb {
         let memory = MemoryBudget::new(budget, options.cache_bytes);
         // 1. The commit record says up to which lsn the table file is complete.
         let committed_lsn = committed_lsn(storage.as_ref(), options.table_file)?;
+        require_table_files(storage.as_ref(), options.table_file, committed_lsn)?;
         // 2. Table file recovery (its own), then the sparse index by sampling extents (§5.4).
         //    The cache is sized again below, once the sparse index exists.
         let table = open_table(&storage, options, memory.cache_bytes(2 * memtable_bytes, 0))?;
@@ -270,6 +271,35 @@ fn committed_lsn(storage: &dyn Storage, kind: TableFileKind) -> Result<u64> {
         }
     }
     Ok(meta.map_or(0, |m| m.committed_lsn))
+}
+
+/// After a commit (`committed_lsn > 0`) the table file's files exist: the commit synced them
+/// before `flexdb-meta` named it. One that is missing now was deleted, and opening would create
+/// an empty one in its place — every committed key gone without an error (issue #19).
+fn require_table_files(storage: &dyn Storage, kind: TableFileKind, committed_lsn: u64) -> Result<()> {
+    if committed_lsn == 0 {
+        return Ok(());
+    }
+    let names = match kind {
+        TableFileKind::Naive => vec![naive_file::FILE_NAME.to_string()],
+        TableFileKind::FlexFile => {
+            ["data", "tree", "log"].iter().map(|ext| format!("{FLEXFILE_NAME}.{ext}")).collect()
+        }
+    };
+    for name in names {
+        if !storage.exists(&name)? {
+            return Err(Error::corruption(
+                &name,
+                0,
+                format!(
+                    "missing table file: {} records a commit up to lsn {committed_lsn} that it holds \
+                     (expected the file, found none)",
+                    meta::FILE_NAME
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Opens (recovers) the table file of `options.table_file` and rebuilds the table's index.

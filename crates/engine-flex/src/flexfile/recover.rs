@@ -37,7 +37,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
     let header = slots.into_iter().flatten().max_by_key(|h| h.version);
     let log_bytes = strata_io::read_all(&*log_file)?;
     let header = match header {
-        Some(h) => h,
+        Some(h) => {
+            check_log_not_emptied(&log_bytes, &log_name, h.version)?;
+            h
+        }
         None => {
             // No committed tree: creation never finished, unless the log says otherwise.
             let block_at = log_bytes.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
@@ -70,7 +73,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
             format!("header names {} pages, file is shorter", header.page_count),
         ));
     }
-    let mut read_page = |p: u64, buf: &mut [u8]| tree_file.read_at(p * PAGE_BYTES as u64, buf);
+    let mut read_page = |p: u64, buf: &mut [u8]| {
+        let offset = p * PAGE_BYTES as u64;
+        tree_file.read_at(offset, buf).map_err(|e| short_file_is_corruption(e, &tree_name, offset))
+    };
     let (mut tree, used) = FlexTree::load(
         opts.tree,
         header.root_page,
@@ -129,6 +135,38 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
 }
 
 /// Writes an empty tree (version 1) and an empty log for it.
+/// The log's header is durable before any tree header (`create` writes it first; a tree
+/// commit's reset rewrites it in place, never shortening the file below it), so a log shorter
+/// than its header beside a valid tree header was emptied or cut after the fact: its synced
+/// blocks are gone (issue #19), not a torn tail.
+fn check_log_not_emptied(log_bytes: &[u8], log_name: &str, tree_version: u64) -> Result<()> {
+    if log_bytes.len() >= LOG_HEADER_BYTES {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        log_name,
+        log_bytes.len() as u64,
+        format!(
+            "log shorter than its header beside tree version {tree_version}: expected at least \
+             {LOG_HEADER_BYTES} bytes, found {}",
+            log_bytes.len()
+        ),
+    ))
+}
+
+/// A page the committed tree refers to lies past the end of the tree file: the file was cut
+/// after the commit (issue #19), which is corruption of it, not an I/O failure.
+fn short_file_is_corruption(e: Error, name: &str, offset: u64) -> Error {
+    match &e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => Error::corruption(
+            name,
+            offset,
+            format!("a page of the committed tree lies past the end of the file ({e})"),
+        ),
+        _ => e,
+    }
+}
+
 fn create(
     storage: &dyn Storage,
     tree_file: &dyn StorageFile,
