@@ -63,6 +63,7 @@ fn write_back_overflow_reorganization_and_checkpoints_run_at_kit_sizes() {
         "overflow_pages_created",
         "reorganizations",
         "multi_page_segments_written",
+        "forecast_lowered_goals",
         "checkpoints",
     ] {
         assert!(counter(&engine, name) > 0, "{name} is 0: {:?}", engine.stats().engine_counters);
@@ -191,4 +192,45 @@ fn direct_io_data_file_works_across_reorganizations_and_reopen() {
     let engine = TreelineEngine::open(storage, &config).unwrap();
     check_all(&engine, &model);
     engine.verify().unwrap();
+}
+
+/// `forecasting=false` leaves every reorganization at the goal; on (the default, as in the
+/// kit-size test above) the forecast lowers it where inserts are expected.
+#[test]
+fn forecasting_off_never_lowers_the_goal() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TreelineEngine::open(storage, &config().engine_option("forecasting", "false")).unwrap();
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 4_000, 1);
+    assert!(counter(&engine, "reorganizations") > 0);
+    assert_eq!(counter(&engine, "forecast_lowered_goals"), 0);
+    check_all(&engine, &model);
+}
+
+/// A damaged checkpoint file or data page is `Error::Corruption` at open or on read, never a
+/// panic or wrong data.
+#[test]
+fn damaged_checkpoint_and_pages_are_corruption() {
+    let storage = Arc::new(MemStorage::new());
+    let engine = open(storage.clone());
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 2_000, 4);
+    engine.close().unwrap();
+    let file = storage.open("treeline-checkpoint", strata_io::OpenOptions::existing()).unwrap();
+    let mut byte = [0u8];
+    file.read_at(50, &mut byte).unwrap();
+    file.write_at(50, &[byte[0] ^ 1]).unwrap();
+    let err =
+        TreelineEngine::open(storage.clone(), &config()).err().expect("a damaged checkpoint must not open");
+    assert!(err.is_corruption(), "{err}");
+    file.write_at(50, &byte).unwrap();
+    let data = storage.open("treeline-data", strata_io::OpenOptions::existing()).unwrap();
+    let pages = data.len().unwrap() / 4096;
+    for page in 1..pages {
+        data.write_at(page * 4096 + 200, &[0xAB; 3]).unwrap();
+    }
+    let engine = open(storage);
+    let scan: Result<Vec<_>, _> = engine.range(KeyRange::all(), Direction::Forward).unwrap().collect();
+    assert!(scan.unwrap_err().is_corruption());
+    assert!(engine.verify().unwrap_err().is_corruption());
 }

@@ -143,8 +143,9 @@ impl Store {
         common.min(self.page_size.max_key_bytes() - 8)
     }
 
-    /// The goal (from the knob or 70% of what fits a page at the set's average record size,
-    /// lowered by the insert forecast for the range) and the hard per-page record cap.
+    /// The goal (from the knob or 70% of what fits a page at the set's average record size) and
+    /// the hard per-page record cap. With forecasting, the goal is then lowered so that the
+    /// records plus the inserts forecast for the range over the next epoch fill the pages to it.
     fn sizing(
         &self,
         maint: &MaintState,
@@ -162,8 +163,10 @@ impl Store {
         let cap = (usable / per_record).clamp(1, self.page_size.max_records());
         let mut goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
         if let Some(forecaster) = &maint.forecaster {
+            // The goal is the fill the pages should reach once the forecast inserts arrive:
+            // spread the records over the pages that records plus forecast need at `goal`.
             let forecast = forecaster.forecast(project(lower, 0), upper.map(|u| project(u, 0)), 1);
-            let forecast_goal = goal_for(records.len(), forecast, cap);
+            let forecast_goal = goal_for(records.len(), forecast, goal);
             if forecast_goal < goal {
                 goal = forecast_goal;
                 Counters::add(&self.counters.forecast_lowered_goals, 1);
