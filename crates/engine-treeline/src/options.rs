@@ -10,9 +10,15 @@ pub const ENGINE_NAME: &str = "treeline";
 
 /// Smallest record cache: a few pages' worth of records.
 pub const MIN_RECORD_CACHE_BYTES: u64 = 4 << 10;
-/// Memory the engine keeps outside the record cache for buffers (the WAL's append buffer,
-/// pages being written back, a reorganization's pages), counted against the budget.
-pub const BUFFER_RESERVE_BYTES: u64 = 64 << 10;
+/// Smallest share of the budget kept outside the record cache for buffers.
+pub const MIN_BUFFER_RESERVE_BYTES: u64 = 64 << 10;
+
+/// Memory kept outside the record cache for buffers — the WAL's append buffer (budget/16, at
+/// most 1 MiB), pages being written back, a reorganization's pre pages (half the reserve, beyond
+/// the full segment itself) — counted against the budget: an eighth of it, at least 64 KiB.
+pub fn buffer_reserve_bytes(config: &EngineConfig) -> u64 {
+    (config.memory_budget_bytes / 8).max(MIN_BUFFER_RESERVE_BYTES)
+}
 
 /// TreeLine's knobs. `None` means "derived" (documented per field).
 #[derive(Clone, Debug, PartialEq)]
@@ -96,7 +102,7 @@ impl TreelineOptions {
 /// Record cache sizes the budget allows: what is left after the buffer reserve.
 pub fn cache_range(config: &EngineConfig) -> std::ops::RangeInclusive<u64> {
     MIN_RECORD_CACHE_BYTES
-        ..=config.memory_budget_bytes.saturating_sub(BUFFER_RESERVE_BYTES).max(MIN_RECORD_CACHE_BYTES)
+        ..=config.memory_budget_bytes.saturating_sub(buffer_reserve_bytes(config)).max(MIN_RECORD_CACHE_BYTES)
 }
 
 /// Parses a runtime `record_cache_bytes` value as at open.

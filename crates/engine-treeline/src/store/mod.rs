@@ -34,7 +34,7 @@ use crate::double_write::DoubleWrite;
 use crate::forecast::{ForecastConfig, Forecaster};
 use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
 use crate::index::Index;
-use crate::options::{TreelineOptions, BUFFER_RESERVE_BYTES, MIN_RECORD_CACHE_BYTES};
+use crate::options::{buffer_reserve_bytes, TreelineOptions, MIN_RECORD_CACHE_BYTES};
 use crate::page::PageSize;
 use crate::record_cache::RecordCache;
 
@@ -112,21 +112,7 @@ impl Store {
         let cache_bytes = options.record_cache_bytes(config);
         let mut cache = RecordCache::new(cache_bytes);
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
-        let replayed = strata_kit::replay::open_wal(
-            storage.clone(),
-            wal_options.clone(),
-            checkpoint.wal_replay_from_lsn,
-            &mut |lsn, batch| {
-                for op in batch.into_ops() {
-                    let value = op.value().map(<[u8]>::to_vec);
-                    let key = match op {
-                        strata_core::BatchOp::Put { key, .. } | strata_core::BatchOp::Delete { key } => key,
-                    };
-                    cache.put_dirty(key, value, lsn);
-                }
-                Ok(())
-            },
-        )?;
+        let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &mut cache)?;
         let index_memory_bytes = checkpoint.index.memory_bytes();
         let store = Store {
             page_size: checkpoint.page_size,
@@ -193,7 +179,7 @@ impl Store {
         let left = self
             .config
             .memory_budget_bytes
-            .saturating_sub(self.index_memory_bytes.load(Relaxed) + BUFFER_RESERVE_BYTES);
+            .saturating_sub(self.index_memory_bytes.load(Relaxed) + buffer_reserve_bytes(&self.config));
         self.record_cache_bytes.load(Relaxed).min(left).max(MIN_RECORD_CACHE_BYTES)
     }
 
@@ -203,6 +189,25 @@ impl Store {
         self.poison.check()?;
         step().map_err(|e| self.poison.poison(e))
     }
+}
+
+/// Opens the WAL, applying every batch from `from_lsn` on to `cache` as dirty records.
+fn replay_into_cache(
+    storage: &Arc<dyn Storage>,
+    wal_options: &WalOptions,
+    from_lsn: u64,
+    cache: &mut RecordCache,
+) -> Result<strata_kit::replay::ReplayedWal> {
+    strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
+        for op in batch.into_ops() {
+            let value = op.value().map(<[u8]>::to_vec);
+            let key = match op {
+                strata_core::BatchOp::Put { key, .. } | strata_core::BatchOp::Delete { key } => key,
+            };
+            cache.put_dirty(key, value, lsn);
+        }
+        Ok(())
+    })
 }
 
 fn forecaster(options: &TreelineOptions) -> Result<Forecaster> {

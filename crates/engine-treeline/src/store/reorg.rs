@@ -83,26 +83,38 @@ impl Store {
     }
 
     /// Phase I: the full segment and its neighbours up to `reorg_radius` away on each side, out to
-    /// the farthest one with an overflow page (contiguous in key order). Returns them in key order
-    /// and the upper bound of the last.
+    /// the farthest one with an overflow page (contiguous in key order), taking neighbours only
+    /// while their pages fit half the buffer reserve (the memory budget). Returns them in key
+    /// order and the upper bound of the last.
     fn pre_segments(&self, full_lower: &[u8]) -> (Vec<(Key, SegmentEntry)>, Option<Key>) {
         let index = self.index.read();
+        let page_bytes = self.page_size.bytes() as u64;
+        let mut budget_bytes = crate::options::buffer_reserve_bytes(&self.config) / 2;
+        let mut fits = |entry: &SegmentEntry| {
+            let pages = u64::from(entry.pages) + entry.overflow.iter().filter(|&&o| o != 0).count() as u64;
+            let fit = pages * page_bytes <= budget_bytes;
+            budget_bytes = budget_bytes.saturating_sub(pages * page_bytes);
+            fit
+        };
         let (mut first, mut last) = (full_lower.to_vec(), full_lower.to_vec());
-        let mut cursor = full_lower.to_vec();
-        for _ in 0..self.options.reorg_radius {
-            let Some(before) = index.before(&cursor).cloned() else { break };
-            if index.segment_of(&before).is_some_and(|(_, e, _)| e.has_overflow()) {
-                first = before.clone();
+        for toward_lower in [true, false] {
+            let mut cursor = full_lower.to_vec();
+            for _ in 0..self.options.reorg_radius {
+                let next = if toward_lower { index.before(&cursor) } else { index.upper_of(&cursor) };
+                let Some(next) = next.cloned() else { break };
+                let Some((_, entry, _)) = index.segment_of(&next) else { break };
+                if !fits(entry) {
+                    break;
+                }
+                if entry.has_overflow() {
+                    if toward_lower {
+                        first = next.clone();
+                    } else {
+                        last = next.clone();
+                    }
+                }
+                cursor = next;
             }
-            cursor = before;
-        }
-        cursor = full_lower.to_vec();
-        for _ in 0..self.options.reorg_radius {
-            let Some(after) = index.upper_of(&cursor).cloned() else { break };
-            if index.segment_of(&after).is_some_and(|(_, e, _)| e.has_overflow()) {
-                last = after.clone();
-            }
-            cursor = after;
         }
         let pre: Vec<(Key, SegmentEntry)> = index
             .iter()
