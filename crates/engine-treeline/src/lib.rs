@@ -1,30 +1,183 @@
 //! Engine `treeline` (issue #18): TreeLine (Yu et al., VLDB 2022) on Strata — an update-in-place
-//! store for NVMe SSDs with a record cache, page grouping by learned linear models, and insert
-//! forecasting. **The engine is being built**; this crate holds its foundations, pure and tested
-//! data structures, and is not yet registered with the `strata` facade.
+//! store with a record cache, page grouping by learned linear models, and insert forecasting.
 //!
-//! Here now:
-//! * [`page`]: the slotted data page (fences with prefix compression, sorted slots from the front,
-//!   records from the back, checksum, validation of untrusted bytes). Layout:
-//!   docs/format/treeline.md.
+//! Write, write-back, reorganization and recovery paths: docs/ARCHITECTURE.md, section "Engine
+//! `treeline`". On-disk structures: docs/format/treeline.md (data pages, the data file header,
+//! `treeline-checkpoint`, `treeline-dwb`), docs/format/wal.md and docs/format/write-batch.md.
+//!
+//! Modules, one per structure of the paper:
+//! * [`page`]: the slotted data page (fences with prefix compression, sorted slots, checksum,
+//!   validation of untrusted bytes).
 //! * [`key_projection`]: order-preserving `u64` projections of byte-string keys, for the models.
-//! * [`model::plr`]: the optimal streaming piecewise-linear regression with error ±ε.
-//! * [`model::segment_model`]: the model stored in a segment's head and the Phase II/III segment
-//!   planner (records → segments of 1, 2, 4, 8, 16 pages that never overfill a page).
-//! * [`forecast`]: insert forecasting by epochs of equi-depth histograms (paper §4.6).
+//! * [`model`]: the optimal streaming PLR ±ε and the Phase II/III segment planner.
+//! * [`forecast`]: insert forecasting by epochs of equi-depth histograms (§4.6).
 //! * [`free_space`]: segment slots of the data file, a free list per size class.
-//!
-//! Planned engine modules (next): a record cache over strata-kit's cache (clock eviction with
-//! priorities, dirty write-back grouped by page, tombstones held until written back); the
-//! in-memory index, a `BTreeMap<Key, SegmentEntry>` behind a `RwLock` mapping each segment's lower
-//! bound to its page id, page count and model; reorganization in four phases (range detection,
-//! model building, segment write-out, index update) with a reorg log carrying production ids;
-//! durability through strata-wal; and recovery that rebuilds the index by scanning segment heads
-//! and resolves in-flight reorganizations by production id (paper §4.7).
+//! * [`record_cache`]: the record cache and its CLOCK-with-priorities policy (§4.2).
+//! * [`index`]: the in-memory index (§4.3) and its byte form.
+//! * [`checkpoint_file`], [`double_write`], [`data_file`]: the files besides the shared WAL.
+//! * `store`: the engine proper — write path, write-back, reorganization (§4.5), checkpoints,
+//!   scans, recovery.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing))]
 
+pub mod checkpoint_file;
+pub mod data_file;
+pub mod double_write;
 pub mod forecast;
 pub mod free_space;
+pub mod index;
 pub mod key_projection;
 pub mod model;
+pub mod options;
 pub mod page;
+pub mod record_cache;
+mod store;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use strata_core::{
+    Capabilities, Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Maintenance,
+    MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+};
+use strata_io::Storage;
+use strata_kit::EngineFactory;
+
+pub use crate::options::TreelineOptions;
+use crate::options::{ENGINE_NAME, RUNTIME_OPTIONS};
+use crate::store::{RangeIter, Store};
+
+/// Registers engine `treeline` with the facade (`crates/strata/src/registry.rs`).
+pub const FACTORY: EngineFactory = EngineFactory {
+    name: ENGINE_NAME,
+    open: |storage, config| Ok(Box::new(TreelineEngine::open(storage, config)?)),
+};
+
+/// The treeline engine; cheap handles share one store.
+pub struct TreelineEngine {
+    store: Arc<Store>,
+}
+
+impl TreelineEngine {
+    /// Opens (creating if the storage is empty) a store with the knobs in `config`.
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<TreelineEngine> {
+        Ok(TreelineEngine { store: Store::open(storage, config)? })
+    }
+
+    /// The page size the store was created with.
+    pub fn page_size_bytes(&self) -> usize {
+        self.store.page_size.bytes()
+    }
+}
+
+impl Maintenance for TreelineEngine {
+    fn set_option(&self, name: &str, value: &str) -> Result<()> {
+        match name {
+            "record_cache_bytes" => {
+                let bytes = options::parse_record_cache_bytes(&self.store.config, value)?;
+                self.store.record_cache_bytes.store(bytes, Relaxed);
+                self.store.evict_while_over_capacity()
+            }
+            other => Err(Error::invalid(format!("engine 'treeline' has no runtime option {other:?}"))),
+        }
+    }
+
+    fn run(&self, task: MaintenanceTask) -> Result<()> {
+        match task {
+            MaintenanceTask::Commit => self.store.commit_dirty_records(),
+            MaintenanceTask::Checkpoint => self.store.checkpoint_now(),
+            MaintenanceTask::Compact => self.store.compact(),
+            other => Err(Error::unsupported(format!("engine 'treeline' has no '{}' task", other.name()))),
+        }
+    }
+}
+
+impl Engine for TreelineEngine {
+    fn name(&self) -> &'static str {
+        ENGINE_NAME
+    }
+
+    /// From the page size: keys up to `P/16` bytes, key + value up to `max_record_bytes`, so a
+    /// value may be as long as that minus the longest key.
+    fn limits(&self) -> Limits {
+        let size = self.store.page_size;
+        Limits {
+            max_key_bytes: size.max_key_bytes(),
+            max_value_bytes: size.max_record_bytes() - size.max_key_bytes(),
+            max_batch_bytes: 16 << 20,
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ordered: true,
+            point_in_time_scans: false,
+            prefix_consistent_recovery: true,
+            columnar: false,
+            runtime_options: RUNTIME_OPTIONS,
+            maintenance: &[MaintenanceTask::Commit, MaintenanceTask::Compact, MaintenanceTask::Checkpoint],
+        }
+    }
+
+    fn maintenance(&self) -> &dyn Maintenance {
+        self
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.store.get(key)
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.store.write(batch, durability)
+    }
+
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        self.store.rmw(key, f, durability)
+    }
+
+    fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
+        self.store.check_usable()?;
+        Ok(Box::new(RangeIter::new(self.store.clone(), range, direction)))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.store.check_usable()?;
+        self.store.wal.sync().map(|_| ())
+    }
+
+    /// Checkpoints (so the next open replays nothing) and closes the WAL. A poisoned store only
+    /// closes its WAL: recovery starts from the last good checkpoint.
+    fn close(&self) -> Result<()> {
+        let store = &self.store;
+        if store.closed.swap(true, Relaxed) {
+            return Ok(());
+        }
+        let checkpointed = match store.poison.check() {
+            Ok(()) => {
+                let mut maint = store.maint.lock();
+                store.maintain(|| store.checkpoint(&mut maint))
+            }
+            Err(e) => Err(e),
+        };
+        let closed = store.wal.close();
+        checkpointed.and(closed)
+    }
+
+    fn stats(&self) -> Stats {
+        self.store.stats()
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        self.store.verify()
+    }
+}
+
+impl Drop for TreelineEngine {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

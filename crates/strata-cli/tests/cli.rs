@@ -71,7 +71,7 @@ fn errors_are_one_line_with_nonzero_exit() {
     let dir = tmp.path().join("db");
     let d = p(&dir);
     assert_one_line_error(&strata(&["get", d, "k"]), "does not exist");
-    assert_one_line_error(&strata(&["create", d, "--engine", "treeline"]), "'treeline' is not implemented");
+    assert_one_line_error(&strata(&["create", d, "--engine", "turtle"]), "'turtle' is not implemented");
     assert!(strata(&["create", d, "--engine", "memory"]).status.success());
     assert_one_line_error(&strata(&["create", d, "--engine", "memory"]), "already holds");
     let huge_key = "k".repeat(70 * 1024);
@@ -125,7 +125,7 @@ fn demo_runs_end_to_end() {
 
 #[test]
 fn every_available_engine_works_through_the_cli() {
-    for engine in ["memory", "flex", "f2"] {
+    for engine in ["memory", "flex", "f2", "treeline"] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
         let d = p(&dir);

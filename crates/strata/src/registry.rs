@@ -13,6 +13,8 @@ static ENGINES: &[&EngineFactory] = &[
     &engine_flex::FACTORY,
     #[cfg(feature = "f2")]
     &engine_f2::FACTORY,
+    #[cfg(feature = "treeline")]
+    &engine_treeline::FACTORY,
 ];
 
 /// The factory of `kind`, if this build holds it.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use strata::storage::MemStorage;
 use strata::{Db, EngineKind, Error, MaintenanceTask, Options, Schema};
 
-const AVAILABLE: [EngineKind; 3] = [EngineKind::Memory, EngineKind::Flex, EngineKind::F2];
+const AVAILABLE: [EngineKind; 4] =
+    [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline];
 
 fn open(kind: EngineKind) -> Db {
     Db::open("unused", Options::new(kind).storage(Arc::new(MemStorage::new()))).unwrap()

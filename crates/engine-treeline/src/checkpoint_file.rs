@@ -1,0 +1,160 @@
+//! `treeline-checkpoint`: the recovery point. A small checksummed file (strata-kit's
+//! `small_file`, replaced atomically) holding the whole index as of the checkpoint, the lsn the
+//! WAL replays from, the data file's end, the next production id and the checkpoint's
+//! *generation*, which the double-write area's entries carry (docs/format/treeline.md).
+
+use strata_core::{Error, Result};
+use strata_io::Storage;
+use strata_kit::small_file::{CrcLayout, SmallFileFormat};
+
+use crate::free_space::PageId;
+use crate::index::Index;
+use crate::page::PageSize;
+
+pub const FILE_NAME: &str = "treeline-checkpoint";
+pub const VERSION: u32 = 1;
+
+pub const FORMAT: SmallFileFormat =
+    SmallFileFormat { magic: b"TLCHKPT\0", versions: 1..=1, crc: CrcLayout::Trailing, payload_bytes: None };
+
+/// Payload offsets.
+pub const GENERATION: usize = 0;
+pub const WAL_REPLAY_FROM_LSN: usize = 8;
+pub const DATA_END_PAGE: usize = 16;
+pub const NEXT_PRODUCTION_ID: usize = 24;
+pub const PAGE_SIZE_LOG2: usize = 32;
+pub const RESERVED: usize = 33;
+pub const INDEX: usize = 40;
+
+/// What a checkpoint records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// Bumped by every checkpoint; double-write entries of other generations are ignored.
+    pub generation: u64,
+    /// Every WAL record below this lsn is in the data pages.
+    pub wal_replay_from_lsn: u64,
+    /// Pages in the data file the index may reference (ids below this).
+    pub data_end_page: PageId,
+    pub next_production_id: u64,
+    pub page_size: PageSize,
+    pub index: Index,
+}
+
+impl Checkpoint {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(INDEX + 64 * self.index.len());
+        for v in [self.generation, self.wal_replay_from_lsn, self.data_end_page, self.next_production_id] {
+            p.extend_from_slice(&v.to_le_bytes());
+        }
+        p.push(self.page_size.log2());
+        p.extend_from_slice(&[0; INDEX - RESERVED]);
+        self.index.encode(&mut p);
+        p
+    }
+
+    /// Decodes a payload found at `payload_offset` of `file`.
+    pub fn decode(payload: &[u8], file: &str, payload_offset: u64) -> Result<Checkpoint> {
+        let corrupt =
+            |at: usize, what: &str| Error::corruption(file, payload_offset + at as u64, what.to_string());
+        let u64_at =
+            |at: usize| strata_core::le_bytes::u64_at(payload, at).ok_or_else(|| corrupt(at, "truncated"));
+        let generation = u64_at(GENERATION)?;
+        let wal_replay_from_lsn = u64_at(WAL_REPLAY_FROM_LSN)?;
+        let data_end_page = u64_at(DATA_END_PAGE)?;
+        let next_production_id = u64_at(NEXT_PRODUCTION_ID)?;
+        let log2 =
+            payload.get(PAGE_SIZE_LOG2).copied().ok_or_else(|| corrupt(PAGE_SIZE_LOG2, "truncated"))?;
+        let page_size = PageSize::from_log2(log2).ok_or_else(|| corrupt(PAGE_SIZE_LOG2, "bad page size"))?;
+        if payload.get(RESERVED..INDEX).is_none_or(|r| r.iter().any(|&b| b != 0)) {
+            return Err(corrupt(RESERVED, "reserved bytes are not zero"));
+        }
+        if wal_replay_from_lsn == 0 || next_production_id == 0 {
+            return Err(corrupt(WAL_REPLAY_FROM_LSN, "zero lsn or production id"));
+        }
+        let rest = payload.get(INDEX..).unwrap_or_default();
+        let (index, used) = Index::decode(rest, file, payload_offset + INDEX as u64, data_end_page)?;
+        if used != rest.len() {
+            return Err(corrupt(INDEX + used, "bytes after the index"));
+        }
+        Ok(Checkpoint {
+            generation,
+            wal_replay_from_lsn,
+            data_end_page,
+            next_production_id,
+            page_size,
+            index,
+        })
+    }
+
+    /// The checkpoint in `storage`, if there is one.
+    pub fn load(storage: &dyn Storage) -> Result<Option<Checkpoint>> {
+        if !storage.exists(FILE_NAME)? {
+            return Ok(None);
+        }
+        let bytes =
+            strata_io::read_all(storage.open(FILE_NAME, strata_io::OpenOptions::existing())?.as_ref())?;
+        let decoded = FORMAT.decode(FILE_NAME, &bytes)?;
+        Checkpoint::decode(decoded.payload, FILE_NAME, decoded.payload_offset).map(Some)
+    }
+
+    /// Durably replaces the checkpoint file (temporary file, fsync, rename, directory fsync).
+    pub fn store(&self, storage: &dyn Storage) -> Result<()> {
+        FORMAT.store(storage, FILE_NAME, VERSION, &self.encode())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_io::MemStorage;
+
+    use super::*;
+    use crate::free_space::SegmentSlot;
+    use crate::index::SegmentEntry;
+
+    fn sample() -> Checkpoint {
+        let mut index = Index::default();
+        index.insert(Vec::new(), SegmentEntry::new(SegmentSlot { first_page: 1, pages: 1 }, None, 3));
+        Checkpoint {
+            generation: 7,
+            wal_replay_from_lsn: 42,
+            data_end_page: 2,
+            next_production_id: 4,
+            page_size: PageSize::DEFAULT,
+            index,
+        }
+    }
+
+    /// docs/format/treeline.md, "treeline-checkpoint": every field at its documented offset.
+    #[test]
+    fn offsets() {
+        let c = sample();
+        let file = FORMAT.encode(VERSION, &c.encode());
+        let p = &file[12..file.len() - 4];
+        assert_eq!(&file[..8], b"TLCHKPT\0");
+        assert_eq!(p[GENERATION], 7);
+        assert_eq!(p[WAL_REPLAY_FROM_LSN], 42);
+        assert_eq!(p[DATA_END_PAGE], 2);
+        assert_eq!(p[NEXT_PRODUCTION_ID], 4);
+        assert_eq!(p[PAGE_SIZE_LOG2], 12);
+        assert_eq!(&p[INDEX..INDEX + 4], &1u32.to_le_bytes());
+        assert_eq!(&p[INDEX + 4..INDEX + 6], &0u16.to_le_bytes(), "first lower bound: empty");
+        assert_eq!(p[INDEX + 6], 1, "first page");
+    }
+
+    #[test]
+    fn round_trips_and_damage_is_corruption() {
+        let storage = MemStorage::new();
+        assert_eq!(Checkpoint::load(&storage).unwrap(), None);
+        sample().store(&storage).unwrap();
+        assert_eq!(Checkpoint::load(&storage).unwrap(), Some(sample()));
+        let payload = sample().encode();
+        for len in 0..payload.len() {
+            assert!(Checkpoint::decode(&payload[..len], "f", 12).is_err(), "{len}");
+        }
+        for i in 0..payload.len() {
+            let mut damaged = payload.clone();
+            damaged[i] ^= 0x21;
+            let _ = Checkpoint::decode(&damaged, "f", 12); // never panics
+        }
+    }
+}

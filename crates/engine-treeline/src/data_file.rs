@@ -1,0 +1,141 @@
+//! `treeline-data`: page 0 is the file header (a `small_file` record naming the page size), pages
+//! `1..` are base and overflow pages (docs/format/treeline.md). Opened with O_DIRECT when
+//! `EngineConfig::direct_io`; every write is a whole page at a page-aligned offset, so it meets
+//! O_DIRECT's alignment rules for every page size.
+
+use std::sync::Arc;
+
+use strata_core::{Error, Result};
+use strata_io::{OpenOptions, Storage, StorageFile};
+use strata_kit::small_file::{CrcLayout, SmallFileFormat, OVERHEAD_BYTES};
+
+use crate::free_space::{page_offset, PageId};
+use crate::page::{Page, PageSize};
+
+pub const FILE_NAME: &str = "treeline-data";
+pub const HEADER_VERSION: u32 = 1;
+/// Header payload: `u8` page size log2, then 7 zero bytes.
+pub const HEADER_PAYLOAD_BYTES: usize = 8;
+pub const HEADER_BYTES: usize = OVERHEAD_BYTES + HEADER_PAYLOAD_BYTES;
+
+pub const HEADER_FORMAT: SmallFileFormat = SmallFileFormat {
+    magic: b"TLDATA\0\0",
+    versions: 1..=1,
+    crc: CrcLayout::Trailing,
+    payload_bytes: Some(HEADER_PAYLOAD_BYTES),
+};
+
+/// The open data file.
+#[derive(Debug)]
+pub struct DataFile {
+    file: Arc<dyn StorageFile>,
+    size: PageSize,
+}
+
+impl DataFile {
+    /// Creates (or re-creates) the file with its header page, synced.
+    pub fn create(storage: &dyn Storage, size: PageSize, direct: bool) -> Result<DataFile> {
+        let file = storage.open(FILE_NAME, OpenOptions::create().with_direct(direct))?;
+        file.set_len(0)?;
+        let mut header = vec![0u8; size.bytes()];
+        let mut payload = [0u8; HEADER_PAYLOAD_BYTES];
+        payload[0] = size.log2();
+        let encoded = HEADER_FORMAT.encode(HEADER_VERSION, &payload);
+        if let Some(dst) = header.get_mut(..encoded.len()) {
+            dst.copy_from_slice(&encoded);
+        }
+        file.write_at(0, &header)?;
+        file.sync()?;
+        storage.sync_dir()?;
+        Ok(DataFile { file, size })
+    }
+
+    /// Opens the file and reads its page size from the header.
+    pub fn open(storage: &dyn Storage, direct: bool) -> Result<DataFile> {
+        let file = storage.open(FILE_NAME, OpenOptions::existing().with_direct(direct))?;
+        let mut header = [0u8; HEADER_BYTES];
+        file.read_at(0, &mut header).map_err(|_| Error::corruption(FILE_NAME, 0, "header truncated"))?;
+        let decoded = HEADER_FORMAT.decode(FILE_NAME, &header)?;
+        let log2 = decoded.payload.first().copied().unwrap_or_default();
+        let size = PageSize::from_log2(log2).ok_or_else(|| {
+            Error::corruption(FILE_NAME, decoded.payload_offset, format!("page size log2 {log2}"))
+        })?;
+        if decoded.payload.iter().skip(1).any(|&b| b != 0) {
+            return Err(Error::corruption(
+                FILE_NAME,
+                decoded.payload_offset + 1,
+                "reserved bytes are not zero",
+            ));
+        }
+        Ok(DataFile { file, size })
+    }
+
+    pub fn page_size(&self) -> PageSize {
+        self.size
+    }
+
+    fn offset_of(&self, id: PageId) -> Result<u64> {
+        page_offset(id, self.size)
+            .ok_or_else(|| Error::corruption(FILE_NAME, 0, format!("page id {id} overflows")))
+    }
+
+    /// The raw bytes of page `id`.
+    pub fn read_raw(&self, id: PageId) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.size.bytes()];
+        let offset = self.offset_of(id)?;
+        self.file.read_at(offset, &mut buf).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Error::corruption(FILE_NAME, offset, format!("page {id} is past the end of the file"))
+            }
+            other => other,
+        })?;
+        Ok(buf)
+    }
+
+    /// Page `id`, validated.
+    pub fn read_page(&self, id: PageId) -> Result<Page> {
+        let bytes = self.read_raw(id)?;
+        Page::open(bytes, FILE_NAME, self.offset_of(id)?)
+    }
+
+    pub fn write_page(&self, id: PageId, bytes: &[u8]) -> Result<()> {
+        self.file.write_at(self.offset_of(id)?, bytes)
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync()
+    }
+
+    pub fn len_bytes(&self) -> Result<u64> {
+        self.file.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_io::MemStorage;
+
+    use super::*;
+
+    /// docs/format/treeline.md, "The data file header".
+    #[test]
+    fn header_offsets_and_damage() {
+        let storage = MemStorage::new();
+        let size = PageSize::new(8192).unwrap();
+        drop(DataFile::create(&storage, size, false).unwrap());
+        let bytes =
+            strata_io::read_all(storage.open(FILE_NAME, OpenOptions::existing()).unwrap().as_ref()).unwrap();
+        assert_eq!(bytes.len(), 8192);
+        assert_eq!(&bytes[..8], b"TLDATA\0\0");
+        assert_eq!(&bytes[8..12], &1u32.to_le_bytes());
+        assert_eq!(bytes[12], 13);
+        let crc = crc32c::crc32c(&bytes[..20]);
+        assert_eq!(&bytes[20..24], &crc.to_le_bytes());
+        assert_eq!(DataFile::open(&storage, false).unwrap().page_size(), size);
+        let file = storage.open(FILE_NAME, OpenOptions::existing()).unwrap();
+        file.write_at(12, &[14]).unwrap();
+        assert!(DataFile::open(&storage, false).unwrap_err().is_corruption());
+        let data = DataFile::open(&storage, false);
+        assert!(data.is_err());
+    }
+}

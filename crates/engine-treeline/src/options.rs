@@ -1,0 +1,141 @@
+//! The engine's knobs (`EngineConfig::engine_options`, read with `EngineOptionReader`) and the
+//! sizes derived from them and the memory budget.
+
+use strata_core::{EngineConfig, EngineOptionReader, Error, Result};
+
+use crate::page::PageSize;
+
+/// Engine name, as the facade and the knobs' error messages spell it.
+pub const ENGINE_NAME: &str = "treeline";
+
+/// Smallest record cache: a few pages' worth of records.
+pub const MIN_RECORD_CACHE_BYTES: u64 = 4 << 10;
+/// Smallest share of the budget kept outside the record cache for buffers.
+pub const MIN_BUFFER_RESERVE_BYTES: u64 = 64 << 10;
+
+/// Memory kept outside the record cache for buffers — the WAL's append buffer (budget/16, at
+/// most 1 MiB), pages being written back, a reorganization's pre pages (half the reserve, beyond
+/// the full segment itself) — counted against the budget: an eighth of it, at least 64 KiB.
+pub fn buffer_reserve_bytes(config: &EngineConfig) -> u64 {
+    (config.memory_budget_bytes / 8).max(MIN_BUFFER_RESERVE_BYTES)
+}
+
+/// TreeLine's knobs. `None` means "derived" (documented per field).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TreelineOptions {
+    /// Page size of a new store (4 KiB–64 KiB, a power of two); an existing store keeps its own.
+    pub page_size_bytes: usize,
+    /// Record cache capacity; default half the memory budget. Runtime knob.
+    pub record_cache_bytes: Option<u64>,
+    /// Records per page a reorganization aims for (the paper's *goal*); default: 70% of what fits
+    /// a page at the reorganized records' average size.
+    pub goal: Option<usize>,
+    /// Model error bound in records (the paper's *epsilon*); default: what the goal leaves room
+    /// for (`forecast::epsilon_for`).
+    pub epsilon: Option<u32>,
+    /// Segments examined on each side of a full segment in Phase I (the paper's *r*).
+    pub reorg_radius: usize,
+    /// Insert forecasting sets the goal of each reorganization (§4.6); off: the goal alone.
+    pub forecasting: bool,
+    /// Inserts per forecasting epoch.
+    pub forecast_epoch_inserts: u64,
+    /// WAL growth that triggers a checkpoint; default the record cache size (at least 256 KiB),
+    /// so replaying the log after a crash refills about one cache.
+    pub checkpoint_wal_bytes: Option<u64>,
+}
+
+impl Default for TreelineOptions {
+    fn default() -> Self {
+        TreelineOptions {
+            page_size_bytes: PageSize::DEFAULT.bytes(),
+            record_cache_bytes: None,
+            goal: None,
+            epsilon: None,
+            reorg_radius: 5,
+            forecasting: true,
+            forecast_epoch_inserts: 100_000,
+            checkpoint_wal_bytes: None,
+        }
+    }
+}
+
+/// Knobs `Db::set_option` may change while the store is open.
+pub const RUNTIME_OPTIONS: &[&str] = &["record_cache_bytes"];
+
+impl TreelineOptions {
+    /// The knobs given in `config`, over the defaults; refuses unknown names and bad values.
+    pub fn from_config(config: &EngineConfig) -> Result<TreelineOptions> {
+        let mut options = TreelineOptions::default();
+        let mut r = EngineOptionReader::new(ENGINE_NAME, &config.engine_options)?;
+        if let Some(bytes) = r.bytes("page_size_bytes", 4096..=65536)? {
+            let size = usize::try_from(bytes).map_err(|_| Error::invalid("page_size_bytes"))?;
+            PageSize::new(size)?;
+            options.page_size_bytes = size;
+        }
+        options.record_cache_bytes = r.bytes("record_cache_bytes", cache_range(config))?;
+        options.goal = r.count("goal", 1..=6552)?.map(|g| g as usize);
+        options.epsilon = r.count("epsilon", 1..=3276)?.map(|e| e as u32);
+        if let Some(radius) = r.count("reorg_radius", 0..=64)? {
+            options.reorg_radius = radius as usize;
+        }
+        if let Some(on) = r.flag("forecasting")? {
+            options.forecasting = on;
+        }
+        if let Some(n) = r.count("forecast_epoch_inserts", 1..=1 << 40)? {
+            options.forecast_epoch_inserts = n;
+        }
+        options.checkpoint_wal_bytes = r.bytes("checkpoint_wal_bytes", 4096..=1 << 50)?;
+        r.finish()?;
+        Ok(options)
+    }
+
+    /// The record cache capacity for `config`'s budget.
+    pub fn record_cache_bytes(&self, config: &EngineConfig) -> u64 {
+        self.record_cache_bytes.unwrap_or(config.memory_budget_bytes / 2).max(MIN_RECORD_CACHE_BYTES)
+    }
+
+    pub fn checkpoint_wal_bytes(&self, config: &EngineConfig) -> u64 {
+        self.checkpoint_wal_bytes.unwrap_or_else(|| self.record_cache_bytes(config).max(256 << 10))
+    }
+}
+
+/// Record cache sizes the budget allows: what is left after the buffer reserve.
+pub fn cache_range(config: &EngineConfig) -> std::ops::RangeInclusive<u64> {
+    MIN_RECORD_CACHE_BYTES
+        ..=config.memory_budget_bytes.saturating_sub(buffer_reserve_bytes(config)).max(MIN_RECORD_CACHE_BYTES)
+}
+
+/// Parses a runtime `record_cache_bytes` value as at open.
+pub fn parse_record_cache_bytes(config: &EngineConfig, value: &str) -> Result<u64> {
+    let given = [("record_cache_bytes".to_string(), value.to_string())];
+    let mut r = EngineOptionReader::new(ENGINE_NAME, &given)?;
+    let bytes = r.bytes("record_cache_bytes", cache_range(config))?;
+    r.finish()?;
+    bytes.ok_or_else(|| Error::invalid("record_cache_bytes needs a value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knobs_are_read_and_unknown_ones_refused() {
+        let config = EngineConfig::default().with_engine_options([
+            ("record_cache_bytes", "64KiB"),
+            ("goal", "20"),
+            ("forecasting", "false"),
+            ("reorg_radius", "2"),
+        ]);
+        let o = TreelineOptions::from_config(&config).unwrap();
+        assert_eq!(o.record_cache_bytes, Some(64 << 10));
+        assert_eq!((o.goal, o.forecasting, o.reorg_radius), (Some(20), false, 2));
+        let bad = EngineConfig::default().engine_option("page_size_bytes", "5000");
+        assert!(TreelineOptions::from_config(&bad).is_err());
+        let unknown = EngineConfig::default().engine_option("cache", "1");
+        assert!(TreelineOptions::from_config(&unknown)
+            .unwrap_err()
+            .to_string()
+            .contains("record_cache_bytes"));
+        assert!(parse_record_cache_bytes(&EngineConfig::default(), "1TiB").is_err());
+    }
+}

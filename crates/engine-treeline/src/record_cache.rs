@@ -1,0 +1,352 @@
+//! TreeLine's record cache (paper §4.2): the newest version of hot and dirty records, ordered by
+//! key, evicted by CLOCK with priorities.
+//!
+//! Why not `strata_kit::cache::Cache`: the kit's cache is a slot store that callers reach by slot
+//! number (flex keeps slot ids in its sparse index) with no key lookup and no key order, and its
+//! policy (S3-FIFO + 2-bit CLOCK) only vetoes dirty values. TreeLine needs a lookup by key, the
+//! cached records of a key range in order (scans merge them over pages; write-back gathers every
+//! dirty record of one page by its fences), and an eviction whose dirty candidate *drives* a page
+//! write-back. Adding a key index and a second policy to the shared type would change what flex
+//! relies on, so the policy lives here, over a `BTreeMap`.
+//!
+//! Policy: each entry has a priority 0..=`P_MAX`; writes and read misses enter at `P_MID` and
+//! every access raises it by one. The hand walks the entries in key order (wrapping), lowering
+//! each priority above 0; the first entry at 0 is the candidate. A dirty candidate makes the hand
+//! look up to `LOOKAHEAD` entries further for a clean one at 0; if none, the caller writes back the
+//! candidate's whole page (every dirty record of it, which stay cached, now clean) and then evicts
+//! it. Invariants: `used_bytes` is the sum of `entry_bytes` over the map; an entry with
+//! `dirty_lsn > 0` is never evicted; a clean tombstone is never kept (it says nothing the pages do
+//! not).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use strata_core::{Key, Value};
+use strata_wal::Lsn;
+
+/// Highest priority.
+pub const P_MAX: u8 = 4;
+/// Priority of a record admitted by a write or a read miss.
+pub const P_MID: u8 = P_MAX / 2;
+/// Entries the hand looks past a dirty candidate for a clean one.
+pub const LOOKAHEAD: usize = 32;
+/// Bytes counted per entry besides its key and value: the map node's share and the entry.
+pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
+/// One cached record: `value` is `None` for a tombstone (a delete not yet written back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedRecord {
+    pub value: Option<Value>,
+    /// Lsn of the last write not yet written back; 0 = clean (the pages hold this value).
+    pub dirty_lsn: Lsn,
+    priority: u8,
+}
+
+/// A dirty record as write-back takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirtyRecord {
+    pub key: Key,
+    pub value: Option<Value>,
+    pub lsn: Lsn,
+}
+
+/// What one eviction step decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// Nothing cached.
+    Empty,
+    /// A clean entry was evicted.
+    Evicted,
+    /// Every candidate was dirty: write back this key's page, then `evict_if_clean(key)`.
+    WriteBack(Key),
+}
+
+fn entry_bytes(key: &[u8], value: Option<&Value>) -> u64 {
+    (key.len() + value.map_or(0, Vec::len)) as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct RecordCache {
+    map: BTreeMap<Key, CachedRecord>,
+    used_bytes: u64,
+    dirty_entries: usize,
+    capacity_bytes: u64,
+    /// The CLOCK hand: the last key it visited (it need not be cached any more).
+    hand: Option<Key>,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+
+impl RecordCache {
+    pub fn new(capacity_bytes: u64) -> RecordCache {
+        RecordCache { capacity_bytes, ..RecordCache::default() }
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    pub fn set_capacity_bytes(&mut self, capacity_bytes: u64) {
+        self.capacity_bytes = capacity_bytes;
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn dirty_entries(&self) -> usize {
+        self.dirty_entries
+    }
+
+    pub fn over_capacity(&self) -> bool {
+        self.used_bytes > self.capacity_bytes
+    }
+
+    /// The cached version of `key` (`Some(None)`: deleted), raising its priority; counts a hit
+    /// or a miss.
+    pub fn get(&mut self, key: &[u8]) -> Option<Option<Value>> {
+        match self.map.get_mut(key) {
+            Some(entry) => {
+                entry.priority = (entry.priority + 1).min(P_MAX);
+                self.hits += 1;
+                Some(entry.value.clone())
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Whether `key` is cached (counts nothing).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// A write (`None`: delete) logged at `lsn`: the entry becomes dirty with that lsn.
+    pub fn put_dirty(&mut self, key: Key, value: Option<Value>, lsn: Lsn) {
+        let added = entry_bytes(&key, value.as_ref());
+        match self.map.get_mut(&key) {
+            Some(entry) => {
+                self.used_bytes -= entry_bytes(&key, entry.value.as_ref());
+                if entry.dirty_lsn == 0 {
+                    self.dirty_entries += 1;
+                }
+                entry.value = value;
+                entry.dirty_lsn = lsn;
+                entry.priority = (entry.priority + 1).min(P_MAX);
+            }
+            None => {
+                self.dirty_entries += 1;
+                self.map.insert(key, CachedRecord { value, dirty_lsn: lsn, priority: P_MID });
+            }
+        }
+        self.used_bytes += added;
+    }
+
+    /// A value read from the pages after a miss, cached clean if `key` is still absent.
+    pub fn admit_clean(&mut self, key: Key, value: Value) {
+        if self.map.contains_key(&key) {
+            return;
+        }
+        self.used_bytes += entry_bytes(&key, Some(&value));
+        self.map.insert(key, CachedRecord { value: Some(value), dirty_lsn: 0, priority: P_MID });
+    }
+
+    /// Every dirty record with `lower <= key < upper` (`upper = None`: unbounded), in key order.
+    pub fn dirty_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<DirtyRecord> {
+        self.entries_in(lower, upper)
+            .filter(|(_, e)| e.dirty_lsn > 0)
+            .map(|(k, e)| DirtyRecord { key: k.clone(), value: e.value.clone(), lsn: e.dirty_lsn })
+            .collect()
+    }
+
+    /// Every cached record with `lower <= key < upper`, in key order (`None` values: deleted).
+    pub fn cached_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<(Key, Option<Value>)> {
+        self.entries_in(lower, upper).map(|(k, e)| (k.clone(), e.value.clone())).collect()
+    }
+
+    fn entries_in<'a>(
+        &'a self,
+        lower: &'a [u8],
+        upper: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a Key, &'a CachedRecord)> + 'a {
+        let end = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        self.map.range::<[u8], _>((Bound::Included(lower), end))
+    }
+
+    /// The first dirty key at or after `from`.
+    pub fn first_dirty_at_or_after(&self, from: &[u8]) -> Option<Key> {
+        self.entries_in(from, None).find(|(_, e)| e.dirty_lsn > 0).map(|(k, _)| k.clone())
+    }
+
+    /// After a page write: each record still dirty with the lsn that was written becomes clean
+    /// (a clean tombstone is dropped); records written again meanwhile stay dirty.
+    pub fn mark_clean(&mut self, written: &[DirtyRecord]) {
+        for record in written {
+            let Some(entry) = self.map.get_mut(&record.key) else { continue };
+            if entry.dirty_lsn != record.lsn {
+                continue;
+            }
+            entry.dirty_lsn = 0;
+            self.dirty_entries -= 1;
+            if entry.value.is_none() {
+                self.remove(&record.key);
+            }
+        }
+    }
+
+    /// Evicts `key` if it is cached and clean.
+    pub fn evict_if_clean(&mut self, key: &[u8]) -> bool {
+        if self.map.get(key).is_some_and(|e| e.dirty_lsn == 0) {
+            self.remove(key);
+            self.evictions += 1;
+            return true;
+        }
+        false
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(entry) = self.map.remove(key) {
+            self.used_bytes -= entry_bytes(key, entry.value.as_ref());
+            if entry.dirty_lsn > 0 {
+                self.dirty_entries -= 1;
+            }
+        }
+    }
+
+    /// Moves the hand to the next entry in key order (wrapping) and returns its key.
+    fn advance(&mut self) -> Option<Key> {
+        let next = match &self.hand {
+            Some(hand) => {
+                self.map.range::<[u8], _>((Bound::Excluded(hand.as_slice()), Bound::Unbounded)).next()
+            }
+            None => None,
+        };
+        let key = next.or_else(|| self.map.iter().next()).map(|(k, _)| k.clone())?;
+        self.hand = Some(key.clone());
+        Some(key)
+    }
+
+    /// One eviction by the policy in the module documentation.
+    pub fn choose_victim(&mut self) -> Victim {
+        let max_steps = self.map.len() * (usize::from(P_MAX) + 1) + LOOKAHEAD + 1;
+        let mut dirty_candidate: Option<Key> = None;
+        let mut looked_ahead = 0;
+        for _ in 0..max_steps {
+            let Some(key) = self.advance() else { return Victim::Empty };
+            let Some(entry) = self.map.get_mut(&key) else { continue };
+            if entry.priority == 0 && entry.dirty_lsn == 0 {
+                self.remove(&key);
+                self.evictions += 1;
+                return Victim::Evicted;
+            }
+            if entry.priority > 0 {
+                entry.priority -= 1;
+            } else if dirty_candidate.is_none() {
+                dirty_candidate = Some(key);
+                continue;
+            }
+            if dirty_candidate.is_some() {
+                looked_ahead += 1;
+                if looked_ahead >= LOOKAHEAD {
+                    break;
+                }
+            }
+        }
+        dirty_candidate.map_or(Victim::Empty, Victim::WriteBack)
+    }
+
+    /// Evicts clean entries only (for read admissions, which do no writes) until under capacity
+    /// or `max_steps` hand moves were spent.
+    pub fn evict_clean_only(&mut self, max_steps: usize) {
+        for _ in 0..max_steps {
+            if !self.over_capacity() {
+                return;
+            }
+            let Some(key) = self.advance() else { return };
+            let Some(entry) = self.map.get_mut(&key) else { continue };
+            if entry.dirty_lsn > 0 {
+                continue;
+            }
+            if entry.priority > 0 {
+                entry.priority -= 1;
+            } else {
+                self.remove(&key);
+                self.evictions += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u32) -> Key {
+        format!("k{i:04}").into_bytes()
+    }
+
+    #[test]
+    fn writes_are_dirty_until_marked_clean_with_their_lsn() {
+        let mut c = RecordCache::new(1 << 20);
+        c.put_dirty(k(1), Some(b"a".to_vec()), 5);
+        c.put_dirty(k(2), None, 6);
+        let dirty = c.dirty_in(b"", None);
+        assert_eq!(dirty.len(), 2);
+        c.put_dirty(k(1), Some(b"b".to_vec()), 7); // written again after write-back took lsn 5
+        c.mark_clean(&dirty);
+        assert_eq!(c.dirty_entries(), 1);
+        assert!(!c.contains(&k(2)), "a clean tombstone is dropped");
+        assert_eq!(c.get(&k(1)), Some(Some(b"b".to_vec())));
+        assert_eq!(c.used_bytes(), entry_bytes(&k(1), Some(&b"b".to_vec())));
+    }
+
+    #[test]
+    fn a_dirty_candidate_yields_to_a_clean_one_within_the_lookahead() {
+        let mut c = RecordCache::new(1 << 20);
+        c.put_dirty(k(0), Some(vec![0]), 1);
+        for i in 1..10 {
+            c.admit_clean(k(i), vec![1]);
+        }
+        match c.choose_victim() {
+            Victim::Evicted => {}
+            other => panic!("expected a clean eviction, got {other:?}"),
+        }
+        assert!(c.contains(&k(0)));
+    }
+
+    #[test]
+    fn all_dirty_asks_for_a_write_back_and_never_evicts_dirty() {
+        let mut c = RecordCache::new(10);
+        for i in 0..40 {
+            c.put_dirty(k(i), Some(vec![1]), u64::from(i) + 1);
+        }
+        let Victim::WriteBack(key) = c.choose_victim() else { panic!("expected a write-back") };
+        assert!(!c.evict_if_clean(&key));
+        let dirty = c.dirty_in(&key, None);
+        c.mark_clean(&dirty[..1]);
+        assert!(c.evict_if_clean(&key));
+        assert_eq!(c.len(), 39);
+    }
+
+    #[test]
+    fn clean_only_eviction_leaves_dirty_entries() {
+        let mut c = RecordCache::new(0);
+        c.put_dirty(k(0), Some(vec![0]), 1);
+        c.admit_clean(k(1), vec![1]);
+        c.evict_clean_only(100);
+        assert!(c.contains(&k(0)) && !c.contains(&k(1)));
+        assert_eq!(c.cached_in(b"", None).len(), 1);
+    }
+}

@@ -1,0 +1,51 @@
+//! Counters reported in `Stats::engine_counters` (names as listed by `Counters::list`).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub user_bytes_written: AtomicU64,
+    pub user_bytes_read: AtomicU64,
+    /// Pages written back in place (each a base page, plus its overflow page when it changed).
+    pub pages_written_back: AtomicU64,
+    pub records_written_back: AtomicU64,
+    /// Page images appended to the double-write area.
+    pub double_write_pages: AtomicU64,
+    pub overflow_pages_created: AtomicU64,
+    pub reorganizations: AtomicU64,
+    pub pre_segments_reorganized: AtomicU64,
+    pub post_segments_written: AtomicU64,
+    /// Post segments of more than one page (page grouping at work).
+    pub multi_page_segments_written: AtomicU64,
+    /// Reorganizations whose goal the insert forecast lowered.
+    pub forecast_lowered_goals: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub records_replayed_at_open: AtomicU64,
+    pub pages_restored_at_open: AtomicU64,
+}
+
+impl Counters {
+    pub fn list(&self) -> Vec<(String, u64)> {
+        [
+            ("pages_written_back", &self.pages_written_back),
+            ("records_written_back", &self.records_written_back),
+            ("double_write_pages", &self.double_write_pages),
+            ("overflow_pages_created", &self.overflow_pages_created),
+            ("reorganizations", &self.reorganizations),
+            ("pre_segments_reorganized", &self.pre_segments_reorganized),
+            ("post_segments_written", &self.post_segments_written),
+            ("multi_page_segments_written", &self.multi_page_segments_written),
+            ("forecast_lowered_goals", &self.forecast_lowered_goals),
+            ("checkpoints", &self.checkpoints),
+            ("records_replayed_at_open", &self.records_replayed_at_open),
+            ("pages_restored_at_open", &self.pages_restored_at_open),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.load(Relaxed)))
+        .collect()
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+}

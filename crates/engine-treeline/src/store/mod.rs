@@ -1,0 +1,326 @@
+//! The engine's state and its recovery path (docs/ARCHITECTURE.md, "Engine treeline").
+//!
+//! Locks, always taken in this order (never the reverse): `maint` (one write-back,
+//! reorganization or checkpoint at a time; it owns the free list, the double-write area and the
+//! forecaster, and only its holder changes the index or any page) → `index` → a segment latch →
+//! `cache` (innermost, never held across I/O). Readers hold `index` shared across their page
+//! reads, so a reorganization's index swap waits for them and no reader reaches a page after its
+//! segment left the index; segment latches keep a reader from seeing a page while it is
+//! overwritten in place.
+
+mod checkpoint;
+mod counters;
+mod reads;
+mod reorg;
+mod scan;
+mod verify;
+mod write_back;
+mod writes;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use strata_core::{EngineConfig, Error, Poison, Result};
+use strata_io::Storage;
+use strata_wal::{Wal, WalOptions};
+
+pub use self::counters::Counters;
+pub use self::scan::RangeIter;
+use crate::checkpoint_file::{self, Checkpoint};
+use crate::data_file::DataFile;
+use crate::double_write::DoubleWrite;
+use crate::forecast::{ForecastConfig, Forecaster};
+use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
+use crate::index::Index;
+use crate::options::{buffer_reserve_bytes, TreelineOptions, MIN_RECORD_CACHE_BYTES};
+use crate::page::PageSize;
+use crate::record_cache::RecordCache;
+
+/// WAL segment files are `treeline-wal-<id>.log`.
+pub const WAL_FILE_PREFIX: &str = "treeline-wal-";
+/// Segment latches (striped by the segment's first page id).
+const LATCH_STRIPES: usize = 64;
+
+/// State only the holder of `Store::maint` touches.
+pub(crate) struct MaintState {
+    pub free: FreeSpace,
+    /// Slots that left the index since the last checkpoint. The checkpoint's index may still
+    /// reference them, so they are reused only after the next checkpoint is durable.
+    pub freed_since_checkpoint: Vec<SegmentSlot>,
+    pub double_write: DoubleWrite,
+    pub forecaster: Option<Forecaster>,
+    pub generation: u64,
+    pub next_production_id: u64,
+}
+
+impl MaintState {
+    pub fn take_production_id(&mut self) -> u64 {
+        let id = self.next_production_id;
+        self.next_production_id += 1;
+        id
+    }
+}
+
+/// The engine. See the module documentation for its locks.
+pub(crate) struct Store {
+    pub storage: Arc<dyn Storage>,
+    pub config: EngineConfig,
+    pub options: TreelineOptions,
+    pub page_size: PageSize,
+    pub data: DataFile,
+    pub wal: Wal,
+    pub wal_options: WalOptions,
+    pub maint: Mutex<MaintState>,
+    pub index: RwLock<Index>,
+    latches: [RwLock<()>; LATCH_STRIPES],
+    pub cache: Mutex<RecordCache>,
+    /// Bumped (under `cache`) after every page write and before its records are marked clean: a
+    /// reader that saw it unchanged across its page read may cache what it read.
+    pub page_write_epoch: AtomicU64,
+    pub wal_bytes_since_checkpoint: AtomicU64,
+    pub checkpoint_wal_bytes: u64,
+    /// The record cache capacity asked for (the budget may leave less; `effective_cache_bytes`).
+    pub record_cache_bytes: AtomicU64,
+    pub index_memory_bytes: AtomicU64,
+    pub double_write_bytes: AtomicU64,
+    pub poison: Poison,
+    pub closed: AtomicBool,
+    pub counters: Counters,
+}
+
+impl Store {
+    /// Opens (creating if empty) the store: checkpoint, double-write repair, free list, WAL replay.
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<Arc<Store>> {
+        let options = TreelineOptions::from_config(config)?;
+        let wal_options = WalOptions {
+            segment_bytes: config.wal_segment_bytes,
+            recovery_mode: config.recovery_mode,
+            buffer_bytes: (config.memory_budget_bytes / 16).clamp(4 << 10, 1 << 20) as usize,
+            file_prefix: WAL_FILE_PREFIX.to_string(),
+            ..WalOptions::default()
+        };
+        // 1. The last checkpoint (or a new store), and the data file it describes.
+        let (checkpoint, data) = open_or_create(storage.as_ref(), config, &options, &wal_options)?;
+        // 2. Repair pages torn since the checkpoint from their double-write images.
+        let restored = restore_double_written_pages(storage.as_ref(), &data, &checkpoint)?;
+        // 3. The free list: every page the checkpoint's index does not reference.
+        let free = derive_free_space(&checkpoint)?;
+        let double_write = DoubleWrite::open(storage.as_ref(), checkpoint.page_size, checkpoint.generation)?;
+        let forecaster = options.forecasting.then(|| forecaster(&options)).transpose()?;
+        let cache_bytes = options.record_cache_bytes(config);
+        let mut cache = RecordCache::new(cache_bytes);
+        // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
+        let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &mut cache)?;
+        let index_memory_bytes = checkpoint.index.memory_bytes();
+        let store = Store {
+            page_size: checkpoint.page_size,
+            data,
+            wal: replayed.wal,
+            wal_options,
+            maint: Mutex::new(MaintState {
+                free,
+                freed_since_checkpoint: Vec::new(),
+                double_write,
+                forecaster,
+                generation: checkpoint.generation,
+                next_production_id: checkpoint.next_production_id,
+            }),
+            index: RwLock::new(checkpoint.index),
+            latches: std::array::from_fn(|_| RwLock::new(())),
+            cache: Mutex::new(cache),
+            page_write_epoch: AtomicU64::new(0),
+            wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
+            checkpoint_wal_bytes: options.checkpoint_wal_bytes(config),
+            record_cache_bytes: AtomicU64::new(cache_bytes),
+            index_memory_bytes: AtomicU64::new(index_memory_bytes),
+            double_write_bytes: AtomicU64::new(0),
+            poison: Poison::labelled("treeline"),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            storage,
+            config: config.clone(),
+            options,
+        };
+        store.counters.records_replayed_at_open.store(replayed.report.records_replayed, Relaxed);
+        store.counters.pages_restored_at_open.store(restored, Relaxed);
+        let store = Arc::new(store);
+        // 5. Bring the cache back under its capacity (write-backs need the open WAL).
+        store.evict_while_over_capacity()?;
+        Ok(store)
+    }
+
+    /// `Err` once closed or poisoned.
+    pub fn check_usable(&self) -> Result<()> {
+        if self.closed.load(Relaxed) {
+            return Err(Error::Closed);
+        }
+        self.poison.check()
+    }
+
+    /// The latch of the segment whose first page is `first_page`.
+    pub fn latch_read(&self, first_page: PageId) -> RwLockReadGuard<'_, ()> {
+        self.latch(first_page).read()
+    }
+
+    pub fn latch_write(&self, first_page: PageId) -> RwLockWriteGuard<'_, ()> {
+        self.latch(first_page).write()
+    }
+
+    #[allow(clippy::indexing_slicing, reason = "the stripe is reduced modulo the array's length")]
+    fn latch(&self, first_page: PageId) -> &RwLock<()> {
+        &self.latches[(first_page % LATCH_STRIPES as u64) as usize]
+    }
+
+    /// The record cache capacity: the asked-for size, less whatever the index and the buffer
+    /// reserve leave of the memory budget (never below the minimum).
+    pub fn effective_cache_bytes(&self) -> u64 {
+        let left = self
+            .config
+            .memory_budget_bytes
+            .saturating_sub(self.index_memory_bytes.load(Relaxed) + buffer_reserve_bytes(&self.config));
+        self.record_cache_bytes.load(Relaxed).min(left).max(MIN_RECORD_CACHE_BYTES)
+    }
+
+    /// Runs a maintenance step; any failure poisons the engine (pages, index and cache may
+    /// disagree with the disk until a reopen recovers from the checkpoint and the WAL).
+    pub fn maintain<T>(&self, step: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.poison.check()?;
+        step().map_err(|e| self.poison.poison(e))
+    }
+}
+
+/// Opens the WAL, applying every batch from `from_lsn` on to `cache` as dirty records.
+fn replay_into_cache(
+    storage: &Arc<dyn Storage>,
+    wal_options: &WalOptions,
+    from_lsn: u64,
+    cache: &mut RecordCache,
+) -> Result<strata_kit::replay::ReplayedWal> {
+    strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
+        for op in batch.into_ops() {
+            let value = op.value().map(<[u8]>::to_vec);
+            let key = match op {
+                strata_core::BatchOp::Put { key, .. } | strata_core::BatchOp::Delete { key } => key,
+            };
+            cache.put_dirty(key, value, lsn);
+        }
+        Ok(())
+    })
+}
+
+fn forecaster(options: &TreelineOptions) -> Result<Forecaster> {
+    Forecaster::new(ForecastConfig {
+        epoch_inserts: options.forecast_epoch_inserts,
+        partitions: 64,
+        overestimation: 1.0,
+        seed: 0x7472_6565_6c69_6e65,
+    })
+}
+
+/// The last checkpoint and the data file, or a new store's (data file with its header, synced,
+/// then the first checkpoint: a crash between the two leaves no checkpoint and no WAL, which is
+/// a new store again).
+fn open_or_create(
+    storage: &dyn Storage,
+    config: &EngineConfig,
+    options: &TreelineOptions,
+    wal_options: &WalOptions,
+) -> Result<(Checkpoint, DataFile)> {
+    if let Some(checkpoint) = Checkpoint::load(storage)? {
+        let data = DataFile::open(storage, config.direct_io)?;
+        if data.page_size() != checkpoint.page_size {
+            return Err(Error::corruption(
+                checkpoint_file::FILE_NAME,
+                (strata_kit::small_file::OVERHEAD_BYTES - 4 + checkpoint_file::PAGE_SIZE_LOG2) as u64,
+                format!(
+                    "page size {} differs from the data file's {}",
+                    checkpoint.page_size.bytes(),
+                    data.page_size().bytes()
+                ),
+            ));
+        }
+        return Ok((checkpoint, data));
+    }
+    let names = storage.list()?;
+    if let Some(wal) = names.iter().find(|n| wal_options.parse_segment_name(n).is_some()) {
+        return Err(Error::corruption(
+            checkpoint_file::FILE_NAME,
+            0,
+            format!("the checkpoint file is missing but WAL segment {wal} exists"),
+        ));
+    }
+    let page_size = PageSize::new(options.page_size_bytes)?;
+    let data = DataFile::create(storage, page_size, config.direct_io)?;
+    let checkpoint = Checkpoint {
+        generation: 1,
+        wal_replay_from_lsn: 1,
+        data_end_page: RESERVED_PAGES,
+        next_production_id: 1,
+        page_size,
+        index: Index::default(),
+    };
+    checkpoint.store(storage)?;
+    Ok((checkpoint, data))
+}
+
+/// Writes the latest double-write image of every page the checkpoint's index references back in
+/// place (a torn in-place write is thereby repaired; an intact one is rewritten with the same
+/// bytes or newer ones whose records the WAL also holds), then syncs. Returns pages rewritten.
+/// Images of pages the checkpoint does not reference are of segments written since, which
+/// recovery does not use.
+fn restore_double_written_pages(
+    storage: &dyn Storage,
+    data: &DataFile,
+    checkpoint: &Checkpoint,
+) -> Result<u64> {
+    let images = DoubleWrite::recover(storage, checkpoint.page_size, checkpoint.generation)?;
+    let referenced: BTreeSet<PageId> = checkpoint.index.used_pages().collect();
+    let any_images = !images.is_empty();
+    let mut restored = 0;
+    for (id, image) in images.into_iter().filter(|(id, _)| referenced.contains(id)) {
+        if data.read_raw(id).ok().as_ref() == Some(&image) {
+            continue;
+        }
+        // The image passed its entry checksum; it must also be a valid page.
+        crate::page::Page::open(image.clone(), crate::double_write::FILE_NAME, 0)?;
+        data.write_page(id, &image)?;
+        restored += 1;
+    }
+    // Synced even when nothing was rewritten: pages that read back intact may sit only in the
+    // OS cache (a killed process), and the double-write area is truncated next.
+    if any_images {
+        data.sync()?;
+    }
+    Ok(restored)
+}
+
+/// Free slots: the pages below the checkpoint's end that its index does not reference, in
+/// power-of-two pieces. Two segments sharing a page is corruption of the checkpoint.
+fn derive_free_space(checkpoint: &Checkpoint) -> Result<FreeSpace> {
+    let mut used = BTreeSet::new();
+    for id in checkpoint.index.used_pages() {
+        if !used.insert(id) {
+            return Err(Error::corruption(
+                checkpoint_file::FILE_NAME,
+                0,
+                format!("page {id} is referenced twice by the index"),
+            ));
+        }
+    }
+    let mut free = FreeSpace::with_end(checkpoint.data_end_page);
+    let mut page = RESERVED_PAGES;
+    while page < checkpoint.data_end_page {
+        if used.contains(&page) {
+            page += 1;
+            continue;
+        }
+        let run_end = used.range(page..).next().copied().unwrap_or(checkpoint.data_end_page);
+        let pieces = [16u8, 8, 4, 2, 1];
+        let pages = pieces.into_iter().find(|&p| page + u64::from(p) <= run_end).unwrap_or(1);
+        free.release(SegmentSlot { first_page: page, pages })?;
+        page += u64::from(pages);
+    }
+    Ok(free)
+}

@@ -1,0 +1,91 @@
+//! Point reads (paper §4.1, "Lookups"): the record cache, else the key's base page and then its
+//! overflow page; a value read from a page is cached clean at the middle priority.
+
+use std::sync::atomic::Ordering::Acquire;
+
+use strata_core::{Error, Result, Value};
+
+use super::{Counters, Store};
+use crate::data_file::FILE_NAME;
+use crate::free_space::page_offset;
+use crate::index::Location;
+use crate::page::Page;
+
+/// Clock steps a read admission may spend evicting clean records.
+const ADMISSION_EVICTION_STEPS: usize = 64;
+
+impl Store {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.check_usable()?;
+        if let Some(cached) = self.cache.lock().get(key) {
+            self.count_read(key, cached.as_ref());
+            return Ok(cached);
+        }
+        let epoch = self.page_write_epoch.load(Acquire);
+        let from_pages = self.read_from_pages(key)?;
+        let mut cache = self.cache.lock();
+        // A write since the miss is newer than the pages.
+        let value = match cache.get(key) {
+            Some(cached) => cached,
+            None => {
+                // Cache what the pages said only if no write-back ran meanwhile (it could have
+                // written a newer version and had it evicted since).
+                if let Some(v) = &from_pages {
+                    if self.page_write_epoch.load(Acquire) == epoch {
+                        cache.admit_clean(key.to_vec(), v.clone());
+                        cache.evict_clean_only(ADMISSION_EVICTION_STEPS);
+                    }
+                }
+                from_pages
+            }
+        };
+        drop(cache);
+        self.count_read(key, value.as_ref());
+        Ok(value)
+    }
+
+    fn count_read(&self, key: &[u8], value: Option<&Value>) {
+        if let Some(v) = value {
+            Counters::add(&self.counters.user_bytes_read, (key.len() + v.len()) as u64);
+        }
+    }
+
+    /// The value of `key` in the data pages (base page, then overflow page), under the index's
+    /// read lock and the segment's latch.
+    pub fn read_from_pages(&self, key: &[u8]) -> Result<Option<Value>> {
+        let index = self.index.read();
+        let Some(location) = index.locate(key) else { return Ok(None) };
+        let _latch = self.latch_read(location.entry.first_page);
+        let (page_index, base) = self.find_base_page(&location, key)?;
+        if let Some(value) = base.get(key) {
+            return Ok(Some(value.to_vec()));
+        }
+        match location.entry.overflow_of(page_index) {
+            Some(id) => Ok(self.data.read_page(id)?.get(key).map(<[u8]>::to_vec)),
+            None => Ok(None),
+        }
+    }
+
+    /// The base page whose fences hold `key`: the one the model picks, or a neighbour if the
+    /// picked page's fences say so (they agree by construction; this only guards the floating
+    /// point evaluation). A key no page of its segment covers is corruption.
+    pub fn find_base_page(&self, location: &Location, key: &[u8]) -> Result<(usize, Page)> {
+        let pages = usize::from(location.entry.pages);
+        let mut i = location.page_index;
+        for _ in 0..pages {
+            let page = self.data.read_page(location.entry.base_page(i))?;
+            if page.covers(key) {
+                return Ok((i, page));
+            }
+            let below = key < page.lower_fence();
+            match (below, i) {
+                (true, 0) => break,
+                (true, _) => i -= 1,
+                (false, _) if i + 1 < pages => i += 1,
+                (false, _) => break,
+            }
+        }
+        let offset = page_offset(location.entry.base_page(i), self.page_size).unwrap_or(0);
+        Err(Error::corruption(FILE_NAME, offset, "no page of the key's segment covers the key"))
+    }
+}

@@ -1,0 +1,342 @@
+//! Reorganization (paper §4.5): Phase I picks the pre segments around a full one, Phase II/III
+//! fits models (`plan_segments`) and writes the post segments into free space, Phase IV swaps the
+//! index. Crash safety needs no log of its own: pre segments stay untouched and are reused only
+//! after the next checkpoint (`MaintState::freed_since_checkpoint`), post segments are reached
+//! only through the in-memory index until a checkpoint persists it, and every record a post
+//! segment holds beyond the checkpoint's pages is in the WAL after it. So a crash at any point
+//! recovers the checkpoint's segments and replays the WAL over them: nothing lost, nothing
+//! duplicated (post segments written since are free space again).
+
+use std::collections::BTreeMap;
+
+use strata_core::{Error, Key, Result, Value};
+
+use super::{Counters, MaintState, Store};
+use crate::forecast::{epsilon_for, goal_for};
+use crate::free_space::{PageId, SegmentSlot};
+use crate::index::SegmentEntry;
+use crate::key_projection::{common_prefix, project};
+use crate::model::{plan_segments, PlanConfig, SegmentPlan};
+use crate::page::layout::{HEADER_LEN, SLOT_LEN};
+use crate::page::{Page, PageKind, PutOutcome};
+use crate::record_cache::DirtyRecord;
+
+/// A post segment built in memory: base pages, and overflow pages by base page index.
+struct BuiltSegment {
+    lower: Key,
+    plan: SegmentPlan,
+    base: Vec<Page>,
+    overflow: Vec<Option<Page>>,
+}
+
+/// Goal and count cap of one reorganization.
+struct Sizing {
+    goal: usize,
+    max_records_per_page: usize,
+}
+
+impl Store {
+    /// Reorganizes the segment starting at `full_lower` and its neighbours with overflow pages,
+    /// folding `pending` (dirty records being written back, already durable in the WAL) into the
+    /// reorganization set.
+    pub fn reorganize(
+        &self,
+        maint: &mut MaintState,
+        full_lower: &[u8],
+        pending: &[DirtyRecord],
+    ) -> Result<()> {
+        // Phase I: range detection.
+        let (pre, upper) = self.pre_segments(full_lower);
+        let lower = pre.first().map(|(k, _)| k.clone()).unwrap_or_default();
+        // Phase II input: the reorganization set, with the pending records applied.
+        let records = self.reorganization_set(&pre, pending)?;
+        // Phases II and III.
+        let built = self.build_post_segments(maint, &lower, upper.as_deref(), &records)?;
+        let post = self.write_post_segments(maint, built)?;
+        // Phase IV: the index swap (readers of pre segments finish first: they hold the lock).
+        {
+            let mut index = self.index.write();
+            for (lower, _) in &pre {
+                index.remove(lower);
+            }
+            for (lower, entry) in &post {
+                index.insert(lower.clone(), entry.clone());
+            }
+            self.index_memory_bytes.store(index.memory_bytes(), std::sync::atomic::Ordering::Relaxed);
+        }
+        for (_, entry) in &pre {
+            maint.freed_since_checkpoint.push(entry.slot());
+            let overflow = entry.overflow.iter().filter(|&&id| id != 0);
+            maint
+                .freed_since_checkpoint
+                .extend(overflow.map(|&first_page| SegmentSlot { first_page, pages: 1 }));
+        }
+        let c = &self.counters;
+        Counters::add(&c.reorganizations, 1);
+        Counters::add(&c.pre_segments_reorganized, pre.len() as u64);
+        Counters::add(&c.post_segments_written, post.len() as u64);
+        Counters::add(
+            &c.multi_page_segments_written,
+            post.iter().filter(|(_, e)| e.pages > 1).count() as u64,
+        );
+        Ok(())
+    }
+
+    /// Phase I: the full segment and its neighbours up to `reorg_radius` away on each side, out to
+    /// the farthest one with an overflow page (contiguous in key order), taking neighbours only
+    /// while their pages fit half the buffer reserve (the memory budget). Returns them in key
+    /// order and the upper bound of the last.
+    fn pre_segments(&self, full_lower: &[u8]) -> (Vec<(Key, SegmentEntry)>, Option<Key>) {
+        let index = self.index.read();
+        let page_bytes = self.page_size.bytes() as u64;
+        let mut budget_bytes = crate::options::buffer_reserve_bytes(&self.config) / 2;
+        let mut fits = |entry: &SegmentEntry| {
+            let pages = u64::from(entry.pages) + entry.overflow.iter().filter(|&&o| o != 0).count() as u64;
+            let fit = pages * page_bytes <= budget_bytes;
+            budget_bytes = budget_bytes.saturating_sub(pages * page_bytes);
+            fit
+        };
+        let (mut first, mut last) = (full_lower.to_vec(), full_lower.to_vec());
+        for toward_lower in [true, false] {
+            let mut cursor = full_lower.to_vec();
+            for _ in 0..self.options.reorg_radius {
+                let next = if toward_lower { index.before(&cursor) } else { index.upper_of(&cursor) };
+                let Some(next) = next.cloned() else { break };
+                let Some((_, entry, _)) = index.segment_of(&next) else { break };
+                if !fits(entry) {
+                    break;
+                }
+                if entry.has_overflow() {
+                    if toward_lower {
+                        first = next.clone();
+                    } else {
+                        last = next.clone();
+                    }
+                }
+                cursor = next;
+            }
+        }
+        let pre: Vec<(Key, SegmentEntry)> = index
+            .iter()
+            .skip_while(|(k, _)| **k < first)
+            .take_while(|(k, _)| **k <= last)
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect();
+        (pre, index.upper_of(&last).cloned())
+    }
+
+    /// Every record of the pre segments' pages, in key order, with `pending` applied over them.
+    fn reorganization_set(
+        &self,
+        pre: &[(Key, SegmentEntry)],
+        pending: &[DirtyRecord],
+    ) -> Result<Vec<(Key, Value)>> {
+        let mut records = BTreeMap::new();
+        for (_, entry) in pre {
+            let pages = (0..usize::from(entry.pages)).map(|i| entry.base_page(i));
+            for id in pages.chain(entry.overflow.iter().copied().filter(|&id| id != 0)) {
+                let page = self.data.read_page(id)?;
+                records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
+            }
+        }
+        for record in pending {
+            match &record.value {
+                Some(value) => records.insert(record.key.clone(), value.clone()),
+                None => records.remove(&record.key),
+            };
+        }
+        Ok(records.into_iter().collect())
+    }
+
+    /// Bytes the models skip: the range's common prefix, short enough that a page fence (the
+    /// prefix and up to 8 projection bytes) stays within the key size limit.
+    fn model_prefix_len(&self, lower: &[u8], upper: Option<&[u8]>) -> usize {
+        let common = upper.map_or(0, |u| common_prefix(lower, u));
+        common.min(self.page_size.max_key_bytes() - 8)
+    }
+
+    /// The goal (from the knob or 70% of what fits a page at the set's average record size) and
+    /// the hard per-page record cap. With forecasting, the goal is then lowered so that the
+    /// records plus the inserts forecast for the range over the next epoch fill the pages to it.
+    fn sizing(
+        &self,
+        maint: &MaintState,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        records: &[(Key, Value)],
+    ) -> Sizing {
+        let prefix_len = self.model_prefix_len(lower, upper);
+        let count = records.len().max(1);
+        let record_bytes: usize =
+            records.iter().map(|(k, v)| k.len().saturating_sub(prefix_len) + v.len()).sum();
+        let per_record = record_bytes / count + 1 + SLOT_LEN;
+        let usable =
+            self.page_size.bytes() - HEADER_LEN - 2 * lower.len().min(self.page_size.max_key_bytes());
+        let cap = (usable / per_record).clamp(1, self.page_size.max_records());
+        let mut goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
+        if let Some(forecaster) = &maint.forecaster {
+            // The goal is the fill the pages should reach once the forecast inserts arrive:
+            // spread the records over the pages that records plus forecast need at `goal`.
+            let forecast = forecaster.forecast(project(lower, 0), upper.map(|u| project(u, 0)), 1);
+            let forecast_goal = goal_for(records.len(), forecast, goal);
+            if forecast_goal < goal {
+                goal = forecast_goal;
+                Counters::add(&self.counters.forecast_lowered_goals, 1);
+            }
+        }
+        Sizing { goal, max_records_per_page: cap }
+    }
+
+    /// Phases II/III in memory: plans segments and places the records on their pages. A page
+    /// whose records overflow its bytes gets an overflow page; if even that is full, the plan is
+    /// redone with half the goal (at goal 1 the cap is 1 record per page, which always fits).
+    fn build_post_segments(
+        &self,
+        maint: &mut MaintState,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        records: &[(Key, Value)],
+    ) -> Result<Vec<BuiltSegment>> {
+        let prefix_len = self.model_prefix_len(lower, upper);
+        let prefix = lower.get(..prefix_len).unwrap_or_default();
+        let projections: Vec<u64> = records.iter().map(|(k, _)| project(k, prefix_len)).collect();
+        let mut sizing = self.sizing(maint, lower, upper, records);
+        loop {
+            let epsilon =
+                self.options.epsilon.unwrap_or_else(|| epsilon_for(sizing.goal, sizing.max_records_per_page));
+            let config = PlanConfig {
+                goal: sizing.goal,
+                epsilon,
+                max_records_per_page: sizing.max_records_per_page,
+                prefix_len: prefix_len as u16,
+            };
+            let plans = plan_segments(&projections, config)?;
+            if let Some(built) = self.place_records(maint, &plans, records, lower, upper, prefix)? {
+                return Ok(built);
+            }
+            if sizing.goal == 1 && sizing.max_records_per_page == 1 {
+                return Err(Error::corruption(
+                    "treeline reorganization",
+                    0,
+                    "one record per page does not fit",
+                ));
+            }
+            sizing.goal = (sizing.goal / 2).max(1);
+            if sizing.goal == 1 {
+                sizing.max_records_per_page = 1;
+            }
+        }
+    }
+
+    /// Builds every planned segment's pages; `None` when some base and overflow page pair cannot
+    /// hold its records. An empty set becomes one empty one-page segment over the whole range.
+    fn place_records(
+        &self,
+        maint: &mut MaintState,
+        plans: &[SegmentPlan],
+        records: &[(Key, Value)],
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        prefix: &[u8],
+    ) -> Result<Option<Vec<BuiltSegment>>> {
+        let empty = [SegmentPlan { first_index: 0, record_count: 0, page_count: 1, model: None }];
+        let plans = if plans.is_empty() { &empty[..] } else { plans };
+        let first_key = |plan: Option<&SegmentPlan>| {
+            plan.and_then(|p| records.get(p.first_index)).map(|(k, _)| k.clone())
+        };
+        let mut built = Vec::with_capacity(plans.len());
+        for (i, plan) in plans.iter().enumerate() {
+            let seg_lower = if i == 0 { lower.to_vec() } else { first_key(Some(plan)).unwrap_or_default() };
+            let seg_upper = match plans.get(i + 1) {
+                Some(next) => first_key(Some(next)),
+                None => upper.map(<[u8]>::to_vec),
+            };
+            let fences = plan.page_lower_fences(prefix, &seg_lower);
+            let production_id = maint.take_production_id();
+            let segment_records =
+                records.get(plan.first_index..plan.first_index + plan.record_count).unwrap_or_default();
+            match self.fill_segment(plan, &fences, seg_upper.as_deref(), production_id, segment_records)? {
+                Some((base, overflow)) => {
+                    built.push(BuiltSegment { lower: seg_lower, plan: *plan, base, overflow })
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(built))
+    }
+
+    /// The pages of one post segment with its records placed by fences (which agree with the
+    /// model: `page_lower_fences`).
+    #[allow(clippy::type_complexity)]
+    fn fill_segment(
+        &self,
+        plan: &SegmentPlan,
+        fences: &[Key],
+        upper: Option<&[u8]>,
+        production_id: u64,
+        records: &[(Key, Value)],
+    ) -> Result<Option<(Vec<Page>, Vec<Option<Page>>)>> {
+        let pages = plan.page_count as u8;
+        let mut base = Vec::with_capacity(fences.len());
+        for (i, lower) in fences.iter().enumerate() {
+            let page_upper = fences.get(i + 1).map(Vec::as_slice).or(upper);
+            let kind = if i == 0 {
+                PageKind::SegmentHead { pages, production_id, model: plan.model }
+            } else {
+                PageKind::SegmentMember { pages, index: i as u8 }
+            };
+            base.push(Page::new(self.page_size, kind, lower, page_upper)?);
+        }
+        let mut overflow: Vec<Option<Page>> = vec![None; base.len()];
+        for (key, value) in records {
+            let i = fences.partition_point(|f| f.as_slice() <= key.as_slice()).saturating_sub(1);
+            let (Some(page), Some(extra)) = (base.get_mut(i), overflow.get_mut(i)) else { continue };
+            if page.put(key, value)? != PutOutcome::NoRoom {
+                continue;
+            }
+            let extra = match extra {
+                Some(o) => o,
+                None => extra.insert(Page::new_overflow_for(page)?),
+            };
+            if extra.put(key, value)? == PutOutcome::NoRoom {
+                return Ok(None);
+            }
+        }
+        Ok(Some((base, overflow)))
+    }
+
+    /// Phase III's writes: each segment's base pages in one sequential write into a free slot,
+    /// overflow pages into free pages. No sync: until a checkpoint persists the index that
+    /// references them, recovery never reads them.
+    fn write_post_segments(
+        &self,
+        maint: &mut MaintState,
+        built: Vec<BuiltSegment>,
+    ) -> Result<Vec<(Key, SegmentEntry)>> {
+        let mut post = Vec::with_capacity(built.len());
+        for segment in built {
+            let slot = maint.free.allocate(segment.plan.page_count as u8)?;
+            let production_id = match segment.base.first().map(Page::kind) {
+                Some(PageKind::SegmentHead { production_id, .. }) => production_id,
+                _ => 0,
+            };
+            let mut entry = SegmentEntry::new(slot, segment.plan.model, production_id);
+            let mut bytes = Vec::with_capacity(segment.base.len() * self.page_size.bytes());
+            for (i, (mut page, extra)) in segment.base.into_iter().zip(segment.overflow).enumerate() {
+                if let Some(extra) = extra {
+                    let id: PageId = maint.free.allocate(1)?.first_page;
+                    self.data.write_page(id, &extra.into_sealed_bytes())?;
+                    page.set_overflow(Some(id))?;
+                    if let Some(o) = entry.overflow.get_mut(i) {
+                        *o = id;
+                    }
+                    Counters::add(&self.counters.overflow_pages_created, 1);
+                }
+                bytes.extend_from_slice(page.seal());
+            }
+            self.data.write_page(slot.first_page, &bytes)?;
+            post.push((segment.lower, entry));
+        }
+        Ok(post)
+    }
+}

@@ -1,0 +1,135 @@
+//! The write path: WAL append + cache apply under the cache lock, commit outside it, then
+//! eviction (with write-back) and the checkpoint trigger.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+use strata_core::batch_codec::encode_batch;
+use strata_core::{BatchOp, Durability, Result, Value, WriteBatch};
+
+use super::{Counters, Store};
+use crate::record_cache::{RecordCache, Victim};
+
+/// Applies a batch's ops to the cache as dirty records of `lsn` (the last op on a key wins).
+fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
+    for op in batch.into_ops() {
+        match op {
+            BatchOp::Put { key, value } => cache.put_dirty(key, Some(value), lsn),
+            BatchOp::Delete { key } => cache.put_dirty(key, None, lsn),
+        }
+    }
+}
+
+impl Store {
+    /// 1–2: append the batch to the WAL and apply it to the record cache under the cache lock
+    /// (WAL order is apply order; a failed append leaves the cache untouched); 3–5 in
+    /// `after_write`.
+    pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.check_usable()?;
+        let payload = encode_batch(&batch);
+        let user_bytes = batch.payload_bytes() as u64;
+        let lsn = {
+            let mut cache = self.cache.lock();
+            let lsn = self.wal.append(&payload)?;
+            apply_to_cache(&mut cache, batch, lsn);
+            lsn
+        };
+        self.after_write(lsn, payload.len() as u64, user_bytes, durability)
+    }
+
+    /// Atomic read-modify-write: the current value comes from the cache, or from the pages when
+    /// no write-back ran during the page read (else it may be stale and the read is retried);
+    /// `f` runs, and its result is appended and applied, under the cache lock.
+    pub fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        self.check_usable()?;
+        let mut from_pages: Option<(u64, Option<Value>)> = None;
+        loop {
+            let mut cache = self.cache.lock();
+            let current = match cache.get(key) {
+                Some(cached) => cached,
+                None => match from_pages.take() {
+                    Some((epoch, value)) if self.page_write_epoch.load(Acquire) == epoch => value,
+                    _ => {
+                        drop(cache);
+                        let epoch = self.page_write_epoch.load(Acquire);
+                        from_pages = Some((epoch, self.read_from_pages(key)?));
+                        continue;
+                    }
+                },
+            };
+            let new = f(current.as_deref());
+            let batch = WriteBatch::single(key, new.as_deref());
+            let payload = encode_batch(&batch);
+            let user_bytes = batch.payload_bytes() as u64;
+            let lsn = self.wal.append(&payload)?;
+            apply_to_cache(&mut cache, batch, lsn);
+            drop(cache);
+            self.after_write(lsn, payload.len() as u64, user_bytes, durability)?;
+            return Ok(new);
+        }
+    }
+
+    /// Steps 3–5 of the write path: commit at the requested durability (group commit, outside
+    /// the lock), evict while the cache is over capacity (writing pages back), and checkpoint
+    /// when the WAL has grown.
+    fn after_write(
+        &self,
+        lsn: u64,
+        payload_bytes: u64,
+        user_bytes: u64,
+        durability: Durability,
+    ) -> Result<()> {
+        Counters::add(&self.counters.user_bytes_written, user_bytes);
+        self.wal.commit(lsn, durability)?;
+        self.wal_bytes_since_checkpoint.fetch_add(payload_bytes, Relaxed);
+        self.evict_while_over_capacity()?;
+        self.checkpoint_if_due()
+    }
+
+    /// CLOCK eviction until the cache fits (record_cache.rs): clean victims go at once; a dirty
+    /// one has its whole page written back first (the page's dirty records stay cached, clean).
+    pub fn evict_while_over_capacity(&self) -> Result<()> {
+        loop {
+            let victim = {
+                let mut cache = self.cache.lock();
+                cache.set_capacity_bytes(self.effective_cache_bytes());
+                if !cache.over_capacity() {
+                    return Ok(());
+                }
+                cache.choose_victim()
+            };
+            match victim {
+                Victim::Empty => return Ok(()),
+                Victim::Evicted => {}
+                Victim::WriteBack(key) => {
+                    let mut maint = self.maint.lock();
+                    self.maintain(|| self.write_back_page_of(&mut maint, &key))?;
+                    drop(maint);
+                    self.cache.lock().evict_if_clean(&key);
+                }
+            }
+        }
+    }
+
+    /// A checkpoint once the WAL grew by `checkpoint_wal_bytes` or the double-write area by as
+    /// much (at least 64 pages), unless another thread is already maintaining.
+    fn checkpoint_if_due(&self) -> Result<()> {
+        let dwb_limit = self.checkpoint_wal_bytes.max(64 * self.page_size.bytes() as u64);
+        let due = || {
+            self.wal_bytes_since_checkpoint.load(Relaxed) >= self.checkpoint_wal_bytes
+                || self.double_write_bytes.load(Relaxed) >= dwb_limit
+        };
+        if !due() {
+            return Ok(());
+        }
+        let Some(mut maint) = self.maint.try_lock() else { return Ok(()) };
+        if !due() {
+            return Ok(());
+        }
+        self.maintain(|| self.checkpoint(&mut maint))
+    }
+}

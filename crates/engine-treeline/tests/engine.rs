@@ -1,0 +1,236 @@
+//! Engine-level tests: the background paths run under the kit's sizes (counters), recovery from a
+//! checkpoint plus the WAL, torn in-place page writes repaired from the double-write area, and
+//! the maintenance tasks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+mod common;
+
+use common::{config, counter, key, open};
+use engine_treeline::TreelineEngine;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata_core::{Direction, Durability, Engine, KeyRange, MaintenanceTask};
+use strata_io::{CrashMode, MemStorage, SimStorage, Storage};
+
+fn value(i: u64, round: u64) -> Vec<u8> {
+    let len = 20 + ((i * 7 + round * 13) % 90) as usize;
+    format!("v{i}-{round}-").into_bytes().into_iter().cycle().take(len).collect()
+}
+
+fn check_all(engine: &TreelineEngine, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    for (k, v) in model {
+        assert_eq!(engine.get(k).unwrap().as_ref(), Some(v), "key {}", String::from_utf8_lossy(k));
+    }
+    let scanned: Vec<_> =
+        engine.range(KeyRange::all(), Direction::Forward).unwrap().map(Result::unwrap).collect();
+    let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(scanned, expected);
+    let mut reversed: Vec<_> =
+        engine.range(KeyRange::all(), Direction::Reverse).unwrap().map(Result::unwrap).collect();
+    reversed.reverse();
+    assert_eq!(reversed, expected);
+}
+
+/// Random puts and deletes over 3,000 keys.
+fn workload(engine: &TreelineEngine, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, ops: u64, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for round in 0..ops {
+        let i = rng.gen_range(0..3_000);
+        if rng.gen_bool(0.15) {
+            engine.delete(&key(i), Durability::Buffered).unwrap();
+            model.remove(&key(i));
+        } else {
+            engine.put(&key(i), &value(i, round), Durability::Buffered).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+}
+
+/// Under the kit's sizes every background path runs: write-back, the double-write area,
+/// overflow pages, reorganizations into multi-page segments, forecasting and checkpoints.
+#[test]
+fn write_back_overflow_reorganization_and_checkpoints_run_at_kit_sizes() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = open(storage.clone());
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 6_000, 1);
+    check_all(&engine, &model);
+    for name in [
+        "pages_written_back",
+        "double_write_pages",
+        "overflow_pages_created",
+        "reorganizations",
+        "multi_page_segments_written",
+        "forecast_lowered_goals",
+        "checkpoints",
+    ] {
+        assert!(counter(&engine, name) > 0, "{name} is 0: {:?}", engine.stats().engine_counters);
+    }
+    engine.verify().unwrap();
+    engine.close().unwrap();
+    let engine = open(storage);
+    assert_eq!(counter(&engine, "records_replayed_at_open"), 0, "close checkpoints");
+    check_all(&engine, &model);
+}
+
+/// Recovery after a power cut: the checkpoint's segments plus the WAL after it; in-place page
+/// writes torn by the crash are repaired from the double-write area.
+#[test]
+fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
+    let sim = SimStorage::new(7);
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let mut model = BTreeMap::new();
+    let mut restored = 0;
+    for cycle in 0..12u64 {
+        let engine = open(storage.clone());
+        check_all(&engine, &model);
+        restored += counter(&engine, "pages_restored_at_open");
+        workload(&engine, &mut model, 400, 100 + cycle);
+        engine.flush().unwrap();
+        sim.crash(CrashMode::Random);
+        std::mem::forget(engine); // a crashed process runs no destructors
+    }
+    let engine = open(storage);
+    check_all(&engine, &model);
+    engine.verify().unwrap();
+    assert!(restored > 0, "no torn page was repaired in 12 crashes");
+}
+
+#[test]
+fn maintenance_tasks_write_back_reorganize_and_checkpoint() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine =
+        TreelineEngine::open(storage.clone(), &config().engine_option("record_cache_bytes", "64KiB"))
+            .unwrap();
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 1_500, 3);
+    engine.maintenance().run(MaintenanceTask::Commit).unwrap();
+    assert_eq!(counter(&engine, "cache.dirty_records"), 0);
+    engine.maintenance().run(MaintenanceTask::Compact).unwrap();
+    check_all(&engine, &model);
+    engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
+    assert_eq!(counter(&engine, "wal_bytes_since_checkpoint"), 0);
+    engine.maintenance().set_option("record_cache_bytes", "4KiB").unwrap();
+    assert!(counter(&engine, "cache.bytes") <= 4 << 10);
+    assert!(engine.maintenance().set_option("record_cache_bytes", "1TiB").is_err());
+    check_all(&engine, &model);
+}
+
+#[test]
+fn rmw_reads_through_to_pages_and_is_atomic() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = Arc::new(open(storage));
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 2_000, 5);
+    let counter_key = b"counter".to_vec();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let engine = engine.clone();
+            let counter_key = counter_key.clone();
+            std::thread::spawn(move || {
+                for i in 0..300u64 {
+                    engine
+                        .rmw(
+                            &counter_key,
+                            &mut |old| {
+                                let n = old.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+                                Some((n + 1).to_le_bytes().to_vec())
+                            },
+                            Durability::None,
+                        )
+                        .unwrap();
+                    engine.put(&key(i * 10), &value(i, 9), Durability::None).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(engine.get(&counter_key).unwrap(), Some(1200u64.to_le_bytes().to_vec()));
+}
+
+/// A prefix scan whose bounds lie outside the segment it starts in must still read every page
+/// of that segment that can hold its keys.
+#[test]
+fn bounded_scans_match_the_model() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = open(storage);
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 4_000, 11);
+    for (lo, hi) in [(10u64, 20u64), (0, 2_999), (1_234, 2_500), (2_990, 3_100)] {
+        let range = KeyRange::from_bounds(key(lo)..key(hi));
+        let got: Vec<_> =
+            engine.range(range.clone(), Direction::Forward).unwrap().map(Result::unwrap).collect();
+        let want: Vec<_> = model.range(key(lo)..key(hi)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got, want, "{lo}..{hi}");
+        let mut back: Vec<_> = engine.range(range, Direction::Reverse).unwrap().map(Result::unwrap).collect();
+        back.reverse();
+        assert_eq!(back, want, "{lo}..{hi} reverse");
+    }
+    let got: Vec<_> =
+        engine.range(KeyRange::prefix(b"key-01"), Direction::Forward).unwrap().map(Result::unwrap).collect();
+    assert_eq!(got.len(), model.keys().filter(|k| k.starts_with(b"key-01")).count());
+}
+
+/// On real files with `direct_io` the data file is O_DIRECT: whole-page writes at page-aligned
+/// offsets (post segments several pages at once), reads bounced as needed, before and after a
+/// reopen.
+#[test]
+fn direct_io_data_file_works_across_reorganizations_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(strata_io::FileStorage::open_dir(dir.path(), false).unwrap());
+    let config = strata_core::EngineConfig { direct_io: true, ..config() };
+    let engine = TreelineEngine::open(storage.clone(), &config).unwrap();
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 3_000, 21);
+    assert!(counter(&engine, "reorganizations") > 0);
+    check_all(&engine, &model);
+    engine.close().unwrap();
+    let engine = TreelineEngine::open(storage, &config).unwrap();
+    check_all(&engine, &model);
+    engine.verify().unwrap();
+}
+
+/// `forecasting=false` leaves every reorganization at the goal; on (the default, as in the
+/// kit-size test above) the forecast lowers it where inserts are expected.
+#[test]
+fn forecasting_off_never_lowers_the_goal() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TreelineEngine::open(storage, &config().engine_option("forecasting", "false")).unwrap();
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 4_000, 1);
+    assert!(counter(&engine, "reorganizations") > 0);
+    assert_eq!(counter(&engine, "forecast_lowered_goals"), 0);
+    check_all(&engine, &model);
+}
+
+/// A damaged checkpoint file or data page is `Error::Corruption` at open or on read, never a
+/// panic or wrong data.
+#[test]
+fn damaged_checkpoint_and_pages_are_corruption() {
+    let storage = Arc::new(MemStorage::new());
+    let engine = open(storage.clone());
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 2_000, 4);
+    engine.close().unwrap();
+    let file = storage.open("treeline-checkpoint", strata_io::OpenOptions::existing()).unwrap();
+    let mut byte = [0u8];
+    file.read_at(50, &mut byte).unwrap();
+    file.write_at(50, &[byte[0] ^ 1]).unwrap();
+    let err =
+        TreelineEngine::open(storage.clone(), &config()).err().expect("a damaged checkpoint must not open");
+    assert!(err.is_corruption(), "{err}");
+    file.write_at(50, &byte).unwrap();
+    let data = storage.open("treeline-data", strata_io::OpenOptions::existing()).unwrap();
+    let pages = data.len().unwrap() / 4096;
+    for page in 1..pages {
+        data.write_at(page * 4096 + 200, &[0xAB; 3]).unwrap();
+    }
+    let engine = open(storage);
+    let scan: Result<Vec<_>, _> = engine.range(KeyRange::all(), Direction::Forward).unwrap().collect();
+    assert!(scan.unwrap_err().is_corruption());
+    assert!(engine.verify().unwrap_err().is_corruption());
+}
