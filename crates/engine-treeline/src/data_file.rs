@@ -50,8 +50,12 @@ impl DataFile {
         Ok(DataFile { file, size })
     }
 
-    /// Opens the file and reads its page size from the header.
+    /// Opens the file and reads its page size from the header. Called only when a checkpoint
+    /// exists, which references the file: its absence is damage, not a new store.
     pub fn open(storage: &dyn Storage, direct: bool) -> Result<DataFile> {
+        if !storage.exists(FILE_NAME)? {
+            return Err(Error::corruption(FILE_NAME, 0, "missing, but the checkpoint references its pages"));
+        }
         let file = storage.open(FILE_NAME, OpenOptions::existing().with_direct(direct))?;
         let mut header = [0u8; HEADER_BYTES];
         file.read_at(0, &mut header).map_err(|_| Error::corruption(FILE_NAME, 0, "header truncated"))?;

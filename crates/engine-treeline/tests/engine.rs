@@ -234,3 +234,34 @@ fn damaged_checkpoint_and_pages_are_corruption() {
     assert!(scan.unwrap_err().is_corruption());
     assert!(engine.verify().unwrap_err().is_corruption());
 }
+
+/// Regression (the kit's damage set, seed 14300367407470747141): a deleted data file was
+/// reported as `Io` ("no such file"), and a lost checkpoint beside a data file full of pages and
+/// no WAL left would have made a new, empty store. Both are now `Corruption` naming the file.
+#[test]
+fn a_deleted_data_file_or_a_lost_checkpoint_is_corruption_naming_it() {
+    let fill = |storage: &Arc<MemStorage>| {
+        let engine = open(storage.clone());
+        workload(&engine, &mut BTreeMap::new(), 2_000, 9);
+        engine.close().unwrap();
+    };
+    let names = |e: &strata_core::Error| match e {
+        strata_core::Error::Corruption { file, .. } => file.clone(),
+        other => panic!("expected Corruption, got {other}"),
+    };
+    let storage = Arc::new(MemStorage::new());
+    fill(&storage);
+    storage.remove("treeline-data").unwrap();
+    let err = TreelineEngine::open(storage.clone(), &config()).err().expect("must not open");
+    assert_eq!(names(&err), "treeline-data", "{err}");
+
+    let storage = Arc::new(MemStorage::new());
+    fill(&storage);
+    for name in storage.list().unwrap() {
+        if name.starts_with("treeline-wal-") || name == "treeline-checkpoint" {
+            storage.remove(&name).unwrap();
+        }
+    }
+    let err = TreelineEngine::open(storage.clone(), &config()).err().expect("must not open");
+    assert_eq!(names(&err), "treeline-checkpoint", "{err}");
+}

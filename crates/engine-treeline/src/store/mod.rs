@@ -29,7 +29,7 @@ use strata_wal::{Wal, WalOptions};
 pub use self::counters::Counters;
 pub use self::scan::RangeIter;
 use crate::checkpoint_file::{self, Checkpoint};
-use crate::data_file::DataFile;
+use crate::data_file::{self, DataFile};
 use crate::double_write::DoubleWrite;
 use crate::forecast::{ForecastConfig, Forecaster};
 use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
@@ -243,14 +243,7 @@ fn open_or_create(
         }
         return Ok((checkpoint, data));
     }
-    let names = storage.list()?;
-    if let Some(wal) = names.iter().find(|n| wal_options.parse_segment_name(n).is_some()) {
-        return Err(Error::corruption(
-            checkpoint_file::FILE_NAME,
-            0,
-            format!("the checkpoint file is missing but WAL segment {wal} exists"),
-        ));
-    }
+    refuse_files_without_a_checkpoint(storage, wal_options)?;
     let page_size = PageSize::new(options.page_size_bytes)?;
     let data = DataFile::create(storage, page_size, config.direct_io)?;
     let checkpoint = Checkpoint {
@@ -263,6 +256,28 @@ fn open_or_create(
     };
     checkpoint.store(storage)?;
     Ok((checkpoint, data))
+}
+
+/// No checkpoint: a new store, or one whose creation crashed after the data file's header and
+/// before the first checkpoint (the data file holds only its header). Anything more — WAL
+/// segments, the WAL's state file, pages in the data file — means the checkpoint was lost.
+fn refuse_files_without_a_checkpoint(storage: &dyn Storage, wal_options: &WalOptions) -> Result<()> {
+    let missing =
+        |what: String| Error::corruption(checkpoint_file::FILE_NAME, 0, format!("missing, but {what}"));
+    let state_file = wal_options.state_file_name();
+    for name in storage.list()? {
+        if wal_options.parse_segment_name(&name).is_some() || name == state_file {
+            return Err(missing(format!("WAL file {name} exists")));
+        }
+    }
+    // A header that does not decode is an interrupted creation (written, not yet synced).
+    if let Ok(data) = DataFile::open(storage, false) {
+        let header_bytes = RESERVED_PAGES * data.page_size().bytes() as u64;
+        if data.len_bytes()? > header_bytes {
+            return Err(missing(format!("{} holds pages past its header", data_file::FILE_NAME)));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the latest double-write image of every page the checkpoint's index references back in
