@@ -58,20 +58,17 @@ impl Page {
 
     /// Index of the first slot whose key is `>= key`.
     fn first_at_or_after(&self, key: &[u8]) -> usize {
-        if key < self.lower_fence() {
-            return 0;
-        }
-        if !self.covers(key) {
-            return self.record_count();
-        }
-        let suffix = key.get(self.prefix().len()..).unwrap_or(&[]);
-        match self.search(suffix) {
-            Ok(i) | Err(i) => i,
-        }
+        self.partition(key, false)
     }
 
     /// Index of the first slot whose key is `> key`.
     fn first_after(&self, key: &[u8]) -> usize {
+        self.partition(key, true)
+    }
+
+    /// The first slot past every key `< key` (and past `key` itself when `past_equal`). Keys
+    /// below the lower fence sort before every slot; keys the page does not cover, after.
+    fn partition(&self, key: &[u8], past_equal: bool) -> usize {
         if key < self.lower_fence() {
             return 0;
         }
@@ -80,8 +77,8 @@ impl Page {
         }
         let suffix = key.get(self.prefix().len()..).unwrap_or(&[]);
         match self.search(suffix) {
-            Ok(i) => i + 1,
-            Err(i) => i,
+            Ok(i) if past_equal => i + 1,
+            Ok(i) | Err(i) => i,
         }
     }
 }
