@@ -12,6 +12,7 @@ pub fn test_name(module_path: &str, function: &str) -> String {
 }
 
 /// Declares `conformance_mem`, `conformance_sim`, `process_kill_crash`, `fault_injection`,
+/// `failed_writes_stay_invisible`,
 /// `damaged_files_are_refused_or_lose_nothing` and,
 /// when `stress = (threads, ops_per_thread)` is given, `concurrency_stress`, each running the
 /// kit's check on `$target` (an expression evaluated per test). Invoke it at the top of a test
@@ -38,6 +39,11 @@ macro_rules! kit_tests {
         #[test]
         fn fault_injection() {
             $crate::faults::check(&$target);
+        }
+
+        #[test]
+        fn failed_writes_stay_invisible() {
+            $crate::failed_writes::check(&$target);
         }
 
         #[test]

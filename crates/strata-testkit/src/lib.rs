@@ -4,6 +4,8 @@
 //!   on `MemStorage` and `SimStorage`;
 //! - [`crash`]: the test binary re-runs itself as a child, SIGKILLs it and checks recovery;
 //! - [`faults`]: EIO, ENOSPC, fsync failure and bit flips on `SimStorage`;
+//! - [`failed_writes`]: a write, batch or rmw that returned `Err` is never seen by a reader on
+//!   the same handle, and after a reopen only as an unacknowledged write may be;
 //! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks;
 //! - [`damage`]: every file of a cleanly closed store cut short, deleted or emptied: the reopen
 //!   must fail naming the file or keep every acknowledged key (never silent loss).
@@ -32,6 +34,7 @@ pub mod conformance;
 pub mod crash;
 pub mod damage;
 mod escape;
+pub mod failed_writes;
 mod failure;
 pub mod faults;
 #[doc(hidden)]

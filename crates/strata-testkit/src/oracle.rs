@@ -26,6 +26,11 @@ pub(crate) struct Oracle {
     durable: BTreeMap<Key, Value>,
     /// Write units since the last durability point, oldest first.
     pending: Vec<Unit>,
+    /// Indices into `pending` of units whose call returned `Err` (`apply_failed`): not in
+    /// `current` (no reader on the same handle may see them), possibly in the files (a crash or
+    /// a reopen after a failed close may bring them back, like any pending unit), and dropped,
+    /// not made durable, by the next durability point that succeeds.
+    failed: BTreeSet<usize>,
     /// `durable` with every pending unit applied: what reads must return until a crash.
     current: BTreeMap<Key, Value>,
     /// Every value ever written per key, when tracked (bit-flip checks).
@@ -76,21 +81,37 @@ impl Oracle {
     /// Records a write unit the engine accepted (or failed: then it may or may not have landed).
     pub(crate) fn apply(&mut self, unit: Unit) {
         apply_unit(&mut self.current, &unit);
+        self.note_written(&unit);
+        self.pending.push(unit);
+    }
+
+    fn note_written(&mut self, unit: &Unit) {
         if let Some(written) = &mut self.written {
-            for (key, value) in &unit {
+            for (key, value) in unit {
                 if let Some(value) = value {
                     written.entry(key.clone()).or_default().insert(value.clone());
                 }
             }
         }
+    }
+
+    /// Records a write unit whose call returned `Err`: pending (a crash may or may not keep it)
+    /// but not applied to what reads must return.
+    pub(crate) fn apply_failed(&mut self, unit: Unit) {
+        self.failed.insert(self.pending.len());
+        self.note_written(&unit);
         self.pending.push(unit);
     }
 
-    /// Everything applied so far is durable.
+    /// Everything applied so far is durable; failed units are resolved as never written (a
+    /// successful durability point after them must not have made them durable).
     pub(crate) fn mark_durable(&mut self) {
-        for unit in self.pending.drain(..) {
-            apply_unit(&mut self.durable, &unit);
+        for (index, unit) in self.pending.drain(..).enumerate() {
+            if !self.failed.contains(&index) {
+                apply_unit(&mut self.durable, &unit);
+            }
         }
+        self.failed.clear();
     }
 
     #[cfg(test)]
@@ -133,11 +154,30 @@ impl Oracle {
         self.current = observed.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect();
         self.durable = self.current.clone();
         self.pending.clear();
+        self.failed.clear();
     }
 
-    /// The smallest `p` such that durable + the first `p` pending units equals `observed`.
-    /// Tracks the number of mismatching keys while applying units one by one: O(total).
+    /// The smallest `p` such that durable + the first `p` pending units equals `observed`. With
+    /// failed units pending, the history without them is tried too: an engine that never
+    /// logged a failed write and went on is prefix-consistent without it.
     fn matching_prefix(&self, observed: &Observed) -> Result<usize, String> {
+        let all: Vec<&Unit> = self.pending.iter().collect();
+        let first = self.prefix_of(&all, observed);
+        if first.is_ok() || self.failed.is_empty() {
+            return first;
+        }
+        let accepted: Vec<&Unit> = self
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.failed.contains(i))
+            .map(|(_, u)| u)
+            .collect();
+        self.prefix_of(&accepted, observed).or(first)
+    }
+
+    /// Tracks the number of mismatching keys while applying `units` one by one: O(total).
+    fn prefix_of(&self, units: &[&Unit], observed: &Observed) -> Result<usize, String> {
         let mut model: BTreeMap<&[u8], Option<&[u8]>> =
             observed.keys().map(|k| (k.as_slice(), self.durable.get(k).map(Vec::as_slice))).collect();
         let observed_value = |k: &[u8]| observed.get(k).and_then(Option::as_deref);
@@ -146,8 +186,8 @@ impl Oracle {
         if mismatched == 0 {
             return Ok(0);
         }
-        for (i, unit) in self.pending.iter().enumerate() {
-            for (key, value) in unit {
+        for (i, unit) in units.iter().enumerate() {
+            for (key, value) in *unit {
                 let Some(slot) = model.get_mut(key.as_slice()) else { continue };
                 let actual = observed_value(key);
                 let was_equal = *slot == actual;
@@ -374,6 +414,29 @@ mod tests {
         assert_eq!(o.get(b"b"), Some(&b"2".to_vec()));
         assert_eq!(o.get(b"c"), None);
         assert!(o.check_recovery(&state, true).is_ok());
+    }
+
+    #[test]
+    fn a_failed_unit_is_hidden_pending_and_dropped_by_the_next_durability_point() {
+        let mut o = Oracle::new();
+        o.apply(unit(&[("a", Some("1"))]));
+        o.mark_durable();
+        o.apply_failed(unit(&[("a", None), ("b", Some("2"))]));
+        o.apply(unit(&[("c", Some("3"))]));
+        // Reads on the same handle: the failed batch is absent.
+        assert_eq!(o.get(b"a"), Some(&b"1".to_vec()));
+        assert_eq!(o.get(b"b"), None);
+        // After a crash it may be back (logged before its sync failed) or not (never logged).
+        let with = observed(&[("a", None), ("b", Some("2")), ("c", Some("3"))]);
+        let without = observed(&[("a", Some("1")), ("b", None), ("c", Some("3"))]);
+        assert!(o.check_recovery(&with, true).is_ok());
+        assert!(o.check_recovery(&without, true).is_ok());
+        let torn = observed(&[("a", None), ("b", None), ("c", Some("3"))]);
+        assert!(o.check_recovery(&torn, true).is_err());
+        // A later successful durability point resolves it as never written.
+        o.mark_durable();
+        assert!(o.check_recovery(&without, true).is_ok());
+        assert!(o.check_recovery(&with, true).is_err());
     }
 
     #[test]

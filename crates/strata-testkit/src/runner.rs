@@ -48,6 +48,9 @@ pub(crate) struct Runner<'t> {
     history: History,
     next_op_index: u64,
     pub(crate) report: Report,
+    /// A write that returns `Err` is recorded with `Oracle::apply_failed` (never visible to
+    /// reads on this handle) instead of as a pending unit reads may see (the failed-writes check).
+    pub(crate) failed_writes_hidden: bool,
 }
 
 impl<'t> Runner<'t> {
@@ -83,6 +86,7 @@ impl<'t> Runner<'t> {
             history: History::default(),
             next_op_index: 0,
             report: Report { seed, ..Report::default() },
+            failed_writes_hidden: false,
         })
     }
 
@@ -174,7 +178,10 @@ impl<'t> Runner<'t> {
             Op::Rmw { key, .. } => self.rmw(engine, key, durability),
             _ => op.execute_write(engine).map_err(failed("write")),
         };
-        self.oracle.apply(unit);
+        match (&result, self.failed_writes_hidden) {
+            (Err(_), true) => self.oracle.apply_failed(unit),
+            _ => self.oracle.apply(unit),
+        }
         result?;
         if durability == Durability::Sync {
             self.oracle.mark_durable();
@@ -275,6 +282,34 @@ impl<'t> Runner<'t> {
         self.oracle.mark_durable();
         self.open_engine()?;
         self.verify_all("after close and reopen")
+    }
+
+    /// Close (which may fail after injected faults), drop, open, without a crash. A close that
+    /// returned Ok is a durability point: everything acknowledged must be back exactly and no
+    /// failed write. A failed close leaves the files as the last process wrote them, so the
+    /// crash oracle decides (failed and unsynced writes pending); its state becomes the model.
+    /// Returns whether the close succeeded.
+    pub(crate) fn reopen_after_faults(&mut self) -> Result<bool, ExecError> {
+        self.history.push(format!("#{:<5} reopen (close, may fail; drop; open)", self.next_op_index));
+        self.next_op_index += 1;
+        let engine =
+            self.engine.take().ok_or_else(|| ExecError::Wrong("no engine is open to close".into()))?;
+        let closed = catch(|| engine.close())
+            .map_err(|panic| ExecError::Wrong(format!("close panicked: {panic}")))?
+            .is_ok();
+        drop(engine);
+        self.open_engine()?;
+        if closed {
+            self.oracle.mark_durable();
+            self.verify_all("after a close that returned Ok and a reopen")?;
+            return Ok(true);
+        }
+        let observed = self.observe()?;
+        self.oracle.check_recovery(&observed, self.target.prefix_consistent()).map_err(|what| {
+            ExecError::Wrong(format!("after a failed close and a reopen (no crash): {what}"))
+        })?;
+        self.oracle.reset_to(&observed);
+        Ok(false)
     }
 
     /// Power loss, drop, reopen; then the recovered state must pass the pending-aware oracle,

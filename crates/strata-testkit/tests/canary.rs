@@ -15,7 +15,7 @@ use strata_core::{
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
-use strata_testkit::{crash, damage, faults, stress, StorageKind, Target};
+use strata_testkit::{crash, damage, failed_writes, faults, stress, StorageKind, Target};
 
 const DATA_FILE: &str = "canary.data";
 /// Written after the first successful persist: from then on a missing data file is damage, not a
@@ -46,6 +46,10 @@ enum Bug {
     ShortenedFileIsAPrefix,
     /// Open treats a missing data file as a new, empty store even after it was created.
     MissingFileMeansEmpty,
+    /// A write is applied to the map before it is persisted and not undone when persisting
+    /// fails; the failure refuses later writes but reads go on answering from the map, so they
+    /// show the write that returned `Err` (the memory and flex bug of issue #19 item 4).
+    FailedWriteStaysVisible,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -113,6 +117,14 @@ impl Canary {
         }
     }
 
+    /// Reads refuse a poisoned canary: its map may hold the write whose persist failed.
+    fn readable(&self, state: &State) -> Result<()> {
+        match self.options.bug {
+            Bug::FailedWriteStaysVisible if !state.closed => Ok(()),
+            _ => Canary::usable(state),
+        }
+    }
+
     fn persist(&self, state: &mut State) -> Result<()> {
         let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map)).and_then(
             |()| match self.storage.exists(CREATED_FILE)? {
@@ -160,7 +172,7 @@ impl Engine for Canary {
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         let state = self.state.lock();
-        Canary::usable(&state)?;
+        self.readable(&state)?;
         Ok(state.map.get(key).cloned())
     }
 
@@ -218,7 +230,7 @@ impl Engine for Canary {
             return Err(Error::unsupported("this canary is configured as an unordered (hash) engine"));
         }
         let state = self.state.lock();
-        Canary::usable(&state)?;
+        self.readable(&state)?;
         let mut items: Vec<(Key, Value)> = if range.is_empty() {
             Vec::new()
         } else {
@@ -451,6 +463,23 @@ fn faults_catch_durable_data_silently_dropped_after_a_bit_flip() {
             matches!(&result, Err(f) if f.description.contains("durable data is silently")),
             "{result:?}"
         );
+    }
+}
+
+#[test]
+fn canary_passes_the_failed_writes_check() {
+    failed_writes::check(&target(CORRECT));
+    let unordered =
+        named_target("canary-unordered", Options { ordered: false, prefix_consistent: false, ..CORRECT });
+    failed_writes::check(&unordered);
+}
+
+#[test]
+fn failed_writes_check_catches_a_failed_write_left_visible() {
+    let target = target(Options { bug: Bug::FailedWriteStaysVisible, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = failed_writes::run(&target, seed);
+        assert!(matches!(&result, Err(f) if f.description.contains("failed writes absent")), "{result:?}");
     }
 }
 
