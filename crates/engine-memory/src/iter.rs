@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use strata_core::{Direction, Error, Key, KeyRange, Result, Value};
+use strata_core::{Direction, Key, KeyRange, Result, Value};
 
 use crate::Inner;
 
@@ -71,9 +71,10 @@ impl Iterator for ChunkedRange {
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.buffer.is_empty() && !self.exhausted {
-            if self.inner.closed.load(Relaxed) {
+            // A scan begun before a failed write must not show it either.
+            if let Err(e) = self.inner.ensure_open() {
                 self.exhausted = true;
-                return Some(Err(Error::Closed));
+                return Some(Err(e));
             }
             self.refill();
         }

@@ -16,7 +16,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::batch_codec::encode_batch;
 use strata_core::{
     Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
-    Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+    Limits, Maintenance, MaintenanceTask, Poison, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_kit::memtable::MemTable;
@@ -46,6 +46,11 @@ struct Inner {
     /// Minimum WAL growth before a snapshot is considered.
     snapshot_min_wal_bytes: u64,
     closed: AtomicBool,
+    /// Set before any write, batch, rmw or flush returns `Err` (issue #19 item 4): the map may
+    /// then hold entries whose WAL record failed (append, commit or group commit), so every
+    /// later read, write and scan refill refuses with `Poisoned` instead of showing them. A
+    /// reopen replays only what the log holds.
+    poison: Poison,
     counters: Counters,
 }
 
@@ -111,6 +116,7 @@ impl MemoryEngine {
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
             snapshot_min_wal_bytes: config.wal_segment_bytes.max(64 << 10),
             closed: AtomicBool::new(false),
+            poison: Poison::labelled("memory engine"),
             counters: Counters::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
@@ -123,20 +129,50 @@ impl MemoryEngine {
         let _only_one = self.inner.snapshot_lock.lock();
         self.inner.write_snapshot()
     }
+
+    /// `rmw` under the map's write lock: the closure's result is appended and applied, then
+    /// committed outside the lock.
+    fn rmw_and_commit(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        let (lsn, payload_bytes, user_bytes, stored) = {
+            let mut map = self.inner.map.write();
+            let new = f(map.get(key).flatten().map(Vec::as_slice));
+            let batch = WriteBatch::single(key, new.as_deref());
+            let payload = encode_batch(&batch);
+            let lsn = self.inner.wal.append(&payload)?;
+            let user_bytes = batch.payload_bytes() as u64;
+            for op in batch.into_ops() {
+                map.apply_without_tombstones(op);
+            }
+            (lsn, payload.len() as u64, user_bytes, new)
+        };
+        self.inner.after_append(lsn, payload_bytes, user_bytes, durability)?;
+        Ok(stored)
+    }
 }
 
 impl Inner {
+    /// Not closed and not poisoned: every read and write starts here.
     fn ensure_open(&self) -> Result<()> {
         if self.closed.load(Relaxed) {
             return Err(Error::Closed);
         }
-        Ok(())
+        self.poison.check()
     }
 
     /// Appends `batch` to the WAL and applies it under the map's write lock, then waits for the
-    /// requested durability outside the lock (so concurrent writers share one fsync).
+    /// requested durability outside the lock (so concurrent writers share one fsync). Any
+    /// failure poisons the engine before it is returned: the batch may be in the map already.
     fn commit_batch(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.ensure_open()?;
+        self.apply_and_commit(batch, durability).map_err(|e| self.poison.poison(e))
+    }
+
+    fn apply_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
         let lsn = {
@@ -276,22 +312,9 @@ impl Engine for MemoryEngine {
         f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
         durability: Durability,
     ) -> Result<Option<Value>> {
-        let inner = &self.inner;
-        inner.ensure_open()?;
-        let (lsn, payload_bytes, user_bytes, stored) = {
-            let mut map = inner.map.write();
-            let new = f(map.get(key).flatten().map(Vec::as_slice));
-            let batch = WriteBatch::single(key, new.as_deref());
-            let payload = encode_batch(&batch);
-            let lsn = inner.wal.append(&payload)?;
-            let user_bytes = batch.payload_bytes() as u64;
-            for op in batch.into_ops() {
-                map.apply_without_tombstones(op);
-            }
-            (lsn, payload.len() as u64, user_bytes, new)
-        };
-        inner.after_append(lsn, payload_bytes, user_bytes, durability)?;
-        Ok(stored)
+        self.inner.ensure_open()?;
+        // As in `commit_batch`: after a failure the map may hold the result; hide it.
+        self.rmw_and_commit(key, f, durability).map_err(|e| self.inner.poison.poison(e))
     }
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
@@ -301,14 +324,18 @@ impl Engine for MemoryEngine {
 
     fn flush(&self) -> Result<()> {
         self.inner.ensure_open()?;
-        self.inner.wal.sync().map(|_| ())
+        self.inner.wal.sync().map(|_| ()).map_err(|e| self.inner.poison.poison(e))
     }
 
+    /// Closes the log; a poisoned engine reports its poison: the log did not accept all of its
+    /// writes, so the close vouches for nothing.
     fn close(&self) -> Result<()> {
         if self.inner.closed.swap(true, Relaxed) {
             return Ok(());
         }
-        self.inner.wal.close()
+        let closed = self.inner.wal.close();
+        self.inner.poison.check()?;
+        closed
     }
 
     fn stats(&self) -> Stats {
