@@ -181,7 +181,8 @@ impl FlexDb {
         self.poison.check()
     }
 
-    /// Makes the engine refuse every later operation: the table file and its index may disagree.
+    /// Makes the engine refuse every later operation: the table file and its index may disagree,
+    /// or a MemTable holds a batch whose WAL append or commit failed (write.rs).
     pub(super) fn poison(&self, e: Error) -> Error {
         self.poison.poison(e)
     }
@@ -229,7 +230,7 @@ impl FlexDb {
     /// Makes every acknowledged write durable in the WAL.
     pub(crate) fn flush(&self) -> Result<()> {
         self.check_usable()?;
-        self.wal.sync().map(|_| ())
+        self.wal.sync().map(|_| ()).map_err(|e| self.poison(e))
     }
 
     /// Close: stop the committer thread (`commit`: after its current commit; otherwise between

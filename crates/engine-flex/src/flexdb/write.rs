@@ -27,19 +27,24 @@ pub(super) enum Room {
 
 impl FlexDb {
     /// Write path steps 1–4: append and apply under `mem`, then wait for durability.
+    ///
+    /// Every failure from the append on poisons the engine before it is returned (issue #19
+    /// item 4): the batch is in the active MemTable from step 2 and is not undone, and a group
+    /// commit that failed may have failed other writers' batches too; readers check the poison
+    /// (`check_usable`, also before each scan window), so none of them sees a failed write.
     pub(crate) fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
         let (lsn, room, mem_in_use) = {
             let mut mem = self.mem.write();
-            let lsn = self.wal.append(&payload)?;
+            let lsn = self.wal.append(&payload).map_err(|e| self.poison(e))?;
             for op in batch.into_ops() {
                 mem.apply(op);
             }
             (lsn, self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem))
         };
-        self.after_append(lsn, user_bytes, durability, room, mem_in_use)
+        self.after_append(lsn, user_bytes, durability, room, mem_in_use).map_err(|e| self.poison(e))
     }
 
     /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it.
@@ -71,14 +76,14 @@ impl FlexDb {
             };
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
-            let lsn = self.wal.append(&encode_batch(&batch))?;
+            let lsn = self.wal.append(&encode_batch(&batch)).map_err(|e| self.poison(e))?;
             let user_bytes = batch.payload_bytes() as u64;
             for op in batch.into_ops() {
                 mem.apply(op);
             }
             break (lsn, user_bytes, self.freeze_if_full(&mut mem), new, Self::mem_in_use_bytes(&mem));
         };
-        self.after_append(lsn, user_bytes, durability, room, mem_in_use)?;
+        self.after_append(lsn, user_bytes, durability, room, mem_in_use).map_err(|e| self.poison(e))?;
         Ok(stored)
     }
 
