@@ -146,7 +146,7 @@ impl Engine for TreelineEngine {
 
     fn flush(&self) -> Result<()> {
         self.store.check_usable()?;
-        self.store.wal.sync().map(|_| ())
+        self.store.wal.sync().map(|_| ()).map_err(|e| self.store.poison.poison(e))
     }
 
     /// Checkpoints (so the next open replays nothing) and closes the WAL. A poisoned store only

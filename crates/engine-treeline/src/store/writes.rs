@@ -22,18 +22,21 @@ fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
 impl Store {
     /// 1–2: append the batch to the WAL and apply it to the record cache under the cache lock
     /// (WAL order is apply order; a failed append leaves the cache untouched); 3–5 in
-    /// `after_write`.
+    /// `after_write`. Any failure from the append on poisons the store before it is returned
+    /// (issue #19 item 4): the batch is dirty in the cache and not undone, a failed group commit
+    /// fails other writers' batches too, and every read checks the poison (`check_usable`, also
+    /// before each scan chunk), so no reader sees a write that returned `Err`.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
         let lsn = {
             let mut cache = self.cache.lock();
-            let lsn = self.wal.append(&payload)?;
+            let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
             apply_to_cache(&mut cache, batch, lsn);
             lsn
         };
-        self.after_write(lsn, payload.len() as u64, user_bytes, durability)
+        self.after_write(lsn, payload.len() as u64, user_bytes, durability).map_err(|e| self.poison.poison(e))
     }
 
     /// Atomic read-modify-write: the current value comes from the cache, or from the pages when
@@ -65,10 +68,11 @@ impl Store {
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
             let user_bytes = batch.payload_bytes() as u64;
-            let lsn = self.wal.append(&payload)?;
+            let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
             apply_to_cache(&mut cache, batch, lsn);
             drop(cache);
-            self.after_write(lsn, payload.len() as u64, user_bytes, durability)?;
+            self.after_write(lsn, payload.len() as u64, user_bytes, durability)
+                .map_err(|e| self.poison.poison(e))?;
             return Ok(new);
         }
     }
