@@ -19,6 +19,7 @@
 //!
 //! Then the engine must work normally again.
 
+pub mod regressions;
 mod threads;
 
 use std::fmt;
