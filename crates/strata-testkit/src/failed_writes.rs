@@ -30,20 +30,19 @@ use strata_io::{Fault, FaultKind, SimStorage, Storage};
 use crate::backend::Backend;
 use crate::ops::{CrashKind, Generator, Op, OpMix};
 use crate::runner::{ExecError, Runner};
+// Warm-up, recovery and full-disk sizes are the fault check's (`faults.rs`).
+use crate::faults::{
+    AFTER_RECOVERY_OPS, NO_SPACE_HEADROOM_BYTES as FULL_DISK_HEADROOM_BYTES,
+    NO_SPACE_MAX_WRITES as FULL_DISK_MAX_OPS, NO_SPACE_VALUE_BYTES as FULL_DISK_VALUE_BYTES, WARMUP_OPS,
+};
 use crate::{seed, Failure, Target};
 
 /// Seeds per `check` unless `STRATA_SEEDS` says otherwise.
 pub const DEFAULT_SEEDS: usize = 2;
-const WARMUP_OPS: usize = 30;
 /// Most ops of a fault phase when no call fails.
 const PHASE_OPS: usize = 60;
 /// Ops run after the first failed call, before the phase ends: these are the reads that count.
 const OPS_AFTER_ERROR: usize = 25;
-const AFTER_RECOVERY_OPS: usize = 20;
-/// The full-disk scenario: free space left, value size, most writes.
-const FULL_DISK_HEADROOM_BYTES: u64 = 32 << 10;
-const FULL_DISK_VALUE_BYTES: usize = 1536;
-const FULL_DISK_MAX_OPS: usize = 600;
 
 /// Writes, reads and flushes with many Sync writes (their fsyncs are what `FailSync` hits); no
 /// reopen or crash inside a phase (the check ends each phase with one).

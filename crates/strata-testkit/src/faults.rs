@@ -21,17 +21,17 @@ use crate::{seed, Failure, Target};
 /// Seeds per `check` unless `STRATA_SEEDS` says otherwise.
 pub const DEFAULT_SEEDS: usize = 2;
 /// Ops run before any fault is armed, so the engine has state to lose.
-const WARMUP_OPS: usize = 30;
+pub(crate) const WARMUP_OPS: usize = 30;
 /// Ops run with a fault armed; the fault phase stops at the first failing call.
 const FAULT_PHASE_OPS: usize = 40;
 /// Ops run after recovery; the engine must be fully usable again.
-const AFTER_RECOVERY_OPS: usize = 20;
+pub(crate) const AFTER_RECOVERY_OPS: usize = 20;
 /// Fault positions tried per sweep.
 const SWEEP_POINTS: u64 = 14;
 /// Free space left when the disk is made nearly full.
-const NO_SPACE_HEADROOM_BYTES: u64 = 32 << 10;
-const NO_SPACE_MAX_WRITES: usize = 600;
-const NO_SPACE_VALUE_BYTES: usize = 1536;
+pub(crate) const NO_SPACE_HEADROOM_BYTES: u64 = 32 << 10;
+pub(crate) const NO_SPACE_MAX_WRITES: usize = 600;
+pub(crate) const NO_SPACE_VALUE_BYTES: usize = 1536;
 
 /// What a fault check did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
