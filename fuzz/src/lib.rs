@@ -87,17 +87,10 @@ fn snapshot_files(storage: &dyn Storage) -> Vec<(String, Vec<u8>)> {
         .filter(|n| n != "LOCK")
         .map(|n| {
             let file = storage.open(&n, OpenOptions::existing()).expect("open seed file");
-            let bytes = strata_io_read_all(file.as_ref());
+            let bytes = strata_io::read_all(file.as_ref()).expect("read seed file");
             (n, bytes)
         })
         .collect()
-}
-
-fn strata_io_read_all(file: &dyn strata::storage::StorageFile) -> Vec<u8> {
-    let len = file.len().expect("len") as usize;
-    let mut buf = vec![0u8; len];
-    file.read_at(0, &mut buf).expect("read seed file");
-    buf
 }
 
 /// The seed store of `kind`, built on first use.
