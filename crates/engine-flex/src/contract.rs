@@ -23,14 +23,17 @@ impl Maintenance for FlexEngine {
     /// `cache_bytes`: the interval cache's size, read as at open (up to the memory budget); a
     /// smaller cache evicts at once.
     fn set_option(&self, name: &str, value: &str) -> Result<()> {
-        let given = [(name.to_string(), value.to_string())];
-        let mut reader = EngineOptionReader::new("flex", &given)?;
-        let budget = self.memory_budget_bytes().max(4 << 10);
-        let cache_bytes = reader.bytes("cache_bytes", 0..=budget)?;
-        reader.finish()?;
-        match cache_bytes {
-            Some(bytes) => self.set_cache_bytes(bytes),
-            None => Err(Error::invalid(format!("engine 'flex' has no runtime option {name:?}"))),
+        match name {
+            "cache_bytes" => {
+                let budget = self.memory_budget_bytes().max(4 << 10);
+                self.set_cache_bytes(EngineOptionReader::runtime_bytes(
+                    "flex",
+                    "cache_bytes",
+                    value,
+                    0..=budget,
+                )?)
+            }
+            other => Err(Error::invalid(format!("engine 'flex' has no runtime option {other:?}"))),
         }
     }
 

@@ -86,7 +86,7 @@ impl Maintenance for TreelineEngine {
             MaintenanceTask::Commit => self.store.commit_dirty_records(),
             MaintenanceTask::Checkpoint => self.store.checkpoint_now(),
             MaintenanceTask::Compact => self.store.compact(),
-            other => Err(Error::unsupported(format!("engine 'treeline' has no '{}' task", other.name()))),
+            other => Err(other.not_offered_by("treeline")),
         }
     }
 }

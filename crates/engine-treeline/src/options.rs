@@ -107,11 +107,7 @@ pub fn cache_range(config: &EngineConfig) -> std::ops::RangeInclusive<u64> {
 
 /// Parses a runtime `record_cache_bytes` value as at open.
 pub fn parse_record_cache_bytes(config: &EngineConfig, value: &str) -> Result<u64> {
-    let given = [("record_cache_bytes".to_string(), value.to_string())];
-    let mut r = EngineOptionReader::new(ENGINE_NAME, &given)?;
-    let bytes = r.bytes("record_cache_bytes", cache_range(config))?;
-    r.finish()?;
-    bytes.ok_or_else(|| Error::invalid("record_cache_bytes needs a value"))
+    EngineOptionReader::runtime_bytes(ENGINE_NAME, "record_cache_bytes", value, cache_range(config))
 }
 
 #[cfg(test)]

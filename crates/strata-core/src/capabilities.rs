@@ -84,7 +84,7 @@ impl Maintenance for NoMaintenance {
     }
 
     fn run(&self, task: MaintenanceTask) -> Result<()> {
-        Err(task.not_offered_by("this"))
+        Err(crate::Error::unsupported(format!("no '{}' maintenance task", task.name())))
     }
 }
 

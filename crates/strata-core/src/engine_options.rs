@@ -22,6 +22,21 @@ impl<'a> EngineOptionReader<'a> {
         Ok(EngineOptionReader { engine, given, known: Vec::new() })
     }
 
+    /// A runtime knob's new value (`Maintenance::set_option`), read as at open: one size within
+    /// `range`, with the same error text an open would give.
+    pub fn runtime_bytes(
+        engine: &str,
+        name: &'static str,
+        value: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<u64> {
+        let given = [(name.to_string(), value.to_string())];
+        let mut reader = EngineOptionReader::new(engine, &given)?;
+        let bytes = reader.bytes(name, range)?;
+        reader.finish()?;
+        bytes.ok_or_else(|| Error::invalid(format!("{engine} engine option {name} needs a value")))
+    }
+
     fn raw(&mut self, name: &'static str) -> Option<&'a str> {
         self.known.push(name);
         self.given.iter().find(|(n, _)| n == name).map(|(_, v)| v.trim())
