@@ -84,12 +84,14 @@ impl Schema {
         self.offsets[index]..self.offsets[index] + self.columns[index].width_bytes
     }
 
+    /// The index of the column `name`; `InvalidArgument` listing the columns when it has none.
+    pub fn require_column(&self, name: &str) -> Result<usize> {
+        self.column_index(name).ok_or_else(|| self.unknown_column(name))
+    }
+
     /// The projection of the named columns, in the order given.
     pub fn projection(&self, names: &[&str]) -> Result<Projection> {
-        let columns = names
-            .iter()
-            .map(|name| self.column_index(name).ok_or_else(|| self.unknown_column(name)))
-            .collect::<Result<Vec<usize>>>()?;
+        let columns = names.iter().map(|name| self.require_column(name)).collect::<Result<Vec<usize>>>()?;
         Ok(Projection { columns })
     }
 

@@ -53,7 +53,7 @@ impl<'db> Table<'db> {
         let schema = self.schema();
         let indexed = columns
             .iter()
-            .map(|&(name, bytes)| Ok((schema.projection(&[name])?.columns()[0], bytes)))
+            .map(|&(name, bytes)| Ok((schema.require_column(name)?, bytes)))
             .collect::<Result<Vec<(usize, &[u8])>>>()?;
         schema.check_update(&indexed)?;
         self.inner.update(key, &indexed, durability)
