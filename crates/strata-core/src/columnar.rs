@@ -131,6 +131,17 @@ impl Schema {
         Ok(())
     }
 
+    /// Checks that `projection` names only columns of this schema (it may come from another
+    /// table's schema).
+    pub fn check_projection(&self, projection: &Projection) -> Result<()> {
+        match projection.columns.iter().find(|&&i| i >= self.columns.len()) {
+            Some(i) => Err(Error::invalid(format!(
+                "the table has no column {i}: the projection is another schema's"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that `row` is one whole row of this schema.
     pub fn check_row(&self, row: &[u8]) -> Result<()> {
         if row.len() != self.row_bytes {
@@ -149,8 +160,9 @@ impl Schema {
     }
 }
 
-/// A table of fixed-width columns. Rows and updates have been checked against the schema by the
-/// caller (`Schema::check_row`, `check_update`); keys against the engine's limits.
+/// A table of fixed-width columns. Keys have been checked against the engine's limits and rows
+/// against the schema (`Schema::check_row`) by the caller; an implementation refuses updates and
+/// projections of other schemas itself (`check_update`, `check_projection`), never panics.
 pub trait ColumnarTable: Send + Sync {
     fn schema(&self) -> &Schema;
 
@@ -206,6 +218,7 @@ impl ColumnarTable for RowEncodedTable<'_> {
     }
 
     fn update(&self, key: &[u8], columns: &[(usize, &[u8])], durability: Durability) -> Result<bool> {
+        self.schema.check_update(columns)?;
         if self.engine.get(key)?.is_none() {
             return Ok(false);
         }
@@ -239,6 +252,7 @@ impl ColumnarTable for RowEncodedTable<'_> {
     }
 
     fn get(&self, key: &[u8], projection: &Projection) -> Result<Option<Value>> {
+        self.schema.check_projection(projection)?;
         let Some(row) = self.engine.get(key)? else { return Ok(None) };
         if row.len() != self.schema.row_bytes() {
             return Err(not_a_row(&self.schema, key, row.len()));
@@ -249,6 +263,7 @@ impl ColumnarTable for RowEncodedTable<'_> {
     }
 
     fn scan(&self, range: KeyRange, direction: Direction, projection: &Projection) -> Result<KvIter> {
+        self.schema.check_projection(projection)?;
         let rows = self.engine.range(range, direction)?;
         let (schema, projection) = (self.schema.clone(), projection.clone());
         Ok(Box::new(rows.map(move |item| {
@@ -296,5 +311,9 @@ mod tests {
         assert!(matches!(s.check_update(&[(3, &[0; 4])]), Err(Error::InvalidArgument(_))));
         assert!(s.check_update(&[(0, &[0; 4]), (2, &[0; 2])]).is_ok());
         assert!(matches!(s.check_row(&[0; 13]), Err(Error::InvalidArgument(_))));
+        let wider = Schema::new([("a", 1), ("b", 1), ("c", 1), ("d", 1)]).unwrap();
+        let foreign = wider.projection(&["d"]).unwrap();
+        assert!(matches!(s.check_projection(&foreign), Err(Error::InvalidArgument(_))));
+        assert!(s.check_projection(&s.all_columns()).is_ok());
     }
 }

@@ -55,7 +55,6 @@ impl<'db> Table<'db> {
             .iter()
             .map(|&(name, bytes)| Ok((schema.require_column(name)?, bytes)))
             .collect::<Result<Vec<(usize, &[u8])>>>()?;
-        schema.check_update(&indexed)?;
         self.inner.update(key, &indexed, durability)
     }
 
