@@ -44,7 +44,7 @@ use strata_kit::EngineFactory;
 
 pub use crate::options::TreelineOptions;
 use crate::options::{ENGINE_NAME, RUNTIME_OPTIONS};
-use crate::store::{RangeIter, Store};
+use crate::store::{RangeIter, Store, Sweep};
 
 /// Registers engine `treeline` with the facade (`crates/strata/src/registry.rs`).
 pub const FACTORY: EngineFactory = EngineFactory {
@@ -55,12 +55,16 @@ pub const FACTORY: EngineFactory = EngineFactory {
 /// The treeline engine; cheap handles share one store.
 pub struct TreelineEngine {
     store: Arc<Store>,
+    /// Evicts and checkpoints in the background (store/eviction.rs).
+    write_back: strata_kit::worker::Worker,
 }
 
 impl TreelineEngine {
     /// Opens (creating if the storage is empty) a store with the knobs in `config`.
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<TreelineEngine> {
-        Ok(TreelineEngine { store: Store::open(storage, config)? })
+        let store = Store::open(storage, config)?;
+        let write_back = store::spawn_write_back_worker(&store)?;
+        Ok(TreelineEngine { store, write_back })
     }
 
     /// The page size the store was created with.
@@ -156,10 +160,11 @@ impl Engine for TreelineEngine {
         if store.closed.swap(true, Relaxed) {
             return Ok(());
         }
+        self.write_back.stop_and_join();
         let checkpointed = match store.poison.check() {
             Ok(()) => {
                 let mut maint = store.maint.lock();
-                store.maintain(|| store.checkpoint(&mut maint))
+                store.maintain(|| store.checkpoint(&mut maint, Sweep::All))
             }
             Err(e) => Err(e),
         };

@@ -42,6 +42,12 @@ pub struct TreelineOptions {
     /// WAL growth that triggers a checkpoint; default the record cache size (at least 256 KiB),
     /// so replaying the log after a crash refills about one cache.
     pub checkpoint_wal_bytes: Option<u64>,
+    /// Torn-page protection: a page overwritten in place goes to the double-write area first
+    /// (default). Off assumes in-place page writes are atomic, as the paper does (NVMe devices
+    /// whose atomic write unit covers the page, with direct I/O): a torn page is then reported as
+    /// corruption by its checksum when read, never repaired. For measuring what the double
+    /// write costs, and for such devices.
+    pub double_write: bool,
 }
 
 impl Default for TreelineOptions {
@@ -55,6 +61,7 @@ impl Default for TreelineOptions {
             forecasting: true,
             forecast_epoch_inserts: 100_000,
             checkpoint_wal_bytes: None,
+            double_write: true,
         }
     }
 }
@@ -85,6 +92,9 @@ impl TreelineOptions {
             options.forecast_epoch_inserts = n;
         }
         options.checkpoint_wal_bytes = r.bytes("checkpoint_wal_bytes", 4096..=1 << 50)?;
+        if let Some(on) = r.flag("double_write")? {
+            options.double_write = on;
+        }
         r.finish()?;
         Ok(options)
     }

@@ -185,9 +185,18 @@ impl RecordCache {
         self.map.range::<[u8], _>((Bound::Included(lower), end))
     }
 
-    /// The first dirty key at or after `from`.
-    pub fn first_dirty_at_or_after(&self, from: &[u8]) -> Option<Key> {
-        self.entries_in(from, None).find(|(_, e)| e.dirty_lsn > 0).map(|(k, _)| k.clone())
+    /// The first key at or after `from` that is dirty with an lsn below `below_lsn`.
+    pub fn first_dirty_at_or_after(&self, from: &[u8], below_lsn: Lsn) -> Option<Key> {
+        self.entries_in(from, None)
+            .find(|(_, e)| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+            .map(|(k, _)| k.clone())
+    }
+
+    /// The smallest lsn of a dirty record (`None`: nothing is dirty). Every record whose last
+    /// write is older is in the pages, so a WAL replay from here restores every dirty record.
+    /// Linear in the cache's entries (a checkpoint runs it once).
+    pub fn min_dirty_lsn(&self) -> Option<Lsn> {
+        self.map.values().filter(|e| e.dirty_lsn > 0).map(|e| e.dirty_lsn).min()
     }
 
     /// After a page write: each record still dirty with the lsn that was written becomes clean
@@ -265,6 +274,30 @@ impl RecordCache {
             }
         }
         dirty_candidate.map_or(Victim::Empty, Victim::WriteBack)
+    }
+
+    /// Several eviction steps at once, for a batched write-back: evicts clean victims and
+    /// collects up to `max_write_backs` distinct dirty ones, until the bytes left (counting the
+    /// collected dirty victims as gone) are at most `target_bytes`. The caller writes back the
+    /// returned keys' pages together, then `evict_if_clean`s each.
+    pub fn choose_victims(&mut self, max_write_backs: usize, target_bytes: u64) -> Vec<Key> {
+        let mut victims: Vec<Key> = Vec::new();
+        let mut pending_bytes = 0;
+        while self.used_bytes.saturating_sub(pending_bytes) > target_bytes && victims.len() < max_write_backs
+        {
+            match self.choose_victim() {
+                Victim::Empty => break,
+                Victim::Evicted => {}
+                Victim::WriteBack(key) => {
+                    if victims.contains(&key) {
+                        break; // the hand went all the way round: every candidate is collected
+                    }
+                    pending_bytes += self.map.get(&key).map_or(0, |e| entry_bytes(&key, e.value.as_ref()));
+                    victims.push(key);
+                }
+            }
+        }
+        victims
     }
 
     /// Evicts clean entries only (for read admissions, which do no writes) until under capacity

@@ -1,5 +1,5 @@
-//! Checkpoints (the recovery point: every WAL record below its lsn is in the pages, and its index
-//! says where) and the on-demand maintenance tasks.
+//! Checkpoints (the recovery point: every record whose last write is older than the checkpoint's
+//! replay lsn is in the pages, and its index says where) and the on-demand maintenance tasks.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -8,13 +8,26 @@ use strata_core::{Durability, Key, Result};
 use super::{Counters, MaintState, Store};
 use crate::checkpoint_file::Checkpoint;
 
+/// Which dirty records a checkpoint writes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sweep {
+    /// Every dirty record: the WAL is released up to the cut (close, `MaintenanceTask::Checkpoint`).
+    All,
+    /// Only records dirty since before the previous checkpoint's cut (automatic checkpoints):
+    /// hot records rewritten all the time stay in the cache, and the WAL kept is about two
+    /// checkpoint distances.
+    OlderThanLastCut,
+}
+
 impl Store {
     /// 1. Cut: under the cache lock every batch up to `cut_lsn` is in the cache; make the WAL
-    ///    durable up to it. 2. Write back every dirty record (one sweep). 3. Sync the data file.
-    /// 4. Store the checkpoint file (index, `cut_lsn + 1`, the next generation) atomically.
-    /// 5. Slots freed since the last checkpoint become reusable; the double-write area starts
-    ///    the new generation. 6. Release the WAL before `cut_lsn + 1`.
-    pub fn checkpoint(&self, maint: &mut MaintState) -> Result<()> {
+    ///    durable up to it. 2. Write back the dirty records `sweep` names (batched). 3. Sync the
+    ///    data file. 4. The replay lsn: the oldest lsn still dirty in the cache, at most
+    ///    `cut_lsn + 1` — every record whose last write is older is in the synced pages.
+    ///    5. Store the checkpoint file (index, replay lsn, the next generation) atomically.
+    ///    6. Slots freed since the last checkpoint become reusable; the double-write area starts
+    ///    the new generation. 7. Release the WAL before the replay lsn.
+    pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
         let cut_lsn = {
             let _cache = self.cache.lock();
             self.wal.last_lsn()
@@ -23,12 +36,17 @@ impl Store {
             self.wal.commit(cut_lsn, Durability::Sync)?;
         }
         self.wal_bytes_since_checkpoint.store(0, Relaxed);
-        self.write_back_all(maint)?;
+        let below_lsn = match sweep {
+            Sweep::All => u64::MAX,
+            Sweep::OlderThanLastCut => maint.last_cut_lsn + 1,
+        };
+        self.write_back_older_than(maint, below_lsn)?;
         self.data.sync()?;
+        let replay_from_lsn = self.cache.lock().min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1));
         let generation = maint.generation + 1;
         let checkpoint = Checkpoint {
             generation,
-            wal_replay_from_lsn: cut_lsn + 1,
+            wal_replay_from_lsn: replay_from_lsn,
             data_end_page: maint.free.end(),
             next_production_id: maint.next_production_id,
             page_size: self.page_size,
@@ -36,28 +54,47 @@ impl Store {
         };
         checkpoint.store(self.storage.as_ref())?;
         maint.generation = generation;
+        maint.checkpoint_production_id = maint.next_production_id;
+        maint.last_cut_lsn = cut_lsn;
         for slot in maint.freed_since_checkpoint.drain(..) {
             maint.free.release(slot)?;
         }
         maint.double_write.reset(generation)?;
         self.double_write_bytes.store(0, Relaxed);
-        self.wal.truncate_before(cut_lsn + 1)?;
+        self.wal.truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
         Ok(())
+    }
+
+    /// Whether the WAL grew by `checkpoint_wal_bytes` or the double-write area by as much (at
+    /// least 64 pages) since the last checkpoint.
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        let dwb_limit = self.checkpoint_wal_bytes.max(64 * self.page_size.bytes() as u64);
+        self.wal_bytes_since_checkpoint.load(Relaxed) >= self.checkpoint_wal_bytes
+            || self.double_write_bytes.load(Relaxed) >= dwb_limit
+    }
+
+    /// An automatic checkpoint when one is due (the write-back worker's step).
+    pub(crate) fn checkpoint_if_due(&self) -> Result<()> {
+        if !self.checkpoint_due() {
+            return Ok(());
+        }
+        let mut maint = self.maint.lock();
+        self.maintain(|| self.checkpoint(&mut maint, Sweep::OlderThanLastCut))
     }
 
     /// `MaintenanceTask::Commit`: every dirty record written back (the WAL is kept).
     pub fn commit_dirty_records(&self) -> Result<()> {
         self.check_usable()?;
         let mut maint = self.maint.lock();
-        self.maintain(|| self.write_back_all(&mut maint))
+        self.maintain(|| self.write_back_older_than(&mut maint, u64::MAX))
     }
 
     /// `MaintenanceTask::Checkpoint`.
     pub fn checkpoint_now(&self) -> Result<()> {
         self.check_usable()?;
         let mut maint = self.maint.lock();
-        self.maintain(|| self.checkpoint(&mut maint))
+        self.maintain(|| self.checkpoint(&mut maint, Sweep::All))
     }
 
     /// `MaintenanceTask::Compact`: reorganizes every segment that has an overflow page (each

@@ -11,6 +11,10 @@ pub struct Counters {
     pub records_written_back: AtomicU64,
     /// Page images appended to the double-write area.
     pub double_write_pages: AtomicU64,
+    /// Syncs of the double-write area (one per batch that had images).
+    pub double_write_syncs: AtomicU64,
+    /// Batched write-backs (each one WAL sync, at most one double-write sync).
+    pub write_back_batches: AtomicU64,
     pub overflow_pages_created: AtomicU64,
     pub reorganizations: AtomicU64,
     pub pre_segments_reorganized: AtomicU64,
@@ -30,6 +34,8 @@ impl Counters {
             ("pages_written_back", &self.pages_written_back),
             ("records_written_back", &self.records_written_back),
             ("double_write_pages", &self.double_write_pages),
+            ("double_write_syncs", &self.double_write_syncs),
+            ("write_back_batches", &self.write_back_batches),
             ("overflow_pages_created", &self.overflow_pages_created),
             ("reorganizations", &self.reorganizations),
             ("pre_segments_reorganized", &self.pre_segments_reorganized),

@@ -10,12 +10,16 @@
 
 mod checkpoint;
 mod counters;
+mod eviction;
 mod reads;
 mod reorg;
 mod scan;
 mod verify;
 mod write_back;
 mod writes;
+
+pub(crate) use self::checkpoint::Sweep;
+pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -24,6 +28,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use strata_core::{EngineConfig, Error, Poison, Result};
 use strata_io::Storage;
+use strata_kit::worker::WorkerSignals;
 use strata_wal::{Wal, WalOptions};
 
 pub use self::counters::Counters;
@@ -53,6 +58,12 @@ pub(crate) struct MaintState {
     pub forecaster: Option<Forecaster>,
     pub generation: u64,
     pub next_production_id: u64,
+    /// `next_production_id` at the last checkpoint: segments produced since are not in the
+    /// checkpoint's index, so recovery never repairs their pages and in-place writes to them
+    /// need no double-write images.
+    pub checkpoint_production_id: u64,
+    /// The WAL's last lsn when the last checkpoint was cut (0: none since open).
+    pub last_cut_lsn: u64,
 }
 
 impl MaintState {
@@ -87,6 +98,8 @@ pub(crate) struct Store {
     pub double_write_bytes: AtomicU64,
     pub poison: Poison,
     pub closed: AtomicBool,
+    /// The write-back worker's signals (eviction.rs).
+    pub signals: Arc<WorkerSignals>,
     pub counters: Counters,
 }
 
@@ -126,6 +139,8 @@ impl Store {
                 forecaster,
                 generation: checkpoint.generation,
                 next_production_id: checkpoint.next_production_id,
+                checkpoint_production_id: checkpoint.next_production_id,
+                last_cut_lsn: 0,
             }),
             index: RwLock::new(checkpoint.index),
             latches: std::array::from_fn(|_| RwLock::new(())),
@@ -138,6 +153,7 @@ impl Store {
             double_write_bytes: AtomicU64::new(0),
             poison: Poison::labelled("treeline"),
             closed: AtomicBool::new(false),
+            signals: Arc::default(),
             counters: Counters::default(),
             storage,
             config: config.clone(),

@@ -1,7 +1,14 @@
 //! Write-back (paper §4.1 "Data Modifications", §4.2 eviction): every dirty record of one page
 //! goes into the page (and its overflow page) in one write; a page that cannot take them all
 //! triggers a reorganization of its segment.
+//!
+//! Pages are written back in batches ([`WriteBackBatch`], up to [`MAX_BATCH_PAGES`]): one WAL
+//! sync and one double-write sync cover every page of a batch, where one page at a time paid two
+//! syncs per page. A batch's pages are prepared (read, dirty records applied) under `maint`, so
+//! the index and the pages cannot change before they are written, except by a reorganization
+//! of this very write-back, and the batch is written out before any reorganization starts.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use strata_core::{Durability, Error, Key, Result};
@@ -13,6 +20,38 @@ use crate::index::{Location, SegmentEntry};
 use crate::key_projection::project;
 use crate::page::{Page, PageKind, PutOutcome};
 use crate::record_cache::DirtyRecord;
+
+/// Pages in one batched write-back.
+pub const MAX_BATCH_PAGES: usize = 64;
+
+/// Pages prepared for one batched write, and the dirty records they take.
+#[derive(Default)]
+pub(crate) struct WriteBackBatch {
+    pairs: Vec<PreparedPair>,
+    /// Base pages already in the batch: a second key on one of them adds nothing.
+    base_pages: HashSet<PageId>,
+    records: Vec<DirtyRecord>,
+}
+
+impl WriteBackBatch {
+    pub fn is_full(&self) -> bool {
+        self.pairs.len() >= MAX_BATCH_PAGES
+    }
+}
+
+/// One page pair of a batch, ready to write.
+struct PreparedPair {
+    segment_lower: Key,
+    segment_first_page: PageId,
+    page_index: usize,
+    /// Pages overwritten in place (overflow first, base last).
+    in_place: Vec<(PageId, Vec<u8>)>,
+    /// A new overflow page, written to a free page and then entered in the index.
+    new_overflow: Option<(PageId, Vec<u8>)>,
+    /// The segment is older than the last checkpoint (its pages are the ones recovery repairs)
+    /// and the double write is on, so its in-place pages go to the double-write area first.
+    needs_double_write: bool,
+}
 
 /// A base page and its overflow page after the dirty records were applied.
 struct Applied {
@@ -87,50 +126,94 @@ fn apply_dirty(
 }
 
 impl Store {
-    /// Writes back every dirty record of the page that holds `key`; returns that page's upper
-    /// fence (`None`: the last page of the key space), where a sweep continues.
+    /// Writes back the pages of `keys` (each key's page with every dirty record in its fences),
+    /// in batches.
+    pub fn write_back_pages_of(&self, maint: &mut MaintState, keys: &[Key]) -> Result<()> {
+        let mut batch = WriteBackBatch::default();
+        for key in keys {
+            self.add_page_of(maint, &mut batch, key)?;
+            if batch.is_full() {
+                self.write_batch(maint, &mut batch)?;
+            }
+        }
+        self.write_batch(maint, &mut batch)
+    }
+
+    /// Writes back every dirty record whose lsn is below `below_lsn` (`u64::MAX`: all), with the
+    /// other dirty records of their pages, sweeping the key space once in order.
+    pub fn write_back_older_than(&self, maint: &mut MaintState, below_lsn: u64) -> Result<()> {
+        let mut batch = WriteBackBatch::default();
+        let mut from: Key = Vec::new();
+        loop {
+            let Some(key) = self.cache.lock().first_dirty_at_or_after(&from, below_lsn) else { break };
+            let upper = self.add_page_of(maint, &mut batch, &key)?;
+            if batch.is_full() {
+                self.write_batch(maint, &mut batch)?;
+            }
+            match upper {
+                Some(upper) => from = upper,
+                None => break,
+            }
+        }
+        self.write_batch(maint, &mut batch)
+    }
+
+    /// Adds the page that holds `key` to `batch`; returns that page's upper fence (`None`: the
+    /// last page of the key space), where a sweep continues.
     ///
-    /// 1. Locate the page (the index cannot change: the caller holds `maint`) and read it and its
-    ///    overflow page. 2. Take the dirty records inside its fences from the cache. 3. Make the
-    ///    WAL durable up to their newest lsn (no page ever holds a write the WAL could lose).
-    ///    4. Apply them; if the pair is full, reorganize instead (the records go into the post
-    ///    segments). 5. Write (double-write first). 6. Mark those records clean unless written
-    ///    again meanwhile.
-    pub fn write_back_page_of(&self, maint: &mut MaintState, key: &[u8]) -> Result<Option<Key>> {
+    /// 1. Locate the page (only the caller, holding `maint`, changes the index) and read it and
+    ///    its overflow page. 2. Take the dirty records inside its fences from the cache.
+    ///    3. Apply them to copies; a pair that cannot take them all is reorganized at once,
+    ///    after the batch so far is written (the reorganization reads those pages), with the
+    ///    records made durable in the WAL first. 4. Otherwise the pair joins the batch
+    ///    (`write_batch` does the rest).
+    fn add_page_of(
+        &self,
+        maint: &mut MaintState,
+        batch: &mut WriteBackBatch,
+        key: &[u8],
+    ) -> Result<Option<Key>> {
         self.ensure_first_segment(maint)?;
         let location =
             self.index.read().locate(key).ok_or_else(|| Error::corruption("treeline index", 0, "empty"))?;
         let (page_index, base) = self.find_base_page(&location, key)?;
+        let upper = base.upper_fence().map(<[u8]>::to_vec);
+        let base_id = location.entry.base_page(page_index);
+        if batch.base_pages.contains(&base_id) {
+            return Ok(upper);
+        }
         let overflow_id = location.entry.overflow_of(page_index);
         let overflow = overflow_id.map(|id| self.data.read_page(id)).transpose()?;
-        let upper = base.upper_fence().map(<[u8]>::to_vec);
         let dirty = self.cache.lock().dirty_in(base.lower_fence(), upper.as_deref());
         let Some(newest_lsn) = dirty.iter().map(|r| r.lsn).max() else { return Ok(upper) };
-        self.wal.commit(newest_lsn, Durability::Sync)?;
         match apply_dirty(&base, overflow.as_ref(), &dirty, &mut maint.forecaster)? {
-            Some(applied) => self.write_page_pair(maint, &location, page_index, overflow_id, applied)?,
-            None => self.reorganize(maint, &location.lower, &dirty)?,
+            Some(applied) => {
+                let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
+                batch.pairs.push(pair);
+                batch.base_pages.insert(base_id);
+                batch.records.extend(dirty);
+            }
+            None => {
+                self.write_batch(maint, batch)?;
+                self.wal.commit(newest_lsn, Durability::Sync)?;
+                self.reorganize(maint, &location.lower, &dirty)?;
+                self.mark_written(&dirty);
+            }
         }
-        Counters::add(&self.counters.records_written_back, dirty.len() as u64);
-        let mut cache = self.cache.lock();
-        self.page_write_epoch.fetch_add(1, Release);
-        cache.mark_clean(&dirty);
         Ok(upper)
     }
 
-    /// Writes a page pair back: a new overflow page is written to a free page first (no reader
-    /// can reach it yet) and entered in the index; pages overwritten in place go to the
-    /// double-write area (synced) first, then in place under the segment latch.
-    fn write_page_pair(
+    /// The images of an applied pair; a new overflow page gets a free page (linked from the base
+    /// page) now, and enters the index when the batch is written.
+    fn prepare_pair(
         &self,
         maint: &mut MaintState,
         location: &Location,
         page_index: usize,
         overflow_id: Option<PageId>,
         applied: Applied,
-    ) -> Result<()> {
+    ) -> Result<PreparedPair> {
         let Applied { mut base, overflow, overflow_changed } = applied;
-        let base_id = location.entry.base_page(page_index);
         let mut in_place: Vec<(PageId, Vec<u8>)> = Vec::new();
         let mut new_overflow = None;
         match (overflow, overflow_id) {
@@ -143,26 +226,81 @@ impl Store {
             }
             _ => {}
         }
-        in_place.push((base_id, base.into_sealed_bytes()));
-        let images: Vec<(PageId, &[u8])> = in_place.iter().map(|(id, b)| (*id, b.as_slice())).collect();
-        maint.double_write.append_and_sync(&images)?;
-        self.double_write_bytes.store(maint.double_write.bytes(), Relaxed);
-        Counters::add(&self.counters.double_write_pages, images.len() as u64);
-        let mut index = None;
-        if let Some((id, bytes)) = &new_overflow {
-            self.data.write_page(*id, bytes)?;
-            index = Some(self.index.write());
+        in_place.push((location.entry.base_page(page_index), base.into_sealed_bytes()));
+        Ok(PreparedPair {
+            segment_lower: location.lower.clone(),
+            segment_first_page: location.entry.first_page,
+            page_index,
+            in_place,
+            new_overflow,
+            needs_double_write: self.options.double_write
+                && location.entry.production_id < maint.checkpoint_production_id,
+        })
+    }
+
+    /// Writes a batch out and empties it: 1. the WAL is made durable up to the batch's newest
+    /// record (no page ever holds a write the WAL could lose); 2. the images of pages that are
+    /// overwritten in place and that recovery may repair go to the double-write area, synced
+    /// once; 3. new overflow pages are written and entered in the index; 4. the pages are written
+    /// in place, each segment's under its latch; 5. the records are marked clean unless written
+    /// again meanwhile.
+    pub(crate) fn write_batch(&self, maint: &mut MaintState, batch: &mut WriteBackBatch) -> Result<()> {
+        let Some(newest_lsn) = batch.records.iter().map(|r| r.lsn).max() else { return Ok(()) };
+        self.wal.commit(newest_lsn, Durability::Sync)?;
+        let images: Vec<(PageId, &[u8])> = batch
+            .pairs
+            .iter()
+            .filter(|p| p.needs_double_write)
+            .flat_map(|p| p.in_place.iter().map(|(id, b)| (*id, b.as_slice())))
+            .collect();
+        if !images.is_empty() {
+            maint.double_write.append_and_sync(&images)?;
+            self.double_write_bytes.store(maint.double_write.bytes(), Relaxed);
+            Counters::add(&self.counters.double_write_pages, images.len() as u64);
+            Counters::add(&self.counters.double_write_syncs, 1);
         }
-        let _latch = self.latch_write(location.entry.first_page);
-        for (id, bytes) in &in_place {
+        self.enter_new_overflow_pages(batch)?;
+        let mut pages = 0;
+        for pair in &batch.pairs {
+            let _latch = self.latch_write(pair.segment_first_page);
+            for (id, bytes) in &pair.in_place {
+                self.data.write_page(*id, bytes)?;
+            }
+            pages += pair.in_place.len() as u64;
+        }
+        Counters::add(&self.counters.pages_written_back, pages);
+        Counters::add(&self.counters.write_back_batches, 1);
+        self.mark_written(&batch.records);
+        *batch = WriteBackBatch::default();
+        Ok(())
+    }
+
+    /// Writes the batch's new overflow pages (free pages no reader can reach yet), then links
+    /// each from its segment's index entry.
+    fn enter_new_overflow_pages(&self, batch: &WriteBackBatch) -> Result<()> {
+        let new: Vec<&PreparedPair> = batch.pairs.iter().filter(|p| p.new_overflow.is_some()).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for (id, bytes) in new.iter().filter_map(|p| p.new_overflow.as_ref()) {
             self.data.write_page(*id, bytes)?;
         }
-        if let (Some(index), Some((id, _))) = (index.as_mut(), &new_overflow) {
-            let slot = index.get_mut(&location.lower).and_then(|e| e.overflow.get_mut(page_index));
+        let mut index = self.index.write();
+        for pair in new {
+            let Some((id, _)) = &pair.new_overflow else { continue };
+            let slot = index.get_mut(&pair.segment_lower).and_then(|e| e.overflow.get_mut(pair.page_index));
             *slot.ok_or_else(|| Error::corruption("treeline index", 0, "segment vanished"))? = *id;
         }
-        Counters::add(&self.counters.pages_written_back, in_place.len() as u64);
         Ok(())
+    }
+
+    /// After `records` reached the pages: readers may cache page reads again only after this
+    /// epoch, and the records become clean unless written again meanwhile.
+    fn mark_written(&self, records: &[DirtyRecord]) {
+        Counters::add(&self.counters.records_written_back, records.len() as u64);
+        let mut cache = self.cache.lock();
+        self.page_write_epoch.fetch_add(1, Release);
+        cache.mark_clean(records);
     }
 
     /// A store's first write-back creates its first segment: one empty page covering every key.
@@ -177,18 +315,5 @@ impl Store {
         self.data.write_page(slot.first_page, &page.into_sealed_bytes())?;
         self.index.write().insert(Vec::new(), SegmentEntry::new(slot, None, production_id));
         Ok(())
-    }
-
-    /// Writes back every dirty record, sweeping the key space once in order: every record dirty
-    /// when the sweep starts is written with its value at the time its page is written.
-    pub fn write_back_all(&self, maint: &mut MaintState) -> Result<()> {
-        let mut from: Key = Vec::new();
-        loop {
-            let Some(key) = self.cache.lock().first_dirty_at_or_after(&from) else { return Ok(()) };
-            match self.write_back_page_of(maint, &key)? {
-                Some(upper) => from = upper,
-                None => return Ok(()),
-            }
-        }
     }
 }

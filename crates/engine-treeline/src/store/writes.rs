@@ -1,5 +1,5 @@
-//! The write path: WAL append + cache apply under the cache lock, commit outside it, then
-//! eviction (with write-back) and the checkpoint trigger.
+//! The write path: WAL append + cache apply under the cache lock, commit outside it, then the
+//! write-back worker's trigger (eviction.rs).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
@@ -7,7 +7,7 @@ use strata_core::batch_codec::encode_batch;
 use strata_core::{BatchOp, Durability, Result, Value, WriteBatch};
 
 use super::{Counters, Store};
-use crate::record_cache::{RecordCache, Victim};
+use crate::record_cache::RecordCache;
 
 /// Applies a batch's ops to the cache as dirty records of `lsn` (the last op on a key wins).
 fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
@@ -78,8 +78,8 @@ impl Store {
     }
 
     /// Steps 3–5 of the write path: commit at the requested durability (group commit, outside
-    /// the lock), evict while the cache is over capacity (writing pages back), and checkpoint
-    /// when the WAL has grown.
+    /// the lock); wake the write-back worker when the cache is over capacity or a checkpoint is
+    /// due, and wait for it while the cache is far over (eviction.rs).
     fn after_write(
         &self,
         lsn: u64,
@@ -90,50 +90,6 @@ impl Store {
         Counters::add(&self.counters.user_bytes_written, user_bytes);
         self.wal.commit(lsn, durability)?;
         self.wal_bytes_since_checkpoint.fetch_add(payload_bytes, Relaxed);
-        self.evict_while_over_capacity()?;
-        self.checkpoint_if_due()
-    }
-
-    /// CLOCK eviction until the cache fits (record_cache.rs): clean victims go at once; a dirty
-    /// one has its whole page written back first (the page's dirty records stay cached, clean).
-    pub fn evict_while_over_capacity(&self) -> Result<()> {
-        loop {
-            let victim = {
-                let mut cache = self.cache.lock();
-                cache.set_capacity_bytes(self.effective_cache_bytes());
-                if !cache.over_capacity() {
-                    return Ok(());
-                }
-                cache.choose_victim()
-            };
-            match victim {
-                Victim::Empty => return Ok(()),
-                Victim::Evicted => {}
-                Victim::WriteBack(key) => {
-                    let mut maint = self.maint.lock();
-                    self.maintain(|| self.write_back_page_of(&mut maint, &key))?;
-                    drop(maint);
-                    self.cache.lock().evict_if_clean(&key);
-                }
-            }
-        }
-    }
-
-    /// A checkpoint once the WAL grew by `checkpoint_wal_bytes` or the double-write area by as
-    /// much (at least 64 pages), unless another thread is already maintaining.
-    fn checkpoint_if_due(&self) -> Result<()> {
-        let dwb_limit = self.checkpoint_wal_bytes.max(64 * self.page_size.bytes() as u64);
-        let due = || {
-            self.wal_bytes_since_checkpoint.load(Relaxed) >= self.checkpoint_wal_bytes
-                || self.double_write_bytes.load(Relaxed) >= dwb_limit
-        };
-        if !due() {
-            return Ok(());
-        }
-        let Some(mut maint) = self.maint.try_lock() else { return Ok(()) };
-        if !due() {
-            return Ok(());
-        }
-        self.maintain(|| self.checkpoint(&mut maint))
+        self.make_room_after_write()
     }
 }
