@@ -57,37 +57,9 @@ pub(crate) fn open(
         }
     };
     let segment_bytes = header.segment_bytes;
-    if !segment_bytes.is_multiple_of(4096)
-        || segment_bytes < 4 * u64::from(opts.max_extent_bytes)
-        || segment_bytes > 1 << 30
-    {
-        return Err(Error::corruption(&tree_name, 0, format!("bad segment size {segment_bytes}")));
-    }
+    check_segment_bytes(segment_bytes, &opts, &tree_name)?;
     opts.segment_bytes = segment_bytes;
-
-    let tree_len = tree_file.len()?;
-    if header.page_count > tree_len.div_ceil(PAGE_BYTES as u64).max(HEADER_PAGES) {
-        return Err(Error::corruption(
-            &tree_name,
-            0,
-            format!("header names {} pages, file is shorter", header.page_count),
-        ));
-    }
-    let mut read_page = |p: u64, buf: &mut [u8]| {
-        let offset = p * PAGE_BYTES as u64;
-        tree_file.read_at(offset, buf).map_err(|e| short_file_is_corruption(e, &tree_name, offset))
-    };
-    let (mut tree, used) = FlexTree::load(
-        opts.tree,
-        header.root_page,
-        header.page_count,
-        header.logical_len,
-        &tree_name,
-        &mut read_page,
-    )?;
-    let free_pages: Vec<u64> = (HEADER_PAGES..header.page_count)
-        .filter(|&p| !used.get(p as usize).copied().unwrap_or(true))
-        .collect();
+    let (mut tree, free_pages) = load_tree(&*tree_file, &header, &opts, &tree_name)?;
 
     let (log_end, log_seq) = replay(&mut tree, &log_bytes, header.version, &log_name)?;
     let valid_end = log_end.max(LOG_HEADER_BYTES as u64);
@@ -107,7 +79,7 @@ pub(crate) fn open(
         tree,
         space,
         log_buf: Vec::new(),
-        log_end: log_end.max(LOG_HEADER_BYTES as u64),
+        log_end: valid_end,
         log_seq,
         tree_version: header.version,
         checkpoint_due: log_end > opts.log_max_bytes,
@@ -126,6 +98,51 @@ pub(crate) fn open(
         writer: Mutex::new(()),
         state: RwLock::new(state),
     })
+}
+
+/// The segment size the tree header names must fit the options' extents and stay sane.
+fn check_segment_bytes(segment_bytes: u64, opts: &FlexFileOptions, tree_name: &str) -> Result<()> {
+    if !segment_bytes.is_multiple_of(4096)
+        || segment_bytes < 4 * u64::from(opts.max_extent_bytes)
+        || segment_bytes > 1 << 30
+    {
+        return Err(Error::corruption(tree_name, 0, format!("bad segment size {segment_bytes}")));
+    }
+    Ok(())
+}
+
+/// Loads the committed tree `header` names; returns it and the pages below `page_count` that it
+/// does not use (free).
+fn load_tree(
+    tree_file: &dyn StorageFile,
+    header: &TreeHeader,
+    opts: &FlexFileOptions,
+    tree_name: &str,
+) -> Result<(FlexTree, Vec<u64>)> {
+    let tree_len = tree_file.len()?;
+    if header.page_count > tree_len.div_ceil(PAGE_BYTES as u64).max(HEADER_PAGES) {
+        return Err(Error::corruption(
+            tree_name,
+            0,
+            format!("header names {} pages, file is shorter", header.page_count),
+        ));
+    }
+    let mut read_page = |p: u64, buf: &mut [u8]| {
+        let offset = p * PAGE_BYTES as u64;
+        tree_file.read_at(offset, buf).map_err(|e| short_file_is_corruption(e, tree_name, offset))
+    };
+    let (tree, used) = FlexTree::load(
+        opts.tree,
+        header.root_page,
+        header.page_count,
+        header.logical_len,
+        tree_name,
+        &mut read_page,
+    )?;
+    let free_pages = (HEADER_PAGES..header.page_count)
+        .filter(|&p| !used.get(p as usize).copied().unwrap_or(true))
+        .collect();
+    Ok((tree, free_pages))
 }
 
 /// Makes the replayed log durable exactly as replayed: a log of an older tree version (or never
