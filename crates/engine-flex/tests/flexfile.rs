@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use engine_flex::flexfile::{FlexFile, FlexFileOptions, TableFile};
+use engine_flex::flexfile::{FlexFile, FlexFileOptions, LogMark, TableFile};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_io::{CrashMode, Fault, FaultKind, MemStorage, SimStorage, Storage};
@@ -244,9 +244,13 @@ fn crash_cycles(seed: u64, cycles: usize, faults: bool) {
     let mut durable = Vec::new();
     let (mut synced_ops, mut failed_ops, mut max_len) = (0, 0, 0);
     let (mut gc_bytes, mut tree_commits) = (0, 0);
+    // The last `synced_log` seen: it claims durability, so no crash may make the log fall short
+    // of it (FlexDB records it in its commit record and opens with it, issue #19).
+    let mut mark: Option<LogMark> = None;
     for cycle in 0..cycles {
-        let file = FlexFile::open(storage.clone(), "c", opts)
+        let file = FlexFile::open_checked(storage.clone(), "c", opts, mark)
             .unwrap_or_else(|e| panic!("seed {seed} cycle {cycle}: {e}"));
+        mark = file.synced_log();
         let recovered = file.read_all().unwrap();
         file.verify().unwrap();
         // `durable` holds every acceptable state: the last synced one and each one after it.
@@ -272,7 +276,10 @@ fn crash_cycles(seed: u64, cycles: usize, faults: bool) {
         }
         for _ in 0..rng.gen_range(1..60) {
             let op = random_op(&mut rng, model.len() as u64, 300_000);
-            match apply_file(&file, &op) {
+            let applied = apply_file(&file, &op);
+            // Also after a failure: a failed commit must not advance the mark.
+            mark = file.synced_log();
+            match applied {
                 Ok(()) => {
                     apply_model(&mut model, &op);
                     if matches!(op, Op::Sync) {
@@ -448,4 +455,60 @@ fn damaged_last_log_block_is_not_mistaken_for_a_torn_tail() {
         drop(file);
         sim.flip_bit("l.log", byte, bit).unwrap();
     }
+}
+
+/// Issue #19: with the mark a caller recorded from `synced_log`, open refuses a log cut below
+/// it (naming the log, the expected and the found length), a tree whose newer header slot was
+/// lost, and a tree file that lost both headers; bytes past the mark are still a torn tail.
+#[test]
+fn a_synced_log_mark_refuses_a_shorter_log_or_an_older_tree() {
+    let sim = SimStorage::new(11);
+    let opts = FlexFileOptions { log_max_bytes: 1 << 20, ..FlexFileOptions::for_tests() };
+    let file = FlexFile::open(Arc::new(sim.clone()), "m", opts).unwrap();
+    for i in 0..3u8 {
+        file.insert(0, &[i; 100]).unwrap();
+        file.sync().unwrap();
+    }
+    let mark = file.synced_log().unwrap();
+    drop(file);
+    let log = sim.durable_contents("m.log").unwrap();
+    assert_eq!(mark.synced_bytes, log.len() as u64);
+    let with = |name: &str, bytes: &[u8]| {
+        let copy = MemStorage::new();
+        for file in ["m.data", "m.tree", "m.log"] {
+            let contents = if file == name { bytes.to_vec() } else { sim.durable_contents(file).unwrap() };
+            copy.open(file, strata_io::OpenOptions::create()).unwrap().write_at(0, &contents).unwrap();
+        }
+        Arc::new(copy) as Arc<dyn Storage>
+    };
+    let refused = |storage: Arc<dyn Storage>, mark: LogMark| match FlexFile::open_checked(
+        storage,
+        "m",
+        opts,
+        Some(mark),
+    ) {
+        Ok(_) => panic!("opened"),
+        Err(e) => {
+            assert!(e.is_corruption(), "{e}");
+            e.to_string()
+        }
+    };
+    let cut = log.len() - 1;
+    let err = refused(with("m.log", &log[..cut]), mark);
+    assert!(err.contains("m.log") && err.contains(&format!("expected at least {}", log.len())), "{err}");
+    assert!(err.contains(&format!("found {cut}")), "{err}");
+    // A mark of a newer tree version than the file holds: its newer header slot was lost.
+    let newer = LogMark { tree_version: mark.tree_version + 1, synced_bytes: 32 };
+    assert!(refused(with("m.log", &log), newer).contains("m.tree"));
+    // No valid header at all beside a mark: not a new file.
+    let tree = sim.durable_contents("m.tree").unwrap();
+    let headerless = [vec![0; 2 * 4096], tree[2 * 4096..].to_vec()].concat();
+    let no_tree = with("m.tree", &headerless);
+    // The log keeps only its header, so only the mark tells a lost tree from a new file.
+    no_tree.open("m.log", strata_io::OpenOptions::create()).unwrap().set_len(32).unwrap();
+    assert!(refused(no_tree, LogMark { tree_version: 1, synced_bytes: 32 }).contains("m.tree"));
+    // A torn tail past the mark is dropped; the file opens with every synced byte.
+    let torn = [log.clone(), log[32..60].to_vec()].concat();
+    let file = FlexFile::open_checked(with("m.log", &torn), "m", opts, Some(mark)).unwrap();
+    assert_eq!(file.len(), 300);
 }

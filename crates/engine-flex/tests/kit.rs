@@ -29,10 +29,7 @@ fn options(table_file: TableFileKind) -> FlexOptions {
 }
 
 fn target() -> Target {
-    // Known gap (issue #19, docs/ARCHITECTURE.md "FlexFile recovery"): FlexFile's logical log
-    // cut short after a clean close is replayed as a torn tail; nothing records its synced
-    // length yet. Deleting or emptying it is caught.
-    kind_target("flex", TableFileKind::FlexFile).with_known_unprotected_cuts(&["flexdb-table.log"])
+    kind_target("flex", TableFileKind::FlexFile)
 }
 
 fn naive_target() -> Target {

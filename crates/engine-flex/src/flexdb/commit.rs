@@ -62,9 +62,17 @@ impl FlexDb {
         // Also on errors: pacing must not wait for a commit that stopped.
         self.commit_total.store(0, Relaxed);
         applied?;
-        self.table.read().sync().map_err(|e| self.poison(e))?;
+        // The mark is taken after the sync, with only this committer able to change the table
+        // file (`commit_lock`): it names log bytes that are durable now. Log blocks written after
+        // it (the next commit's steps) are covered by the WAL until the next record names them,
+        // except GC relocations: see docs/format/flexdb.md, "What the log mark detects".
+        let table_log = {
+            let table = self.table.read();
+            table.sync().map_err(|e| self.poison(e))?;
+            table.synced_log()
+        };
         self.check_aborting()?;
-        let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn };
+        let meta = Meta { table_kind: self.table_kind.code(), committed_lsn: frozen_lsn, table_log };
         meta::store(self.storage.as_ref(), &meta).map_err(|e| self.poison(e))?;
         self.check_aborting()?;
         {

@@ -23,10 +23,10 @@ use strata_wal::{Wal, WalOptions};
 
 use super::committer;
 use super::memory_budget::MemoryBudget;
-use super::meta;
+use super::meta::{self, Meta};
 use super::table::{Table, TableConfig};
 use super::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};
-use crate::flexfile::{FlexFile, TableFile};
+use crate::flexfile::{FlexFile, LogMark, TableFile};
 
 const WAL_FILE_PREFIX: &str = "flexdb-wal-";
 /// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
@@ -121,11 +121,14 @@ impl FlexDb {
             options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20)).min(1 << 40);
         let memory = MemoryBudget::new(budget, options.cache_bytes);
         // 1. The commit record says up to which lsn the table file is complete.
-        let committed_lsn = committed_lsn(storage.as_ref(), options.table_file)?;
+        let meta = load_meta(storage.as_ref(), options.table_file)?;
+        let committed_lsn = meta.map_or(0, |m| m.committed_lsn);
         require_table_files(storage.as_ref(), options.table_file, committed_lsn)?;
-        // 2. Table file recovery (its own), then the sparse index by sampling extents (§5.4).
+        // 2. Table file recovery (its own; a FlexFile log cut below the length the record names
+        //    as synced is corruption), then the sparse index by sampling extents (§5.4).
         //    The cache is sized again below, once the sparse index exists.
-        let table = open_table(&storage, options, memory.cache_bytes(2 * memtable_bytes, 0))?;
+        let synced_log = meta.and_then(|m| m.table_log);
+        let table = open_table(&storage, options, synced_log, memory.cache_bytes(2 * memtable_bytes, 0))?;
         // 3. Replay the WAL after the last completed commit into the MemTable. The table file may
         //    hold a prefix of the interrupted commit; the MemTable shadows every key it touched.
         let wal_options = WalOptions {
@@ -259,9 +262,9 @@ impl FlexDb {
     }
 }
 
-/// The lsn up to which the table file is complete (0 for a new store); refuses a store whose
-/// table file is of another kind than `kind`.
-fn committed_lsn(storage: &dyn Storage, kind: TableFileKind) -> Result<u64> {
+/// The commit record (`None` for a new store); refuses a store whose table file is of another
+/// kind than `kind`.
+fn load_meta(storage: &dyn Storage, kind: TableFileKind) -> Result<Option<Meta>> {
     let meta = meta::load(storage)?;
     if let Some(m) = meta {
         if m.table_kind != kind.code() {
@@ -271,7 +274,7 @@ fn committed_lsn(storage: &dyn Storage, kind: TableFileKind) -> Result<u64> {
             )));
         }
     }
-    Ok(meta.map_or(0, |m| m.committed_lsn))
+    Ok(meta)
 }
 
 /// After a commit (`committed_lsn > 0`) the table file's files exist: the commit synced them
@@ -304,13 +307,19 @@ fn require_table_files(storage: &dyn Storage, kind: TableFileKind, committed_lsn
 }
 
 /// Opens (recovers) the table file of `options.table_file` and rebuilds the table's index.
-fn open_table(storage: &Arc<dyn Storage>, options: &FlexOptions, cache_bytes: u64) -> Result<Table> {
+/// `synced_log`: how far the commit record says the FlexFile log was synced.
+fn open_table(
+    storage: &Arc<dyn Storage>,
+    options: &FlexOptions,
+    synced_log: Option<LogMark>,
+    cache_bytes: u64,
+) -> Result<Table> {
     let (file, file_name): (Arc<dyn TableFile>, String) = match options.table_file {
         TableFileKind::Naive => {
             (Arc::new(NaiveTableFile::open(storage.clone())?), naive_file::FILE_NAME.into())
         }
         TableFileKind::FlexFile => (
-            Arc::new(FlexFile::open(storage.clone(), FLEXFILE_NAME, options.flexfile)?),
+            Arc::new(FlexFile::open_checked(storage.clone(), FLEXFILE_NAME, options.flexfile, synced_log)?),
             format!("{FLEXFILE_NAME}.data"),
         ),
     };

@@ -13,7 +13,7 @@ use strata_core::{Error, Key, Result, Value};
 use super::cache::{owned_by, owner_key, IntervalCache, IntervalData, SpareBuffers};
 use super::record::{self, HeaderParse};
 use super::sparse_index::{self, Cursor, SparseIndex, NO_SLOT};
-use crate::flexfile::TableFile;
+use crate::flexfile::{LogMark, TableFile};
 
 #[path = "table_apply.rs"]
 mod apply;
@@ -121,6 +121,11 @@ impl Table {
 
     pub fn sync(&self) -> Result<()> {
         self.file.sync()
+    }
+
+    /// How far the table file's log is durable (see `TableFile::synced_log`).
+    pub fn synced_log(&self) -> Option<LogMark> {
+        self.file.synced_log()
     }
 
     /// Memory the table keeps outside the interval cache: the sparse index and the table

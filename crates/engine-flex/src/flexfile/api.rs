@@ -1,5 +1,17 @@
 use strata_core::Result;
 
+/// How far a table file's log was durable at some point (issue #19): the FlexFile log for tree
+/// version `tree_version` held at least `synced_bytes` valid bytes (its 32-byte header included).
+/// FlexDB records the mark in `flexdb-meta` at every commit; recovery refuses a log of that tree
+/// version that is shorter, or whose valid blocks end earlier. A tree commit (which resets the
+/// log) makes an older mark moot: the tree then holds everything the log held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogMark {
+    /// Always at least 1 (a FlexFile's first tree version), so 0 can stand for "no mark".
+    pub tree_version: u64,
+    pub synced_bytes: u64,
+}
+
 /// A file whose logical address space can grow and shrink anywhere: the operations FlexDB needs
 /// from FlexFile (paper §4, §5.4). All methods take `&self`; implementations are safe for
 /// concurrent readers (a writer may hold an internal lock for a short critical section).
@@ -39,6 +51,12 @@ pub trait TableFile: Send + Sync {
     /// After a crash the file recovers to the state of some prefix of its operations that includes
     /// every operation before the last `sync` that returned.
     fn sync(&self) -> Result<()>;
+
+    /// Where the file's log stood after the last `sync` that returned (a durable point, never
+    /// ahead of one); `None` for a file without a log (the naive baseline).
+    fn synced_log(&self) -> Option<LogMark> {
+        None
+    }
 
     /// Memory the file keeps (its index, buffers), charged to the engine's memory budget.
     fn memory_bytes(&self) -> u64;

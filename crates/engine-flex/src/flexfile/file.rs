@@ -15,7 +15,7 @@ use strata_io::{Storage, StorageFile};
 use super::format::{LogOp, MAX_ENTRY_LEN};
 use super::options::FlexFileOptions;
 use super::space::{self, Space};
-use super::TableFile;
+use super::{LogMark, TableFile};
 use crate::flextree::{Extent, FlexTree, HOLE_ADDR, MAX_LOGICAL_BYTES};
 
 /// Counters of one open FlexFile.
@@ -52,6 +52,9 @@ pub(crate) struct State {
     /// Operations applied in memory but not yet in the log file.
     pub log_buf: Vec<LogOp>,
     /// End of the valid log (where the next block goes) and the next block's sequence number.
+    /// Every byte before `log_end` is durable: it advances only after the block's fsync, a tree
+    /// commit resets it after the log reset's fsync, and open syncs the log it replayed. So
+    /// `synced_log` never reports more than a crash keeps.
     pub log_end: u64,
     pub log_seq: u32,
     pub tree_version: u64,
@@ -100,7 +103,20 @@ impl FlexFile {
     /// Opens (creating if needed) the FlexFile `name` in `storage`: files `{name}.data`,
     /// `{name}.tree`, `{name}.log`. Recovers the last durable state.
     pub fn open(storage: Arc<dyn Storage>, name: &str, opts: FlexFileOptions) -> Result<FlexFile> {
-        super::recover::open(storage, name, opts)
+        super::recover::open(storage, name, opts, None)
+    }
+
+    /// Like `open`, but refuses (`Error::Corruption` naming the log, the expected and the found
+    /// length) a log for `synced.tree_version` that is shorter than `synced.synced_bytes` or whose
+    /// valid blocks end before it, and a tree older than that version: `synced` is a mark the
+    /// caller recorded from `synced_log` (FlexDB: in `flexdb-meta`, issue #19).
+    pub fn open_checked(
+        storage: Arc<dyn Storage>,
+        name: &str,
+        opts: FlexFileOptions,
+        synced: Option<LogMark>,
+    ) -> Result<FlexFile> {
+        super::recover::open(storage, name, opts, synced)
     }
 
     pub fn stats(&self) -> FlexFileStats {
@@ -366,6 +382,13 @@ impl TableFile for FlexFile {
 
     fn memory_bytes(&self) -> u64 {
         FlexFile::memory_bytes(self)
+    }
+
+    /// `log_end` is durable (see `State::log_end`); the pair is read under one lock, and both
+    /// change together (a log commit's or a tree commit's publication).
+    fn synced_log(&self) -> Option<LogMark> {
+        let st = self.state.read();
+        Some(LogMark { tree_version: st.tree_version, synced_bytes: st.log_end })
     }
 
     /// Garbage collection ahead of writes, and the tree commit that a log commit inside a

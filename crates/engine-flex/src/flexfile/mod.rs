@@ -11,6 +11,6 @@ mod options;
 mod recover;
 mod space;
 
-pub use api::TableFile;
+pub use api::{LogMark, TableFile};
 pub use file::{FlexFile, FlexFileStats};
 pub use options::FlexFileOptions;

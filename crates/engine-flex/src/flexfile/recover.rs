@@ -8,6 +8,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::{Error, Poison, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
+use super::api::LogMark;
 use super::file::{apply_to_tree, FlexFile, FlexFileStats, State};
 use super::format::{self, LOG_HEADER_BYTES};
 use super::options::FlexFileOptions;
@@ -25,7 +26,14 @@ fn read_slot(file: &dyn StorageFile, slot: u64) -> Result<Option<TreeHeader>> {
     Ok(page::decode_header(&buf))
 }
 
-pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOptions) -> Result<FlexFile> {
+/// Opens the FlexFile `name`; `synced`: the caller's record of how far the log was durable
+/// (`FlexFile::open_checked`), checked before the tree or the log is changed.
+pub(crate) fn open(
+    storage: Arc<dyn Storage>,
+    name: &str,
+    mut opts: FlexFileOptions,
+    synced: Option<LogMark>,
+) -> Result<FlexFile> {
     opts.validate()?;
     let data = storage.open(&format!("{name}.data"), OpenOptions::create())?;
     let tree_file = storage.open(&format!("{name}.tree"), OpenOptions::create())?;
@@ -39,66 +47,24 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
     let header = match header {
         Some(h) => {
             check_log_not_emptied(&log_bytes, &log_name, h.version)?;
+            check_tree_not_older(synced, h.version, &tree_name)?;
+            check_synced_length(synced, h.version, log_bytes.len() as u64, "file length", &log_name)?;
             h
         }
         None => {
-            // No committed tree: creation never finished, unless the log says otherwise.
-            let block_at = log_bytes.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
-            if let Some(version) = format::decode_log_header(&log_bytes) {
-                if format::decode_block(block_at, version, 0).is_ok() {
-                    return Err(Error::corruption(
-                        &tree_name,
-                        0,
-                        "no valid tree header but the log holds entries",
-                    ));
-                }
-            }
+            refuse_lost_tree(&log_bytes, synced, &tree_name)?;
             create(&*storage, &*tree_file, &*log_file, opts.segment_bytes)?
         }
     };
     let segment_bytes = header.segment_bytes;
-    if !segment_bytes.is_multiple_of(4096)
-        || segment_bytes < 4 * u64::from(opts.max_extent_bytes)
-        || segment_bytes > 1 << 30
-    {
-        return Err(Error::corruption(&tree_name, 0, format!("bad segment size {segment_bytes}")));
-    }
+    check_segment_bytes(segment_bytes, &opts, &tree_name)?;
     opts.segment_bytes = segment_bytes;
-
-    let tree_len = tree_file.len()?;
-    if header.page_count > tree_len.div_ceil(PAGE_BYTES as u64).max(HEADER_PAGES) {
-        return Err(Error::corruption(
-            &tree_name,
-            0,
-            format!("header names {} pages, file is shorter", header.page_count),
-        ));
-    }
-    let mut read_page = |p: u64, buf: &mut [u8]| {
-        let offset = p * PAGE_BYTES as u64;
-        tree_file.read_at(offset, buf).map_err(|e| short_file_is_corruption(e, &tree_name, offset))
-    };
-    let (mut tree, used) = FlexTree::load(
-        opts.tree,
-        header.root_page,
-        header.page_count,
-        header.logical_len,
-        &tree_name,
-        &mut read_page,
-    )?;
-    let free_pages: Vec<u64> = (HEADER_PAGES..header.page_count)
-        .filter(|&p| !used.get(p as usize).copied().unwrap_or(true))
-        .collect();
+    let (mut tree, free_pages) = load_tree(&*tree_file, &header, &opts, &tree_name)?;
 
     let (log_end, log_seq) = replay(&mut tree, &log_bytes, header.version, &log_name)?;
-    if log_end == 0 {
-        // The log belongs to an older tree version (or was never written): start it afresh.
-        log_file.write_at(0, &format::encode_log_header(header.version))?;
-        log_file.set_len(LOG_HEADER_BYTES as u64)?;
-        log_file.sync()?;
-    } else if log_bytes.len() as u64 != log_end {
-        log_file.set_len(log_end)?;
-        log_file.sync()?;
-    }
+    let valid_end = log_end.max(LOG_HEADER_BYTES as u64);
+    check_synced_length(synced, header.version, valid_end, "end of its valid blocks", &log_name)?;
+    settle_log(&*log_file, log_end, log_bytes.len() as u64, header.version)?;
 
     let mut space = Space::new(segment_bytes, opts.max_segments());
     let mut extents = Vec::new();
@@ -113,7 +79,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
         tree,
         space,
         log_buf: Vec::new(),
-        log_end: log_end.max(LOG_HEADER_BYTES as u64),
+        log_end: valid_end,
         log_seq,
         tree_version: header.version,
         checkpoint_due: log_end > opts.log_max_bytes,
@@ -134,7 +100,131 @@ pub(crate) fn open(storage: Arc<dyn Storage>, name: &str, mut opts: FlexFileOpti
     })
 }
 
-/// Writes an empty tree (version 1) and an empty log for it.
+/// The segment size the tree header names must fit the options' extents and stay sane.
+fn check_segment_bytes(segment_bytes: u64, opts: &FlexFileOptions, tree_name: &str) -> Result<()> {
+    if !segment_bytes.is_multiple_of(4096)
+        || segment_bytes < 4 * u64::from(opts.max_extent_bytes)
+        || segment_bytes > 1 << 30
+    {
+        return Err(Error::corruption(tree_name, 0, format!("bad segment size {segment_bytes}")));
+    }
+    Ok(())
+}
+
+/// Loads the committed tree `header` names; returns it and the pages below `page_count` that it
+/// does not use (free).
+fn load_tree(
+    tree_file: &dyn StorageFile,
+    header: &TreeHeader,
+    opts: &FlexFileOptions,
+    tree_name: &str,
+) -> Result<(FlexTree, Vec<u64>)> {
+    let tree_len = tree_file.len()?;
+    if header.page_count > tree_len.div_ceil(PAGE_BYTES as u64).max(HEADER_PAGES) {
+        return Err(Error::corruption(
+            tree_name,
+            0,
+            format!("header names {} pages, file is shorter", header.page_count),
+        ));
+    }
+    let mut read_page = |p: u64, buf: &mut [u8]| {
+        let offset = p * PAGE_BYTES as u64;
+        tree_file.read_at(offset, buf).map_err(|e| short_file_is_corruption(e, tree_name, offset))
+    };
+    let (tree, used) = FlexTree::load(
+        opts.tree,
+        header.root_page,
+        header.page_count,
+        header.logical_len,
+        tree_name,
+        &mut read_page,
+    )?;
+    let free_pages = (HEADER_PAGES..header.page_count)
+        .filter(|&p| !used.get(p as usize).copied().unwrap_or(true))
+        .collect();
+    Ok((tree, free_pages))
+}
+
+/// Makes the replayed log durable exactly as replayed: a log of an older tree version (or never
+/// written, `log_end == 0`) starts afresh, a torn tail is cut. Synced even when unchanged: after a
+/// process kill the bytes read back may sit in the page cache only, and `State::log_end` (which a
+/// commit record may soon name as synced) must not count bytes a power loss could still drop.
+fn settle_log(log_file: &dyn StorageFile, log_end: u64, file_len: u64, tree_version: u64) -> Result<()> {
+    if log_end == 0 {
+        log_file.write_at(0, &format::encode_log_header(tree_version))?;
+        log_file.set_len(LOG_HEADER_BYTES as u64)?;
+    } else if file_len != log_end {
+        log_file.set_len(log_end)?;
+    }
+    log_file.sync()
+}
+
+/// No valid tree header: creation never finished, unless the log holds entries or the caller
+/// recorded a synced log mark (a commit point saw a committed tree): then the tree file lost its
+/// headers, and creating an empty one would drop every committed byte silently (issue #19).
+fn refuse_lost_tree(log_bytes: &[u8], synced: Option<LogMark>, tree_name: &str) -> Result<()> {
+    let block_at = log_bytes.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
+    if let Some(version) = format::decode_log_header(log_bytes) {
+        if format::decode_block(block_at, version, 0).is_ok() {
+            return Err(Error::corruption(tree_name, 0, "no valid tree header but the log holds entries"));
+        }
+    }
+    match synced {
+        Some(mark) => Err(Error::corruption(
+            tree_name,
+            0,
+            format!(
+                "no valid tree header, but a commit recorded tree version {} as durable",
+                mark.tree_version
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The tree header in use must be at least the version a commit recorded: versions are
+/// published only once their header is durable, and a later tree commit writes the other slot,
+/// so an older one means the newer header slot was damaged and the log's entries for it are
+/// gone with the tree commit that absorbed them.
+fn check_tree_not_older(synced: Option<LogMark>, tree_version: u64, tree_name: &str) -> Result<()> {
+    match synced {
+        Some(mark) if mark.tree_version > tree_version => Err(Error::corruption(
+            tree_name,
+            0,
+            format!(
+                "tree version {tree_version} is older than version {} that a commit recorded as durable",
+                mark.tree_version
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The log of `tree_version` must reach the length a commit recorded as synced for that version
+/// (a mark of an older version says nothing: a tree commit since absorbed that log). Shorter is
+/// damage, not a torn tail: a crash only drops bytes that were never synced (issue #19).
+fn check_synced_length(
+    synced: Option<LogMark>,
+    tree_version: u64,
+    found: u64,
+    what: &str,
+    log_name: &str,
+) -> Result<()> {
+    let Some(mark) = synced.filter(|m| m.tree_version == tree_version) else { return Ok(()) };
+    if found >= mark.synced_bytes {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        log_name,
+        found,
+        format!(
+            "log shorter than its synced length: expected at least {} bytes (synced for tree \
+             version {tree_version} at the last recorded commit), found {found} ({what})",
+            mark.synced_bytes
+        ),
+    ))
+}
+
 /// The log's header is durable before any tree header (`create` writes it first; a tree
 /// commit's reset rewrites it in place, never shortening the file below it), so a log shorter
 /// than its header beside a valid tree header was emptied or cut after the fact: its synced
@@ -167,6 +257,7 @@ fn short_file_is_corruption(e: Error, name: &str, offset: u64) -> Error {
     }
 }
 
+/// Writes an empty tree (version 1) and an empty log for it.
 fn create(
     storage: &dyn Storage,
     tree_file: &dyn StorageFile,
