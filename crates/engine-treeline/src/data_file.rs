@@ -102,6 +102,26 @@ impl DataFile {
         Page::open(bytes, FILE_NAME, self.offset_of(id)?)
     }
 
+    /// Pages `first .. first + count`, validated, read in one I/O (a segment's base pages are
+    /// contiguous: page grouping turns a scan into one sequential read).
+    pub fn read_pages(&self, first: PageId, count: usize) -> Result<Vec<Page>> {
+        let page_bytes = self.size.bytes();
+        let mut buf = vec![0u8; page_bytes * count];
+        let offset = self.offset_of(first)?;
+        self.file.read_at(offset, &mut buf).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Error::corruption(FILE_NAME, offset, format!("pages {first}.. are past the end of the file"))
+            }
+            other => other,
+        })?;
+        let mut pages = Vec::with_capacity(count);
+        for (i, bytes) in buf.chunks_exact(page_bytes).enumerate() {
+            let at = offset + (i * page_bytes) as u64;
+            pages.push(Page::open(bytes.to_vec(), FILE_NAME, at)?);
+        }
+        Ok(pages)
+    }
+
     pub fn write_page(&self, id: PageId, bytes: &[u8]) -> Result<()> {
         self.file.write_at(self.offset_of(id)?, bytes)
     }

@@ -25,7 +25,9 @@ pub fn buffer_reserve_bytes(config: &EngineConfig) -> u64 {
 pub struct TreelineOptions {
     /// Page size of a new store (4 KiB–64 KiB, a power of two); an existing store keeps its own.
     pub page_size_bytes: usize,
-    /// Record cache capacity; default half the memory budget. Runtime knob.
+    /// Record cache capacity; default the whole memory budget, which the index and the buffer
+    /// reserve then reduce (`Store::effective_cache_bytes`), as the paper gives its record cache
+    /// all the memory. Runtime knob.
     pub record_cache_bytes: Option<u64>,
     /// Records per page a reorganization aims for (the paper's *goal*); default: 70% of what fits
     /// a page at the reorganized records' average size.
@@ -48,6 +50,9 @@ pub struct TreelineOptions {
     /// corruption by its checksum when read, never repaired. For measuring what the double
     /// write costs, and for such devices.
     pub double_write: bool,
+    /// Page grouping (§4.4): reorganizations write segments of up to 16 pages addressed by a
+    /// model; off: every segment is one page (for the paper's Fig 8 factor analysis).
+    pub page_grouping: bool,
 }
 
 impl Default for TreelineOptions {
@@ -62,6 +67,7 @@ impl Default for TreelineOptions {
             forecast_epoch_inserts: 100_000,
             checkpoint_wal_bytes: None,
             double_write: true,
+            page_grouping: true,
         }
     }
 }
@@ -95,13 +101,16 @@ impl TreelineOptions {
         if let Some(on) = r.flag("double_write")? {
             options.double_write = on;
         }
+        if let Some(on) = r.flag("page_grouping")? {
+            options.page_grouping = on;
+        }
         r.finish()?;
         Ok(options)
     }
 
     /// The record cache capacity for `config`'s budget.
     pub fn record_cache_bytes(&self, config: &EngineConfig) -> u64 {
-        self.record_cache_bytes.unwrap_or(config.memory_budget_bytes / 2).max(MIN_RECORD_CACHE_BYTES)
+        self.record_cache_bytes.unwrap_or(config.memory_budget_bytes).max(MIN_RECORD_CACHE_BYTES)
     }
 
     pub fn checkpoint_wal_bytes(&self, config: &EngineConfig) -> u64 {

@@ -327,3 +327,29 @@ fn double_write_off_writes_no_images() {
     let engine = TreelineEngine::open(storage, &config).unwrap();
     check_all(&engine, &model);
 }
+
+/// Readahead: a short forward scan reads the page holding its start and the next one, not its
+/// whole segment; a full scan still returns every record once, in order.
+#[test]
+fn a_short_scan_reads_two_pages_not_its_whole_segment() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = open(storage);
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, 6_000, 8);
+    engine.maintenance().run(MaintenanceTask::Compact).unwrap();
+    engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
+    assert!(counter(&engine, "multi_page_segments_written") > 0);
+    let before = counter(&engine, "scan_pages_read");
+    let start = key(1_500);
+    let got: Vec<_> = engine
+        .range(KeyRange::from_bounds(start.clone()..), Direction::Forward)
+        .unwrap()
+        .take(3)
+        .map(Result::unwrap)
+        .collect();
+    let expected: Vec<_> = model.range(start..).take(3).map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(got, expected);
+    let read = counter(&engine, "scan_pages_read") - before;
+    assert!(read <= 4, "a 3-record scan read {read} pages (2 base pages and their overflow pages at most)");
+    check_all(&engine, &model);
+}

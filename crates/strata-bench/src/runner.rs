@@ -75,7 +75,7 @@ impl BenchConfig {
     }
 
     fn distribution_for(&self, workload: &Workload) -> Distribution {
-        match self.distribution.unwrap_or(workload.default_distribution) {
+        match workload.fixed_distribution.or(self.distribution).unwrap_or(workload.default_distribution) {
             DistributionKind::Uniform => Distribution::Uniform,
             DistributionKind::Zipfian => Distribution::Zipfian { theta: self.zipf_theta },
             DistributionKind::ZipfianPlain => Distribution::ZipfianPlain { theta: self.zipf_theta },
@@ -446,9 +446,14 @@ fn run_engine(
         }
         let phase = i as u32 + 1;
         let distribution = config.distribution_for(workload);
+        // Aging runs one update per record; every other phase runs what --ops/--duration say.
+        let (phase_ops, phase_duration) = match workload.aging {
+            true => (Some(config.records), None),
+            false => (config.ops, config.duration),
+        };
         let sources: Vec<RunSource> = (0..config.threads)
             .map(|t| {
-                let ops = config.ops.map(|n| ops_for_thread(n, config.threads, t));
+                let ops = phase_ops.map(|n| ops_for_thread(n, config.threads, t));
                 RunSource {
                     trace: ThreadTrace::new(
                         &trace,
@@ -457,9 +462,9 @@ fn run_engine(
                         workload,
                         distribution,
                         own_inserts[t as usize],
-                        ops.filter(|_| config.duration.is_none()),
+                        ops.filter(|_| phase_duration.is_none()),
                     ),
-                    remaining: if config.duration.is_some() { u64::MAX } else { ops.unwrap_or(0) },
+                    remaining: if phase_duration.is_some() { u64::MAX } else { ops.unwrap_or(0) },
                 }
             })
             .collect();
@@ -467,8 +472,8 @@ fn run_engine(
         let inputs = PhaseInputs { label: format!("{name} {}", workload.name), ..inputs.clone() };
         let before = Sample::take(adapter.as_ref());
         let limit = PhaseLimit {
-            total_ops: config.ops.filter(|_| config.duration.is_none()),
-            duration: config.duration,
+            total_ops: phase_ops.filter(|_| phase_duration.is_none()),
+            duration: phase_duration,
             timeline_interval: config.timeline_interval,
         };
         let initial: Vec<u64> = sources.iter().map(|s| s.remaining).collect();
@@ -529,7 +534,8 @@ fn run_engine(
 }
 
 fn describe_workload(w: &Workload) -> String {
-    crate::workload::NAMED_WORKLOADS.iter().find(|(n, _)| *n == w.name).map_or_else(
+    let base = w.name.split('@').next().unwrap_or(&w.name);
+    crate::workload::NAMED_WORKLOADS.iter().find(|(n, _)| *n == base).map_or_else(
         || "custom mix (--mix)".to_string(),
         |(_, d)| d.split(':').next().unwrap_or(d).to_string(),
     )

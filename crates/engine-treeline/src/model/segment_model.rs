@@ -65,6 +65,8 @@ pub struct PlanConfig {
     pub max_records_per_page: usize,
     /// Bytes skipped before projecting keys: the common prefix of the reorganized key range.
     pub prefix_len: u16,
+    /// Largest segment in pages (1 = page grouping off: every segment is one page); at most 16.
+    pub max_segment_pages: usize,
 }
 
 /// One planned segment: records `first_index .. first_index + record_count` of the input on
@@ -160,11 +162,11 @@ pub fn plan_segments(keys: &[u64], config: PlanConfig) -> strata_core::Result<Ve
 
 /// The multi-page segment starting at `keys[0]`, or `None` for a one-page segment.
 fn plan_one(keys: &[u64], config: PlanConfig) -> Option<SegmentPlan> {
-    if keys.len() <= config.goal {
+    if keys.len() <= config.goal || config.max_segment_pages < 2 {
         return None;
     }
     let accepted = records_within_epsilon(keys, config)?;
-    let mut pages = MAX_SEGMENT_PAGES;
+    let mut pages = config.max_segment_pages.min(MAX_SEGMENT_PAGES);
     while pages >= 2 {
         if pages * config.goal <= accepted {
             if let Some(plan) = try_pages(keys, config, pages) {
@@ -183,7 +185,9 @@ fn records_within_epsilon(keys: &[u64], config: PlanConfig) -> Option<usize> {
     let mut taken = 0;
     for (x, run) in runs(keys) {
         let end = taken + run;
-        if end > MAX_SEGMENT_PAGES * config.goal || !plr.add_range(x, taken as u64, end as u64 - 1) {
+        if end > config.max_segment_pages.min(MAX_SEGMENT_PAGES) * config.goal
+            || !plr.add_range(x, taken as u64, end as u64 - 1)
+        {
             break;
         }
         taken = end;

@@ -8,7 +8,7 @@ fn model(slope: f64, intercept: f64, pages: u8) -> SegmentModel {
 }
 
 fn config(goal: usize, epsilon: u32, cap: usize) -> PlanConfig {
-    PlanConfig { goal, epsilon, max_records_per_page: cap, prefix_len: 2 }
+    PlanConfig { goal, epsilon, max_records_per_page: cap, prefix_len: 2, max_segment_pages: 16 }
 }
 
 /// Checks every guarantee of `plan_segments` on `keys` and returns the plans.
@@ -157,4 +157,14 @@ proptest! {
     fn plans_never_overfill_a_page(keys in keyset(), goal in 1usize..40, eps in 1u32..8, slack in 0usize..20) {
         check_plan(&keys, config(goal, eps, goal + slack));
     }
+}
+
+#[test]
+fn page_grouping_off_plans_only_one_page_segments() {
+    let keys: Vec<u64> = (0..2_000u64).map(|i| i * 1_000).collect();
+    let grouped = plan_segments(&keys, config(40, 5, 60)).unwrap();
+    assert!(grouped.iter().any(|p| p.page_count > 1), "linear keys make multi-page segments");
+    let single = plan_segments(&keys, PlanConfig { max_segment_pages: 1, ..config(40, 5, 60) }).unwrap();
+    assert!(single.iter().all(|p| p.page_count == 1 && p.model.is_none()));
+    assert_eq!(single.iter().map(|p| p.record_count).sum::<usize>(), keys.len());
 }

@@ -24,6 +24,8 @@ pub struct Counters {
     /// Reorganizations whose goal the insert forecast lowered.
     pub forecast_lowered_goals: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Pages scans read (base and overflow).
+    pub scan_pages_read: AtomicU64,
     pub records_replayed_at_open: AtomicU64,
     pub pages_restored_at_open: AtomicU64,
 }
@@ -43,6 +45,7 @@ impl Counters {
             ("multi_page_segments_written", &self.multi_page_segments_written),
             ("forecast_lowered_goals", &self.forecast_lowered_goals),
             ("checkpoints", &self.checkpoints),
+            ("scan_pages_read", &self.scan_pages_read),
             ("records_replayed_at_open", &self.records_replayed_at_open),
             ("pages_restored_at_open", &self.pages_restored_at_open),
         ]

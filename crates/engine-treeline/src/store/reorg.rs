@@ -209,6 +209,7 @@ impl Store {
                 epsilon,
                 max_records_per_page: sizing.max_records_per_page,
                 prefix_len: prefix_len as u16,
+                max_segment_pages: if self.options.page_grouping { 16 } else { 1 },
             };
             let plans = plan_segments(&projections, config)?;
             if let Some(built) = self.place_records(maint, &plans, records, lower, upper, prefix)? {

@@ -1,9 +1,16 @@
-//! Range scans (paper §4.1): one segment per chunk. Under the index's read lock (so the segment
-//! cannot be reorganized meanwhile) a chunk takes the cached records of the segment's key range
-//! first, then reads the segment's pages that overlap the scan (base and overflow pages, under
-//! its latch), and merges: a cached record overrides the pages, a cached tombstone hides them.
-//! Taking the cache first means a record written back between the two reads shows its newer
-//! page version, never an older one. Each chunk is consistent; a long scan is not a snapshot.
+//! Range scans (paper §4.1): a chunk is a run of contiguous base pages of one segment. Under the
+//! index's read lock (so the segment cannot be reorganized meanwhile) and the segment's latch, a
+//! chunk reads the base pages in one I/O and their overflow pages, then takes the cached records
+//! of the pages' key range, and merges: a cached record overrides the pages, a cached tombstone
+//! hides them. A write-back writes the segment's pages under its latch and marks records clean
+//! (after which they may be evicted) only after that, so while the chunk holds the latch a record
+//! is either already in the pages it read or still cached: never lost between the two reads.
+//! Each chunk is consistent; a long scan is not a snapshot.
+//!
+//! Readahead: a forward scan's first chunk reads `FIRST_CHUNK_PAGES` pages from the one holding
+//! its start, and each further chunk twice as many, up to a whole segment (16 pages): a short
+//! scan reads one or two pages, a long one reads whole segments sequentially (the paper always
+//! reads to the end of the segment). A reverse scan reads its part of a segment at once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -11,8 +18,12 @@ use std::sync::Arc;
 
 use strata_core::{at_or_after, at_or_before, Direction, Key, KeyRange, Result, Value};
 
-use super::Store;
+use super::{Counters, Store};
 use crate::index::{Index, SegmentEntry};
+use crate::page::layout::MAX_SEGMENT_PAGES;
+
+/// Pages a forward scan's first chunk reads.
+const FIRST_CHUNK_PAGES: usize = 2;
 
 /// The iterator `Engine::range` returns.
 pub struct RangeIter {
@@ -23,6 +34,8 @@ pub struct RangeIter {
     /// Forward: keys not yet read are at or after this; reverse: at or before it.
     cursor: Bound<Key>,
     done: bool,
+    /// Pages the next forward chunk reads (readahead, doubling up to a segment).
+    chunk_pages: usize,
 }
 
 /// One chunk's segment: its key range and entry.
@@ -39,7 +52,15 @@ impl RangeIter {
             Direction::Reverse => range.end.clone(),
         };
         let done = range.is_empty();
-        RangeIter { store, range, direction, buffer: VecDeque::new(), cursor, done }
+        RangeIter {
+            store,
+            range,
+            direction,
+            buffer: VecDeque::new(),
+            cursor,
+            done,
+            chunk_pages: FIRST_CHUNK_PAGES,
+        }
     }
 
     /// The segment the cursor is in (`entry: None`: no segment yet, the whole key space).
@@ -76,18 +97,14 @@ impl RangeIter {
                 return Ok(());
             }
         };
-        let cached = store.cache.lock().cached_in(&chunk.lower, chunk.upper.as_deref());
-        let mut merged = match &chunk.entry {
-            Some(entry) => self.read_segment(&store, &chunk, entry)?,
-            None => BTreeMap::new(),
+        let (merged, chunk) = match &chunk.entry {
+            Some(entry) => {
+                let (first, last) = self.pages_to_read(&chunk, entry);
+                read_chunk(&store, chunk.lower.clone(), chunk.upper.clone(), entry, first, last)?
+            }
+            None => (merge_cache(&store, BTreeMap::new(), &chunk.lower, chunk.upper.as_deref()), chunk),
         };
         drop(index);
-        for (key, value) in cached {
-            match value {
-                Some(v) => merged.insert(key, v),
-                None => merged.remove(&key),
-            };
-        }
         let cursor = self.cursor.clone();
         let wanted = |k: &Key| match self.direction {
             Direction::Forward => at_or_after(k, borrow(&cursor)),
@@ -98,6 +115,7 @@ impl RangeIter {
             Direction::Forward => self.buffer.extend(records),
             Direction::Reverse => self.buffer.extend(records.rev()),
         }
+        self.chunk_pages = (self.chunk_pages * 2).min(MAX_SEGMENT_PAGES);
         self.advance_cursor(chunk);
         Ok(())
     }
@@ -127,37 +145,82 @@ impl RangeIter {
         }
     }
 
-    /// Every record on the segment's pages that may fall in the scan (the pages the model
-    /// assigns to the scan's bounds, clamped to the segment, and those between), by key. Only
-    /// keys inside the segment share its model's prefix, so bounds outside it are clamped first.
-    fn read_segment(
-        &self,
-        store: &Store,
-        chunk: &Chunk,
-        entry: &SegmentEntry,
-    ) -> Result<BTreeMap<Key, Value>> {
-        let (start, end) = self.range.as_bounds();
+    /// The segment's pages this chunk reads, by index: forward, from the page holding the
+    /// cursor, `chunk_pages` of them (fewer at the scan's end or the segment's); reverse, from the
+    /// page holding the scan's start (or the segment's first) to the one holding the cursor.
+    fn pages_to_read(&self, chunk: &Chunk, entry: &SegmentEntry) -> (usize, usize) {
         let last_page = usize::from(entry.pages) - 1;
-        let first = match start {
-            Bound::Included(k) | Bound::Excluded(k) if k >= chunk.lower.as_slice() => entry.page_index_for(k),
-            _ => 0,
-        };
-        let inside = |k: &[u8]| chunk.upper.as_deref().is_none_or(|u| k < u);
-        let last = match end {
+        let inside = |k: &[u8]| k >= chunk.lower.as_slice() && chunk.upper.as_deref().is_none_or(|u| k < u);
+        let page_of = |bound: Bound<&[u8]>, outside: usize| match bound {
             Bound::Included(k) | Bound::Excluded(k) if inside(k) => entry.page_index_for(k),
-            _ => last_page,
+            _ => outside,
         };
-        let _latch = store.latch_read(entry.first_page);
-        let mut records = BTreeMap::new();
-        for i in first..=last.max(first) {
-            let ids = std::iter::once(entry.base_page(i)).chain(entry.overflow_of(i));
-            for id in ids {
-                let page = store.data.read_page(id)?;
-                records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
+        let (start, end) = self.range.as_bounds();
+        match self.direction {
+            Direction::Forward => {
+                let first = page_of(borrow(&self.cursor), 0);
+                let last = page_of(end, last_page).min(first + self.chunk_pages - 1);
+                (first, last.max(first))
+            }
+            Direction::Reverse => {
+                let first = page_of(start, 0);
+                let last = page_of(borrow(&self.cursor), last_page);
+                (first.min(last), last)
             }
         }
-        Ok(records)
     }
+}
+
+/// Reads base pages `first..=last` of the segment (one I/O) and their overflow pages, then the
+/// cached records of their key range, under the segment's latch (module docs); returns the merged
+/// records and the chunk the pages cover (bounded by their fences, or the segment's bounds at
+/// its ends).
+fn read_chunk(
+    store: &Store,
+    segment_lower: Key,
+    segment_upper: Option<Key>,
+    entry: &SegmentEntry,
+    first: usize,
+    last: usize,
+) -> Result<(BTreeMap<Key, Value>, Chunk)> {
+    let _latch = store.latch_read(entry.first_page);
+    let base = store.data.read_pages(entry.base_page(first), last - first + 1)?;
+    let lower = match (first, base.first()) {
+        (0, _) | (_, None) => segment_lower,
+        (_, Some(page)) => page.lower_fence().to_vec(),
+    };
+    let upper = match (last + 1 == usize::from(entry.pages), base.last()) {
+        (true, _) | (_, None) => segment_upper,
+        (false, Some(page)) => page.upper_fence().map(<[u8]>::to_vec),
+    };
+    let mut records = BTreeMap::new();
+    let mut pages_read = base.len() as u64;
+    for (i, page) in (first..).zip(&base) {
+        records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
+        if let Some(id) = entry.overflow_of(i) {
+            records.extend(store.data.read_page(id)?.iter().map(|e| (e.key(), e.value.to_vec())));
+            pages_read += 1;
+        }
+    }
+    Counters::add(&store.counters.scan_pages_read, pages_read);
+    let merged = merge_cache(store, records, &lower, upper.as_deref());
+    Ok((merged, Chunk { lower, upper, entry: None }))
+}
+
+/// `records` with the cached records of `lower..upper` over them (a tombstone removes).
+fn merge_cache(
+    store: &Store,
+    mut records: BTreeMap<Key, Value>,
+    lower: &[u8],
+    upper: Option<&[u8]>,
+) -> BTreeMap<Key, Value> {
+    for (key, value) in store.cache.lock().cached_in(lower, upper) {
+        match value {
+            Some(v) => records.insert(key, v),
+            None => records.remove(&key),
+        };
+    }
+    records
 }
 
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {

@@ -140,6 +140,12 @@ pub struct Workload {
     pub mix: OpMix,
     /// The workload file's `requestdistribution`; `--distribution` overrides it.
     pub default_distribution: DistributionKind,
+    /// A distribution named with the workload (`e@uniform`, and `age`), which `--distribution`
+    /// does not override.
+    pub fixed_distribution: Option<DistributionKind>,
+    /// `age`: one update per loaded record, whatever `--ops` or `--duration` say (the TreeLine
+    /// paper ages every store this way before measuring).
+    pub aging: bool,
 }
 
 /// A distribution without parameters (those come from the command line).
@@ -184,7 +190,7 @@ impl DistributionKind {
 }
 
 /// Named workloads: YCSB's core workloads (workloads/workload{a..f}) and custom mixes.
-pub const NAMED_WORKLOADS: [(&str, &str); 11] = [
+pub const NAMED_WORKLOADS: [(&str, &str); 12] = [
     ("a", "YCSB A: update heavy (read 50%, update 50%), zipfian"),
     ("b", "YCSB B: read mostly (read 95%, update 5%), zipfian"),
     ("c", "YCSB C: read only, zipfian"),
@@ -196,11 +202,19 @@ pub const NAMED_WORKLOADS: [(&str, &str); 11] = [
     ("rmw100", "read-modify-write 100%, zipfian"),
     ("insert100", "insert 100%"),
     ("scan100", "scan 100% of 1..=100 records, zipfian"),
+    ("age", "ages the store: one uniform update per loaded record (TreeLine §5.1's checkpoints)"),
 ];
 
 impl Workload {
-    /// A named workload (see `NAMED_WORKLOADS`).
+    /// A named workload (see `NAMED_WORKLOADS`), optionally with its own distribution:
+    /// `NAME@DISTRIBUTION` (`e@uniform`).
     pub fn named(name: &str) -> Result<Workload, String> {
+        if let Some((base, distribution)) = name.split_once('@') {
+            let mut workload = Workload::named(base)?;
+            workload.fixed_distribution = Some(DistributionKind::parse(distribution)?);
+            workload.name = name.to_string();
+            return Ok(workload);
+        }
         use OpKind::*;
         let (weights, dist): (&[(OpKind, f64)], _) = match name {
             "a" => (&[(Read, 0.5), (Update, 0.5)], DistributionKind::Zipfian),
@@ -214,6 +228,15 @@ impl Workload {
             "rmw100" => (&[(ReadModifyWrite, 1.0)], DistributionKind::Zipfian),
             "insert100" => (&[(Insert, 1.0)], DistributionKind::Zipfian),
             "scan100" => (&[(Scan, 1.0)], DistributionKind::Zipfian),
+            "age" => {
+                return Ok(Workload {
+                    name: name.to_string(),
+                    mix: OpMix::new(&[(Update, 1.0)])?,
+                    default_distribution: DistributionKind::Uniform,
+                    fixed_distribution: Some(DistributionKind::Uniform),
+                    aging: true,
+                })
+            }
             _ => {
                 let names: Vec<&str> = NAMED_WORKLOADS.iter().map(|(n, _)| *n).collect();
                 return Err(format!(
@@ -222,12 +245,24 @@ impl Workload {
                 ));
             }
         };
-        Ok(Workload { name: name.to_string(), mix: OpMix::new(weights)?, default_distribution: dist })
+        Ok(Workload {
+            name: name.to_string(),
+            mix: OpMix::new(weights)?,
+            default_distribution: dist,
+            fixed_distribution: None,
+            aging: false,
+        })
     }
 
     /// The `--mix` workload (zipfian unless `--distribution` says otherwise).
     pub fn custom(mix: OpMix) -> Workload {
-        Workload { name: "mix".into(), mix, default_distribution: DistributionKind::Zipfian }
+        Workload {
+            name: "mix".into(),
+            mix,
+            default_distribution: DistributionKind::Zipfian,
+            fixed_distribution: None,
+            aging: false,
+        }
     }
 }
 
@@ -248,6 +283,16 @@ mod tests {
             assert!(Workload::named(name).is_ok(), "{name}");
         }
         assert!(Workload::named("g").is_err());
+        let e_uniform = w("e@uniform");
+        assert_eq!(
+            (e_uniform.name.as_str(), e_uniform.fixed_distribution),
+            ("e@uniform", Some(DistributionKind::Uniform))
+        );
+        assert_eq!(e_uniform.mix.proportion(OpKind::Scan), 0.95);
+        assert!(Workload::named("e@sideways").is_err() && Workload::named("g@uniform").is_err());
+        let age = w("age");
+        assert!(age.aging && age.fixed_distribution == Some(DistributionKind::Uniform));
+        assert_eq!(age.mix.proportion(OpKind::Update), 1.0);
     }
 
     #[test]
