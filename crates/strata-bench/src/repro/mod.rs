@@ -8,9 +8,13 @@
 //!   cargo benches; the command prints their paper numbers and the command that measures ours.
 //! - `f2`: Fig 10's YCSB A/B/C/F and Table 2's I/O amplification (zipfian-plain θ 0.99, 8 B keys +
 //!   100 B values, budget 10% of the data), and Fig 13's memory-budget sweep (2.5%–25%, A and B).
+//! - `treeline`: Fig 5/7's YCSB A/B/C/F and E (scattered zipfian θ 0.99, E also uniform) on an aged
+//!   store at 64 B and 1024 B records, budget a third of the data, with Table 4's device bytes per
+//!   operation; Fig 8's factor analysis; §5.5's insert forecasting on 50% reads / 50% inserts.
 
 mod papers;
 mod render;
+mod treeline;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -32,7 +36,7 @@ use papers::PaperShape;
     disable_version_flag = true
 )]
 struct ReproArgs {
-    /// Which paper: flex (FlexFile/FlexDB) or f2.
+    /// Which paper: flex (FlexFile/FlexDB), f2 or treeline.
     #[arg(value_name = "PAPER")]
     paper: String,
     /// A few minutes: 400k records and 200k operations per workload instead of the full scale.
@@ -102,6 +106,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let result = match parsed.paper.as_str() {
         "f2" => repro_f2(&parsed),
         "flex" => repro_flex(&parsed),
+        "treeline" => treeline::repro(&parsed),
         _ => unreachable!("validated"),
     };
     match result {
@@ -119,9 +124,9 @@ fn error(code: u8, message: &str) -> ExitCode {
 }
 
 fn validate(a: &ReproArgs) -> Result<(), String> {
-    if !["f2", "flex"].contains(&a.paper.as_str()) {
+    if !["f2", "flex", "treeline"].contains(&a.paper.as_str()) {
         return Err(format!(
-            "unknown paper {:?}; expected flex or f2 (treeline, turtle and laser come with their engines)",
+            "unknown paper {:?}; expected flex, f2 or treeline (turtle and laser come with their engines)",
             a.paper
         ));
     }
@@ -151,6 +156,8 @@ struct Run<'a> {
     values: ValueSpec,
     distribution: Option<DistributionKind>,
     budget_fraction: f64,
+    /// Run each workload this long instead of `scale.ops` operations.
+    duration: Option<std::time::Duration>,
 }
 
 impl Run<'_> {
@@ -166,8 +173,8 @@ impl Run<'_> {
             engines: self.engines.clone(),
             workloads,
             records: self.scale.records,
-            ops: Some(self.scale.ops),
-            duration: None,
+            ops: if self.duration.is_some() { None } else { Some(self.scale.ops) },
+            duration: self.duration,
             timeline_interval: None,
             threads: self.args.threads,
             distribution: self.distribution,
@@ -207,7 +214,13 @@ impl Run<'_> {
     }
 }
 
-fn header(shape: &PaperShape, scale: Scale, budget_fraction: f64, args: &ReproArgs, report: &BenchReport) {
+fn header(
+    shape: &PaperShape,
+    scale: Scale,
+    budget_fraction: f64,
+    args: &ReproArgs,
+    report: &BenchReport,
+) {
     println!("paper: {}", shape.paper);
     println!("  paper's machine: {}", shape.machine);
     println!("  this machine:    {}", report.machine.one_line());
@@ -237,6 +250,7 @@ fn repro_f2(args: &ReproArgs) -> Result<(), String> {
         values: ValueSpec::fixed(100),
         distribution: Some(DistributionKind::ZipfianPlain),
         budget_fraction: shape.budget_fraction,
+        duration: None,
     };
     let main = run.execute("f2-fig10")?;
     println!("\n=== F2 Fig 10 and Table 2: YCSB A/B/C/F, zipfian-plain θ 0.99, direct I/O ===");
@@ -272,6 +286,7 @@ fn repro_flex(args: &ReproArgs) -> Result<(), String> {
         values: ValueSpec::fixed(udb.value_bytes),
         distribution: None,
         budget_fraction: shape.budget_fraction,
+        duration: None,
     };
     let report = run.execute("flex-fig13")?;
     println!("\n=== FlexDB Fig 13: YCSB A–F with UDB record sizes (27 B keys, 127 B values), direct I/O ===");
@@ -293,6 +308,7 @@ impl<'a> Run<'a> {
             values: self.values,
             distribution: self.distribution,
             budget_fraction: self.budget_fraction,
+            duration: self.duration,
         }
     }
 }
@@ -316,7 +332,8 @@ mod tests {
         // Valid only where the RocksDB peer is compiled in (otherwise a one-line error says how).
         assert_eq!(args(&["f2", "--quick"]).is_ok(), cfg!(feature = "rocksdb"));
         assert_eq!(args(&["flex", "--rocksdb", "rocksdb-weak"]).is_ok(), cfg!(feature = "rocksdb"));
-        for bad in [&["treeline"][..], &["f2", "--repeat", "0"], &["f2", "--rocksdb", "lmdb"], &[]] {
+        assert_eq!(args(&["treeline", "--quick"]).is_ok(), cfg!(feature = "rocksdb"));
+        for bad in [&["turtle"][..], &["f2", "--repeat", "0"], &["f2", "--rocksdb", "lmdb"], &[]] {
             assert!(args(bad).is_err(), "{bad:?}");
         }
     }
@@ -333,6 +350,7 @@ mod tests {
             values: ValueSpec::fixed(100),
             distribution: Some(DistributionKind::ZipfianPlain),
             budget_fraction: papers::F2.budget_fraction,
+            duration: None,
         };
         // 20M x 108 B x 10% = 216 MB, the 220 MiB shape.
         assert_eq!(run.budget_bytes(), 216_000_000);

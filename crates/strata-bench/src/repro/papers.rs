@@ -73,3 +73,60 @@ pub const FLEXTREE_TABLE1: [(&str, f64, f64, f64); 3] =
 
 /// FlexFile Table 2's random 4 KiB insert-range into a 1 GB file: inserts/s (thousands).
 pub const FLEXFILE_INSERT_KOPS: [(&str, f64); 2] = [("FlexFile", 491.0), ("Ext4 insert-range", 0.87)];
+
+pub const TREELINE: PaperShape = PaperShape {
+    paper: "TreeLine: An Update-In-Place Key-Value Store for Modern Storage (Yu et al., VLDB 2022)",
+    machine: "20-core Xeon Gold 6230, 128 GiB RAM, 1 TB Intel DC P4510 NVMe, ext4; 16 request threads; \
+              no WAL on any system",
+    // The synthetic dataset: 20M uniformly distributed keys (Amazon 33M, OSM 23M).
+    records: 20_000_000,
+    // "enough memory to store up to 33% of the dataset in memory"
+    budget_fraction: 1.0 / 3.0,
+};
+
+/// TreeLine Fig 5 / Fig 7 (Amazon; bars only): the text's averages for the record size.
+pub fn treeline_fig5(record_bytes: u64) -> fn(&str) -> &'static str {
+    fn small(workload: &str) -> &'static str {
+        match workload {
+            "a" | "b" | "c" | "f" => "64 B: 1.62x RocksDB on average over A-F (zipfian)",
+            "e" => "64 B zipfian: 1.74x RocksDB (16 threads)",
+            "e@uniform" => "64 B uniform: 2.21x RocksDB (16 threads)",
+            _ => "-",
+        }
+    }
+    fn large(workload: &str) -> &'static str {
+        match workload {
+            "a" | "b" | "c" | "f" => "1024 B: 2.99x RocksDB on average (2.20x over point workloads)",
+            "e" => "1024 B zipfian: 1.88x RocksDB (16 threads)",
+            "e@uniform" => "1024 B uniform: 2.50x RocksDB (16 threads)",
+            _ => "-",
+        }
+    }
+    if record_bytes <= 64 {
+        small
+    } else {
+        large
+    }
+}
+
+/// The issue's targets: (geometric mean over A, B, C, F; E uniform) as multiples of RocksDB.
+pub fn treeline_targets(record_bytes: u64) -> (f64, f64) {
+    if record_bytes <= 64 {
+        (1.5, 1.2)
+    } else {
+        (2.0, 1.5)
+    }
+}
+
+/// TreeLine Table 4 / §5.2.1, workload A at 64 B: device GiB (read, written) per system.
+pub const TREELINE_TABLE4_A_64B: [(&str, f64, f64); 2] = [("TreeLine", 12.0, 3.09), ("RocksDB", 27.0, 4.27)];
+
+/// TreeLine Fig 8 (1024 B, zipfian, 16 threads): the text's findings per factor.
+pub const TREELINE_FIG8: [(&str, &str); 3] = [
+    ("record cache", "avg 8.7x throughput; 3.11x fewer reads, 2.60x fewer writes (A-F)"),
+    ("page grouping", "no loss on A-D, F; E 1.87x faster"),
+    (
+        "forecasting",
+        "§5.5, 50% reads / 50% inserts: 1.22x throughput, 41% fewer reorganizations (63% at 64 B)",
+    ),
+];

@@ -23,7 +23,7 @@ fn ops(spread: Option<Spread>) -> String {
     spread.map_or_else(|| "-".into(), |s| fmt_count(s.median.round() as u64))
 }
 
-fn print_rows(header: &[&str], rows: &[Vec<String>]) {
+pub(super) fn print_rows(header: &[&str], rows: &[Vec<String>]) {
     let widths: Vec<usize> = (0..header.len())
         .map(|c| {
             rows.iter()
