@@ -59,17 +59,14 @@ pub struct Report {
     pub refused: u64,
     /// Damaged stores that opened with every acknowledged key intact.
     pub intact: u64,
-    /// Silent losses after cutting a file the target declares unprotected
-    /// (`Target::known_unprotected_cuts`).
-    pub known_gaps: u64,
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} files damaged: {} refused to open, {} opened intact, {} known gaps",
-            self.files, self.refused, self.intact, self.known_gaps
+            "{} files damaged: {} refused to open, {} opened intact",
+            self.files, self.refused, self.intact
         )
     }
 }
@@ -103,13 +100,9 @@ pub fn run(target: &Target, seed: u64) -> Result<Report, Failure> {
             let what = format!("{name} {damage:?}");
             let outcome = catch(|| reopen_and_check(target, storage, &model, name, damage))
                 .map_err(|panic| fail(format!("{what}: the engine panicked: {panic}")))?;
-            let cut = matches!(damage, Damage::CutBelowEnd | Damage::CutToHalf);
             match outcome {
                 Ok(Opened::Refused) => report.refused += 1,
                 Ok(Opened::Intact) => report.intact += 1,
-                Err(_) if cut && target.known_unprotected_cuts.contains(&name.as_str()) => {
-                    report.known_gaps += 1
-                }
                 Err(e) => return Err(fail(format!("{what}: {e}"))),
             }
         }

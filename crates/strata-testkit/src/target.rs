@@ -19,10 +19,6 @@ pub struct Target {
     pub open: OpenFn,
     /// What the engine reported when `Target::new` opened it on an empty `MemStorage`.
     pub capabilities: Capabilities,
-    /// Files whose *shortening* the engine is known not to detect yet (issue #19 gaps, each
-    /// named in the engine's docs): the damage check counts a silent loss after cutting one of
-    /// these as a known gap instead of failing. Deleting or emptying them is still checked.
-    pub known_unprotected_cuts: Vec<&'static str>,
 }
 
 impl Target {
@@ -36,14 +32,7 @@ impl Target {
         if let Err(e) = engine.close() {
             panic!("target {name}: closing the engine after reading its capabilities failed: {e}");
         }
-        Target { name, open, capabilities, known_unprotected_cuts: Vec::new() }
-    }
-
-    /// Declares files whose shortening the engine does not detect yet (see
-    /// [`Target::known_unprotected_cuts`]).
-    pub fn with_known_unprotected_cuts(mut self, files: &[&'static str]) -> Target {
-        self.known_unprotected_cuts.extend_from_slice(files);
-        self
+        Target { name, open, capabilities }
     }
 
     pub fn ordered(&self) -> bool {
