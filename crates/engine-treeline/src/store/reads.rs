@@ -7,7 +7,7 @@ use strata_core::{Error, Result, Value};
 
 use super::{Counters, Store};
 use crate::data_file::FILE_NAME;
-use crate::free_space::page_offset;
+use crate::free_space::{page_offset, PageId};
 use crate::index::Location;
 use crate::page::Page;
 
@@ -70,10 +70,20 @@ impl Store {
     /// picked page's fences say so (they agree by construction; this only guards the floating
     /// point evaluation). A key no page of its segment covers is corruption.
     pub fn find_base_page(&self, location: &Location, key: &[u8]) -> Result<(usize, Page)> {
+        self.find_base_page_via(location, key, &mut |id| self.data.read_page(id))
+    }
+
+    /// `find_base_page` reading pages through `read` (write-back passes pages it prefetched).
+    pub fn find_base_page_via(
+        &self,
+        location: &Location,
+        key: &[u8],
+        read: &mut dyn FnMut(PageId) -> Result<Page>,
+    ) -> Result<(usize, Page)> {
         let pages = usize::from(location.entry.pages);
         let mut i = location.page_index;
         for _ in 0..pages {
-            let page = self.data.read_page(location.entry.base_page(i))?;
+            let page = read(location.entry.base_page(i))?;
             if page.covers(key) {
                 return Ok((i, page));
             }
