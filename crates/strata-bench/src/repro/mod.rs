@@ -214,13 +214,7 @@ impl Run<'_> {
     }
 }
 
-fn header(
-    shape: &PaperShape,
-    scale: Scale,
-    budget_fraction: f64,
-    args: &ReproArgs,
-    report: &BenchReport,
-) {
+fn header(shape: &PaperShape, scale: Scale, budget_fraction: f64, args: &ReproArgs, report: &BenchReport) {
     println!("paper: {}", shape.paper);
     println!("  paper's machine: {}", shape.machine);
     println!("  this machine:    {}", report.machine.one_line());
