@@ -85,11 +85,17 @@ impl DataFile {
 
     /// The raw bytes of page `id`.
     pub fn read_raw(&self, id: PageId) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; self.size.bytes()];
-        let offset = self.offset_of(id)?;
+        self.read_bytes(id, 1)
+    }
+
+    /// The raw bytes of pages `first .. first + count`, in one read; a read past the end of
+    /// the file is corruption (the index referenced a page the file does not have).
+    fn read_bytes(&self, first: PageId, count: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.size.bytes() * count];
+        let offset = self.offset_of(first)?;
         self.file.read_at(offset, &mut buf).map_err(|e| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Error::corruption(FILE_NAME, offset, format!("page {id} is past the end of the file"))
+                Error::corruption(FILE_NAME, offset, format!("page {first} is past the end of the file"))
             }
             other => other,
         })?;
@@ -106,18 +112,11 @@ impl DataFile {
     /// contiguous: page grouping turns a scan into one sequential read).
     pub fn read_pages(&self, first: PageId, count: usize) -> Result<Vec<Page>> {
         let page_bytes = self.size.bytes();
-        let mut buf = vec![0u8; page_bytes * count];
         let offset = self.offset_of(first)?;
-        self.file.read_at(offset, &mut buf).map_err(|e| match e {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Error::corruption(FILE_NAME, offset, format!("pages {first}.. are past the end of the file"))
-            }
-            other => other,
-        })?;
+        let buf = self.read_bytes(first, count)?;
         let mut pages = Vec::with_capacity(count);
         for (i, bytes) in buf.chunks_exact(page_bytes).enumerate() {
-            let at = offset + (i * page_bytes) as u64;
-            pages.push(Page::open(bytes.to_vec(), FILE_NAME, at)?);
+            pages.push(Page::open(bytes.to_vec(), FILE_NAME, offset + (i * page_bytes) as u64)?);
         }
         Ok(pages)
     }
