@@ -66,7 +66,7 @@ fn repro_help_and_bad_arguments() {
     let o = strata(&["repro", "--help"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("--quick"));
-    assert_usage_error(&strata(&["repro", "treeline"]), "unknown paper");
+    assert_usage_error(&strata(&["repro", "turtle"]), "unknown paper");
     assert_usage_error(&strata(&["repro", "f2", "--repeat", "0"]), "--repeat");
     assert_usage_error(&strata(&["repro", "f2", "--rocksdb", "lmdb"]), "--rocksdb");
     assert_usage_error(&strata(&["repro"]), "PAPER");
@@ -103,4 +103,42 @@ fn a_tiny_bench_prints_the_measured_skew_and_repeat_medians() {
         "{out}"
     );
     assert!(out.contains("over 2 rounds: median (min–max)"), "{out}");
+}
+
+/// `age` runs one uniform update per loaded record whatever --ops says, and NAME@DISTRIBUTION
+/// keeps its own distribution under --distribution.
+#[test]
+fn aging_runs_one_update_per_record_and_a_workload_keeps_its_own_distribution() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = strata(&[
+        "bench",
+        "--engines",
+        "memory",
+        "--workload",
+        "load,age,c@uniform",
+        "--records",
+        "1500",
+        "--ops",
+        "400",
+        "--distribution",
+        "scattered",
+        "--quiet",
+        "--no-drop-caches",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("skew (uniform, measured on the trace)"), "{out}");
+    assert!(!out.contains("skew (scattered"), "{out}");
+    // The latency table: "memory  age  update  1,500 ...", "memory  c@uniform  read  400 ...".
+    let count = |workload: &str, op: &str| {
+        out.lines().find_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            (cells.get(1) == Some(&workload) && cells.get(2) == Some(&op))
+                .then(|| cells.get(3).map(|c| c.to_string()))
+        })
+    };
+    assert_eq!(count("age", "update").flatten().as_deref(), Some("1,500"), "{out}");
+    assert_eq!(count("c@uniform", "read").flatten().as_deref(), Some("400"), "{out}");
 }
