@@ -25,7 +25,9 @@ pub struct F2Options {
     /// `trigger_fraction` of it. Default: 4x the hot log's memory.
     pub hot_log_disk_budget_bytes: Option<u64>,
     /// Cold-log disk budget: cold→cold compaction starts when the cold log exceeds
-    /// `trigger_fraction` of it.
+    /// `trigger_fraction` of it. Until then the cold log keeps every superseded version it was
+    /// given, so this (default 64 GiB) is what bounds the cold log's disk use, not the live data
+    /// (docs/ARCHITECTURE.md, f2, "Space after crashes").
     pub cold_log_disk_budget_bytes: u64,
     pub compaction_trigger_fraction: f64,
     /// Fraction of a log compacted per round (from its oldest end).
