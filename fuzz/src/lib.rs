@@ -34,11 +34,25 @@ pub fn options(kind: EngineKind) -> Options {
         ]
         .into_iter()
         .fold(base, |o, (n, v)| o.engine_option(n, v)),
+        // engine-treeline's test sizes (its tests/common.rs): a 4 KiB record cache over 4 KiB
+        // pages writes back after a few puts, a few hundred fill pages into overflow pages and
+        // reorganizations into multi-page segments, 24 KiB of WAL checkpoint.
+        EngineKind::Treeline => [
+            ("page_size_bytes", "4KiB"),
+            ("record_cache_bytes", "4KiB"),
+            ("checkpoint_wal_bytes", "24KiB"),
+            ("goal", "6"),
+            ("epsilon", "4"),
+            ("forecast_epoch_inserts", "8"),
+            ("reorg_radius", "2"),
+        ]
+        .into_iter()
+        .fold(base, |o, (n, v)| o.engine_option(n, v)),
         _ => base,
     }
 }
 
-/// A closed store's files and every value each key ever held.
+/// A seed store's files and every value each key ever held.
 pub struct SeedStore {
     pub files: Vec<(String, Vec<u8>)>,
     pub history: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>,
@@ -74,9 +88,24 @@ fn build_seed_store(kind: EngineKind) -> SeedStore {
             history.entry(k).or_default().insert(v);
         }
     }
-    db.close().expect("seed store closes");
+    if taken_before_close(kind) {
+        db.flush().expect("seed store flushes");
+    } else {
+        db.close().expect("seed store closes");
+    }
+    let files = snapshot_files(storage.as_ref());
     drop(db);
-    SeedStore { files: snapshot_files(storage.as_ref()), history }
+    SeedStore { files, history }
+}
+
+/// Whether the seed store of `kind` is taken as a killed process leaves it (flushed, its files
+/// copied while it is still open) rather than closed. Treeline's close checkpoints: it writes
+/// every record back, truncates `treeline-dwb` and releases the WAL, so a closed store has no
+/// double-write images and no WAL records to replay; an open one has both (and pages, overflow
+/// pages and an earlier checkpoint). The copy is consistent: treeline runs no background threads,
+/// and every write-back of a put happens inside that put.
+fn taken_before_close(kind: EngineKind) -> bool {
+    kind == EngineKind::Treeline
 }
 
 fn snapshot_files(storage: &dyn Storage) -> Vec<(String, Vec<u8>)> {
