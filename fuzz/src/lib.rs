@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use strata::storage::{MemStorage, OpenOptions, Storage};
+use strata::storage::{CrashMode, MemStorage, OpenOptions, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Options, WriteBatch};
 
 /// Sizes that make each engine write every kind of file within a few hundred operations.
@@ -68,7 +68,9 @@ fn value(i: u32) -> Vec<u8> {
 }
 
 fn build_seed_store(kind: EngineKind) -> SeedStore {
-    let storage = Arc::new(MemStorage::new());
+    let sim = SimStorage::new(0x5eed);
+    let storage: Arc<dyn Storage> =
+        if taken_before_close(kind) { Arc::new(sim.clone()) } else { Arc::new(MemStorage::new()) };
     let db = Db::open("fuzz", options(kind).storage(storage.clone())).expect("seed store opens");
     let mut history: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>> = BTreeMap::new();
     for i in 0..3_000u32 {
@@ -90,6 +92,9 @@ fn build_seed_store(kind: EngineKind) -> SeedStore {
     }
     if taken_before_close(kind) {
         db.flush().expect("seed store flushes");
+        // A power cut freezes every file at one instant (the write-back worker may be mid-batch);
+        // later I/O of the old handles fails, so the copy below is one consistent crash state.
+        sim.crash(CrashMode::DropUnsynced);
     } else {
         db.close().expect("seed store closes");
     }
@@ -98,12 +103,11 @@ fn build_seed_store(kind: EngineKind) -> SeedStore {
     SeedStore { files, history }
 }
 
-/// Whether the seed store of `kind` is taken as a killed process leaves it (flushed, its files
-/// copied while it is still open) rather than closed. Treeline's close checkpoints: it writes
+/// Whether the seed store of `kind` is taken as a power cut leaves it (flushed, then a simulated
+/// crash that drops unsynced writes) rather than closed. Treeline's close checkpoints: it writes
 /// every record back, truncates `treeline-dwb` and releases the WAL, so a closed store has no
-/// double-write images and no WAL records to replay; an open one has both (and pages, overflow
-/// pages and an earlier checkpoint). The copy is consistent: treeline runs no background threads,
-/// and every write-back of a put happens inside that put.
+/// double-write images and no WAL records to replay; a crashed one has both (and pages, overflow
+/// pages and an earlier checkpoint).
 fn taken_before_close(kind: EngineKind) -> bool {
     kind == EngineKind::Treeline
 }

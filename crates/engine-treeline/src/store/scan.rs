@@ -185,6 +185,9 @@ fn read_chunk(
 ) -> Result<(BTreeMap<Key, Value>, Chunk)> {
     let _latch = store.latch_read(entry.first_page);
     let base = store.data.read_pages(entry.base_page(first), last - first + 1)?;
+    for (i, page) in (first..).zip(&base) {
+        check_within_segment(store, page, entry.base_page(i), &segment_lower, segment_upper.as_deref())?;
+    }
     let lower = match (first, base.first()) {
         (0, _) | (_, None) => segment_lower,
         (_, Some(page)) => page.lower_fence().to_vec(),
@@ -205,6 +208,33 @@ fn read_chunk(
     Counters::add(&store.counters.scan_pages_read, pages_read);
     let merged = merge_cache(store, records, &lower, upper.as_deref());
     Ok((merged, Chunk { lower, upper, entry: None }))
+}
+
+/// A page's fences must lie within its segment's bounds in the index (a point read checks the
+/// key against the fences; a scan returns a page's records by position, so an index that
+/// disagrees with the pages would hand out records out of order). Regression: a checkpoint
+/// damaged with a recomputed checksum (fuzzing, `treeline_checkpoint`).
+fn check_within_segment(
+    store: &Store,
+    page: &crate::page::Page,
+    id: crate::free_space::PageId,
+    segment_lower: &[u8],
+    segment_upper: Option<&[u8]>,
+) -> Result<()> {
+    let above_upper = match (page.upper_fence(), segment_upper) {
+        (Some(fence), Some(upper)) => fence > upper,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    if page.lower_fence() >= segment_lower && !above_upper {
+        return Ok(());
+    }
+    let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
+    Err(strata_core::Error::corruption(
+        crate::data_file::FILE_NAME,
+        offset,
+        format!("page {id}'s fences lie outside the bounds treeline-checkpoint's index gives its segment"),
+    ))
 }
 
 /// `records` with the cached records of `lower..upper` over them (a tombstone removes).
