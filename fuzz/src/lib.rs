@@ -161,7 +161,7 @@ impl Input<'_> {
 fn damage(mut bytes: Vec<u8>, input: &mut Input<'_>) -> Option<Vec<u8>> {
     while let Some(op) = input.byte() {
         let at = |off: u32, len: usize| if len == 0 { 0 } else { off as usize % (len + 1) };
-        match op % 5 {
+        match op % 6 {
             0 => {
                 let cut = at(input.u32()?, bytes.len());
                 bytes.truncate(cut);
@@ -180,6 +180,14 @@ fn damage(mut bytes: Vec<u8>, input: &mut Input<'_>) -> Option<Vec<u8>> {
                 }
             }
             3 => return None,
+            // Recompute a trailing CRC-32C over everything before it (the small-file format of
+            // checkpoints, manifests and metadata), so damage reaches the decoder behind it.
+            4 => {
+                if let Some(body) = bytes.len().checked_sub(4) {
+                    let crc = crc32c::crc32c(&bytes[..body]);
+                    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+                }
+            }
             _ => return Some(input.0.to_vec()),
         }
     }
