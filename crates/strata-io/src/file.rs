@@ -171,26 +171,35 @@ impl Storage for FileStorage {
         Ok(())
     }
 
-    /// An advisory `flock` on the file `name` (created if missing). flock locks belong to the open
-    /// file description, so a second `lock` in the same process fails too.
+    /// An advisory POSIX record lock (`fcntl(F_SETLK)`) on the file `name` (created if missing),
+    /// plus this process's own registry of held locks.
+    ///
+    /// Not `flock`: a flock belongs to the open file description, which every child process
+    /// shares from `fork` until its `exec` closes the (close-on-exec) descriptor, so a thread
+    /// spawning a process while another closed and reopened a store made the reopen fail with
+    /// `Locked` (`lock_is_free_after_drop_while_a_child_is_being_spawned`). A POSIX lock belongs
+    /// to the process and is not inherited. It does not exclude the same process, and closing
+    /// any descriptor of the file drops it, hence the registry, checked before the file is
+    /// opened.
     fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
         let path = self.file_path(name)?;
-        let file = open_file(&path, true, false)
-            .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))?;
-        loop {
-            // SAFETY: the descriptor belongs to `file`, which outlives the call.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc == 0 {
-                break;
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.display().to_string())),
-                _ => return Err(Error::io(format!("locking {}", path.display()), err)),
+        let key = fs::canonicalize(&self.inner.dir)
+            .map_err(|e| Error::io(format!("resolving {}", self.inner.dir.display()), e))?
+            .join(name);
+        if !held_locks().insert(key.clone()) {
+            return Err(Error::Locked(path.display().to_string()));
+        }
+        // From here the registry entry is ours: `FileLock`'s drop (or this error path) removes it.
+        let locked = open_file(&path, true, false)
+            .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))
+            .and_then(|file| lock_whole_file(&file, &path).map(|()| file));
+        match locked {
+            Ok(file) => Ok(Box::new(FileLock { path, key, file: Some(file) })),
+            Err(e) => {
+                held_locks().remove(&key);
+                Err(e)
             }
         }
-        Ok(Box::new(FileLock { path, _file: file }))
     }
 
     fn io_stats(&self) -> IoStats {
@@ -202,15 +211,58 @@ impl Storage for FileStorage {
     }
 }
 
-/// Holds the flock; closing the file (on drop) releases it.
+/// Lock files held by this process (canonical paths). A path is in it from before its file is
+/// opened until after the file is closed, so no second descriptor of a held lock file is ever
+/// opened (or closed, which would drop the process's POSIX lock) in this process.
+fn held_locks() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    static HELD: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    // Poisoning is impossible in practice (no code panics under it); the set stays valid anyway.
+    HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `fcntl(F_SETLK)` of a write lock over the whole file; `Locked` when another process holds it.
+fn lock_whole_file(file: &File, path: &Path) -> Result<()> {
+    // SAFETY: an all-zero `struct flock` is valid (plain integers); the fields are set below.
+    let mut request: libc::flock = unsafe { std::mem::zeroed() };
+    request.l_type = libc::F_WRLCK as libc::c_short;
+    request.l_whence = libc::SEEK_SET as libc::c_short;
+    // l_start = l_len = 0: the whole file, however long it grows.
+    loop {
+        // SAFETY: the descriptor belongs to `file`, which outlives the call; `request` is a valid
+        // `struct flock` that the kernel only reads for F_SETLK.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &request) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EACCES | libc::EAGAIN) => return Err(Error::Locked(path.display().to_string())),
+            _ => return Err(Error::io(format!("locking {}", path.display()), err)),
+        }
+    }
+}
+
+/// Holds the POSIX lock; on drop, closing the file releases it, then the registry entry goes.
 #[derive(Debug)]
 struct FileLock {
     #[expect(dead_code, reason = "read only by Debug, to show which lock is held")]
     path: PathBuf,
-    _file: File,
+    key: PathBuf,
+    file: Option<File>,
 }
 
 impl StorageLock for FileLock {}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Close first: were the entry removed while the file is open, another `lock` in this
+        // process could take the lock and lose it again when this descriptor closes.
+        drop(self.file.take());
+        held_locks().remove(&self.key);
+    }
+}
 
 #[derive(Debug)]
 struct FileHandle {

@@ -123,6 +123,67 @@ fn lock_twice_in_process_fails_until_guard_drops() {
     let _again = other.lock("LOCK").unwrap();
 }
 
+/// Regression (found by `crates/strata/tests/enospc_real_fs`): with `flock`, a child process
+/// between `fork` and `exec` shares the lock's open file description, so a lock dropped while
+/// another thread spawned a process stayed held and the next `lock` (a `Db` reopened right after
+/// `close`) failed with `Locked`. The child here sleeps before `exec` to hold that window open.
+#[test]
+fn lock_is_free_after_drop_while_a_child_is_being_spawned() {
+    use std::os::unix::process::CommandExt;
+    use std::time::Duration;
+
+    let (_dir, storage) = storage();
+    let guard = storage.lock("LOCK").unwrap();
+    let (forked_tx, forked_rx) = std::sync::mpsc::channel();
+    let spawner = std::thread::spawn(move || {
+        let mut child = std::process::Command::new("true");
+        // SAFETY: the hook only sleeps (nanosleep is async-signal-safe) in the forked child.
+        unsafe {
+            child.pre_exec(|| {
+                std::thread::sleep(Duration::from_millis(400));
+                Ok(())
+            })
+        };
+        let _ = forked_tx.send(());
+        child.status().expect("run true")
+    });
+    forked_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // the child has forked and sleeps in pre_exec
+    drop(guard);
+    let again = storage.lock("LOCK");
+    assert!(spawner.join().unwrap().success());
+    assert!(again.is_ok(), "lock after drop while a child was being spawned: {:?}", again.err());
+}
+
+/// The lock still excludes another process: this test re-runs itself as a child (env
+/// `STRATA_LOCK_CHILD_DIR`) that tries the lock and exits 3 when it is `Locked`.
+#[test]
+fn lock_excludes_another_process_until_dropped() {
+    if let Ok(dir) = std::env::var("STRATA_LOCK_CHILD_DIR") {
+        let storage = FileStorage::open_dir(dir, false).unwrap();
+        let code = match storage.lock("LOCK") {
+            Ok(_) => 0,
+            Err(Error::Locked(_)) => 3,
+            Err(_) => 4,
+        };
+        std::process::exit(code);
+    }
+    let (dir, storage) = storage();
+    let child_lock = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "lock_excludes_another_process_until_dropped", "--nocapture"])
+            .env("STRATA_LOCK_CHILD_DIR", dir.path())
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    let guard = storage.lock("LOCK").unwrap();
+    assert_eq!(child_lock(), Some(3), "another process took a held lock");
+    drop(guard);
+    assert_eq!(child_lock(), Some(0), "another process could not take a dropped lock");
+}
+
 #[test]
 fn direct_io_aligned_write_then_unaligned_read() {
     let (_dir, storage) = storage();
