@@ -323,8 +323,9 @@ impl Db {
         Ok(Table::new(self, inner))
     }
 
-    /// Flushes, closes the engine and releases the directory lock. Later calls return
-    /// `Error::Closed`.
+    /// Flushes, closes the engine and releases the directory lock. Every later call of another
+    /// method returns `Error::Closed`; closing again does nothing and returns `Ok` (dropping a
+    /// `Db` closes it too).
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
