@@ -220,14 +220,17 @@ fn header(shape: &PaperShape, scale: Scale, budget_fraction: f64, args: &ReproAr
     println!("  this machine:    {}", report.machine.one_line());
     println!(
         "  scale factor {:.4}: {} of the paper's {} records; memory budget {:.1}% of the data ({}); \
-         {} thread(s); {} ops per workload; {} round(s)",
+         {} thread(s); {} per workload; {} round(s)",
         scale.records as f64 / shape.records as f64,
         crate::report::fmt_count(scale.records),
         crate::report::fmt_count(shape.records),
         budget_fraction * 100.0,
         crate::report::fmt_bytes(report.workload.memory_budget_bytes),
         args.threads,
-        crate::report::fmt_count(scale.ops),
+        match report.workload.duration_secs {
+            Some(secs) => format!("{secs:.0} s"),
+            None => format!("{} ops", crate::report::fmt_count(scale.ops)),
+        },
         args.repeat,
     );
 }

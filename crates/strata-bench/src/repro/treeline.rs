@@ -145,10 +145,14 @@ fn targets(report: &BenchReport, rocksdb: &str, record_bytes: u64) {
 
 /// Table 4's shape: device bytes read and written per operation (medians over the rounds).
 fn bytes_per_op_table(report: &BenchReport, engines: &[&str]) {
-    println!("  device bytes per operation (/proc/self/io; paper Table 4, A at 64 B, GiB read/written:");
-    for (system, read, written) in papers::TREELINE_TABLE4_A_64B {
-        println!("    {system} {read} / {written})");
-    }
+    let paper: Vec<String> = papers::TREELINE_TABLE4_A_64B
+        .iter()
+        .map(|(system, read, written)| format!("{system} {read} / {written}"))
+        .collect();
+    println!(
+        "  device bytes per operation (/proc/self/io); paper Table 4, A at 64 B, GiB read / written: {}",
+        paper.join(", ")
+    );
     let mut rows = Vec::new();
     for w in report.workload.workloads.iter().filter(|w| *w != "load") {
         for engine in engines {
