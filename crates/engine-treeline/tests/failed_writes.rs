@@ -8,23 +8,9 @@ use std::sync::Arc;
 use engine_treeline::TreelineEngine;
 use strata_core::{Engine, EngineConfig};
 use strata_io::Storage;
-use strata_testkit::failed_writes::regressions;
 
 fn open(storage: Arc<dyn Storage>) -> Box<dyn Engine> {
     Box::new(TreelineEngine::open(storage, &EngineConfig::default()).unwrap())
 }
 
-#[test]
-fn a_write_that_failed_with_enospc_is_not_seen_by_a_scan_on_the_same_handle() {
-    regressions::a_write_that_failed_with_enospc_is_not_seen_by_a_scan_on_the_same_handle(&open);
-}
-
-#[test]
-fn a_scan_begun_before_a_failed_write_does_not_show_it() {
-    regressions::a_scan_begun_before_a_failed_write_does_not_show_it(&open);
-}
-
-#[test]
-fn writers_failing_in_one_group_commit_are_not_visible() {
-    regressions::writers_failing_in_one_group_commit_are_not_visible(&open);
-}
+strata_testkit::failed_write_regressions!(open);

@@ -63,3 +63,25 @@ pub fn writers_failing_in_one_group_commit_are_not_visible(open: OpenEngine<'_>)
     assert_eq!(acknowledged, 0, "the first fsync failed and poisoned the log");
     assert_eq!(scanned_items(engine.as_ref()), 0);
 }
+
+/// Declares the three scenarios above as named `#[test]`s of the calling test file, each running
+/// on engines opened by `$open` (an `OpenEngine`-shaped function or closure expression).
+#[macro_export]
+macro_rules! failed_write_regressions {
+    ($open:expr) => {
+        #[test]
+        fn a_write_that_failed_with_enospc_is_not_seen_by_a_scan_on_the_same_handle() {
+            $crate::failed_writes::regressions::a_write_that_failed_with_enospc_is_not_seen_by_a_scan_on_the_same_handle(&$open);
+        }
+
+        #[test]
+        fn a_scan_begun_before_a_failed_write_does_not_show_it() {
+            $crate::failed_writes::regressions::a_scan_begun_before_a_failed_write_does_not_show_it(&$open);
+        }
+
+        #[test]
+        fn writers_failing_in_one_group_commit_are_not_visible() {
+            $crate::failed_writes::regressions::writers_failing_in_one_group_commit_are_not_visible(&$open);
+        }
+    };
+}
