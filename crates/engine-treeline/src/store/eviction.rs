@@ -18,6 +18,7 @@ use strata_kit::worker::Worker;
 
 use super::write_back::MAX_BATCH_PAGES;
 use super::Store;
+use crate::record_cache::RecordCache;
 
 /// How long a writer waits for the worker before it checks the store's state again.
 const BACKPRESSURE_RECHECK: Duration = Duration::from_millis(20);
@@ -28,6 +29,14 @@ const BATCHES_PER_STEP: usize = 4;
 pub(crate) fn spawn(store: &Arc<Store>) -> Result<Worker> {
     let step_store = store.clone();
     Worker::spawn("treeline-write-back", store.signals.clone(), move || step_store.background_step())
+}
+
+/// Whether the record cache is over its capacity (the worker should evict) and over the hard
+/// limit (writers wait).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CachePressure {
+    pub over_capacity: bool,
+    pub over_hard_limit: bool,
 }
 
 /// Eviction stops this far below capacity, so each batch frees room for more than one write.
@@ -50,7 +59,7 @@ impl Store {
         }
         self.evict_to(low_watermark_bytes, BATCHES_PER_STEP)?;
         self.checkpoint_if_due()?;
-        if self.cache_pressure().0 {
+        if self.cache_pressure().over_capacity {
             self.signals.request();
         }
         Ok(())
@@ -59,12 +68,11 @@ impl Store {
     /// After a write: wakes the worker when the cache is over capacity or a checkpoint is due,
     /// and waits for it while the cache is over the hard limit. A stopped worker (the store is
     /// closing) leaves the writer to evict for itself.
-    pub(crate) fn make_room_after_write(&self) -> Result<()> {
-        let (over_capacity, over_hard_limit) = self.cache_pressure();
-        if over_capacity || self.checkpoint_due() {
+    pub(crate) fn make_room_after_write(&self, pressure: CachePressure) -> Result<()> {
+        if pressure.over_capacity || self.checkpoint_due() {
             self.signals.request();
         }
-        if !over_hard_limit {
+        if !pressure.over_hard_limit {
             return Ok(());
         }
         loop {
@@ -75,19 +83,26 @@ impl Store {
             }
             self.signals.request();
             self.signals.wait_for_progress(BACKPRESSURE_RECHECK, |p| p.rounds == seen.rounds);
-            if !self.cache_pressure().1 {
+            if !self.cache_pressure().over_hard_limit {
                 return Ok(());
             }
         }
     }
 
-    /// Whether the cache is over its capacity, and over the hard limit.
-    fn cache_pressure(&self) -> (bool, bool) {
-        let mut cache = self.cache.lock();
+    /// How full the cache is (taking the cache lock).
+    fn cache_pressure(&self) -> CachePressure {
+        self.pressure_of(&mut self.cache.lock())
+    }
+
+    /// How full `cache` is; the writer computes it under the cache lock it holds anyway.
+    pub(crate) fn pressure_of(&self, cache: &mut RecordCache) -> CachePressure {
         let capacity_bytes = self.effective_cache_bytes();
         cache.set_capacity_bytes(capacity_bytes);
         let used = cache.used_bytes();
-        (used > capacity_bytes, used > hard_limit_bytes(capacity_bytes))
+        CachePressure {
+            over_capacity: used > capacity_bytes,
+            over_hard_limit: used > hard_limit_bytes(capacity_bytes),
+        }
     }
 
     /// Evicts in the caller until the cache fits its capacity (at open, on a runtime capacity

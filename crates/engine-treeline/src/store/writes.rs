@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use strata_core::batch_codec::encode_batch;
 use strata_core::{BatchOp, Durability, Result, Value, WriteBatch};
 
+use super::eviction::CachePressure;
 use super::{Counters, Store};
 use crate::record_cache::RecordCache;
 
@@ -30,13 +31,14 @@ impl Store {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let user_bytes = batch.payload_bytes() as u64;
-        let lsn = {
+        let (lsn, pressure) = {
             let mut cache = self.cache.lock();
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
             apply_to_cache(&mut cache, batch, lsn);
-            lsn
+            (lsn, self.pressure_of(&mut cache))
         };
-        self.after_write(lsn, payload.len() as u64, user_bytes, durability).map_err(|e| self.poison.poison(e))
+        self.after_write(lsn, payload.len() as u64, user_bytes, durability, pressure)
+            .map_err(|e| self.poison.poison(e))
     }
 
     /// Atomic read-modify-write: the current value comes from the cache, or from the pages when
@@ -70,8 +72,9 @@ impl Store {
             let user_bytes = batch.payload_bytes() as u64;
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
             apply_to_cache(&mut cache, batch, lsn);
+            let pressure = self.pressure_of(&mut cache);
             drop(cache);
-            self.after_write(lsn, payload.len() as u64, user_bytes, durability)
+            self.after_write(lsn, payload.len() as u64, user_bytes, durability, pressure)
                 .map_err(|e| self.poison.poison(e))?;
             return Ok(new);
         }
@@ -86,10 +89,11 @@ impl Store {
         payload_bytes: u64,
         user_bytes: u64,
         durability: Durability,
+        pressure: CachePressure,
     ) -> Result<()> {
         Counters::add(&self.counters.user_bytes_written, user_bytes);
         self.wal.commit(lsn, durability)?;
         self.wal_bytes_since_checkpoint.fetch_add(payload_bytes, Relaxed);
-        self.make_room_after_write()
+        self.make_room_after_write(pressure)
     }
 }
