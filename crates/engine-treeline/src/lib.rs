@@ -36,15 +36,15 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use strata_core::{
-    Capabilities, Direction, Durability, Engine, EngineConfig, Error, KeyRange, KvIter, Limits, Maintenance,
-    MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+    Capabilities, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits,
+    Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_kit::EngineFactory;
 
 pub use crate::options::TreelineOptions;
 use crate::options::{ENGINE_NAME, RUNTIME_OPTIONS};
-use crate::store::{RangeIter, Store, Sweep};
+use crate::store::{BulkLoad, RangeIter, Store, Sweep};
 
 /// Registers engine `treeline` with the facade (`crates/strata/src/registry.rs`).
 pub const FACTORY: EngineFactory = EngineFactory {
@@ -132,6 +132,15 @@ impl Engine for TreelineEngine {
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.store.write(batch, durability)
+    }
+
+    /// Into an empty store, segments are built and written directly and published by one
+    /// checkpoint (all or nothing); otherwise the records are written as batches.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = Result<(Key, Value)>>) -> Result<u64> {
+        match self.store.bulk_load(records)? {
+            BulkLoad::Loaded(loaded) => Ok(loaded),
+            BulkLoad::NotEmpty => strata_core::bulk_load_by_writes(self, records),
+        }
     }
 
     fn rmw(

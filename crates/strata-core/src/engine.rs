@@ -92,6 +92,34 @@ pub struct VerifyReport {
     pub records_checked: u64,
 }
 
+/// The largest batch the default `Engine::bulk_load` writes at once.
+pub const BULK_LOAD_BATCH_BYTES: usize = 1 << 20;
+
+/// `Engine::bulk_load`'s default, callable by engines that override it for some stores only:
+/// batches within `limits().max_batch_bytes` (at most `BULK_LOAD_BATCH_BYTES`) written
+/// `Buffered`, then a flush.
+pub fn bulk_load_by_writes<E: Engine + ?Sized>(
+    engine: &E,
+    records: &mut dyn Iterator<Item = Result<(crate::Key, Value)>>,
+) -> Result<u64> {
+    let max_batch_bytes = engine.limits().max_batch_bytes.min(BULK_LOAD_BATCH_BYTES);
+    let mut batch = WriteBatch::new();
+    let mut loaded = 0u64;
+    for record in records {
+        let (key, value) = record?;
+        if !batch.is_empty() && batch.payload_bytes() + key.len() + value.len() > max_batch_bytes {
+            engine.write(std::mem::take(&mut batch), Durability::Buffered)?;
+        }
+        batch.put(key, value);
+        loaded += 1;
+    }
+    if !batch.is_empty() {
+        engine.write(batch, Durability::Buffered)?;
+    }
+    engine.flush()?;
+    Ok(loaded)
+}
+
 /// An owning iterator over `(key, value)` pairs in key order (or reverse key order).
 pub type KvIter = Box<dyn Iterator<Item = Result<(crate::Key, Value)>> + Send>;
 
@@ -148,6 +176,15 @@ pub trait Engine: Send + Sync {
     /// the facade use the row-encoded fallback (`RowEncodedTable`).
     fn open_table(&self, _schema: &Schema) -> Option<Result<Box<dyn ColumnarTable>>> {
         None
+    }
+
+    /// Loads records whose keys strictly increase and returns how many once they are durable.
+    /// The facade checks order and sizes; a violation arrives as an `Err` item, which ends the
+    /// load with that error. This default writes batches (within `limits().max_batch_bytes`)
+    /// and flushes: an error or crash mid-way may leave any prefix of the records loaded.
+    /// Engines with a faster path into an empty store override it.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = Result<(crate::Key, Value)>>) -> Result<u64> {
+        bulk_load_by_writes(self, records)
     }
 
     fn put(&self, key: &[u8], value: &[u8], durability: Durability) -> Result<()> {

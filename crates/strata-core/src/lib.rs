@@ -16,7 +16,10 @@ mod stats;
 pub use batch::{BatchOp, WriteBatch};
 pub use capabilities::{Capabilities, Maintenance, MaintenanceTask, NoMaintenance};
 pub use columnar::{Column, ColumnarTable, Projection, RowEncodedTable, Schema};
-pub use engine::{Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport};
+pub use engine::{
+    bulk_load_by_writes, Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport,
+    BULK_LOAD_BATCH_BYTES,
+};
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
 pub use poison::Poison;

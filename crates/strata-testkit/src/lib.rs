@@ -7,6 +7,8 @@
 //! - [`failed_writes`]: a write, batch or rmw that returned `Err` is never seen by a reader on
 //!   the same handle, and after a reopen only as an unacknowledged write may be;
 //! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks;
+//! - [`bulk_load`]: `Engine::bulk_load` into an empty and a non-empty store, with an error item
+//!   and a power cut mid-load;
 //! - [`damage`]: every file of a cleanly closed store cut short, deleted or emptied: the reopen
 //!   must fail naming the file or keep every acknowledged key (never silent loss).
 //!
@@ -30,6 +32,7 @@
 //! ```
 
 mod backend;
+pub mod bulk_load;
 pub mod conformance;
 pub mod crash;
 pub mod damage;

@@ -183,3 +183,22 @@ fn engine_options_reach_the_engine_and_unknown_ones_are_refused() {
     let err = open(Options::new(EngineKind::F2).engine_option("read_cache", "1MiB")).unwrap_err();
     assert!(one_line(&err).contains("read_cache_bytes"), "{err}");
 }
+
+#[test]
+fn a_bulk_load_out_of_order_or_oversized_is_refused_naming_the_record() {
+    for kind in [EngineKind::Memory, EngineKind::Treeline] {
+        let storage = Arc::new(MemStorage::new());
+        let db = Db::open("unused", Options::new(kind).storage(storage)).unwrap();
+        let err = db.bulk_load([(b"b".to_vec(), b"1".to_vec()), (b"a".to_vec(), b"2".to_vec())]).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{kind}: {err}");
+        let text = one_line(&err);
+        assert!(text.contains("record 1") && text.contains("strictly increase"), "{kind}: {text}");
+        let err = db.bulk_load([(b"a".to_vec(), b"1".to_vec()), (b"a".to_vec(), b"2".to_vec())]).unwrap_err();
+        assert!(one_line(&err).contains("\"a\" follows \"a\""), "{kind}: duplicate keys: {err}");
+        let big_value = vec![0u8; db.limits().max_value_bytes + 1];
+        let err = db.bulk_load([(b"a".to_vec(), big_value)]).unwrap_err();
+        assert!(one_line(&err).contains("record 0: value of"), "{kind}: {err}");
+        assert_eq!(db.bulk_load([(b"x", b"1"), (b"y", b"2")]).unwrap(), 2, "{kind}: the handle still loads");
+        assert_eq!(db.get(b"y").unwrap().as_deref(), Some(b"2".as_slice()), "{kind}");
+    }
+}

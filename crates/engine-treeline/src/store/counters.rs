@@ -27,6 +27,8 @@ pub struct Counters {
     /// Pages scans read (base and overflow).
     pub scan_pages_read: AtomicU64,
     pub records_replayed_at_open: AtomicU64,
+    /// Records `bulk_load` wrote straight into segments.
+    pub bulk_loaded_records: AtomicU64,
     pub pages_restored_at_open: AtomicU64,
 }
 
@@ -47,6 +49,7 @@ impl Counters {
             ("checkpoints", &self.checkpoints),
             ("scan_pages_read", &self.scan_pages_read),
             ("records_replayed_at_open", &self.records_replayed_at_open),
+            ("bulk_loaded_records", &self.bulk_loaded_records),
             ("pages_restored_at_open", &self.pages_restored_at_open),
         ]
         .into_iter()

@@ -8,6 +8,7 @@
 //! segment left the index; segment latches keep a reader from seeing a page while it is
 //! overwritten in place.
 
+mod bulk_load;
 mod checkpoint;
 mod counters;
 mod eviction;
@@ -18,6 +19,7 @@ mod verify;
 mod write_back;
 mod writes;
 
+pub(crate) use self::bulk_load::BulkLoad;
 pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 

@@ -22,7 +22,7 @@ use crate::page::{Page, PageKind, PutOutcome};
 use crate::record_cache::DirtyRecord;
 
 /// A post segment built in memory: base pages, and overflow pages by base page index.
-struct BuiltSegment {
+pub(super) struct BuiltSegment {
     lower: Key,
     plan: SegmentPlan,
     base: Vec<Page>,
@@ -148,11 +148,24 @@ impl Store {
         Ok(records.into_iter().collect())
     }
 
-    /// Bytes the models skip: the range's common prefix, short enough that a page fence (the
-    /// prefix and up to 8 projection bytes) stays within the key size limit.
-    fn model_prefix_len(&self, lower: &[u8], upper: Option<&[u8]>) -> usize {
-        let common = upper.map_or(0, |u| common_prefix(lower, u));
-        common.min(self.page_size.max_key_bytes() - 8)
+    /// The bytes the models skip: the common prefix of the range's bounds, or, when a bound is
+    /// open (the index's first or last segment), of the records' first and last keys, so keys
+    /// sharing a long prefix still project to distinct values there. Capped so a page fence (the
+    /// prefix and up to 8 projection bytes) stays within the key size limit. A later key of the
+    /// range outside that prefix still lands right: the model only picks a page, fences decide.
+    fn model_prefix<'a>(
+        &self,
+        lower: &'a [u8],
+        upper: Option<&[u8]>,
+        records: &'a [(Key, Value)],
+    ) -> &'a [u8] {
+        let cap = self.page_size.max_key_bytes() - 8;
+        let (from, common) = match (upper, records.first(), records.last()) {
+            (Some(upper), _, _) if !lower.is_empty() => (lower, common_prefix(lower, upper)),
+            (_, Some((first, _)), Some((last, _))) => (first.as_slice(), common_prefix(first, last)),
+            _ => (lower, 0),
+        };
+        from.get(..common.min(cap)).unwrap_or_default()
     }
 
     /// The goal (from the knob or 70% of what fits a page at the set's average record size) and
@@ -165,7 +178,7 @@ impl Store {
         upper: Option<&[u8]>,
         records: &[(Key, Value)],
     ) -> Sizing {
-        let prefix_len = self.model_prefix_len(lower, upper);
+        let prefix_len = self.model_prefix(lower, upper, records).len();
         let count = records.len().max(1);
         let record_bytes: usize =
             records.iter().map(|(k, v)| k.len().saturating_sub(prefix_len) + v.len()).sum();
@@ -190,15 +203,15 @@ impl Store {
     /// Phases II/III in memory: plans segments and places the records on their pages. A page
     /// whose records overflow its bytes gets an overflow page; if even that is full, the plan is
     /// redone with half the goal (at goal 1 the cap is 1 record per page, which always fits).
-    fn build_post_segments(
+    pub(super) fn build_post_segments(
         &self,
         maint: &mut MaintState,
         lower: &[u8],
         upper: Option<&[u8]>,
         records: &[(Key, Value)],
     ) -> Result<Vec<BuiltSegment>> {
-        let prefix_len = self.model_prefix_len(lower, upper);
-        let prefix = lower.get(..prefix_len).unwrap_or_default();
+        let prefix = self.model_prefix(lower, upper, records);
+        let prefix_len = prefix.len();
         let projections: Vec<u64> = records.iter().map(|(k, _)| project(k, prefix_len)).collect();
         let mut sizing = self.sizing(maint, lower, upper, records);
         loop {
@@ -309,7 +322,7 @@ impl Store {
     /// Phase III's writes: each segment's base pages in one sequential write into a free slot,
     /// overflow pages into free pages. No sync: until a checkpoint persists the index that
     /// references them, recovery never reads them.
-    fn write_post_segments(
+    pub(super) fn write_post_segments(
         &self,
         maint: &mut MaintState,
         built: Vec<BuiltSegment>,

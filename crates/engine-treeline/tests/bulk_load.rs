@@ -1,0 +1,76 @@
+//! Bulk loading: into an empty store the segments are built directly (no write-back, overflow
+//! page or reorganization) and published by one checkpoint, all or nothing.
+
+use std::sync::Arc;
+
+mod common;
+
+use common::{counter, open};
+use strata_core::{Direction, Durability, Engine, Error, Key, KeyRange, Value};
+use strata_io::{CrashMode, SimStorage, Storage};
+
+/// Keys `bulk-` + a big-endian multiple of 7,919: evenly spread, so the models are linear (decimal
+/// text would jump at every carry), as TreeLine's 8-byte integer keys are.
+fn records(count: u64) -> Vec<(Key, Value)> {
+    let key = |i: u64| [b"bulk-".as_slice(), &(i * 7_919).to_be_bytes()].concat();
+    (0..count).map(|i| (key(i), format!("value-{i}").repeat(8).into_bytes())).collect()
+}
+
+fn scan_all(engine: &dyn Engine) -> Vec<(Key, Value)> {
+    engine.range(KeyRange::all(), Direction::Forward).unwrap().map(Result::unwrap).collect()
+}
+
+#[test]
+fn a_bulk_load_into_an_empty_store_writes_full_segments_without_reorganizing() {
+    let sim = SimStorage::new(5);
+    let storage: Arc<dyn Storage> = Arc::new(sim.booted());
+    let engine = open(storage);
+    let records = records(5_000);
+    assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 5_000);
+    assert_eq!(counter(&engine, "bulk_loaded_records"), 5_000);
+    for name in ["reorganizations", "overflow_pages_created", "pages_written_back"] {
+        assert_eq!(counter(&engine, name), 0, "{name}");
+    }
+    // Goal 6 (common::config) makes ~834 pages; keys this linear fill 16-page segments.
+    let segments = counter(&engine, "index.segments");
+    assert!(segments <= 834 / 8, "{segments} segments: page grouping did not group");
+    assert_eq!(scan_all(&engine), records);
+    // Published by a checkpoint: a power cut right after loses nothing and replays nothing.
+    sim.crash(CrashMode::Random);
+    drop(engine);
+    let engine = open(Arc::new(sim.booted()));
+    assert_eq!(counter(&engine, "records_replayed_at_open"), 0);
+    assert_eq!(scan_all(&engine), records);
+    engine.verify().unwrap();
+}
+
+#[test]
+fn a_bulk_load_into_a_store_with_records_writes_them_as_batches() {
+    let sim = SimStorage::new(6);
+    let engine = open(Arc::new(sim.booted()));
+    engine.put(&records(20)[10].0, b"earlier", Durability::Buffered).unwrap();
+    let records = records(500);
+    assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 500);
+    assert_eq!(counter(&engine, "bulk_loaded_records"), 0, "not empty: the batched path");
+    assert_eq!(scan_all(&engine), records, "the loaded value wins over the earlier write");
+}
+
+#[test]
+fn a_failed_bulk_load_leaves_the_store_empty_and_its_pages_free() {
+    let sim = SimStorage::new(7);
+    let engine = open(Arc::new(sim.booted()));
+    // Past the first 65,536-record chunk, so segments were written before the error.
+    let records = records(70_000);
+    let mut input = records.iter().cloned().map(Ok).chain([Err(Error::invalid("stop"))]);
+    assert!(matches!(engine.bulk_load(&mut input), Err(Error::InvalidArgument(m)) if m == "stop"));
+    assert!(scan_all(&engine).is_empty(), "all or nothing");
+    let free_after_failure = counter(&engine, "free_pages");
+    assert!(free_after_failure > 0, "the written segments went back to the free list");
+    // The store is still empty, so the next load takes the direct path and reuses the pages.
+    assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 70_000);
+    assert_eq!(counter(&engine, "bulk_loaded_records"), 70_000);
+    assert_eq!(scan_all(&engine), records);
+    engine.close().unwrap();
+    let engine = open(Arc::new(sim.booted()));
+    assert_eq!(scan_all(&engine), records);
+}
