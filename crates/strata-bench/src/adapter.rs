@@ -41,6 +41,18 @@ pub trait KvAdapter: Send + Sync {
     }
     /// Makes everything written so far durable (end of load phase).
     fn flush(&self) -> anyhow::Result<()>;
+    /// `--load-mode bulk`: loads `records` (strictly increasing keys) into the empty store the
+    /// way its own users bulk-load, durable on return; returns how many. The default puts them
+    /// in order and flushes; adapters with a bulk path say what it does in `config_description`.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> anyhow::Result<u64> {
+        let mut loaded = 0;
+        for (key, value) in records {
+            self.put(&key, &value)?;
+            loaded += 1;
+        }
+        self.flush()?;
+        Ok(loaded)
+    }
     /// Engine-reported statistics when the engine has them (Strata engines do).
     fn engine_stats(&self) -> Option<strata::Stats> {
         None

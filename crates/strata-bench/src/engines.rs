@@ -185,6 +185,7 @@ impl StrataAdapter {
             ),
             ("rmw".into(), "Db::rmw (atomic read-modify-write)".into()),
             ("scan".into(), "Db::range(start..).take(n)".into()),
+            ("bulk load".into(), "Db::bulk_load (--load-mode bulk)".into()),
         ];
         let mut config = config;
         if !engine_options.is_empty() {
@@ -232,6 +233,10 @@ impl KvAdapter for StrataAdapter {
 
     fn flush(&self) -> anyhow::Result<()> {
         Ok(self.db.flush()?)
+    }
+
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> anyhow::Result<u64> {
+        Ok(self.db.bulk_load(records)?)
     }
 
     fn engine_stats(&self) -> Option<strata::Stats> {

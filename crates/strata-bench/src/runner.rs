@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::adapter::{KvAdapter, OpenParams};
-use crate::driver::{run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource};
+use crate::driver::{
+    run_bulk_load, run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource,
+};
 use crate::engines::{self, EngineSource, OpenError};
 use crate::kill_reopen::{self, KillReopen};
 use crate::metrics::machine::{GitInfo, MachineInfo};
@@ -48,6 +50,9 @@ pub struct BenchConfig {
     pub drop_caches: bool,
     /// `--reopen-after-kill`: also time a reopen after a SIGKILL that follows the load.
     pub reopen_after_kill: bool,
+    /// `--load-mode bulk`: the records sorted by key through each adapter's `bulk_load` (one
+    /// thread) instead of puts from every thread.
+    pub bulk_load: bool,
     pub custom_mix: Option<String>,
     /// `--repeat`: rounds of every engine (≥ 1).
     pub repeat: u32,
@@ -288,7 +293,11 @@ fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> Worklo
         value_bytes_min: config.values.min_bytes,
         value_bytes_max: config.values.max_bytes,
         preset: config.preset.clone(),
-        load_order: if config.keys.hashed { "random".into() } else { "seq".into() },
+        load_order: match (config.bulk_load, config.keys.hashed) {
+            (true, _) => "bulk (sorted, each engine's bulk path)".into(),
+            (false, true) => "random".into(),
+            (false, false) => "seq".into(),
+        },
         max_scan_length: config.max_scan_length,
         seed: config.seed,
         memory_budget_bytes: budget,
@@ -393,16 +402,17 @@ fn run_engine(
     // Load.
     say(config, &format!("{name}: loading {} records", config.records));
     let before = Sample::take(adapter.as_ref());
-    let loads = (0..config.threads).map(|t| LoadTrace::new(&trace, t)).collect();
-    let (load, _) = run_phase(
-        &inputs,
-        loads,
-        PhaseLimit {
+    let load = if config.bulk_load {
+        run_bulk_load(adapter.as_ref(), config.keys, &trace)
+    } else {
+        let loads = (0..config.threads).map(|t| LoadTrace::new(&trace, t)).collect();
+        let limit = PhaseLimit {
             total_ops: Some(config.records),
             duration: None,
             timeline_interval: config.timeline_interval,
-        },
-    );
+        };
+        run_phase(&inputs, loads, limit).0
+    };
     let flush_started = Instant::now();
     let flushed = adapter.flush();
     let flush_ms = ms(flush_started.elapsed());
@@ -410,7 +420,11 @@ fn run_engine(
     let mut result = phase_result(
         name,
         "load",
-        "load phase: insert every record",
+        if config.bulk_load {
+            "load phase: bulk-load every record in key order"
+        } else {
+            "load phase: insert every record"
+        },
         &load,
         &before,
         adapter.as_ref(),

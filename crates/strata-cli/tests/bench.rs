@@ -142,3 +142,44 @@ fn aging_runs_one_update_per_record_and_a_workload_keeps_its_own_distribution() 
     assert_eq!(count("age", "update").flatten().as_deref(), Some("1,500"), "{out}");
     assert_eq!(count("c@uniform", "read").flatten().as_deref(), Some("400"), "{out}");
 }
+
+#[test]
+fn a_bulk_load_loads_every_record_through_the_engines_bulk_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = strata(&[
+        "bench",
+        "--engines",
+        "treeline,memory",
+        "--workload",
+        "c@uniform",
+        "--records",
+        "3000",
+        "--ops",
+        "600",
+        "--load-mode",
+        "bulk",
+        "--quiet",
+        "--no-drop-caches",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("load order bulk"), "{out}");
+    assert!(out.contains("load phase: bulk-load every record in key order"), "{out}");
+    // The I/O table's rows (the latency table's have the op third) end with reads that found
+    // nothing: every read finds its record.
+    let io_rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.get(1) == Some(&"c@uniform") && cells.get(2) != Some(&"read"))
+        .collect();
+    assert_eq!(io_rows.len(), 2, "{out}");
+    assert!(io_rows.iter().all(|cells| cells.last() == Some(&"0")), "{out}");
+}
+
+#[test]
+fn an_unknown_load_mode_is_a_usage_error() {
+    let o = strata(&["bench", "--engines", "memory", "--load-mode", "sideways"]);
+    assert_usage_error(&o, "--load-mode");
+}

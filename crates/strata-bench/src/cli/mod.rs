@@ -103,6 +103,11 @@ pub struct BenchArgs {
     /// seq: keys ascend with insertion (YCSB insertorder=ordered); random: hashed key numbers.
     #[arg(long, default_value = "random", value_name = "seq|random")]
     load_order: String,
+    /// puts: every thread inserts its records; bulk: the records sorted by key through each
+    /// engine's bulk path (Strata's `Db::bulk_load`; RocksDB: batches of 1,024 in key order, then
+    /// a full compaction, as TreeLine's authors loaded it), on one thread.
+    #[arg(long, default_value = "puts", value_name = "puts|bulk")]
+    load_mode: String,
     /// Trace seed: the same seed gives the same operations.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -363,6 +368,11 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         quiet: a.quiet,
         drop_caches: !a.no_drop_caches,
         reopen_after_kill: a.reopen_after_kill,
+        bulk_load: match a.load_mode.as_str() {
+            "puts" => false,
+            "bulk" => true,
+            other => return Err(format!("unknown --load-mode {other:?}; expected puts or bulk")),
+        },
         custom_mix: a.mix,
         repeat: a.repeat,
         command_line,

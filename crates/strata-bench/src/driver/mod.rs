@@ -3,6 +3,7 @@
 //! hot path except relaxed atomics (a stop flag, and a per-thread progress counter on its own cache
 //! line that only its worker writes).
 
+mod bulk;
 pub mod latency;
 mod progress;
 
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+pub use bulk::run_bulk_load;
 pub use latency::{LatencySet, LatencySummary};
 use progress::Progress;
 

@@ -61,6 +61,9 @@ impl Tuning {
     }
 }
 
+/// Records per write batch of `--load-mode bulk`, as TreeLine's authors load RocksDB.
+const BULK_LOAD_BATCH_RECORDS: usize = 1024;
+
 pub(super) struct RocksDbAdapter {
     name: &'static str,
     db: DB,
@@ -284,6 +287,31 @@ impl KvAdapter for RocksDbAdapter {
 
     fn flush(&self) -> anyhow::Result<()> {
         self.db.flush_wal(true).context("rocksdb flush (WAL sync)")
+    }
+
+    /// As TreeLine's authors load RocksDB (bench/common/rocksdb_interface.h): write batches of
+    /// 1,024 records in key order, then one full manual compaction that may move the result to
+    /// the best-fitting level (`change_level`), here also flushing the memtable first.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> anyhow::Result<u64> {
+        let mut batch = rocksdb::WriteBatch::default();
+        let mut loaded = 0;
+        for (key, value) in records {
+            batch.put(&key, &value);
+            loaded += 1;
+            if batch.len() >= BULK_LOAD_BATCH_RECORDS {
+                self.db
+                    .write_opt(std::mem::take(&mut batch), &self.write_options)
+                    .context("rocksdb bulk write")?;
+            }
+        }
+        if !batch.is_empty() {
+            self.db.write_opt(batch, &self.write_options).context("rocksdb bulk write")?;
+        }
+        self.db.flush().context("rocksdb bulk load (memtable flush)")?;
+        let mut compact = rocksdb::CompactOptions::default();
+        compact.set_change_level(true);
+        self.db.compact_range_opt(None::<&[u8]>, None::<&[u8]>, &compact);
+        Ok(loaded)
     }
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {

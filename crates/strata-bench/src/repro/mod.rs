@@ -158,6 +158,8 @@ struct Run<'a> {
     budget_fraction: f64,
     /// Run each workload this long instead of `scale.ops` operations.
     duration: Option<std::time::Duration>,
+    /// Load with each engine's bulk path (`--load-mode bulk`), as the paper loaded.
+    bulk_load: bool,
 }
 
 impl Run<'_> {
@@ -193,6 +195,7 @@ impl Run<'_> {
             quiet: self.args.quiet,
             drop_caches: true,
             reopen_after_kill: false,
+            bulk_load: self.bulk_load,
             custom_mix: None,
             repeat: self.args.repeat,
             command_line: std::env::args().collect(),
@@ -248,6 +251,7 @@ fn repro_f2(args: &ReproArgs) -> Result<(), String> {
         distribution: Some(DistributionKind::ZipfianPlain),
         budget_fraction: shape.budget_fraction,
         duration: None,
+        bulk_load: false,
     };
     let main = run.execute("f2-fig10")?;
     println!("\n=== F2 Fig 10 and Table 2: YCSB A/B/C/F, zipfian-plain θ 0.99, direct I/O ===");
@@ -284,6 +288,7 @@ fn repro_flex(args: &ReproArgs) -> Result<(), String> {
         distribution: None,
         budget_fraction: shape.budget_fraction,
         duration: None,
+        bulk_load: false,
     };
     let report = run.execute("flex-fig13")?;
     println!("\n=== FlexDB Fig 13: YCSB A–F with UDB record sizes (27 B keys, 127 B values), direct I/O ===");
@@ -306,6 +311,7 @@ impl<'a> Run<'a> {
             distribution: self.distribution,
             budget_fraction: self.budget_fraction,
             duration: self.duration,
+            bulk_load: self.bulk_load,
         }
     }
 }
@@ -348,6 +354,7 @@ mod tests {
             distribution: Some(DistributionKind::ZipfianPlain),
             budget_fraction: papers::F2.budget_fraction,
             duration: None,
+            bulk_load: false,
         };
         // 20M x 108 B x 10% = 216 MB, the 220 MiB shape.
         assert_eq!(run.budget_bytes(), 216_000_000);

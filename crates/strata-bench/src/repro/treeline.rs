@@ -85,6 +85,7 @@ fn shape_run<'a>(args: &'a ReproArgs, shape: &RecordShape, engines: Vec<String>)
         distribution: Some(DistributionKind::Scattered),
         budget_fraction: TREELINE.budget_fraction,
         duration: Some(Duration::from_secs(seconds)),
+        bulk_load: true,
     }
 }
 

@@ -109,7 +109,7 @@ impl Iterator for LoadTrace {
     }
 }
 
-fn draw_value(rng: &mut SmallRng, values: ValueSpec) -> (u32, u32) {
+pub(crate) fn draw_value(rng: &mut SmallRng, values: ValueSpec) -> (u32, u32) {
     let len =
         if values.is_fixed() { values.min_bytes } else { rng.gen_range(values.min_bytes..=values.max_bytes) };
     (len as u32, rng.gen_range(0..VALUE_POOL_SLACK_BYTES as u32))
