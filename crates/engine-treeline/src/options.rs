@@ -39,8 +39,13 @@ pub struct TreelineOptions {
     pub reorg_radius: usize,
     /// Insert forecasting sets the goal of each reorganization (§4.6); off: the goal alone.
     pub forecasting: bool,
-    /// Inserts per forecasting epoch.
+    /// Inserts per forecasting epoch (the paper's 100,000).
     pub forecast_epoch_inserts: u64,
+    /// Histogram partitions *b*; default a fifth of the epoch (the paper's 20,000 for 100,000),
+    /// at most 2^20. The reservoir sample holds `10·b` keys.
+    pub forecast_partitions: Option<usize>,
+    /// Epochs ahead a reorganization leaves room for (the paper's *f*, 100).
+    pub forecast_future_epochs: u32,
     /// WAL growth that triggers a checkpoint; default the record cache size (at least 256 KiB),
     /// so replaying the log after a crash refills about one cache.
     pub checkpoint_wal_bytes: Option<u64>,
@@ -65,6 +70,8 @@ impl Default for TreelineOptions {
             reorg_radius: 5,
             forecasting: true,
             forecast_epoch_inserts: 100_000,
+            forecast_partitions: None,
+            forecast_future_epochs: 100,
             checkpoint_wal_bytes: None,
             double_write: true,
             page_grouping: true,
@@ -97,6 +104,10 @@ impl TreelineOptions {
         if let Some(n) = r.count("forecast_epoch_inserts", 1..=1 << 40)? {
             options.forecast_epoch_inserts = n;
         }
+        options.forecast_partitions = r.count("forecast_partitions", 1..=1 << 20)?.map(|b| b as usize);
+        if let Some(f) = r.count("forecast_future_epochs", 0..=1 << 20)? {
+            options.forecast_future_epochs = f as u32;
+        }
         options.checkpoint_wal_bytes = r.bytes("checkpoint_wal_bytes", 4096..=1 << 50)?;
         if let Some(on) = r.flag("double_write")? {
             options.double_write = on;
@@ -106,6 +117,11 @@ impl TreelineOptions {
         }
         r.finish()?;
         Ok(options)
+    }
+
+    /// Histogram partitions: the knob, or a fifth of the epoch.
+    pub fn forecast_partitions(&self) -> usize {
+        self.forecast_partitions.unwrap_or((self.forecast_epoch_inserts / 5).clamp(1, 1 << 20) as usize)
     }
 
     /// The record cache capacity for `config`'s budget.

@@ -18,7 +18,8 @@ fn generators(c: &mut Criterion) {
     c.bench_function("scrambled zipfian next", |b| b.iter(|| black_box(scrambled.next(&mut rng))));
 
     let mut key = Vec::with_capacity(64);
-    let int_keys = KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true };
+    let int_keys =
+        KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None };
     let mut n = 0u64;
     c.bench_function("int key format", |b| {
         b.iter(|| {
@@ -26,7 +27,8 @@ fn generators(c: &mut Criterion) {
             int_keys.write_key(black_box(n), &mut key);
         })
     });
-    let string_keys = KeySpec { format: KeyFormat::String, key_bytes: None, hashed: true };
+    let string_keys =
+        KeySpec { format: KeyFormat::String, key_bytes: None, hashed: true, clustered_inserts: None };
     c.bench_function("string key format (user<fnv>)", |b| {
         b.iter(|| {
             n += 1;

@@ -12,7 +12,7 @@ const RECORDS: u64 = 100_000;
 fn memory_engine(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let db = Db::open(tmp.path().join("db"), Options::new(EngineKind::Memory)).expect("open");
-    let keys = KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true };
+    let keys = KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None };
     let value = [7u8; 120];
     let mut key = Vec::new();
     for n in 0..RECORDS {

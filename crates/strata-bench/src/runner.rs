@@ -298,6 +298,12 @@ fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> Worklo
             (false, true) => "random".into(),
             (false, false) => "seq".into(),
         },
+        insert_keys: match config.keys.clustered_inserts {
+            Some(c) => {
+                format!("clustered: after {} of the loaded records, the same ones throughout", c.hot_regions)
+            }
+            None => "spread".into(),
+        },
         max_scan_length: config.max_scan_length,
         seed: config.seed,
         memory_budget_bytes: budget,

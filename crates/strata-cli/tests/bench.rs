@@ -179,7 +179,9 @@ fn a_bulk_load_loads_every_record_through_the_engines_bulk_path() {
 }
 
 #[test]
-fn an_unknown_load_mode_is_a_usage_error() {
+fn an_unknown_load_mode_or_insert_key_placement_is_a_usage_error() {
     let o = strata(&["bench", "--engines", "memory", "--load-mode", "sideways"]);
     assert_usage_error(&o, "--load-mode");
+    let o = strata(&["bench", "--engines", "memory", "--insert-keys", "everywhere"]);
+    assert_usage_error(&o, "--insert-keys");
 }

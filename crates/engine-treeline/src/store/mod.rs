@@ -231,7 +231,7 @@ fn replay_into_cache(
 fn forecaster(options: &TreelineOptions) -> Result<Forecaster> {
     Forecaster::new(ForecastConfig {
         epoch_inserts: options.forecast_epoch_inserts,
-        partitions: 64,
+        partitions: options.forecast_partitions(),
         overestimation: 1.0,
         seed: 0x7472_6565_6c69_6e65,
     })

@@ -188,9 +188,11 @@ impl Store {
         let cap = (usable / per_record).clamp(1, self.page_size.max_records());
         let mut goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
         if let Some(forecaster) = &maint.forecaster {
-            // The goal is the fill the pages should reach once the forecast inserts arrive:
-            // spread the records over the pages that records plus forecast need at `goal`.
-            let forecast = forecaster.forecast(project(lower, 0), upper.map(|u| project(u, 0)), 1);
+            // The goal is the fill the pages should reach once the inserts forecast for the next
+            // `forecast_future_epochs` epochs arrive: spread the records over the pages that
+            // records plus forecast need at `goal`.
+            let epochs = self.options.forecast_future_epochs;
+            let forecast = forecaster.forecast(project(lower, 0), upper.map(|u| project(u, 0)), epochs);
             let forecast_goal = goal_for(records.len(), forecast, goal);
             if forecast_goal < goal {
                 goal = forecast_goal;

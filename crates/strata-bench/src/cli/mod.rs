@@ -16,7 +16,7 @@ use crate::engines;
 use crate::runner::{self, BenchConfig};
 use crate::workload::keys::{self, MAX_NATURAL_STRING_KEY_BYTES};
 use crate::workload::zipfian::DEFAULT_THETA;
-use crate::workload::{DistributionKind, KeyFormat, KeySpec, OpMix, ValueSpec, Workload};
+use crate::workload::{ClusteredInserts, DistributionKind, KeyFormat, KeySpec, OpMix, ValueSpec, Workload};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -103,6 +103,11 @@ pub struct BenchArgs {
     /// seq: keys ascend with insertion (YCSB insertorder=ordered); random: hashed key numbers.
     #[arg(long, default_value = "random", value_name = "seq|random")]
     load_order: String,
+    /// spread: new keys map from their key numbers like loaded ones (YCSB); clustered: they land
+    /// after one in every 1,000 loaded records, always the same ones (hot insert areas, as in
+    /// TreeLine's §5.5 forecasting experiment).
+    #[arg(long, default_value = "spread", value_name = "spread|clustered")]
+    insert_keys: String,
     /// puts: every thread inserts its records; bulk: the records sorted by key through each
     /// engine's bulk path (Strata's `Db::bulk_load`; RocksDB: batches of 1,024 in key order, then
     /// a full compaction, as TreeLine's authors loaded it), on one thread.
@@ -327,7 +332,12 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         "seq" | "sequential" => false,
         other => return Err(format!("unknown --load-order {other:?}; expected seq or random")),
     };
-    let key_spec = KeySpec { format, key_bytes, hashed };
+    let clustered_inserts = match a.insert_keys.as_str() {
+        "spread" => None,
+        "clustered" => Some(ClusteredInserts::for_records(records)),
+        other => return Err(format!("unknown --insert-keys {other:?}; expected spread or clustered")),
+    };
+    let key_spec = KeySpec { format, key_bytes, hashed, clustered_inserts };
     key_spec.validate()?;
     let values = match &a.value_bytes {
         Some(v) => ValueSpec::parse(v)?,
@@ -397,7 +407,10 @@ mod tests {
         assert_eq!(c.records, 100_000);
         assert_eq!(c.ops, Some(100_000));
         assert_eq!(c.values, ValueSpec::fixed(120));
-        assert_eq!(c.keys, KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true });
+        assert_eq!(
+            c.keys,
+            KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None }
+        );
         // Larger than memory by default: the budget is a quarter of the data.
         assert!(c.loaded_bytes_estimate() as f64 / c.effective_memory_budget_bytes() as f64 >= 3.0);
     }

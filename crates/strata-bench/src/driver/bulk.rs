@@ -77,7 +77,8 @@ mod tests {
 
     #[test]
     fn bulk_keys_are_sorted_distinct_and_all_there() {
-        let spec = KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true };
+        let spec =
+            KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None };
         let sorted = SortedKeys::build(spec, 5_000);
         assert_eq!(sorted.spans.len(), 5_000);
         assert!((1..5_000).all(|i| sorted.key(i - 1) < sorted.key(i)));

@@ -353,7 +353,7 @@ mod tests {
         let pools: Vec<Vec<u8>> = (0..3).map(|t| value_pool(&params, t)).collect();
         let inputs = PhaseInputs {
             adapter: &adapter,
-            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
+            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true, clustered_inserts: None },
             value_pools: &pools,
             record_bytes_estimate: 24,
             label: "load".into(),
@@ -424,7 +424,7 @@ mod tests {
         let pools = vec![value_pool(&params, 0)];
         let inputs = PhaseInputs {
             adapter: &adapter,
-            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
+            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true, clustered_inserts: None },
             value_pools: &pools,
             record_bytes_estimate: 16,
             label: "e".into(),
@@ -454,7 +454,7 @@ mod tests {
         let pools: Vec<Vec<u8>> = (0..2).map(|t| value_pool(&params, t)).collect();
         let inputs = PhaseInputs {
             adapter: &adapter,
-            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true },
+            keys: KeySpec { format: KeyFormat::Int, key_bytes: None, hashed: true, clustered_inserts: None },
             value_pools: &pools,
             record_bytes_estimate: 16,
             label: "a".into(),

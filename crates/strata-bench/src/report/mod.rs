@@ -54,8 +54,11 @@ pub struct WorkloadConfig {
     pub value_bytes_min: usize,
     pub value_bytes_max: usize,
     pub preset: Option<String>,
-    /// `random`: hashed key numbers (YCSB insertorder=hashed); `seq`: keys ascend with insertion.
+    /// `random`: hashed key numbers (YCSB insertorder=hashed); `seq`: keys ascend with insertion;
+    /// `bulk …`: sorted through each engine's bulk path.
     pub load_order: String,
+    /// Where inserted keys land: `spread` (YCSB) or `clustered …` (`--insert-keys`).
+    pub insert_keys: String,
     pub max_scan_length: u32,
     pub seed: u64,
     pub memory_budget_bytes: u64,

@@ -81,6 +81,9 @@ pub fn render(report: &BenchReport) -> String {
         w.data_to_budget_ratio,
         if w.data_to_budget_ratio < 3.0 { ": NOT larger than memory" } else { "" },
     );
+    if w.insert_keys != "spread" {
+        let _ = writeln!(out, "inserted keys {}", w.insert_keys);
+    }
     let _ = writeln!(out, "direct I/O {}; sync writes {}", on_off(w.direct_io), on_off(w.sync_writes));
     if report.repeats > 1 {
         let _ = writeln!(

@@ -54,6 +54,40 @@ pub struct KeySpec {
     /// YCSB `insertorder=hashed`: key numbers are hashed, so insertion order is not key order.
     /// `false` is YCSB's `ordered`: keys ascend with insertion order.
     pub hashed: bool,
+    /// `--insert-keys clustered`: new keys land in a few hot gaps of the loaded key space
+    /// instead of where their own key numbers map (`None`: YCSB's spread).
+    pub clustered_inserts: Option<ClusteredInserts>,
+}
+
+/// Where inserted keys go under `--insert-keys clustered`: the key number of every insert (from
+/// `loaded_records` on) is hashed to one of `hot_regions` evenly spaced loaded records, and the new
+/// key sorts just after that record's key (before the next loaded key, almost surely). The hot
+/// regions never change, so the inserts keep landing where they landed before — the shape insert
+/// forecasting (TreeLine §5.5, its taxi dataset's popular pickup areas) is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ClusteredInserts {
+    pub loaded_records: u64,
+    pub hot_regions: u64,
+}
+
+impl ClusteredInserts {
+    /// One hot region per this many loaded records.
+    pub const RECORDS_PER_HOT_REGION: u64 = 1_000;
+
+    pub fn for_records(loaded_records: u64) -> ClusteredInserts {
+        let hot_regions = (loaded_records / Self::RECORDS_PER_HOT_REGION).max(1);
+        ClusteredInserts { loaded_records, hot_regions }
+    }
+
+    /// The loaded record an insert follows, and a hash that places it after that record.
+    fn base_of(&self, keynum: u64) -> Option<(u64, u64)> {
+        if keynum < self.loaded_records {
+            return None;
+        }
+        let hash = scramble64(keynum ^ 0x636c_7573_7465_7273);
+        let spacing = (self.loaded_records / self.hot_regions.max(1)).max(1);
+        Some(((hash % self.hot_regions.max(1)) * spacing, hash))
+    }
 }
 
 impl KeySpec {
@@ -72,6 +106,16 @@ impl KeySpec {
 
     /// Writes the key for key number `keynum` into `out` (cleared first).
     pub fn write_key(&self, keynum: u64, out: &mut Vec<u8>) {
+        match self.clustered_inserts.and_then(|c| c.base_of(keynum)) {
+            Some((base, hash)) => {
+                self.write_loaded_key(base, out);
+                place_after(self.format, hash, out);
+            }
+            None => self.write_loaded_key(keynum, out),
+        }
+    }
+
+    fn write_loaded_key(&self, keynum: u64, out: &mut Vec<u8>) {
         out.clear();
         match self.format {
             KeyFormat::Int => {
@@ -111,6 +155,22 @@ impl KeySpec {
             (KeyFormat::String, Some(n)) => n,
             (KeyFormat::String, None) => MAX_NATURAL_STRING_KEY_BYTES,
         }
+    }
+}
+
+/// Turns the loaded key in `out` into a new key just after it: integer keys add 1 to 2^32 to
+/// their last 8 bytes (the gap to the next of N hashed keys is about 2^64 / N), string keys get
+/// `.` and 16 hex digits (`.` sorts below every digit, so before the next loaded key).
+fn place_after(format: KeyFormat, hash: u64, out: &mut Vec<u8>) {
+    match format {
+        KeyFormat::Int => {
+            let at = out.len().saturating_sub(8);
+            let mut last = [0u8; 8];
+            last.copy_from_slice(&out[at..]);
+            let bumped = u64::from_be_bytes(last).saturating_add(1 + (hash >> 32));
+            out[at..].copy_from_slice(&bumped.to_be_bytes());
+        }
+        KeyFormat::String => out.extend_from_slice(format!(".{hash:016x}").as_bytes()),
     }
 }
 
@@ -238,6 +298,37 @@ pub fn preset(name: &str) -> Result<Preset, String> {
 mod tests {
     use super::*;
 
+    /// Clustered inserts land right after one of the hot loaded keys, before the next loaded key,
+    /// and only in those gaps; loaded keys are unchanged.
+    #[test]
+    fn clustered_inserts_land_in_the_hot_gaps_only() {
+        for format in [KeyFormat::Int, KeyFormat::String] {
+            let loaded = 20_000;
+            let spread = KeySpec { format, key_bytes: None, hashed: true, clustered_inserts: None };
+            let clustered =
+                KeySpec { clustered_inserts: Some(ClusteredInserts::for_records(loaded)), ..spread };
+            let key = |spec: &KeySpec, n: u64| {
+                let mut out = Vec::new();
+                spec.write_key(n, &mut out);
+                out
+            };
+            assert_eq!(key(&clustered, 123), key(&spread, 123), "{format:?}: a loaded key");
+            let mut sorted: Vec<Vec<u8>> = (0..loaded).map(|n| key(&spread, n)).collect();
+            sorted.sort();
+            let mut gaps = std::collections::BTreeSet::new();
+            for n in loaded..loaded + 2_000 {
+                let new = key(&clustered, n);
+                let after = sorted.partition_point(|k| *k < new);
+                let base = &sorted[after - 1];
+                assert!(base < &new && sorted.get(after).is_none_or(|next| new < *next), "{format:?}");
+                let base_keynum = (0..loaded).step_by(1_000).find(|&b| key(&spread, b) == *base);
+                assert!(base_keynum.is_some(), "{format:?}: key {n} follows a record that is not hot");
+                gaps.insert(after);
+            }
+            assert_eq!(gaps.len(), 20, "{format:?}: 2,000 inserts over all 20 hot gaps");
+        }
+    }
+
     #[test]
     fn fnv_matches_ycsb_reference_values() {
         // Computed independently with Java `long` semantics (signed wrapping multiply, Math.abs).
@@ -254,7 +345,8 @@ mod tests {
 
     #[test]
     fn int_keys_are_unique_padded_and_scrambled() {
-        let spec = KeySpec { format: KeyFormat::Int, key_bytes: Some(27), hashed: true };
+        let spec =
+            KeySpec { format: KeyFormat::Int, key_bytes: Some(27), hashed: true, clustered_inserts: None };
         let mut keys = std::collections::BTreeSet::new();
         let mut k = Vec::new();
         for n in 0..10_000 {
@@ -275,7 +367,8 @@ mod tests {
 
     #[test]
     fn string_keys_look_like_ycsb() {
-        let natural = KeySpec { format: KeyFormat::String, key_bytes: None, hashed: false };
+        let natural =
+            KeySpec { format: KeyFormat::String, key_bytes: None, hashed: false, clustered_inserts: None };
         let mut k = Vec::new();
         natural.write_key(42, &mut k);
         assert_eq!(k, b"user42");

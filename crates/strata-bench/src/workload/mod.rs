@@ -9,7 +9,7 @@ pub mod trace;
 pub mod zipfian;
 
 pub use choosers::Distribution;
-pub use keys::{KeyFormat, KeySpec, ValueSpec};
+pub use keys::{ClusteredInserts, KeyFormat, KeySpec, ValueSpec};
 pub use trace::{Op, ThreadTrace, TraceParams};
 
 /// The operations a trace is made of (YCSB's, with read-modify-write as one operation).
