@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::summary::Spread;
 use super::{fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, PhaseResult};
+use crate::driver::LatencySummary;
 
 /// Left-aligned first column, right-aligned others.
 struct Table {
@@ -149,10 +150,10 @@ pub fn render(report: &BenchReport) -> String {
                 if report.repeats > 1 { format!("{} {}", r.repeat, r.status) } else { r.status.clone() },
                 fmt_count(r.throughput_ops_per_sec.round() as u64),
                 r.throughput_vs_first.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
-                fmt_us(r.latency_us.p50),
-                fmt_us(r.latency_us.p99),
-                fmt_us(r.latency_us.p99_9),
-                fmt_us(r.latency_us.max),
+                latency_cell(&r.latency_us, r.latency_us.p50),
+                latency_cell(&r.latency_us, r.latency_us.p99),
+                latency_cell(&r.latency_us, r.latency_us.p99_9),
+                latency_cell(&r.latency_us, r.latency_us.max),
                 r.read_bytes.map_or_else(|| "-".into(), fmt_bytes),
                 r.write_bytes.map_or_else(|| "-".into(), fmt_bytes),
                 fmt_bytes(r.disk_bytes),
@@ -398,5 +399,14 @@ mod tests {
     fn min_median_max_of_a_series() {
         assert_eq!(min_median_max(&[3.0, 1.0, 2.0]), (1.0, 2.0, 3.0));
         assert_eq!(min_median_max(&[]), (0.0, 0.0, 0.0));
+    }
+}
+
+/// A latency percentile, or `-` when the phase timed no single operation (a bulk load is one call).
+fn latency_cell(summary: &LatencySummary, micros: f64) -> String {
+    if summary.count == 0 {
+        "-".into()
+    } else {
+        fmt_us(micros)
     }
 }
