@@ -382,6 +382,15 @@ pub fn workload_order(results: &[PhaseResult]) -> Vec<String> {
     order
 }
 
+/// A latency percentile, or `-` when the phase timed no single operation (a bulk load is one call).
+fn latency_cell(summary: &LatencySummary, micros: f64) -> String {
+    if summary.count == 0 {
+        "-".into()
+    } else {
+        fmt_us(micros)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,14 +408,5 @@ mod tests {
     fn min_median_max_of_a_series() {
         assert_eq!(min_median_max(&[3.0, 1.0, 2.0]), (1.0, 2.0, 3.0));
         assert_eq!(min_median_max(&[]), (0.0, 0.0, 0.0));
-    }
-}
-
-/// A latency percentile, or `-` when the phase timed no single operation (a bulk load is one call).
-fn latency_cell(summary: &LatencySummary, micros: f64) -> String {
-    if summary.count == 0 {
-        "-".into()
-    } else {
-        fmt_us(micros)
     }
 }
