@@ -60,6 +60,7 @@ impl Store {
             maint.free.release(slot)?;
         }
         maint.double_write.reset(generation)?;
+        maint.imaged_since_checkpoint.clear();
         self.double_write_bytes.store(0, Relaxed);
         self.wal.truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
