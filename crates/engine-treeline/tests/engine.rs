@@ -342,6 +342,27 @@ fn a_page_is_double_written_once_between_checkpoints() {
     engine.verify().unwrap();
 }
 
+/// With one-page segments (page grouping off), a long forward scan still reads in doubling
+/// chunks: a chunk that reaches its segment's end goes on into the next segments, read
+/// concurrently, instead of one read per segment.
+#[test]
+fn a_long_scan_over_one_page_segments_reads_few_chunks() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let config = config().engine_option("page_grouping", "false").engine_option("record_cache_bytes", "4KiB");
+    let engine = TreelineEngine::open(storage, &config).unwrap();
+    let records: Vec<_> = (0..600u64).map(|i| (key(i), value(i, 0))).collect();
+    engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap();
+    let segments = counter(&engine, "index.segments");
+    assert!(segments >= 60, "{segments} one-page segments");
+    let chunks_before = counter(&engine, "scan_chunks");
+    let scanned: Vec<_> =
+        engine.range(KeyRange::all(), Direction::Forward).unwrap().map(Result::unwrap).collect();
+    assert_eq!(scanned, records);
+    let chunks = counter(&engine, "scan_chunks") - chunks_before;
+    // 2, 4, 8, then 16 pages per chunk.
+    assert!(chunks <= 3 + segments.div_ceil(16), "{chunks} chunks for {segments} segments");
+}
+
 /// `double_write=false` (devices with atomic page writes) writes no images and still recovers
 /// from a clean close and a process crash that tears nothing.
 #[test]

@@ -26,6 +26,8 @@ pub struct Counters {
     pub checkpoints: AtomicU64,
     /// Pages scans read (base and overflow).
     pub scan_pages_read: AtomicU64,
+    /// Reads scans made (one per readahead chunk; a chunk's segments are read concurrently).
+    pub scan_chunks: AtomicU64,
     pub records_replayed_at_open: AtomicU64,
     /// Records `bulk_load` wrote straight into segments.
     pub bulk_loaded_records: AtomicU64,
@@ -48,6 +50,7 @@ impl Counters {
             ("forecast_lowered_goals", &self.forecast_lowered_goals),
             ("checkpoints", &self.checkpoints),
             ("scan_pages_read", &self.scan_pages_read),
+            ("scan_chunks", &self.scan_chunks),
             ("records_replayed_at_open", &self.records_replayed_at_open),
             ("bulk_loaded_records", &self.bulk_loaded_records),
             ("pages_restored_at_open", &self.pages_restored_at_open),

@@ -8,9 +8,11 @@
 //! Each chunk is consistent; a long scan is not a snapshot.
 //!
 //! Readahead: a forward scan's first chunk reads `FIRST_CHUNK_PAGES` pages from the one holding
-//! its start, and each further chunk twice as many, up to a whole segment (16 pages): a short
-//! scan reads one or two pages, a long one reads whole segments sequentially (the paper always
-//! reads to the end of the segment). A reverse scan reads its part of a segment at once.
+//! its start, and each further chunk twice as many, up to 16 pages: a short scan reads one or two
+//! pages, a long one reads whole segments (the paper always reads to the end of the segment). A
+//! chunk that reaches its segment's end goes on into the following segments, read concurrently
+//! (one I/O each), so short segments do not serialize a scan's I/O. A reverse scan reads its
+//! part of one segment at once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -100,7 +102,15 @@ impl RangeIter {
         let (merged, chunk) = match &chunk.entry {
             Some(entry) => {
                 let (first, last) = self.pages_to_read(&chunk, entry);
-                read_chunk(&store, chunk.lower.clone(), chunk.upper.clone(), entry, first, last)?
+                let span = Span {
+                    lower: chunk.lower.clone(),
+                    upper: chunk.upper.clone(),
+                    entry: entry.clone(),
+                    first,
+                    last,
+                };
+                let spans = self.with_following_segments(&index, span);
+                read_spans(&store, &spans)?
             }
             None => (merge_cache(&store, BTreeMap::new(), &chunk.lower, chunk.upper.as_deref()), chunk),
         };
@@ -145,6 +155,43 @@ impl RangeIter {
         }
     }
 
+    /// A forward chunk that reaches its segment's end with readahead to spare goes on into the
+    /// following segments (each from its first page) until `chunk_pages` pages are planned or
+    /// the scan's range ends; `read_spans` reads them concurrently, one I/O per segment.
+    fn with_following_segments(&self, index: &Index, first: Span) -> Vec<Span> {
+        let mut budget = self.chunk_pages.saturating_sub(first.last - first.first + 1);
+        let mut spans = vec![first];
+        while self.direction == Direction::Forward && budget > 0 {
+            let Some(prev) = spans.last() else { break };
+            let (Some(next_lower), true) = (&prev.upper, prev.last + 1 == usize::from(prev.entry.pages))
+            else {
+                break;
+            };
+            if !self.range.admits_to_end(next_lower) {
+                break;
+            }
+            let Some((lower, entry, upper)) = index.segment_of(next_lower) else { break };
+            let chunk = Chunk { lower: lower.clone(), upper: upper.cloned(), entry: None };
+            let end = self.page_holding_range_end(&chunk, entry);
+            let last = end.min(budget - 1);
+            budget -= last + 1;
+            spans.push(Span { lower: chunk.lower, upper: chunk.upper, entry: entry.clone(), first: 0, last });
+        }
+        spans
+    }
+
+    /// The page of `entry` holding the scan range's end, or its last page when the end lies
+    /// beyond the segment.
+    fn page_holding_range_end(&self, chunk: &Chunk, entry: &SegmentEntry) -> usize {
+        let last_page = usize::from(entry.pages) - 1;
+        match self.range.as_bounds().1 {
+            Bound::Included(k) | Bound::Excluded(k) if chunk.upper.as_deref().is_none_or(|u| k < u) => {
+                entry.page_index_for(k).min(last_page)
+            }
+            _ => last_page,
+        }
+    }
+
     /// The segment's pages this chunk reads, by index: forward, from the page holding the
     /// cursor, `chunk_pages` of them (fewer at the scan's end or the segment's); reverse, from the
     /// page holding the scan's start (or the segment's first) to the one holding the cursor.
@@ -169,6 +216,31 @@ impl RangeIter {
             }
         }
     }
+}
+
+/// Base pages `first..=last` of one segment, with its bounds in the index.
+struct Span {
+    lower: Key,
+    upper: Option<Key>,
+    entry: SegmentEntry,
+    first: usize,
+    last: usize,
+}
+
+/// Reads the spans (contiguous segments in key order) concurrently, each as `read_chunk` does;
+/// returns their records merged and the chunk from the first span's lower bound to the last's
+/// upper bound.
+fn read_spans(store: &Store, spans: &[Span]) -> Result<(BTreeMap<Key, Value>, Chunk)> {
+    Counters::add(&store.counters.scan_chunks, 1);
+    let read = |s: &Span| read_chunk(store, s.lower.clone(), s.upper.clone(), &s.entry, s.first, s.last);
+    let mut parts = super::write_back::parallel_io(spans, read)?.into_iter();
+    let (mut records, mut chunk) =
+        parts.next().ok_or_else(|| strata_core::Error::invalid("treeline scan: no span"))?;
+    for (more, next) in parts {
+        records.extend(more);
+        chunk.upper = next.upper;
+    }
+    Ok((records, chunk))
 }
 
 /// Reads base pages `first..=last` of the segment (one I/O) and their overflow pages, then the
