@@ -343,8 +343,8 @@ fn a_page_is_double_written_once_between_checkpoints() {
 }
 
 /// With one-page segments (page grouping off), a long forward scan still reads in doubling
-/// chunks: a chunk that reaches its segment's end goes on into the next segments, read
-/// concurrently, instead of one read per segment.
+/// chunks: a chunk that reaches its segment's end goes on into the next segments, and segments
+/// back to back in the data file are read in one I/O, instead of one read per segment.
 #[test]
 fn a_long_scan_over_one_page_segments_reads_few_chunks() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
@@ -354,13 +354,15 @@ fn a_long_scan_over_one_page_segments_reads_few_chunks() {
     engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap();
     let segments = counter(&engine, "index.segments");
     assert!(segments >= 60, "{segments} one-page segments");
-    let chunks_before = counter(&engine, "scan_chunks");
+    let [chunks_before, reads_before] = ["scan_chunks", "scan_base_reads"].map(|n| counter(&engine, n));
     let scanned: Vec<_> =
         engine.range(KeyRange::all(), Direction::Forward).unwrap().map(Result::unwrap).collect();
     assert_eq!(scanned, records);
     let chunks = counter(&engine, "scan_chunks") - chunks_before;
     // 2, 4, 8, then 16 pages per chunk.
     assert!(chunks <= 3 + segments.div_ceil(16), "{chunks} chunks for {segments} segments");
+    // The bulk load wrote the segments back to back: one read per chunk.
+    assert_eq!(counter(&engine, "scan_base_reads") - reads_before, chunks);
 }
 
 /// `double_write=false` (devices with atomic page writes) writes no images and still recovers

@@ -26,8 +26,10 @@ pub struct Counters {
     pub checkpoints: AtomicU64,
     /// Pages scans read (base and overflow).
     pub scan_pages_read: AtomicU64,
-    /// Reads scans made (one per readahead chunk; a chunk's segments are read concurrently).
+    /// Readahead chunks scans read (a chunk may span several segments).
     pub scan_chunks: AtomicU64,
+    /// Base-page reads scans issued (one per run of pages back to back in the data file).
+    pub scan_base_reads: AtomicU64,
     pub records_replayed_at_open: AtomicU64,
     /// Records `bulk_load` wrote straight into segments.
     pub bulk_loaded_records: AtomicU64,
@@ -51,6 +53,7 @@ impl Counters {
             ("checkpoints", &self.checkpoints),
             ("scan_pages_read", &self.scan_pages_read),
             ("scan_chunks", &self.scan_chunks),
+            ("scan_base_reads", &self.scan_base_reads),
             ("records_replayed_at_open", &self.records_replayed_at_open),
             ("bulk_loaded_records", &self.bulk_loaded_records),
             ("pages_restored_at_open", &self.pages_restored_at_open),

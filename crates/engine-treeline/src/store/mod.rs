@@ -189,6 +189,16 @@ impl Store {
         self.latch(first_page).read()
     }
 
+    /// The read latches of several segments, each stripe once, taken in stripe order: a global
+    /// order, so two readers holding several never wait on each other through writers (who
+    /// hold one latch at a time).
+    pub fn latches_read(&self, first_pages: impl Iterator<Item = PageId>) -> Vec<RwLockReadGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = first_pages.map(|p| (p % LATCH_STRIPES as u64) as usize).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes.into_iter().filter_map(|s| self.latches.get(s)).map(RwLock::read).collect()
+    }
+
     pub fn latch_write(&self, first_page: PageId) -> RwLockWriteGuard<'_, ()> {
         self.latch(first_page).write()
     }

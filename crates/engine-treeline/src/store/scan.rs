@@ -1,8 +1,9 @@
-//! Range scans (paper §4.1): a chunk is a run of contiguous base pages of one segment. Under the
-//! index's read lock (so the segment cannot be reorganized meanwhile) and the segment's latch, a
-//! chunk reads the base pages in one I/O and their overflow pages, then takes the cached records
+//! Range scans (paper §4.1): a chunk is a run of base pages of one segment, or of several
+//! consecutive segments. Under the index's read lock (so no segment can be reorganized meanwhile)
+//! and the segments' latches (taken in stripe order), a chunk reads the base pages (one I/O per
+//! run of pages back to back in the file) and their overflow pages, then takes the cached records
 //! of the pages' key range, and merges: a cached record overrides the pages, a cached tombstone
-//! hides them. A write-back writes the segment's pages under its latch and marks records clean
+//! hides them. A write-back writes a segment's pages under its latch and marks records clean
 //! (after which they may be evicted) only after that, so while the chunk holds the latch a record
 //! is either already in the pages it read or still cached: never lost between the two reads.
 //! Each chunk is consistent; a long scan is not a snapshot.
@@ -10,8 +11,9 @@
 //! Readahead: a forward scan's first chunk reads `FIRST_CHUNK_PAGES` pages from the one holding
 //! its start, and each further chunk twice as many, up to 16 pages: a short scan reads one or two
 //! pages, a long one reads whole segments (the paper always reads to the end of the segment). A
-//! chunk that reaches its segment's end goes on into the following segments, read concurrently
-//! (one I/O each), so short segments do not serialize a scan's I/O. A reverse scan reads its
+//! chunk that reaches its segment's end goes on into the following segments; segments whose
+//! pages lie back to back in the data file (as a bulk load and a reorganization write them) are
+//! read in one I/O, so short segments do not multiply a scan's I/Os. A reverse scan reads its
 //! part of one segment at once.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -23,6 +25,7 @@ use strata_core::{at_or_after, at_or_before, Direction, Key, KeyRange, Result, V
 use super::{Counters, Store};
 use crate::index::{Index, SegmentEntry};
 use crate::page::layout::MAX_SEGMENT_PAGES;
+use crate::page::Page;
 
 /// Pages a forward scan's first chunk reads.
 const FIRST_CHUNK_PAGES: usize = 2;
@@ -157,7 +160,7 @@ impl RangeIter {
 
     /// A forward chunk that reaches its segment's end with readahead to spare goes on into the
     /// following segments (each from its first page) until `chunk_pages` pages are planned or
-    /// the scan's range ends; `read_spans` reads them concurrently, one I/O per segment.
+    /// the scan's range ends; `read_spans` reads back-to-back ones in one I/O.
     fn with_following_segments(&self, index: &Index, first: Span) -> Vec<Span> {
         let mut budget = self.chunk_pages.saturating_sub(first.last - first.first + 1);
         let mut spans = vec![first];
@@ -227,50 +230,71 @@ struct Span {
     last: usize,
 }
 
-/// Reads the spans (contiguous segments in key order) concurrently, each as `read_chunk` does;
-/// returns their records merged and the chunk from the first span's lower bound to the last's
-/// upper bound.
+/// Reads the spans (segments following each other in key order) under all their latches:
+/// spans whose pages follow each other in the data file (a bulk load or a reorganization writes
+/// neighbouring segments next to each other) in one I/O, then each span's overflow pages and the
+/// cached records of its range, merged. Returns the records and the chunk from the first span's
+/// lower bound to the last's upper bound.
 fn read_spans(store: &Store, spans: &[Span]) -> Result<(BTreeMap<Key, Value>, Chunk)> {
+    let _latches = store.latches_read(spans.iter().map(|s| s.entry.first_page));
     Counters::add(&store.counters.scan_chunks, 1);
-    let read = |s: &Span| read_chunk(store, s.lower.clone(), s.upper.clone(), &s.entry, s.first, s.last);
-    let mut parts = super::write_back::parallel_io(spans, read)?.into_iter();
-    let (mut records, mut chunk) =
-        parts.next().ok_or_else(|| strata_core::Error::invalid("treeline scan: no span"))?;
-    for (more, next) in parts {
-        records.extend(more);
-        chunk.upper = next.upper;
+    let mut records = BTreeMap::new();
+    let mut chunk: Option<Chunk> = None;
+    let mut at = 0;
+    while let Some(head) = spans.get(at) {
+        let run = physically_contiguous_run(spans.get(at..).unwrap_or_default());
+        let in_run = spans.get(at..at + run).unwrap_or_default();
+        let count: usize = in_run.iter().map(|s| s.last - s.first + 1).sum();
+        let mut pages = store.data.read_pages(head.entry.base_page(head.first), count)?.into_iter();
+        Counters::add(&store.counters.scan_base_reads, 1);
+        for span in in_run {
+            let base: Vec<_> = pages.by_ref().take(span.last - span.first + 1).collect();
+            let (part, part_chunk) = span_records(store, span, base)?;
+            records.extend(part);
+            match chunk.as_mut() {
+                Some(c) => c.upper = part_chunk.upper,
+                None => chunk = Some(part_chunk),
+            }
+        }
+        at += run;
     }
+    let chunk = chunk.ok_or_else(|| strata_core::Error::invalid("treeline scan: no span"))?;
     Ok((records, chunk))
 }
 
-/// Reads base pages `first..=last` of the segment (one I/O) and their overflow pages, then the
-/// cached records of their key range, under the segment's latch (module docs); returns the merged
-/// records and the chunk the pages cover (bounded by their fences, or the segment's bounds at
-/// its ends).
-fn read_chunk(
-    store: &Store,
-    segment_lower: Key,
-    segment_upper: Option<Key>,
-    entry: &SegmentEntry,
-    first: usize,
-    last: usize,
-) -> Result<(BTreeMap<Key, Value>, Chunk)> {
-    let _latch = store.latch_read(entry.first_page);
-    let base = store.data.read_pages(entry.base_page(first), last - first + 1)?;
-    for (i, page) in (first..).zip(&base) {
-        check_within_segment(store, page, entry.base_page(i), &segment_lower, segment_upper.as_deref())?;
+/// How many spans from the first one have their pages back to back in the data file (a span
+/// that stops before its segment's end ends the run: the next span's pages are not next).
+fn physically_contiguous_run(spans: &[Span]) -> usize {
+    let mut run = 1;
+    while let (Some(prev), Some(next)) = (spans.get(run - 1), spans.get(run)) {
+        let prev_end = prev.entry.base_page(prev.last) + 1;
+        if prev.last + 1 != usize::from(prev.entry.pages) || next.entry.base_page(next.first) != prev_end {
+            break;
+        }
+        run += 1;
+    }
+    run
+}
+
+/// One span's records: its base pages (read by the caller under the span's latch), their
+/// overflow pages, then the cached records of the pages' key range over them; and the chunk the
+/// pages cover (bounded by their fences, or the segment's bounds at its ends).
+fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(BTreeMap<Key, Value>, Chunk)> {
+    let Span { lower: segment_lower, upper: segment_upper, entry, first, last } = span;
+    for (i, page) in (*first..).zip(&base) {
+        check_within_segment(store, page, entry.base_page(i), segment_lower, segment_upper.as_deref())?;
     }
     let lower = match (first, base.first()) {
-        (0, _) | (_, None) => segment_lower,
+        (0, _) | (_, None) => segment_lower.clone(),
         (_, Some(page)) => page.lower_fence().to_vec(),
     };
     let upper = match (last + 1 == usize::from(entry.pages), base.last()) {
-        (true, _) | (_, None) => segment_upper,
+        (true, _) | (_, None) => segment_upper.clone(),
         (false, Some(page)) => page.upper_fence().map(<[u8]>::to_vec),
     };
     let mut records = BTreeMap::new();
     let mut pages_read = base.len() as u64;
-    for (i, page) in (first..).zip(&base) {
+    for (i, page) in (*first..).zip(&base) {
         records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
         if let Some(id) = entry.overflow_of(i) {
             records.extend(store.data.read_page(id)?.iter().map(|e| (e.key(), e.value.to_vec())));

@@ -23,15 +23,12 @@ use crate::record_cache::DirtyRecord;
 
 /// Pages in one batched write-back.
 pub const MAX_BATCH_PAGES: usize = 64;
-/// Threads a batch's page reads and writes (and a scan's segment reads) are spread over (the
-/// device serves several requests at once; the paper gives TreeLine 4 background threads).
+/// Threads a batch's page reads and writes are spread over (the device serves several requests
+/// at once; the paper gives TreeLine 4 background threads).
 const IO_THREADS: usize = 4;
 
 /// `f` over `items` on up to `IO_THREADS` scoped threads, results in order; the first error wins.
-pub(super) fn parallel_io<T: Sync, R: Send>(
-    items: &[T],
-    f: impl Fn(&T) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
+fn parallel_io<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
     if items.len() < 2 {
         return items.iter().map(&f).collect();
     }
