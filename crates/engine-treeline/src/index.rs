@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use strata_core::{Error, Key, Result};
 
 use crate::free_space::{PageId, SegmentSlot, RESERVED_PAGES};
+use crate::key_projection::common_prefix;
 use crate::model::SegmentModel;
 use crate::page::layout::is_segment_page_count;
 
@@ -138,6 +139,16 @@ impl Index {
             entry: entry.clone(),
             page_index: entry.page_index_for(key),
         })
+    }
+
+    /// The common prefix of the keys the segments start at (the first segment's lower bound is
+    /// left out: it is the empty key, below every key); empty with fewer than two segments.
+    pub fn data_prefix(&self) -> &[u8] {
+        let mut lowers = self.map.keys().skip(1);
+        match (lowers.next(), self.map.keys().next_back()) {
+            (Some(first), Some(last)) => first.get(..common_prefix(first, last)).unwrap_or_default(),
+            _ => &[],
+        }
     }
 
     /// Every page the index references: base pages and overflow pages.

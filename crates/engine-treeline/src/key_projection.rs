@@ -15,6 +15,39 @@
 //! when in doubt (a model evaluated on a stale segment, say) the engine checks the fences and steps
 //! to the neighbouring page.
 
+/// A monotone map of whole keys onto `u64` for insert forecasting: the 8 bytes after `prefix`
+/// (the store's common key prefix), with keys outside it clamped (below the prefix to 0, above
+/// it to `u64::MAX`). Without it, keys sharing a prefix of 8 bytes or more (`user:0000…`) would
+/// all map to one value and every forecast would be the whole epoch or nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyMap {
+    prefix: Vec<u8>,
+}
+
+impl KeyMap {
+    /// Prefixes longer than this are cut (the map only needs to separate key ranges).
+    pub const MAX_PREFIX_BYTES: usize = 64;
+
+    pub fn new(prefix: &[u8]) -> KeyMap {
+        KeyMap { prefix: prefix.get(..Self::MAX_PREFIX_BYTES).unwrap_or(prefix).to_vec() }
+    }
+
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    /// Order-preserving: `a <= b` gives `map(a) <= map(b)`.
+    pub fn project(&self, key: &[u8]) -> u64 {
+        if key.starts_with(&self.prefix) {
+            project(key, self.prefix.len())
+        } else if key < self.prefix.as_slice() {
+            0
+        } else {
+            u64::MAX
+        }
+    }
+}
+
 /// Length of the longest common prefix of `a` and `b`.
 pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -52,6 +85,21 @@ pub fn fence_for_projection(prefix: &[u8], x: u64) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn key_map_skips_the_prefix_and_clamps_keys_outside_it() {
+        let map = KeyMap::new(b"user:");
+        assert_eq!(map.project(b"user:ab"), 0x6162_0000_0000_0000);
+        assert_eq!(map.project(b"aaa"), 0, "below the prefix");
+        assert_eq!(map.project(b"zzz"), u64::MAX, "above it");
+        assert_eq!(map.project(b"user"), 0, "a proper prefix of the prefix sorts below it");
+        let mut keys: Vec<&[u8]> =
+            vec![b"", b"a", b"user", b"user:", b"user:\x00", b"user:zz", b"user;", b"v"];
+        keys.sort();
+        let projected: Vec<u64> = keys.iter().map(|k| map.project(k)).collect();
+        assert!(projected.windows(2).all(|w| w[0] <= w[1]), "monotone: {projected:?}");
+        assert_eq!(KeyMap::new(&[7; 100]).prefix().len(), KeyMap::MAX_PREFIX_BYTES);
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -7,14 +7,17 @@
 //!
 //! The sample covers the current epoch only (it is cleared when the epoch ends), so the next
 //! histogram's partitions follow the latest insert distribution, which is what it will count;
-//! the paper leaves the sample's span open. Keys are given as projections (`project(key, 0)`, the
-//! first 8 bytes): forecasts are coarse, so the key space is cut on those bytes.
+//! the paper leaves the sample's span open. The histograms work on `u64` projections; whole keys
+//! go through the forecaster's `KeyMap` (the 8 bytes after the store's common key prefix, set from
+//! the index at open and at each checkpoint; a new prefix restarts the histograms).
 
 mod histogram;
 
 pub use histogram::Histogram;
 
 use strata_core::{Error, Result};
+
+use crate::key_projection::KeyMap;
 
 /// Knobs of the forecaster.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,6 +43,7 @@ pub struct Forecaster {
     building: Histogram,
     frozen: Option<Histogram>,
     epochs_completed: u64,
+    key_map: KeyMap,
 }
 
 impl Forecaster {
@@ -59,7 +63,37 @@ impl Forecaster {
             building: Histogram::from_sample(&mut [], 1),
             frozen: None,
             epochs_completed: 0,
+            key_map: KeyMap::default(),
         })
+    }
+
+    /// How whole keys map to the histograms' projections.
+    pub fn key_map(&self) -> &KeyMap {
+        &self.key_map
+    }
+
+    /// Uses `key_map` from now on; when it differs from the current one, the histograms and the
+    /// sample restart empty (their projections were of the old map).
+    pub fn set_key_map(&mut self, key_map: KeyMap) {
+        if key_map == self.key_map {
+            return;
+        }
+        self.key_map = key_map;
+        self.sample.clear();
+        self.seen_in_epoch = 0;
+        self.building = Histogram::from_sample(&mut [], 1);
+        self.frozen = None;
+    }
+
+    /// Records one insert of `key` (through the key map).
+    pub fn record_insert_key(&mut self, key: &[u8]) {
+        self.record_insert(self.key_map.project(key));
+    }
+
+    /// `forecast` over the keys `lower .. upper_exclusive` (through the key map).
+    pub fn forecast_keys(&self, lower: &[u8], upper_exclusive: Option<&[u8]>, epochs_ahead: u32) -> f64 {
+        let upper = upper_exclusive.map(|u| self.key_map.project(u));
+        self.forecast(self.key_map.project(lower), upper, epochs_ahead)
     }
 
     /// Records one insert of a key with projection `key_projection`.

@@ -7,6 +7,7 @@ use strata_core::{Durability, Key, Result};
 
 use super::{Counters, MaintState, Store};
 use crate::checkpoint_file::Checkpoint;
+use crate::key_projection::KeyMap;
 
 /// Which dirty records a checkpoint writes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,8 @@ impl Store {
     ///    `cut_lsn + 1` — every record whose last write is older is in the synced pages.
     ///    5. Store the checkpoint file (index, replay lsn, the next generation) atomically.
     ///    6. Slots freed since the last checkpoint become reusable; the double-write area starts
-    ///    the new generation. 7. Release the WAL before the replay lsn.
+    ///    the new generation; the forecaster's key map follows the index's key prefix.
+    ///    7. Release the WAL before the replay lsn.
     pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
         let cut_lsn = {
             let _cache = self.cache.lock();
@@ -61,6 +63,9 @@ impl Store {
         }
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
+        if let Some(f) = maint.forecaster.as_mut() {
+            f.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
+        }
         self.double_write_bytes.store(0, Relaxed);
         self.wal.truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);

@@ -41,6 +41,7 @@ use crate::double_write::DoubleWrite;
 use crate::forecast::{ForecastConfig, Forecaster};
 use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
 use crate::index::Index;
+use crate::key_projection::KeyMap;
 use crate::options::{buffer_reserve_bytes, TreelineOptions, MIN_RECORD_CACHE_BYTES};
 use crate::page::PageSize;
 use crate::record_cache::RecordCache;
@@ -129,7 +130,10 @@ impl Store {
         // 3. The free list: every page the checkpoint's index does not reference.
         let free = derive_free_space(&checkpoint)?;
         let double_write = DoubleWrite::open(storage.as_ref(), checkpoint.page_size, checkpoint.generation)?;
-        let forecaster = options.forecasting.then(|| forecaster(&options)).transpose()?;
+        let mut forecaster = options.forecasting.then(|| forecaster(&options)).transpose()?;
+        if let Some(f) = forecaster.as_mut() {
+            f.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
+        }
         let cache_bytes = options.record_cache_bytes(config);
         let mut cache = RecordCache::new(cache_bytes);
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.

@@ -192,7 +192,7 @@ impl Store {
             // `forecast_future_epochs` epochs arrive: spread the records over the pages that
             // records plus forecast need at `goal`.
             let epochs = self.options.forecast_future_epochs;
-            let forecast = forecaster.forecast(project(lower, 0), upper.map(|u| project(u, 0)), epochs);
+            let forecast = forecaster.forecast_keys(lower, upper, epochs);
             let forecast_goal = goal_for(records.len(), forecast, goal);
             if forecast_goal < goal {
                 goal = forecast_goal;

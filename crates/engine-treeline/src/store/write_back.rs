@@ -17,7 +17,6 @@ use super::{Counters, MaintState, Store};
 use crate::forecast::Forecaster;
 use crate::free_space::{PageId, SegmentSlot};
 use crate::index::{Location, SegmentEntry};
-use crate::key_projection::project;
 use crate::page::{Page, PageKind, PutOutcome};
 use crate::record_cache::DirtyRecord;
 
@@ -106,7 +105,7 @@ fn put(page: &mut Page, key: &[u8], value: &[u8], forecaster: &mut Option<Foreca
         PutOutcome::Updated => Ok(true),
         PutOutcome::Inserted => {
             if let Some(f) = forecaster {
-                f.record_insert(project(key, 0));
+                f.record_insert_key(key);
             }
             Ok(true)
         }
