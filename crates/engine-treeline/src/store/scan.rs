@@ -8,15 +8,15 @@
 //! is either already in the pages it read or still cached: never lost between the two reads.
 //! Each chunk is consistent; a long scan is not a snapshot.
 //!
-//! Readahead: a forward scan's first chunk reads `FIRST_CHUNK_PAGES` pages from the one holding
-//! its start, and each further chunk twice as many, up to 16 pages: a short scan reads one or two
+//! Readahead: a forward scan's first two chunks read `FIRST_CHUNK_PAGES` pages (the first from the
+//! one holding its start), each further chunk twice as many, up to 16 pages: a short scan reads one or two
 //! pages, a long one reads whole segments (the paper always reads to the end of the segment). A
 //! chunk that reaches its segment's end goes on into the following segments; segments whose
 //! pages lie back to back in the data file (as a bulk load and a reorganization write them) are
 //! read in one I/O, so short segments do not multiply a scan's I/Os. A reverse scan reads its
 //! part of one segment at once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -30,6 +30,16 @@ use crate::page::Page;
 /// Pages a forward scan's first chunk reads.
 const FIRST_CHUNK_PAGES: usize = 2;
 
+/// Pages of a forward scan's chunk after `chunks_read` chunks: `FIRST_CHUNK_PAGES` twice, then
+/// doubling up to a segment (2, 2, 4, 8, 16, 16, …). A YCSB-E-sized scan that outgrows its first
+/// chunk mostly needs one page more, so the second chunk does not double.
+fn chunk_pages_after(chunks_read: usize) -> usize {
+    match chunks_read {
+        0 | 1 => FIRST_CHUNK_PAGES,
+        n => (FIRST_CHUNK_PAGES << (n - 1).min(8)).min(MAX_SEGMENT_PAGES),
+    }
+}
+
 /// The iterator `Engine::range` returns.
 pub struct RangeIter {
     store: Arc<Store>,
@@ -39,8 +49,9 @@ pub struct RangeIter {
     /// Forward: keys not yet read are at or after this; reverse: at or before it.
     cursor: Bound<Key>,
     done: bool,
-    /// Pages the next forward chunk reads (readahead, doubling up to a segment).
+    /// Pages the next forward chunk reads (`chunk_pages_after`).
     chunk_pages: usize,
+    chunks_read: usize,
 }
 
 /// One chunk's segment: its key range and entry.
@@ -65,6 +76,7 @@ impl RangeIter {
             cursor,
             done,
             chunk_pages: FIRST_CHUNK_PAGES,
+            chunks_read: 0,
         }
     }
 
@@ -105,17 +117,22 @@ impl RangeIter {
         let (merged, chunk) = match &chunk.entry {
             Some(entry) => {
                 let (first, last) = self.pages_to_read(&chunk, entry);
+                let from = match (self.direction, &self.cursor) {
+                    (Direction::Forward, Bound::Included(k) | Bound::Excluded(k)) => Some(k.clone()),
+                    _ => None,
+                };
                 let span = Span {
                     lower: chunk.lower.clone(),
                     upper: chunk.upper.clone(),
                     entry: entry.clone(),
                     first,
                     last,
+                    from,
                 };
                 let spans = self.with_following_segments(&index, span);
                 read_spans(&store, &spans)?
             }
-            None => (merge_cache(&store, BTreeMap::new(), &chunk.lower, chunk.upper.as_deref()), chunk),
+            None => (with_cache(&store, Vec::new(), &chunk.lower, chunk.upper.as_deref()), chunk),
         };
         drop(index);
         let cursor = self.cursor.clone();
@@ -128,7 +145,8 @@ impl RangeIter {
             Direction::Forward => self.buffer.extend(records),
             Direction::Reverse => self.buffer.extend(records.rev()),
         }
-        self.chunk_pages = (self.chunk_pages * 2).min(MAX_SEGMENT_PAGES);
+        self.chunks_read += 1;
+        self.chunk_pages = chunk_pages_after(self.chunks_read);
         self.advance_cursor(chunk);
         Ok(())
     }
@@ -178,7 +196,8 @@ impl RangeIter {
             let end = self.page_holding_range_end(&chunk, entry);
             let last = end.min(budget - 1);
             budget -= last + 1;
-            spans.push(Span { lower: chunk.lower, upper: chunk.upper, entry: entry.clone(), first: 0, last });
+            let (lower, upper) = (chunk.lower, chunk.upper);
+            spans.push(Span { lower, upper, entry: entry.clone(), first: 0, last, from: None });
         }
         spans
     }
@@ -228,6 +247,8 @@ struct Span {
     entry: SegmentEntry,
     first: usize,
     last: usize,
+    /// Records below this key are not wanted (a forward scan's cursor, in its first span).
+    from: Option<Key>,
 }
 
 /// Reads the spans (segments following each other in key order) under all their latches:
@@ -235,10 +256,10 @@ struct Span {
 /// neighbouring segments next to each other) in one I/O, then each span's overflow pages and the
 /// cached records of its range, merged. Returns the records and the chunk from the first span's
 /// lower bound to the last's upper bound.
-fn read_spans(store: &Store, spans: &[Span]) -> Result<(BTreeMap<Key, Value>, Chunk)> {
+fn read_spans(store: &Store, spans: &[Span]) -> Result<(Vec<(Key, Value)>, Chunk)> {
     let _latches = store.latches_read(spans.iter().map(|s| s.entry.first_page));
     Counters::add(&store.counters.scan_chunks, 1);
-    let mut records = BTreeMap::new();
+    let mut records = Vec::new();
     let mut chunk: Option<Chunk> = None;
     let mut at = 0;
     while let Some(head) = spans.get(at) {
@@ -276,11 +297,12 @@ fn physically_contiguous_run(spans: &[Span]) -> usize {
     run
 }
 
-/// One span's records: its base pages (read by the caller under the span's latch), their
-/// overflow pages, then the cached records of the pages' key range over them; and the chunk the
-/// pages cover (bounded by their fences, or the segment's bounds at its ends).
-fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(BTreeMap<Key, Value>, Chunk)> {
-    let Span { lower: segment_lower, upper: segment_upper, entry, first, last } = span;
+/// One span's records in key order: its base pages (read by the caller under the span's latch)
+/// and their overflow pages from `span.from` on, then the cached records of that key range over
+/// them; and the chunk the pages cover (bounded by their fences, or the segment's bounds at its
+/// ends). Each page is sorted, a key lives in one page of a pair, so sorted runs merge linearly.
+fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(Vec<(Key, Value)>, Chunk)> {
+    let Span { lower: segment_lower, upper: segment_upper, entry, first, last, from } = span;
     for (i, page) in (*first..).zip(&base) {
         check_within_segment(store, page, entry.base_page(i), segment_lower, segment_upper.as_deref())?;
     }
@@ -292,18 +314,51 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(BTreeMap
         (true, _) | (_, None) => segment_upper.clone(),
         (false, Some(page)) => page.upper_fence().map(<[u8]>::to_vec),
     };
-    let mut records = BTreeMap::new();
+    let from = from.as_deref().filter(|f| *f > lower.as_slice());
+    let owned = |page: &Page| -> Vec<(Key, Value)> {
+        let records = match from {
+            Some(f) => page.iter_from(f),
+            None => page.iter(),
+        };
+        records.map(|e| (e.key(), e.value.to_vec())).collect()
+    };
+    let mut records = Vec::new();
     let mut pages_read = base.len() as u64;
     for (i, page) in (*first..).zip(&base) {
-        records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
+        let mut pair = owned(page);
         if let Some(id) = entry.overflow_of(i) {
-            records.extend(store.data.read_page(id)?.iter().map(|e| (e.key(), e.value.to_vec())));
+            pair = merge_sorted(pair, owned(&store.data.read_page(id)?));
             pages_read += 1;
         }
+        records.extend(pair);
     }
     Counters::add(&store.counters.scan_pages_read, pages_read);
-    let merged = merge_cache(store, records, &lower, upper.as_deref());
+    let merged = with_cache(store, records, from.unwrap_or(&lower), upper.as_deref());
     Ok((merged, Chunk { lower, upper, entry: None }))
+}
+
+/// A base page's and its overflow page's sorted runs as one. A key lives in one page of a pair;
+/// should both hold it, the overflow page's record is kept (once: scans yield strictly
+/// increasing keys).
+fn merge_sorted(base: Vec<(Key, Value)>, overflow: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
+    let mut out = Vec::with_capacity(base.len() + overflow.len());
+    let (mut a, mut b) = (base.into_iter().peekable(), overflow.into_iter().peekable());
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.0.cmp(&y.0),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => return out,
+        };
+        match order {
+            std::cmp::Ordering::Less => out.extend(a.next()),
+            std::cmp::Ordering::Equal => {
+                a.next();
+                out.extend(b.next());
+            }
+            std::cmp::Ordering::Greater => out.extend(b.next()),
+        }
+    }
 }
 
 /// A page's fences must lie within its segment's bounds in the index (a point read checks the
@@ -333,20 +388,38 @@ fn check_within_segment(
     ))
 }
 
-/// `records` with the cached records of `lower..upper` over them (a tombstone removes).
-fn merge_cache(
+/// `records` (sorted) with the cached records of `lower..upper` over them: a cached value
+/// replaces or adds, a cached tombstone removes.
+fn with_cache(
     store: &Store,
-    mut records: BTreeMap<Key, Value>,
+    records: Vec<(Key, Value)>,
     lower: &[u8],
     upper: Option<&[u8]>,
-) -> BTreeMap<Key, Value> {
-    for (key, value) in store.cache.lock().cached_in(lower, upper) {
-        match value {
-            Some(v) => records.insert(key, v),
-            None => records.remove(&key),
-        };
+) -> Vec<(Key, Value)> {
+    let cached = store.cache.lock().cached_in(lower, upper);
+    if cached.is_empty() {
+        return records;
     }
-    records
+    let mut out = Vec::with_capacity(records.len() + cached.len());
+    let (mut pages, mut cached) = (records.into_iter().peekable(), cached.into_iter().peekable());
+    loop {
+        let order = match (pages.peek(), cached.peek()) {
+            (Some(p), Some(c)) => p.0.cmp(&c.0),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => return out,
+        };
+        if order == std::cmp::Ordering::Less {
+            out.extend(pages.next());
+            continue;
+        }
+        if order == std::cmp::Ordering::Equal {
+            pages.next();
+        }
+        if let Some((key, Some(value))) = cached.next() {
+            out.push((key, value));
+        }
+    }
 }
 
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {
