@@ -232,7 +232,7 @@ fn insert_range(
         dir.display(),
     );
     insert_rows(&flex, &outcome, &fs);
-    println!("  the two insert-range experiments took {secs:.0} s");
+    println!("  the insert-range experiments took {secs:.0} s");
     Ok(())
 }
 
