@@ -3,6 +3,7 @@
 
 mod contract;
 mod engine;
+pub mod experiments;
 pub mod flexdb;
 pub mod flexfile;
 pub mod flextree;

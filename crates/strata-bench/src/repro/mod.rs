@@ -3,15 +3,17 @@
 //! beside the paper's, with both machines named. Each experiment is an ordinary `strata bench`
 //! run (same runner, same report), so `--json-dir` keeps every measurement.
 //!
-//! - `flex`: YCSB A–F vs RocksDB in Fig 13's shape (UDB record sizes, Fig 13b's memory-to-data
-//!   ratio). The paper's FlexTree Table 1 and FlexFile insert-range experiments run as engine-flex's
-//!   cargo benches; the command prints their paper numbers and the command that measures ours.
+//! - `flex`: FlexTree Table 1 (append, lookup, insert-at-front) and Table 2's random 4 KiB insert
+//!   through FlexFile and through the filesystem's insert-range, in process (the functions
+//!   engine-flex's cargo benches call); then YCSB A–F vs RocksDB in Fig 13's shape (UDB record
+//!   sizes, Fig 13b's memory-to-data ratio).
 //! - `f2`: Fig 10's YCSB A/B/C/F and Table 2's I/O amplification (zipfian-plain θ 0.99, 8 B keys +
 //!   100 B values, budget 10% of the data), and Fig 13's memory-budget sweep (2.5%–25%, A and B).
 //! - `treeline`: Fig 5/7's YCSB A/B/C/F and E (scattered zipfian θ 0.99, E also uniform) on an aged
 //!   store at 64 B and 1024 B records, budget a third of the data, with Table 4's device bytes per
 //!   operation; Fig 8's factor analysis; §5.5's insert forecasting on 50% reads / 50% inserts.
 
+mod flex;
 mod papers;
 mod render;
 mod treeline;
@@ -39,7 +41,8 @@ struct ReproArgs {
     /// Which paper: flex (FlexFile/FlexDB), f2 or treeline.
     #[arg(value_name = "PAPER")]
     paper: String,
-    /// A few minutes: 400k records and 200k operations per workload instead of the full scale.
+    /// A few minutes: 400k records and 200k operations per workload instead of the full scale (flex:
+    /// also 10^7 appends for Table 1 and a 64 MiB file for the insert-range experiment).
     #[arg(long)]
     quick: bool,
     /// Rounds of every engine (`strata bench --repeat`); medians are reported.
@@ -70,9 +73,8 @@ struct Scale {
 }
 
 const QUICK: Scale = Scale { records: 400_000, ops: 200_000 };
-/// The full shapes: f2 20M x (8 + 100) B; flex 10M UDB records.
+/// The full f2 shape: 20M x (8 + 100) B (flex's is in `flex`).
 const F2_FULL: Scale = Scale { records: 20_000_000, ops: 2_000_000 };
-const FLEX_FULL: Scale = Scale { records: 10_000_000, ops: 1_000_000 };
 
 /// The F2 paper's memory sweep, as fractions of the data (Fig 13: 750 MiB – 7.5 GiB of 30 GiB).
 const F2_BUDGET_SWEEP: [f64; 4] = [0.025, 0.05, 0.10, 0.25];
@@ -105,7 +107,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let started = Instant::now();
     let result = match parsed.paper.as_str() {
         "f2" => repro_f2(&parsed),
-        "flex" => repro_flex(&parsed),
+        "flex" => flex::repro(&parsed),
         "treeline" => treeline::repro(&parsed),
         _ => unreachable!("validated"),
     };
@@ -271,30 +273,6 @@ fn repro_f2(args: &ReproArgs) -> Result<(), String> {
         header(shape, scale, *fraction, args, at_ten);
     }
     render::budget_sweep_table(&sweep, "f2", &args.rocksdb, papers::f2_fig13);
-    Ok(())
-}
-
-fn repro_flex(args: &ReproArgs) -> Result<(), String> {
-    let scale = if args.quick { QUICK } else { FLEX_FULL };
-    let shape = &papers::FLEX;
-    let udb = crate::workload::keys::preset("udb")?;
-    let run = Run {
-        args,
-        engines: vec!["flex".into(), args.rocksdb.clone()],
-        workloads: &["a", "b", "c", "d", "e", "f"],
-        scale,
-        keys: KeySpec { format: udb.format, key_bytes: udb.key_bytes, hashed: true, clustered_inserts: None },
-        values: ValueSpec::fixed(udb.value_bytes),
-        distribution: None,
-        budget_fraction: shape.budget_fraction,
-        duration: None,
-        bulk_load: false,
-    };
-    let report = run.execute("flex-fig13")?;
-    println!("\n=== FlexDB Fig 13: YCSB A–F with UDB record sizes (27 B keys, 127 B values), direct I/O ===");
-    header(shape, scale, shape.budget_fraction, args, &report);
-    render::throughput_table(&report, "flex", &args.rocksdb, papers::flex_fig13);
-    render::flex_structures();
     Ok(())
 }
 

@@ -67,12 +67,55 @@ pub fn flex_fig13(workload: &str) -> &'static str {
     }
 }
 
-/// FlexTree Table 1 (seconds): append 10^8, lookup 10^8, insert-at-front 10^6.
-pub const FLEXTREE_TABLE1: [(&str, f64, f64, f64); 3] =
-    [("FlexTree", 7.83, 9.47, 0.137), ("B+-Tree", 7.01, 7.91, 1428.0), ("Sorted Array", 4.49, 8.56, 907.0)];
+/// The machine of the FlexFile paper's §6.1 and §6.2 (Table 1, Table 2).
+pub const FLEX_STRUCTURES_MACHINE: &str =
+    "dual Xeon Silver 4210, 64 GB RAM, Intel Optane DC P4801X 100 GB, Linux 5.9.14; FlexFile on XFS";
 
-/// FlexFile Table 2's random 4 KiB insert-range into a 1 GB file: inserts/s (thousands).
-pub const FLEXFILE_INSERT_KOPS: [(&str, f64); 2] = [("FlexFile", 491.0), ("Ext4 insert-range", 0.87)];
+/// One index's row of FlexTree Table 1 (seconds).
+pub struct ExtentIndexPaperRow {
+    pub index: &'static str,
+    pub append_1e8_secs: f64,
+    pub lookup_1e8_secs: f64,
+    pub insert_1e5_secs: f64,
+    pub insert_1e6_secs: f64,
+}
+
+/// FlexTree Table 1: append 10^8, lookup 10^8, insert-at-front 10^5 and 10^6 (the 10^9 columns
+/// are not reproduced), in the order of `engine_flex::experiments::IndexKind::ALL`.
+pub const FLEXTREE_TABLE1: [ExtentIndexPaperRow; 3] = [
+    ExtentIndexPaperRow {
+        index: "FlexTree",
+        append_1e8_secs: 7.83,
+        lookup_1e8_secs: 9.47,
+        insert_1e5_secs: 0.0136,
+        insert_1e6_secs: 0.137,
+    },
+    ExtentIndexPaperRow {
+        index: "B+-Tree",
+        append_1e8_secs: 7.01,
+        lookup_1e8_secs: 7.91,
+        insert_1e5_secs: 7.49,
+        insert_1e6_secs: 1428.0,
+    },
+    ExtentIndexPaperRow {
+        index: "Sorted Array",
+        append_1e8_secs: 4.49,
+        lookup_1e8_secs: 8.56,
+        insert_1e5_secs: 5.78,
+        insert_1e6_secs: 907.0,
+    },
+];
+
+/// Table 1's append and lookup count.
+pub const FLEXTREE_PAPER_APPENDS: u64 = 100_000_000;
+
+/// FlexFile Table 2's random insert (4 KiB blocks into a file growing to 1 GB): (system, thousand
+/// inserts/s, write amplification from the SSD's S.M.A.R.T. counters).
+pub const FLEXFILE_TABLE2_INSERT: [(&str, f64, f64); 3] =
+    [("FlexFile", 491.0, 1.04), ("Ext4", 0.87, 1.28), ("XFS", 0.01, 5.53)];
+
+/// Table 2's file size ("1 GB"; taken as 2^30 bytes).
+pub const FLEXFILE_PAPER_FILE_BYTES: u64 = 1 << 30;
 
 pub const TREELINE: PaperShape = PaperShape {
     paper: "TreeLine: An Update-In-Place Key-Value Store for Modern Storage (Yu et al., VLDB 2022)",

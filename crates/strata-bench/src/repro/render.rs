@@ -159,30 +159,3 @@ pub fn budget_sweep_table(
         &rows,
     );
 }
-
-/// FlexTree Table 1 and FlexFile's insert-range: the paper's numbers and the commands that
-/// measure ours (engine-flex's cargo benches; docs/benchmarks.md has the last results).
-pub fn flex_structures() {
-    println!("\n=== FlexTree Table 1 and FlexFile insert-range (engine-flex benches; not run by repro) ===");
-    let rows: Vec<Vec<String>> = super::papers::FLEXTREE_TABLE1
-        .iter()
-        .map(|(index, append, lookup, insert)| {
-            vec![index.to_string(), format!("{append} s"), format!("{lookup} s"), format!("{insert} s")]
-        })
-        .collect();
-    print_rows(&["paper Table 1", "append 10^8", "lookup 10^8", "insert-at-front 10^6"], &rows);
-    for (what, kops) in super::papers::FLEXFILE_INSERT_KOPS {
-        println!("  paper Table 2, random 4 KiB insert-range into 1 GB: {what} {kops} K inserts/s");
-    }
-    println!(
-        "  ours, from a source checkout (docs/benchmarks.md, 'Engine flex: data-structure benchmarks'):"
-    );
-    println!(
-        "    FLEXTREE_BENCH_TABLE_ONLY=1 FLEXTREE_BENCH_APPEND=10000000 FLEXTREE_BENCH_FRONT=1000000 \\\n      \
-         FLEXTREE_BENCH_BASELINE_FRONT=20000 cargo bench -p engine-flex --bench flextree"
-    );
-    println!(
-        "    FLEXFILE_BENCH_BYTES=$((1<<30)) FLEXFILE_BENCH_REWRITE_BYTES=$((16<<20)) \\\n      \
-         FLEXFILE_BENCH_DIR=/path/on/the/disk cargo bench -p engine-flex --bench flexfile"
-    );
-}
