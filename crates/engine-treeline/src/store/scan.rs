@@ -341,22 +341,34 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(Vec<(Key
 /// should both hold it, the overflow page's record is kept (once: scans yield strictly
 /// increasing keys).
 fn merge_sorted(base: Vec<(Key, Value)>, overflow: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
-    let mut out = Vec::with_capacity(base.len() + overflow.len());
-    let (mut a, mut b) = (base.into_iter().peekable(), overflow.into_iter().peekable());
+    merge_runs(base, overflow, Some)
+}
+
+/// Two sorted runs as one: `over` wins where both hold a key, and each of its entries becomes
+/// the value `keep` returns (`None`: the key is left out, as a cached tombstone hides it).
+fn merge_runs<T>(
+    under: Vec<(Key, Value)>,
+    over: Vec<(Key, T)>,
+    keep: impl Fn(T) -> Option<Value>,
+) -> Vec<(Key, Value)> {
+    let mut out = Vec::with_capacity(under.len() + over.len());
+    let (mut under, mut over) = (under.into_iter().peekable(), over.into_iter().peekable());
     loop {
-        let order = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.0.cmp(&y.0),
+        let order = match (under.peek(), over.peek()) {
+            (Some(u), Some(o)) => u.0.cmp(&o.0),
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
             (None, None) => return out,
         };
-        match order {
-            std::cmp::Ordering::Less => out.extend(a.next()),
-            std::cmp::Ordering::Equal => {
-                a.next();
-                out.extend(b.next());
-            }
-            std::cmp::Ordering::Greater => out.extend(b.next()),
+        if order == std::cmp::Ordering::Less {
+            out.extend(under.next());
+            continue;
+        }
+        if order == std::cmp::Ordering::Equal {
+            under.next();
+        }
+        if let Some((key, entry)) = over.next() {
+            out.extend(keep(entry).map(|value| (key, value)));
         }
     }
 }
@@ -397,29 +409,7 @@ fn with_cache(
     upper: Option<&[u8]>,
 ) -> Vec<(Key, Value)> {
     let cached = store.cache.lock().cached_in(lower, upper);
-    if cached.is_empty() {
-        return records;
-    }
-    let mut out = Vec::with_capacity(records.len() + cached.len());
-    let (mut pages, mut cached) = (records.into_iter().peekable(), cached.into_iter().peekable());
-    loop {
-        let order = match (pages.peek(), cached.peek()) {
-            (Some(p), Some(c)) => p.0.cmp(&c.0),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => return out,
-        };
-        if order == std::cmp::Ordering::Less {
-            out.extend(pages.next());
-            continue;
-        }
-        if order == std::cmp::Ordering::Equal {
-            pages.next();
-        }
-        if let Some((key, Some(value))) = cached.next() {
-            out.push((key, value));
-        }
-    }
+    merge_runs(records, cached, |value| value)
 }
 
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {
