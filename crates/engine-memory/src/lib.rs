@@ -197,9 +197,9 @@ impl Inner {
         self.commit_then_apply(lsn, ticket, batch, payload.len() as u64, durability)
     }
 
-    /// Write path steps 3–4: `Wal::commit`, then (in log order, after every earlier write) the
-    /// apply, then a snapshot if one is due. A failed commit drops the ticket unapplied, which
-    /// stops every later apply (their records follow this one in the log).
+    /// Write path steps 3–5: `Wal::commit`, then (in log order, after every earlier write) the
+    /// apply, then a snapshot if one is due. A failed commit poisons the engine and abandons the
+    /// ticket, which stops every later apply (their records follow this one in the log).
     fn commit_then_apply(
         &self,
         lsn: u64,
@@ -209,7 +209,12 @@ impl Inner {
         durability: Durability,
     ) -> Result<()> {
         self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
-        self.wal.commit(lsn, durability)?;
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
+            let e = self.poison.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
         ticket.apply_in_turn(|| {
             // Another write's failure poisoned the engine: apply nothing more.
             self.poison.check()?;

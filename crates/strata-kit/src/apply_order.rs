@@ -10,10 +10,11 @@
 //!    [`Ticket`] ([`LogGuard::enqueue`]), so ticket order is lsn order.
 //! 2. With no lock held it waits for its commit (`Wal::commit`).
 //! 3. [`Ticket::apply_in_turn`] waits until every earlier ticket is done, applies, and passes
-//!    the turn. A ticket dropped unapplied (its commit failed) or whose apply failed is
-//!    *abandoned*: every later ticket refuses to apply (its record follows a failed one in the
-//!    log, and the engine poisons itself on that failure), so the applied writes are always a
-//!    prefix of the log — what replay rebuilds.
+//!    the turn. A ticket whose commit failed ([`Ticket::abandon`], after the engine poisoned
+//!    itself), whose apply failed, or that was dropped unapplied is *abandoned*: every later
+//!    ticket refuses to apply, with the abandoning failure as its error (its record follows a
+//!    failed one in the log), so the applied writes are always a prefix of the log — what
+//!    replay rebuilds.
 //!
 //! Read-modify-write must see every write logged before it, applied or not: under the log
 //! lock it asks [`LogGuard::pending_write_of`] for the last unfinished ticket that may write its
@@ -50,8 +51,8 @@ struct State {
     turn: u64,
     /// Tickets abandoned before their turn; the turn skips them.
     abandoned_ahead: BTreeSet<u64>,
-    /// The first ticket abandoned: no later ticket applies.
-    first_abandoned: Option<u64>,
+    /// The first ticket abandoned and its failure: no later ticket applies.
+    stopped: Option<(u64, String)>,
     /// Per key hash, the last unfinished ticket that writes it.
     pending_keys: HashMap<u64, u64, BuildHasherDefault<SpreadHasher>>,
     /// The last unfinished ticket of a wide batch.
@@ -130,7 +131,7 @@ impl ApplyOrder {
 
     /// Whether an abandoned write stopped the order (every later write refuses to apply).
     pub fn is_stopped(&self) -> bool {
-        self.state.lock().first_abandoned.is_some()
+        self.state.lock().stopped.is_some()
     }
 
     /// Parks the calling thread until `turn` reaches `wake_at_turn`, a ticket is abandoned, or
@@ -156,12 +157,14 @@ impl ApplyOrder {
         state.advance();
     }
 
-    /// Ticket `number` will never apply: stop every later one, and pass the turn on if it is
-    /// this ticket's (else the turn skips it when it comes).
-    fn abandon(&self, number: u64, keys: &Keys) {
+    /// Ticket `number` will never apply (because of `cause`): stop every later one, and pass the
+    /// turn on if it is this ticket's (else the turn skips it when it comes).
+    fn abandon(&self, number: u64, keys: &Keys, cause: String) {
         let mut state = self.state.lock();
         state.forget_keys(number, keys);
-        state.first_abandoned = Some(state.first_abandoned.map_or(number, |first| first.min(number)));
+        if state.stopped.as_ref().is_none_or(|(first, _)| number < *first) {
+            state.stopped = Some((number, cause));
+        }
         if state.turn == number {
             state.turn = number + 1;
         } else {
@@ -240,12 +243,11 @@ impl Ticket<'_> {
         let order = self.order;
         let mut state = order.state.lock();
         loop {
-            if let Some(first) = state.first_abandoned.filter(|&first| first < self.number) {
+            if let Some((_, cause)) = state.stopped.as_ref().filter(|(first, _)| *first < self.number) {
+                let refused = Error::Poisoned(format!("{cause} (a write logged before this one failed)"));
                 drop(state);
                 // Dropping `self` abandons this ticket too.
-                return Err(Error::Poisoned(format!(
-                    "an earlier write (ticket {first}) failed; this one follows it in the log"
-                )));
+                return Err(refused);
             }
             if state.turn == self.number {
                 break;
@@ -254,17 +256,33 @@ impl Ticket<'_> {
         }
         drop(state);
         // A panic in `apply` drops `self` unfinished: abandoned, so no later write waits forever.
-        let applied = apply()?;
+        match apply() {
+            Ok(applied) => {
+                self.done = true;
+                order.finish(self.number, &self.keys);
+                Ok(applied)
+            }
+            Err(e) => {
+                self.abandon(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// This write will never apply: its commit failed with `cause`. Every later write refuses
+    /// to apply, with `cause` in its error. Poison the engine first, so a refused writer finds
+    /// it poisoned.
+    pub fn abandon(mut self, cause: &Error) {
         self.done = true;
-        order.finish(self.number, &self.keys);
-        Ok(applied)
+        self.order.abandon(self.number, &self.keys, cause.to_string());
     }
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.order.abandon(self.number, &self.keys);
+            let cause = "a write was dropped unapplied (a panic or a bug)".to_string();
+            self.order.abandon(self.number, &self.keys, cause);
         }
     }
 }

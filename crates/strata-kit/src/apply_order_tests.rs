@@ -36,8 +36,8 @@ fn a_later_ticket_waits_for_an_earlier_one_to_apply() {
     assert_eq!(*applied.lock(), [1, 2]);
 }
 
-/// Abandoning a ticket (its commit failed) stops every later one, already waiting or not;
-/// earlier ones still apply.
+/// Abandoning a ticket (its commit failed) stops every later one, already waiting or not, with
+/// that failure as their error; earlier ones still apply.
 #[test]
 fn an_abandoned_ticket_stops_the_later_ones_and_not_the_earlier() {
     let order = ApplyOrder::new();
@@ -52,8 +52,12 @@ fn an_abandoned_ticket_stops_the_later_ones_and_not_the_earlier() {
             waiting.apply_in_turn(|| Ok(()))
         });
         running.recv().unwrap();
-        drop(failed);
-        assert!(matches!(waiter.join().unwrap(), Err(Error::Poisoned(_))));
+        failed.abandon(&Error::invalid("the disk is full"));
+        let refused = waiter.join().unwrap();
+        assert!(
+            matches!(&refused, Err(Error::Poisoned(why)) if why.contains("the disk is full")),
+            "a refused write names the failure that stopped the order: {refused:?}"
+        );
     });
     assert!(order.is_stopped());
     earlier.apply_in_turn(|| Ok(())).unwrap();
@@ -64,8 +68,8 @@ fn an_abandoned_ticket_stops_the_later_ones_and_not_the_earlier() {
     assert!(!ran.load(SeqCst), "a write after the abandoned one was applied");
 }
 
-/// An apply that fails or panics passes the turn on (abandoned), so no later writer waits
-/// forever.
+/// An apply that fails or panics, or a ticket dropped unapplied, passes the turn on
+/// (abandoned), so no later writer waits forever.
 #[test]
 fn an_apply_that_fails_or_panics_releases_the_turn() {
     let order = ApplyOrder::new();
@@ -83,6 +87,10 @@ fn an_apply_that_fails_or_panics_releases_the_turn() {
     }));
     assert!(caught.is_err());
     assert!(next.apply_in_turn(|| Ok(())).is_err());
+
+    let order = ApplyOrder::new();
+    drop(enqueue(&order, b"a"));
+    assert!(enqueue(&order, b"b").apply_in_turn(|| Ok(())).is_err());
 }
 
 /// `pending_write_of` names the last unfinished write of a key (and only of that key), and
@@ -158,4 +166,18 @@ fn concurrent_writers_apply_in_ticket_order() {
     });
     let applied = log.into_inner();
     assert_eq!(applied, (0..2000).collect::<Vec<u64>>());
+}
+
+/// Regression (found by `enospc_real_fs` on treeline): a writer refused behind an abandoned
+/// write returned a bare "an earlier write failed", which also became the engine's poison cause
+/// when it won the race to poison; the real failure (no space) was lost. The refusal carries it.
+#[test]
+fn a_refused_write_names_the_failure_that_stopped_the_order() {
+    let order = ApplyOrder::new();
+    let failed = enqueue(&order, b"a");
+    let later = enqueue(&order, b"b");
+    let no_space = Error::io("wal-1.log", std::io::Error::from_raw_os_error(28));
+    failed.abandon(&no_space);
+    let refused = later.apply_in_turn(|| Ok(())).unwrap_err();
+    assert!(refused.is_no_space(), "{refused}");
 }

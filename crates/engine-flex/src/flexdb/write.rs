@@ -94,8 +94,8 @@ impl FlexDb {
 
     /// Write path steps 3–5, with no lock held: commit at `durability`; in log order (after
     /// every earlier write) apply to the active MemTable, freezing it if full; then the
-    /// reservation, pacing or backpressure. A failed commit drops `ticket` unapplied, which
-    /// stops every later apply (their records follow this one in the log).
+    /// reservation, pacing or backpressure. A failed commit poisons the engine and abandons
+    /// `ticket`, which stops every later apply (their records follow this one in the log).
     fn commit_then_apply(
         &self,
         lsn: u64,
@@ -104,7 +104,12 @@ impl FlexDb {
         durability: Durability,
     ) -> Result<()> {
         self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
-        self.wal.commit(lsn, durability)?;
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
+            let e = self.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
         let (room, mem_in_use) = ticket.apply_in_turn(|| {
             // Another write's failure poisoned the engine: apply nothing more.
             self.check_not_poisoned()?;

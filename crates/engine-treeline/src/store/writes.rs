@@ -116,7 +116,8 @@ impl Store {
     /// held); in log order, apply to the cache as dirty records of `lsn` and measure the cache's
     /// pressure under that lock; then wake the write-back worker when the cache is over
     /// capacity or a checkpoint is due, and wait for it while the cache is far over
-    /// (eviction.rs). A failed commit drops `ticket` unapplied, which stops every later apply.
+    /// (eviction.rs). A failed commit poisons the store and abandons `ticket`, which stops
+    /// every later apply (their records follow this one in the log).
     fn commit_then_apply(
         &self,
         lsn: u64,
@@ -126,7 +127,12 @@ impl Store {
         durability: Durability,
     ) -> Result<()> {
         Counters::add(&self.counters.user_bytes_written, batch.payload_bytes() as u64);
-        self.wal.commit(lsn, durability)?;
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the store poisoned.
+            let e = self.poison.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
         self.wal_bytes_since_checkpoint.fetch_add(payload_bytes, Relaxed);
         let pressure = ticket.apply_in_turn(|| {
             // Another write's failure poisoned the store: apply nothing more.
