@@ -9,7 +9,7 @@
 mod iter;
 mod snapshot;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -19,6 +19,7 @@ use strata_core::{
     Limits, Maintenance, MaintenanceTask, Poison, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
+use strata_kit::apply_order::{ApplyOrder, Keys, Ticket};
 use strata_kit::memtable::MemTable;
 use strata_kit::EngineFactory;
 use strata_wal::{Wal, WalOptions};
@@ -36,9 +37,15 @@ struct Inner {
     storage: Arc<dyn Storage>,
     wal_options: WalOptions,
     wal: Wal,
-    /// The live data, applied with `apply_without_tombstones`. Writers hold the write lock across
-    /// WAL append + apply, so WAL order equals apply order.
+    /// The live data, applied with `apply_without_tombstones`, only after the write's WAL commit
+    /// succeeded and in WAL order (`order`), so a reader never sees a write that may still fail.
     map: RwLock<MemTable>,
+    /// Writers append under its log lock and apply in its order (strata_kit::apply_order).
+    order: ApplyOrder,
+    /// The lsn of the last batch applied to `map`; stored under the map's write lock, so under
+    /// its read lock the map is exactly the state after every record up to it (applies follow
+    /// the log order, and a failed write stops every later apply).
+    applied_lsn: AtomicU64,
     /// Held while a snapshot is being written; `try_lock` so only one writer takes it on.
     snapshot_lock: Mutex<()>,
     /// WAL payload bytes appended since the last snapshot.
@@ -46,10 +53,10 @@ struct Inner {
     /// Minimum WAL growth before a snapshot is considered.
     snapshot_min_wal_bytes: u64,
     closed: AtomicBool,
-    /// Set before any write, batch, rmw or flush returns `Err` (issue #19 item 4): the map may
-    /// then hold entries whose WAL record failed (append, commit or group commit), so every
-    /// later read, write and scan refill refuses with `Poisoned` instead of showing them. A
-    /// reopen replays only what the log holds.
+    /// Set before any write, batch, rmw or flush returns `Err` (issue #19 item 4): the log may
+    /// hold records that were never applied (their commit failed, or they follow one that did),
+    /// so every later read, write and scan refill refuses with `Poisoned`. A reopen replays what
+    /// the log holds.
     poison: Poison,
     counters: Counters,
 }
@@ -110,8 +117,11 @@ impl MemoryEngine {
         let inner = Inner {
             storage,
             wal_options,
+            // Replay applied every record the log holds.
+            applied_lsn: AtomicU64::new(wal.last_lsn()),
             wal,
             map: RwLock::new(map),
+            order: ApplyOrder::new(),
             snapshot_lock: Mutex::new(()),
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
             snapshot_min_wal_bytes: config.wal_segment_bytes.max(64 << 10),
@@ -130,27 +140,31 @@ impl MemoryEngine {
         self.inner.write_snapshot()
     }
 
-    /// `rmw` under the map's write lock: the closure's result is appended and applied, then
-    /// committed outside the lock.
+    /// `rmw`: under the log lock, once no write of `key` is pending, the closure's result is
+    /// appended; it is applied after its commit, in log order.
     fn rmw_and_commit(
         &self,
         key: &[u8],
         f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
         durability: Durability,
     ) -> Result<Option<Value>> {
-        let (lsn, payload_bytes, user_bytes, stored) = {
-            let mut map = self.inner.map.write();
-            let new = f(map.get(key).flatten().map(Vec::as_slice));
+        let inner = &self.inner;
+        let (lsn, ticket, batch, payload_bytes, stored) = loop {
+            let log = inner.order.lock_log();
+            // A write of the key logged but not applied yet: the map does not show it.
+            if let Some(pending) = log.pending_write_of(key) {
+                drop(log);
+                inner.order.wait_done(pending);
+                inner.ensure_open()?;
+                continue;
+            }
+            let new = f(inner.map.read().get(key).flatten().map(Vec::as_slice));
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
-            let lsn = self.inner.wal.append(&payload)?;
-            let user_bytes = batch.payload_bytes() as u64;
-            for op in batch.into_ops() {
-                map.apply_without_tombstones(op);
-            }
-            (lsn, payload.len() as u64, user_bytes, new)
+            let lsn = inner.wal.append(&payload)?;
+            break (lsn, log.enqueue(Keys::one(key)), batch, payload.len() as u64, new);
         };
-        self.inner.after_append(lsn, payload_bytes, user_bytes, durability)?;
+        inner.commit_then_apply(lsn, ticket, batch, payload_bytes, durability)?;
         Ok(stored)
     }
 }
@@ -164,37 +178,53 @@ impl Inner {
         self.poison.check()
     }
 
-    /// Appends `batch` to the WAL and applies it under the map's write lock, then waits for the
-    /// requested durability outside the lock (so concurrent writers share one fsync). Any
-    /// failure poisons the engine before it is returned: the batch may be in the map already.
+    /// Appends `batch` to the WAL, waits for the requested durability (concurrent writers share
+    /// one fsync), then applies it in log order. Any failure poisons the engine before it is
+    /// returned: the log may hold the record (or later ones) that was never applied.
     fn commit_batch(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.ensure_open()?;
-        self.apply_and_commit(batch, durability).map_err(|e| self.poison.poison(e))
+        self.append_and_commit(batch, durability).map_err(|e| self.poison.poison(e))
     }
 
-    fn apply_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+    fn append_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         let payload = encode_batch(&batch);
-        let user_bytes = batch.payload_bytes() as u64;
-        let lsn = {
-            let mut map = self.map.write();
+        let keys = Keys::of(&batch);
+        let (lsn, ticket) = {
+            let log = self.order.lock_log();
             let lsn = self.wal.append(&payload)?;
+            (lsn, log.enqueue(keys))
+        };
+        self.commit_then_apply(lsn, ticket, batch, payload.len() as u64, durability)
+    }
+
+    /// Write path steps 3–5: `Wal::commit`, then (in log order, after every earlier write) the
+    /// apply, then a snapshot if one is due. A failed commit poisons the engine and abandons the
+    /// ticket, which stops every later apply (their records follow this one in the log).
+    fn commit_then_apply(
+        &self,
+        lsn: u64,
+        ticket: Ticket<'_>,
+        batch: WriteBatch,
+        payload_bytes: u64,
+        durability: Durability,
+    ) -> Result<()> {
+        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
+            let e = self.poison.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
+        ticket.apply_in_turn(|| {
+            // Another write's failure poisoned the engine: apply nothing more.
+            self.poison.check()?;
+            let mut map = self.map.write();
             for op in batch.into_ops() {
                 map.apply_without_tombstones(op);
             }
-            lsn
-        };
-        self.after_append(lsn, payload.len() as u64, user_bytes, durability)
-    }
-
-    fn after_append(
-        &self,
-        lsn: u64,
-        payload_bytes: u64,
-        user_bytes: u64,
-        durability: Durability,
-    ) -> Result<()> {
-        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
-        self.wal.commit(lsn, durability)?;
+            self.applied_lsn.store(lsn, Release);
+            Ok(())
+        })?;
         let since = self.wal_bytes_since_snapshot.fetch_add(payload_bytes, Relaxed) + payload_bytes;
         // The cheap bound first: most commits stay below it and skip the map's lock.
         if since >= self.snapshot_min_wal_bytes && since >= self.snapshot_trigger_bytes() {
@@ -215,11 +245,11 @@ impl Inner {
 
     /// Caller holds `snapshot_lock`.
     fn write_snapshot(&self) -> Result<()> {
-        // Writers append to the WAL only under the map's write lock, so under the read lock the
-        // map is exactly the state after record `lsn`.
+        // Under the read lock the map is exactly the state after record `applied_lsn` (later
+        // records may be logged, not yet applied: they stay in the WAL for replay).
         let lsn = {
             let map = self.map.read();
-            let lsn = self.wal.last_lsn();
+            let lsn = self.applied_lsn.load(Acquire);
             let name = snapshot::file_name(lsn);
             let tmp = format!("{name}.tmp");
             let mut writer = snapshot::SnapshotWriter::create(self.storage.as_ref(), &tmp, lsn)?;

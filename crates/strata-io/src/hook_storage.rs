@@ -1,6 +1,8 @@
-//! A storage wrapper that runs hooks on file syncs and reads: slow disks, counted syncs and power
-//! losses in the middle of an fdatasync, for tests of anything that groups or orders syncs; read
-//! sizes, for tests of anything that must read in bounded pieces.
+//! A storage wrapper that runs hooks on file syncs, writes and reads: slow disks, counted syncs and
+//! power losses in the middle of an fdatasync, for tests of anything that groups or orders syncs;
+//! a write or sync held (and then failed) while another thread looks, for tests of what is
+//! visible while a write is in flight; read sizes, for tests of anything that must read in
+//! bounded pieces.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,13 +16,18 @@ use crate::{OpenOptions, Storage, StorageFile, StorageLock};
 /// syncing.
 pub type SyncHook = Arc<dyn Fn(&str) -> Result<()> + Send + Sync>;
 
+/// Called with the file's name, the offset and the length before each `StorageFile::write_at`; an
+/// `Err` is returned instead of writing (nothing is written).
+pub type WriteHook = Arc<dyn Fn(&str, u64, usize) -> Result<()> + Send + Sync>;
+
 /// Called with the file's name, the offset and the length before each `StorageFile::read_at`.
 pub type ReadHook = Arc<dyn Fn(&str, u64, usize) + Send + Sync>;
 
 /// Forwards everything to `inner`, except that every file sync runs the sync hook: before the
 /// sync (`new`; an `Err` is returned instead of syncing) or after a successful one (`after`; an
 /// `Err` is returned although the sync took effect, and a delay there models a sync that returns
-/// late); and every file read runs the read hook (`reads`).
+/// late); every file write runs the write hook (`with_writes`; an `Err` is returned instead of
+/// writing); and every file read runs the read hook (`reads`).
 #[derive(Clone)]
 pub struct HookStorage {
     inner: Arc<dyn Storage>,
@@ -31,22 +38,29 @@ pub struct HookStorage {
 struct Hooks {
     sync: Option<SyncHook>,
     sync_after: bool,
+    write: Option<WriteHook>,
     read: Option<ReadHook>,
 }
 
 impl HookStorage {
     pub fn new(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
-        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: false, read: None } }
+        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: false, write: None, read: None } }
     }
 
     /// The hook runs after each successful file sync instead of before it.
     pub fn after(inner: Arc<dyn Storage>, hook: SyncHook) -> Self {
-        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: true, read: None } }
+        HookStorage { inner, hooks: Hooks { sync: Some(hook), sync_after: true, write: None, read: None } }
     }
 
     /// Only reads run a hook.
     pub fn reads(inner: Arc<dyn Storage>, hook: ReadHook) -> Self {
-        HookStorage { inner, hooks: Hooks { sync: None, sync_after: false, read: Some(hook) } }
+        HookStorage { inner, hooks: Hooks { sync: None, sync_after: false, write: None, read: Some(hook) } }
+    }
+
+    /// Every file write also runs `hook` first (files opened from the returned storage).
+    pub fn with_writes(mut self, hook: WriteHook) -> Self {
+        self.hooks.write = Some(hook);
+        self
     }
 
     /// Reads raise the returned counter to the longest single read's length (bytes), for tests
@@ -120,6 +134,9 @@ impl StorageFile for HookFile {
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if let Some(hook) = &self.hooks.write {
+            hook(self.inner.name(), offset, data.len())?;
+        }
         self.inner.write_at(offset, data)
     }
     fn sync(&self) -> Result<()> {
@@ -184,6 +201,27 @@ mod tests {
         file.write_at(0, b"abcd").unwrap();
         file.sync().unwrap();
         assert_eq!(seen_durable.load(Ordering::SeqCst), 4, "the hook saw the synced bytes");
+    }
+
+    #[test]
+    fn the_write_hook_runs_before_each_write_and_can_fail_it() {
+        let writes = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = writes.clone();
+        let write_hook: WriteHook = Arc::new(move |name, offset, len| {
+            seen.lock().push((name.to_string(), offset, len));
+            match offset {
+                0 => Ok(()),
+                _ => Err(strata_core::Error::invalid(format!("refusing to write {name} at {offset}"))),
+            }
+        });
+        let inner = MemStorage::new();
+        let storage = HookStorage::new(Arc::new(inner.clone()), Arc::new(|_| Ok(()))).with_writes(write_hook);
+        let file = storage.open("f", OpenOptions::create()).unwrap();
+        file.write_at(0, b"abc").unwrap();
+        let err = file.write_at(3, b"def").unwrap_err();
+        assert!(err.to_string().contains("refusing to write f at 3"), "{err}");
+        assert_eq!(file.len().unwrap(), 3, "the refused write wrote nothing");
+        assert_eq!(*writes.lock(), [("f".to_string(), 0, 3), ("f".to_string(), 3, 3)]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub use counters::Counters;
 pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
-pub use hook_storage::{HookStorage, ReadHook, SyncHook};
+pub use hook_storage::{HookStorage, ReadHook, SyncHook, WriteHook};
 pub use mem::MemStorage;
 pub use sim::{CrashMode, Fault, FaultKind, SimStorage};
 pub use strata_core::IoStats;

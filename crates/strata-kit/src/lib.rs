@@ -5,6 +5,7 @@
 /// Sticky failure state; it lives in strata-core because the WAL (below this crate) uses it.
 pub use strata_core::Poison;
 
+pub mod apply_order;
 pub mod cache;
 mod factory;
 pub mod inline_key;

@@ -12,7 +12,7 @@ pub fn test_name(module_path: &str, function: &str) -> String {
 }
 
 /// Declares `conformance_mem`, `conformance_sim`, `process_kill_crash`, `fault_injection`,
-/// `failed_writes_stay_invisible`, `bulk_load_matches_the_model`, `damaged_files_are_refused_or_lose_nothing` and, when `stress = (threads, ops_per_thread)` is given, `concurrency_stress`, each running the
+/// `failed_writes_stay_invisible`, `writes_in_flight_stay_invisible_and_in_log_order`, `bulk_load_matches_the_model`, `damaged_files_are_refused_or_lose_nothing` and, when `stress = (threads, ops_per_thread)` is given, `concurrency_stress`, each running the
 /// kit's check on `$target` (an expression evaluated per test). Invoke it at the top of a test
 /// file, or inside a `mod` to instantiate the kit for a second target.
 #[macro_export]
@@ -42,6 +42,11 @@ macro_rules! kit_tests {
         #[test]
         fn failed_writes_stay_invisible() {
             $crate::failed_writes::check(&$target);
+        }
+
+        #[test]
+        fn writes_in_flight_stay_invisible_and_in_log_order() {
+            $crate::in_flight::check(&$target);
         }
 
         #[test]

@@ -6,6 +6,8 @@
 //! - [`faults`]: EIO, ENOSPC, fsync failure and bit flips on `SimStorage`;
 //! - [`failed_writes`]: a write, batch or rmw that returned `Err` is never seen by a reader on
 //!   the same handle, and after a reopen only as an unacknowledged write may be;
+//! - [`in_flight`]: a write held inside its log commit is invisible to a concurrent reader until
+//!   that commit succeeded, and writes become visible in log order;
 //! - [`stress`]: many threads on overlapping keys, lost-update and per-key version checks;
 //! - [`bulk_load`]: `Engine::bulk_load` into an empty and a non-empty store, with an error item
 //!   and a power cut mid-load;
@@ -40,6 +42,7 @@ mod escape;
 pub mod failed_writes;
 mod failure;
 pub mod faults;
+pub mod in_flight;
 #[doc(hidden)]
 pub mod instantiate;
 mod keyspace;

@@ -3,19 +3,21 @@
 //!
 //! The engine keeps a `BTreeMap` in memory. Every `Sync` write, `flush` and `close` persists the
 //! whole map (checksummed) with `write_file_atomic`; `open` loads it. Buffered/None writes live in
-//! memory only, which is legal: until the next durability point they are pending.
+//! memory only, which is legal: until the next durability point they are pending. Writers take
+//! turns (`writer`); a write builds the next map, persists it if it must, and only then installs
+//! it, so readers (who never wait for a persist) see a write once it is durable as asked.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use strata_core::{
     BatchOp, Capabilities, Direction, Durability, Engine, Error, Key, KeyRange, KvIter, Limits, Result,
     Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
-use strata_testkit::{crash, damage, failed_writes, faults, stress, StorageKind, Target};
+use strata_testkit::{crash, damage, failed_writes, faults, in_flight, stress, StorageKind, Target};
 
 const DATA_FILE: &str = "canary.data";
 /// Written after the first successful persist: from then on a missing data file is damage, not a
@@ -50,6 +52,15 @@ enum Bug {
     /// fails; the failure refuses later writes but reads go on answering from the map, so they
     /// show the write that returned `Err` (the memory and flex bug of issue #19 item 4).
     FailedWriteStaysVisible,
+    /// A write is installed before it is persisted; a failed persist poisons, and reads refuse a
+    /// poisoned canary. So only a read *while* the persist runs sees the write that then fails
+    /// (what memory, flex, treeline and f2 did before they applied after the log commit).
+    InFlightWriteVisible,
+    /// Writers do not take turns across a persist, and each applies its own changes to the map
+    /// once its persist is done: a later write that needs no persist is applied first and then
+    /// overwritten by an earlier one whose persist ends later (apply after commit, but not in
+    /// log order).
+    AppliesOutOfLogOrder,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +79,9 @@ const CORRECT: Options =
 struct Canary {
     storage: Arc<dyn Storage>,
     options: Options,
+    /// Held by a write from reading the map to installing the next one, persist included, so
+    /// writes are persisted and installed in one order (the canary's log order).
+    writer: Mutex<()>,
     state: Mutex<State>,
     _lock: Box<dyn StorageLock>,
 }
@@ -104,7 +118,13 @@ impl Canary {
         } else {
             BTreeMap::new()
         };
-        Ok(Canary { storage, options, state: Mutex::new(State { map, ..State::default() }), _lock: lock })
+        Ok(Canary {
+            storage,
+            options,
+            writer: Mutex::new(()),
+            state: Mutex::new(State { map, ..State::default() }),
+            _lock: lock,
+        })
     }
 
     fn usable(state: &State) -> Result<()> {
@@ -125,28 +145,93 @@ impl Canary {
         }
     }
 
-    fn persist(&self, state: &mut State) -> Result<()> {
-        let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(&state.map)).and_then(
-            |()| match self.storage.exists(CREATED_FILE)? {
+    /// Writes `map` as the data file; a failure poisons the canary.
+    fn persist(&self, map: &BTreeMap<Key, Value>) -> Result<()> {
+        let result = write_file_atomic(&*self.storage, DATA_FILE, &codec::encode(map)).and_then(|()| {
+            match self.storage.exists(CREATED_FILE)? {
                 true => Ok(()),
                 false => write_file_atomic(&*self.storage, CREATED_FILE, b"created"),
-            },
-        );
+            }
+        });
         if self.options.bug == Bug::SwallowPersistErrors {
             return Ok(());
         }
         if let Err(e) = &result {
-            state.poisoned = Some(e.to_string());
+            self.state.lock().poisoned = Some(e.to_string());
         }
         result
     }
 
-    fn after_write(&self, state: &mut State, durability: Durability) -> Result<()> {
+    fn must_persist(&self, durability: Durability) -> bool {
         let sync = durability == Durability::Sync && self.options.bug != Bug::AckSyncWithoutPersist;
-        if sync || self.options.persist_every_write {
-            self.persist(state)?;
+        sync || self.options.persist_every_write
+    }
+
+    /// A write's key changes (`None`: delete), without the puts `LoseEveryNthPut` drops.
+    fn changes_of(&self, batch: WriteBatch) -> Changes {
+        let mut changes = Changes::new();
+        for op in batch.into_ops() {
+            match op {
+                BatchOp::Put { key, value } => {
+                    if let Bug::LoseEveryNthPut(n) = self.options.bug {
+                        let mut state = self.state.lock();
+                        state.puts_seen += 1;
+                        if state.puts_seen == n {
+                            state.puts_seen = 0;
+                            continue;
+                        }
+                    }
+                    changes.push((key, Some(value)));
+                }
+                BatchOp::Delete { key } => changes.push((key, None)),
+            }
+        }
+        changes
+    }
+
+    /// Builds the next map, persists it when `durability` asks, then installs it (the bugs
+    /// change when and how). `writer` is this write's turn.
+    fn commit(&self, writer: MutexGuard<'_, ()>, changes: Changes, durability: Durability) -> Result<()> {
+        let mut next = {
+            let state = self.state.lock();
+            Canary::usable(&state)?;
+            state.map.clone()
+        };
+        apply(&mut next, &changes);
+        match self.options.bug {
+            Bug::FailedWriteStaysVisible | Bug::InFlightWriteVisible => self.state.lock().map = next.clone(),
+            Bug::AppliesOutOfLogOrder => drop(writer),
+            _ => {}
+        }
+        if self.must_persist(durability) {
+            self.persist(&next)?;
+        }
+        let mut state = self.state.lock();
+        match self.options.bug {
+            Bug::AppliesOutOfLogOrder => apply(&mut state.map, &changes),
+            _ => state.map = next,
         }
         Ok(())
+    }
+
+    /// The map, for a flush or close (which hold the writer's turn).
+    fn current_map(&self, closing: bool) -> Result<BTreeMap<Key, Value>> {
+        let mut state = self.state.lock();
+        Canary::usable(&state)?;
+        state.closed |= closing;
+        Ok(state.map.clone())
+    }
+}
+
+/// Key changes of one write, in order.
+type Changes = Vec<(Key, Option<Value>)>;
+
+fn apply(map: &mut BTreeMap<Key, Value>, changes: &Changes) {
+    for (key, value) in changes {
+        match value {
+            Some(value) => map.insert(key.clone(), value.clone()),
+            None => map.remove(key),
+        };
     }
 }
 
@@ -177,26 +262,9 @@ impl Engine for Canary {
     }
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        let mut state = self.state.lock();
-        Canary::usable(&state)?;
-        for op in batch.into_ops() {
-            match op {
-                BatchOp::Put { key, value } => {
-                    if let Bug::LoseEveryNthPut(n) = self.options.bug {
-                        state.puts_seen += 1;
-                        if state.puts_seen == n {
-                            state.puts_seen = 0;
-                            continue;
-                        }
-                    }
-                    state.map.insert(key, value);
-                }
-                BatchOp::Delete { key } => {
-                    state.map.remove(&key);
-                }
-            }
-        }
-        self.after_write(&mut state, durability)
+        let writer = self.writer.lock();
+        let changes = self.changes_of(batch);
+        self.commit(writer, changes, durability)
     }
 
     fn rmw(
@@ -205,23 +273,25 @@ impl Engine for Canary {
         f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
         durability: Durability,
     ) -> Result<Option<Value>> {
-        let mut state = self.state.lock();
-        Canary::usable(&state)?;
-        let new = if self.options.bug == Bug::RacyRmw {
-            let old = state.map.get(key).cloned();
-            drop(state);
+        let current = || -> Result<Option<Value>> {
+            let state = self.state.lock();
+            Canary::usable(&state)?;
+            Ok(state.map.get(key).cloned())
+        };
+        let (writer, new) = if self.options.bug == Bug::RacyRmw {
+            let old = {
+                let _writer = self.writer.lock();
+                current()?
+            };
             std::thread::yield_now();
             let new = f(old.as_deref());
-            state = self.state.lock();
-            new
+            (self.writer.lock(), new)
         } else {
-            f(state.map.get(key).map(Vec::as_slice))
+            let writer = self.writer.lock();
+            let old = current()?;
+            (writer, f(old.as_deref()))
         };
-        match &new {
-            Some(v) => state.map.insert(key.to_vec(), v.clone()),
-            None => state.map.remove(key),
-        };
-        self.after_write(&mut state, durability)?;
+        self.commit(writer, vec![(key.to_vec(), new.clone())], durability)?;
         Ok(new)
     }
 
@@ -246,16 +316,13 @@ impl Engine for Canary {
     }
 
     fn flush(&self) -> Result<()> {
-        let mut state = self.state.lock();
-        Canary::usable(&state)?;
-        self.persist(&mut state)
+        let _writer = self.writer.lock();
+        self.persist(&self.current_map(false)?)
     }
 
     fn close(&self) -> Result<()> {
-        let mut state = self.state.lock();
-        Canary::usable(&state)?;
-        state.closed = true;
-        self.persist(&mut state)
+        let _writer = self.writer.lock();
+        self.persist(&self.current_map(true)?)
     }
 
     fn stats(&self) -> Stats {
@@ -480,6 +547,44 @@ fn failed_writes_check_catches_a_failed_write_left_visible() {
     for seed in BITE_SEEDS {
         let result = failed_writes::run(&target, seed);
         assert!(matches!(&result, Err(f) if f.description.contains("failed writes absent")), "{result:?}");
+    }
+}
+
+#[test]
+fn canary_passes_the_in_flight_check() {
+    in_flight::check(&target(CORRECT));
+    let unordered =
+        named_target("canary-unordered", Options { ordered: false, prefix_consistent: false, ..CORRECT });
+    in_flight::check(&unordered);
+}
+
+#[test]
+fn in_flight_check_catches_a_write_visible_while_its_persist_runs() {
+    for bug in [Bug::InFlightWriteVisible, Bug::FailedWriteStaysVisible] {
+        let result = in_flight::run(&target(Options { bug, ..CORRECT }), 1);
+        assert!(
+            matches!(&result, Err(f) if f.description.contains("visible before it failed")),
+            "{bug:?}: {result:?}"
+        );
+    }
+}
+
+#[test]
+fn in_flight_check_catches_writes_applied_out_of_log_order() {
+    let result = in_flight::run(&target(Options { bug: Bug::AppliesOutOfLogOrder, ..CORRECT }), 1);
+    assert!(
+        matches!(&result, Err(f) if f.description.contains("applied over the later write")),
+        "{result:?}"
+    );
+}
+
+/// Why the in-flight check exists: the failed-writes check judges reads made after a failed
+/// write returned, so a write visible only while its persist runs passes it.
+#[test]
+fn failed_writes_check_does_not_see_a_write_visible_only_while_in_flight() {
+    for seed in BITE_SEEDS {
+        let result = failed_writes::run(&target(Options { bug: Bug::InFlightWriteVisible, ..CORRECT }), seed);
+        assert!(result.is_ok(), "{result:?}");
     }
 }
 

@@ -42,9 +42,10 @@ pub(crate) struct Inner {
     pub wal_options: WalOptions,
     pub wal: Wal,
     /// Write latches, one per stripe of key hashes: a write holds its keys' latches from WAL
-    /// append to apply, so per key WAL order is apply order (and replay reproduces the state).
+    /// append through its commit to the end of its apply, so per key WAL order is apply order
+    /// (and replay reproduces the state), and a write is applied only once its commit succeeded.
     pub key_locks: Box<[Mutex<()>]>,
-    /// Writers hold it shared from WAL append to the end of apply; the checkpoint cut and
+    /// Writers hold it shared from WAL append through commit to the end of apply; the checkpoint cut and
     /// `stable_hot_tail` take it exclusively (every logged write applied, every reserved record
     /// complete).
     pub write_lock: RwLock<()>,

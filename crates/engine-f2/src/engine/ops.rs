@@ -386,11 +386,15 @@ impl Inner {
         self.key_locks[key_stripe(&self.hot_index, hash)].lock()
     }
 
-    /// Logs `batch` to the WAL and applies it. Caller holds the latches of its keys
-    /// (`key_latches`: `lock_hashes` or `lock_hash` guards), released before waiting for
-    /// durability, and passes `hashes[i] = key_hash(key of op i)`. The write lock is held shared
-    /// across WAL append and apply (the checkpoint cut takes it exclusively); a multi-operation
-    /// batch takes the batch gate first, so a batch waiting for the gate holds no write lock.
+    /// Logs `batch` to the WAL, commits it, and only then applies it (issue #19 item 4: a
+    /// reader never sees a write that may still fail). Caller holds the latches of its keys
+    /// (`key_latches`: `lock_hashes` or `lock_hash` guards) and passes `hashes[i] =
+    /// key_hash(key of op i)`; the latches are held from the append through the commit to the
+    /// end of the apply, so per key the apply order is the WAL order (a later write of a key
+    /// waits for an earlier one's fsync) while writes of other keys share the group commit.
+    /// The write lock is held shared over the same span (the checkpoint cut takes it
+    /// exclusively: every logged write is then applied or failed). A multi-operation batch takes
+    /// the batch gate only around its apply, so readers never wait for a commit.
     fn log_and_apply<Latches>(
         &self,
         key_latches: Latches,
@@ -400,11 +404,15 @@ impl Inner {
     ) -> Result<()> {
         debug_assert_eq!(hashes.len(), batch.len(), "one hash per operation");
         let payload = encode_batch(batch);
-        let lsn = {
+        let no_cut = self.write_lock.read();
+        self.ensure_usable()?;
+        let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
+        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
+        self.wal.commit(lsn, durability).map_err(|e| self.poisoned(e))?;
+        {
             let _gate = (batch.len() > 1).then(|| self.batch_gate.write());
-            let _no_cut = self.write_lock.read();
+            // Another write's failure poisoned the engine: it changes nothing more in memory.
             self.ensure_usable()?;
-            let lsn = self.wal.append(&payload).map_err(|e| self.poisoned(e))?;
             for (i, op) in batch.ops().iter().enumerate() {
                 // A missing hash (a caller bug) is recomputed rather than skipping the operation.
                 let hash = hashes.get(i).copied().unwrap_or_else(|| key_hash(op.key()));
@@ -419,11 +427,9 @@ impl Inner {
                 )
                 .map_err(|e| self.poisoned(e))?;
             }
-            lsn
-        };
+        }
+        drop(no_cut);
         drop(key_latches);
-        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
-        self.wal.commit(lsn, durability).map_err(|e| self.poisoned(e))?;
         self.wal_bytes_since_checkpoint.fetch_add(payload.len() as u64, Relaxed);
         self.maybe_maintain()
     }

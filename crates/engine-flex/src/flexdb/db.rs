@@ -5,8 +5,9 @@
 //! Commits run on a background thread (`committer.rs`); writers only freeze a full MemTable.
 //! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.
 //! The committer never holds `mem` while it waits for `table`. Readers hold `mem` and `table`
-//! one after the other, never together, except `rmw`, which holds `mem` for writing across its
-//! table lookup so no write to the key slips in between.
+//! one after the other, never together. Writers take the apply order's log lock (`order`) alone
+//! to append, and `rmw` takes `mem` (read) under it; the committer never takes it. A writer
+//! applies (under `mem`) only after its WAL commit, in log order (`strata_kit::apply_order`).
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -16,6 +17,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 use strata_core::{BatchOp, EngineConfig, Error, Poison, Result, Value};
 use strata_io::Storage;
+use strata_kit::apply_order::ApplyOrder;
 use strata_kit::memtable::MemTable;
 use strata_kit::replay::{self, ReplayedWal};
 use strata_kit::worker::{Worker, WorkerSignals};
@@ -38,9 +40,12 @@ pub(crate) struct MemState {
     pub(crate) active: MemTable,
     /// The MemTable being committed; readers consult it after `active`, before the table.
     pub(crate) imm: Option<Arc<MemTable>>,
-    /// The WAL's last lsn when `imm` was frozen: `imm` holds every record up to it not yet in
-    /// the table file.
+    /// `applied_lsn` when `imm` was frozen: `imm` holds every record up to it not yet in the
+    /// table file.
     pub(super) imm_lsn: u64,
+    /// The lsn of the last batch applied to `active`. Batches are applied in log order, after
+    /// their commit, so every record up to it is in a MemTable or the table file.
+    pub(super) applied_lsn: u64,
     /// Bumped by every change to either MemTable (a write, a freeze, the drop of `imm`): a scan
     /// that read the MemTables at one version knows they still hold the same entries while the
     /// version is unchanged.
@@ -64,6 +69,8 @@ pub(crate) struct FlexDb {
     pub(super) storage: Arc<dyn Storage>,
     pub(super) wal_options: WalOptions,
     pub(super) wal: Wal,
+    /// Writers append under its log lock and apply to `mem` in its order, after their commit.
+    pub(super) order: ApplyOrder,
     pub(crate) mem: RwLock<MemState>,
     pub(crate) table: RwLock<Table>,
     /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
@@ -145,11 +152,14 @@ impl FlexDb {
                 }
                 Ok(())
             })?;
+        // Replay applied every record the log holds.
+        let applied_lsn = wal.last_lsn();
         let db = FlexDb {
             storage,
             wal_options,
             wal,
-            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, version: 0 }),
+            order: ApplyOrder::new(),
+            mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, applied_lsn, version: 0 }),
             table: RwLock::new(table),
             imm_drops: AtomicU64::new(0),
             commit_lock: Mutex::new(()),
@@ -184,8 +194,14 @@ impl FlexDb {
         self.poison.check()
     }
 
+    /// `Err` once poisoned (whether or not closed): an apply in flight during `close` still
+    /// lands, a poisoned engine applies nothing more.
+    pub(super) fn check_not_poisoned(&self) -> Result<()> {
+        self.poison.check()
+    }
+
     /// Makes the engine refuse every later operation: the table file and its index may disagree,
-    /// or a MemTable holds a batch whose WAL append or commit failed (write.rs).
+    /// or the WAL holds a record no MemTable will hold (its commit failed, write.rs).
     pub(super) fn poison(&self, e: Error) -> Error {
         self.poison.poison(e)
     }

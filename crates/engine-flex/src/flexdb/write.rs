@@ -1,6 +1,7 @@
 //! FlexDB's write path (steps numbered in docs/ARCHITECTURE.md, section `flex`): append to the
-//! WAL and apply to the active MemTable under `mem`; freeze a full MemTable for the committer;
-//! pace writers that run ahead of a commit; wait for room when both MemTables are full.
+//! WAL under the apply order's log lock; commit; then, in log order, apply to the active
+//! MemTable under `mem` and freeze a full MemTable for the committer; pace writers that run
+//! ahead of a commit; wait for room when both MemTables are full.
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use strata_core::batch_codec::encode_batch;
 use strata_core::{Durability, Result, Value, WriteBatch};
+use strata_kit::apply_order::{Keys, Ticket};
 
 use super::db::{FlexDb, MemState};
 
@@ -26,35 +28,35 @@ pub(super) enum Room {
 }
 
 impl FlexDb {
-    /// Write path steps 1–4: append and apply under `mem`, then wait for durability.
+    /// Write path steps 1–5: append under the log lock, wait for durability, then apply in log
+    /// order.
     ///
     /// Every failure from the append on poisons the engine before it is returned (issue #19
-    /// item 4): the batch is in the active MemTable from step 2 and is not undone, and a group
-    /// commit that failed may have failed other writers' batches too; readers check the poison
-    /// (`check_usable`, also before each scan window), so none of them sees a failed write.
+    /// item 4): the log may hold the record (and later ones) that no MemTable will hold, and a
+    /// group commit that failed may have failed other writers' batches too; readers check the
+    /// poison (`check_usable`, also before each scan window). A batch is in the active MemTable
+    /// only once its commit succeeded, so no reader sees a write that may still fail.
     pub(crate) fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.check_usable()?;
         let payload = encode_batch(&batch);
-        let user_bytes = batch.payload_bytes() as u64;
-        let (lsn, room, mem_in_use) = {
-            let mut mem = self.mem.write();
+        let keys = Keys::of(&batch);
+        let (lsn, ticket) = {
+            let log = self.order.lock_log();
             let lsn = self.wal.append(&payload).map_err(|e| self.poison(e))?;
-            for op in batch.into_ops() {
-                mem.apply(op);
-            }
-            (lsn, self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem))
+            (lsn, log.enqueue(keys))
         };
-        self.after_append(lsn, user_bytes, durability, room, mem_in_use).map_err(|e| self.poison(e))
+        self.commit_then_apply(lsn, ticket, batch, durability).map_err(|e| self.poison(e))
     }
 
     /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it.
     ///
-    /// The table is read before taking the `mem` write lock, never under it: waiting there for
-    /// the table's read lock (held for writing by a commit step) would stall every reader and
-    /// writer behind `mem`. The value read stays current unless a commit finished in between
-    /// (the same argument as a scan window's, iter.rs): a commit changes only keys of the
-    /// immutable MemTable, which `mem` shows until the commit drops it and bumps `imm_drops`
-    /// under the `mem` write lock; if that counter moved, read again.
+    /// The table is read before taking any lock: waiting under a lock for the table's read lock
+    /// (held for writing by a commit step) would stall every writer behind it. The value read
+    /// stays current unless a commit finished in between (the same argument as a scan window's,
+    /// iter.rs): a commit changes only keys of the immutable MemTable, which `mem` shows until
+    /// the commit drops it and bumps `imm_drops` under the `mem` write lock; if that counter
+    /// moved, read again. Under the log lock no write of `key` may be logged and not applied
+    /// yet (else wait for it and read again), so `f` sees every write logged before it.
     pub(crate) fn rmw(
         &self,
         key: &[u8],
@@ -62,14 +64,20 @@ impl FlexDb {
         durability: Durability,
     ) -> Result<Option<Value>> {
         self.check_usable()?;
-        let (lsn, user_bytes, room, stored, mem_in_use) = loop {
+        loop {
             let drops_seen = self.imm_drops.load(SeqCst);
             let in_mem = self.mem.read().get(key).is_some();
             let table_value = if in_mem { None } else { Some(self.table.read().get(key)?) };
             #[cfg(test)]
             super::rmw_tests::after_table_read();
-            let mut mem = self.mem.write();
-            let current = match (mem.get(key), table_value) {
+            let log = self.order.lock_log();
+            if let Some(pending) = log.pending_write_of(key) {
+                drop(log);
+                self.order.wait_done(pending);
+                self.check_usable()?;
+                continue;
+            }
+            let current = match (self.mem.read().get(key), table_value) {
                 (Some(v), _) => v.cloned(),
                 (None, Some(v)) if self.imm_drops.load(SeqCst) == drops_seen => v,
                 (None, _) => continue, // a commit moved the key into the table meanwhile
@@ -77,29 +85,42 @@ impl FlexDb {
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
             let lsn = self.wal.append(&encode_batch(&batch)).map_err(|e| self.poison(e))?;
-            let user_bytes = batch.payload_bytes() as u64;
+            let ticket = log.enqueue(Keys::one(key));
+            drop(log);
+            self.commit_then_apply(lsn, ticket, batch, durability).map_err(|e| self.poison(e))?;
+            return Ok(new);
+        }
+    }
+
+    /// Write path steps 3–5, with no lock held: commit at `durability`; in log order (after
+    /// every earlier write) apply to the active MemTable, freezing it if full; then the
+    /// reservation, pacing or backpressure. A failed commit poisons the engine and abandons
+    /// `ticket`, which stops every later apply (their records follow this one in the log).
+    fn commit_then_apply(
+        &self,
+        lsn: u64,
+        ticket: Ticket<'_>,
+        batch: WriteBatch,
+        durability: Durability,
+    ) -> Result<()> {
+        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
+            let e = self.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
+        let (room, mem_in_use) = ticket.apply_in_turn(|| {
+            // Another write's failure poisoned the engine: apply nothing more.
+            self.check_not_poisoned()?;
+            let mut mem = self.mem.write();
             for op in batch.into_ops() {
                 mem.apply(op);
             }
-            break (lsn, user_bytes, self.freeze_if_full(&mut mem), new, Self::mem_in_use_bytes(&mem));
-        };
-        self.after_append(lsn, user_bytes, durability, room, mem_in_use).map_err(|e| self.poison(e))?;
-        Ok(stored)
-    }
-
-    /// Write path steps 4–5, with no lock held; `mem_in_use` is the MemTables' memory right after
-    /// the write.
-    fn after_append(
-        &self,
-        lsn: u64,
-        user_bytes: u64,
-        durability: Durability,
-        room: Room,
-        mem_in_use: u64,
-    ) -> Result<()> {
+            mem.applied_lsn = lsn;
+            Ok((self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem)))
+        })?;
         self.reserve_mem(mem_in_use);
-        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
-        self.wal.commit(lsn, durability)?;
         match room {
             Room::Free => Ok(()),
             Room::Paced(fill) => {
@@ -154,14 +175,15 @@ impl FlexDb {
     }
 
     /// Commit path step 1: the active MemTable becomes the immutable one, unless one exists or
-    /// it is empty. Appends happen under `mem`, so every record up to the frozen lsn is in the
-    /// new immutable MemTable or older.
+    /// it is empty. Batches are applied in log order, each with its lsn recorded under `mem`,
+    /// so every record up to the frozen lsn (`applied_lsn`) is in the new immutable MemTable or
+    /// older; later records may be logged and not applied yet, and stay in the WAL.
     pub(super) fn freeze(&self, mem: &mut MemState) -> bool {
         if mem.imm.is_some() || mem.active.is_empty() {
             return false;
         }
         mem.imm = Some(Arc::new(std::mem::take(&mut mem.active)));
-        mem.imm_lsn = self.wal.last_lsn();
+        mem.imm_lsn = mem.applied_lsn;
         mem.version += 1;
         true
     }

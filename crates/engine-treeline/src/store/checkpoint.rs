@@ -21,7 +21,8 @@ pub(crate) enum Sweep {
 }
 
 impl Store {
-    /// 1. Cut: under the cache lock every batch up to `cut_lsn` is in the cache; make the WAL
+    /// 1. Cut: under the cache lock every batch up to `cut_lsn` (the last applied one) is in the
+    ///    cache — later ones may be logged and not applied yet, and stay in the WAL; make the WAL
     ///    durable up to it. 2. Write back the dirty records `sweep` names (batched). 3. Sync the
     ///    data file. 4. The replay lsn: the oldest lsn still dirty in the cache, at most
     ///    `cut_lsn + 1` — every record whose last write is older is in the synced pages.
@@ -32,7 +33,7 @@ impl Store {
     pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
         let cut_lsn = {
             let _cache = self.cache.lock();
-            self.wal.last_lsn()
+            self.writes.applied_lsn()
         };
         if cut_lsn > 0 {
             self.wal.commit(cut_lsn, Durability::Sync)?;

@@ -35,6 +35,7 @@ use strata_wal::{Wal, WalOptions};
 
 pub use self::counters::Counters;
 pub use self::scan::RangeIter;
+use self::writes::WriteOrder;
 use crate::checkpoint_file::{self, Checkpoint};
 use crate::data_file::{self, DataFile};
 use crate::double_write::DoubleWrite;
@@ -71,7 +72,7 @@ pub(crate) struct MaintState {
     /// checkpoint's index, so recovery never repairs their pages and in-place writes to them
     /// need no double-write images.
     pub checkpoint_production_id: u64,
-    /// The WAL's last lsn when the last checkpoint was cut (0: none since open).
+    /// The cut lsn (the last applied one) of the last checkpoint (0: none since open).
     pub last_cut_lsn: u64,
 }
 
@@ -92,6 +93,8 @@ pub(crate) struct Store {
     pub data: DataFile,
     pub wal: Wal,
     pub wal_options: WalOptions,
+    /// Writes reach `cache` in log order, after their commit (writes.rs).
+    pub(crate) writes: WriteOrder,
     pub maint: Mutex<MaintState>,
     pub index: RwLock<Index>,
     latches: [RwLock<()>; LATCH_STRIPES],
@@ -142,6 +145,7 @@ impl Store {
         let store = Store {
             page_size: checkpoint.page_size,
             data,
+            writes: WriteOrder::after_replay(replayed.wal.last_lsn()),
             wal: replayed.wal,
             wal_options,
             maint: Mutex::new(MaintState {

@@ -1,12 +1,14 @@
-//! The write path: WAL append + cache apply under the cache lock, commit outside it, then the
+//! The write path: WAL append under the apply order's log lock, commit with no lock held, then
+//! (in log order, after the commit succeeded) the cache apply under the cache lock, then the
 //! write-back worker's trigger (eviction.rs).
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use strata_core::batch_codec::encode_batch;
 use strata_core::{BatchOp, Durability, Result, Value, WriteBatch};
+use strata_kit::apply_order::{ApplyOrder, Keys, Ticket};
 
-use super::eviction::CachePressure;
 use super::{Counters, Store};
 use crate::record_cache::RecordCache;
 
@@ -20,30 +22,52 @@ fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
     }
 }
 
+/// The order writes reach the record cache in: their log order, each after its commit
+/// (`strata_kit::apply_order`, issue #19 item 4).
+pub(crate) struct WriteOrder {
+    order: ApplyOrder,
+    /// The lsn of the last batch applied to the cache; stored under the cache lock, so under
+    /// that lock every batch up to it is in the cache (applies follow the log order, and a
+    /// failed write stops every later apply). Later records may be logged and not applied yet.
+    applied_lsn: AtomicU64,
+}
+
+impl WriteOrder {
+    /// After recovery, which applied every record `last_lsn` accounts for.
+    pub(crate) fn after_replay(last_lsn: u64) -> WriteOrder {
+        WriteOrder { order: ApplyOrder::new(), applied_lsn: AtomicU64::new(last_lsn) }
+    }
+
+    /// Read it under the cache lock (the checkpoint's cut).
+    pub(crate) fn applied_lsn(&self) -> u64 {
+        self.applied_lsn.load(Acquire)
+    }
+}
+
 impl Store {
-    /// 1–2: append the batch to the WAL and apply it to the record cache under the cache lock
-    /// (WAL order is apply order; a failed append leaves the cache untouched); 3–5 in
-    /// `after_write`. Any failure from the append on poisons the store before it is returned
-    /// (issue #19 item 4): the batch is dirty in the cache and not undone, a failed group commit
-    /// fails other writers' batches too, and every read checks the poison (`check_usable`, also
-    /// before each scan chunk), so no reader sees a write that returned `Err`.
+    /// Step 1, appending the batch to the WAL under the log lock (ticket order = lsn order);
+    /// steps 2–5 in `commit_then_apply`. Any failure from the append on poisons the store before it is
+    /// returned (issue #19 item 4): the log may hold the record (and later ones) that the cache
+    /// will never hold, and a failed group commit fails other writers' batches too; every read
+    /// checks the poison (`check_usable`, also before each scan chunk). The cache holds a batch
+    /// only once its commit succeeded, so no reader sees a write that may still fail.
     pub fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         self.check_usable()?;
         let payload = encode_batch(&batch);
-        let user_bytes = batch.payload_bytes() as u64;
-        let (lsn, pressure) = {
-            let mut cache = self.cache.lock();
+        let keys = Keys::of(&batch);
+        let (lsn, ticket) = {
+            let log = self.writes.order.lock_log();
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
-            apply_to_cache(&mut cache, batch, lsn);
-            (lsn, self.pressure_of(&mut cache))
+            (lsn, log.enqueue(keys))
         };
-        self.after_write(lsn, payload.len() as u64, user_bytes, durability, pressure)
+        self.commit_then_apply(lsn, ticket, batch, payload.len() as u64, durability)
             .map_err(|e| self.poison.poison(e))
     }
 
-    /// Atomic read-modify-write: the current value comes from the cache, or from the pages when
-    /// no write-back ran during the page read (else it may be stale and the read is retried);
-    /// `f` runs, and its result is appended and applied, under the cache lock.
+    /// Atomic read-modify-write: under the log lock, once no write of `key` is logged and not
+    /// yet applied (else wait for it), the current value comes from the cache, or from the pages
+    /// when no write-back ran during the page read (else it may be stale and the read is
+    /// retried); `f`'s result is appended under that lock and applied after its commit.
     pub fn rmw(
         &self,
         key: &[u8],
@@ -53,47 +77,71 @@ impl Store {
         self.check_usable()?;
         let mut from_pages: Option<(u64, Option<Value>)> = None;
         loop {
-            let mut cache = self.cache.lock();
-            let current = match cache.get(key) {
-                Some(cached) => cached,
-                None => match from_pages.take() {
-                    Some((epoch, value)) if self.page_write_epoch.load(Acquire) == epoch => value,
-                    _ => {
-                        drop(cache);
-                        let epoch = self.page_write_epoch.load(Acquire);
-                        from_pages = Some((epoch, self.read_from_pages(key)?));
-                        continue;
+            let log = self.writes.order.lock_log();
+            if let Some(pending) = log.pending_write_of(key) {
+                drop(log);
+                self.writes.order.wait_done(pending);
+                self.check_usable()?;
+                continue;
+            }
+            let current = {
+                let mut cache = self.cache.lock();
+                match (cache.get(key), from_pages.take()) {
+                    (Some(cached), _) => Some(cached),
+                    (None, Some((epoch, value))) if self.page_write_epoch.load(Acquire) == epoch => {
+                        Some(value)
                     }
-                },
+                    (None, _) => None,
+                }
+            };
+            let Some(current) = current else {
+                drop(log);
+                let epoch = self.page_write_epoch.load(Acquire);
+                from_pages = Some((epoch, self.read_from_pages(key)?));
+                continue;
             };
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
-            let user_bytes = batch.payload_bytes() as u64;
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
-            apply_to_cache(&mut cache, batch, lsn);
-            let pressure = self.pressure_of(&mut cache);
-            drop(cache);
-            self.after_write(lsn, payload.len() as u64, user_bytes, durability, pressure)
+            let ticket = log.enqueue(Keys::one(key));
+            drop(log);
+            self.commit_then_apply(lsn, ticket, batch, payload.len() as u64, durability)
                 .map_err(|e| self.poison.poison(e))?;
             return Ok(new);
         }
     }
 
-    /// Steps 3–5 of the write path: commit at the requested durability (group commit, outside
-    /// the lock); wake the write-back worker when the cache is over capacity or a checkpoint is
-    /// due, and wait for it while the cache is far over (eviction.rs).
-    fn after_write(
+    /// Steps 2–5 of the write path: commit at the requested durability (group commit, no lock
+    /// held); in log order, apply to the cache as dirty records of `lsn` and measure the cache's
+    /// pressure under that lock; then wake the write-back worker when the cache is over
+    /// capacity or a checkpoint is due, and wait for it while the cache is far over
+    /// (eviction.rs). A failed commit poisons the store and abandons `ticket`, which stops
+    /// every later apply (their records follow this one in the log).
+    fn commit_then_apply(
         &self,
         lsn: u64,
+        ticket: Ticket<'_>,
+        batch: WriteBatch,
         payload_bytes: u64,
-        user_bytes: u64,
         durability: Durability,
-        pressure: CachePressure,
     ) -> Result<()> {
-        Counters::add(&self.counters.user_bytes_written, user_bytes);
-        self.wal.commit(lsn, durability)?;
+        Counters::add(&self.counters.user_bytes_written, batch.payload_bytes() as u64);
+        if let Err(e) = self.wal.commit(lsn, durability) {
+            // Poisoned before the ticket goes: a write refused behind it finds the store poisoned.
+            let e = self.poison.poison(e);
+            ticket.abandon(&e);
+            return Err(e);
+        }
         self.wal_bytes_since_checkpoint.fetch_add(payload_bytes, Relaxed);
+        let pressure = ticket.apply_in_turn(|| {
+            // Another write's failure poisoned the store: apply nothing more.
+            self.poison.check()?;
+            let mut cache = self.cache.lock();
+            apply_to_cache(&mut cache, batch, lsn);
+            self.writes.applied_lsn.store(lsn, Release);
+            Ok(self.pressure_of(&mut cache))
+        })?;
         self.make_room_after_write(pressure)
     }
 }
