@@ -312,36 +312,6 @@ fn write_back_batches_pages_under_one_sync() {
     check_all(&engine, &model);
 }
 
-/// A page gets one double-write image per checkpoint interval: later in-place writes of it are
-/// repaired by that image plus the WAL replay. With checkpoints far apart, a few hot keys are
-/// written back many times but imaged about once per page; a power cut still loses nothing.
-#[test]
-fn a_page_is_double_written_once_between_checkpoints() {
-    let sim = SimStorage::new(21);
-    let config =
-        config().engine_option("checkpoint_wal_bytes", "64MiB").engine_option("record_cache_bytes", "8KiB");
-    let engine = TreelineEngine::open(Arc::new(sim.booted()), &config).unwrap();
-    let mut model = BTreeMap::new();
-    for round in 0..3_600u64 {
-        if round == 600 {
-            // From here on the segments are in a checkpoint: their in-place writes need images.
-            engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
-        }
-        let i = round % 600;
-        engine.put(&key(i), &value(i, round), Durability::Buffered).unwrap();
-        model.insert(key(i), value(i, round));
-    }
-    engine.flush().unwrap();
-    let (images, pages) = (counter(&engine, "double_write_pages"), counter(&engine, "pages_written_back"));
-    assert_eq!(counter(&engine, "checkpoints"), 1, "one interval after the first checkpoint");
-    assert!(images > 0 && images * 3 <= pages, "{images} images for {pages} in-place page writes");
-    sim.crash(CrashMode::Random);
-    drop(engine);
-    let engine = TreelineEngine::open(Arc::new(sim.booted()), &config).unwrap();
-    check_all(&engine, &model);
-    engine.verify().unwrap();
-}
-
 /// With one-page segments (page grouping off), a long forward scan still reads in doubling
 /// chunks: a chunk that reaches its segment's end goes on into the next segments, and segments
 /// back to back in the data file are read in one I/O, instead of one read per segment.

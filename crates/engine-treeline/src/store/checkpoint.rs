@@ -63,7 +63,6 @@ impl Store {
             maint.free.release(slot)?;
         }
         maint.double_write.reset(generation)?;
-        maint.imaged_since_checkpoint.clear();
         if let Some(f) = maint.forecaster.as_mut() {
             f.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
         }
