@@ -16,6 +16,14 @@ pub enum Durability {
 }
 
 /// How recovery treats a log whose tail does not verify.
+///
+/// Neither mode can tell one kind of damage from a crash: after a crash (no clean `close`), a
+/// last WAL segment cut so that it loses records acknowledged since the WAL state file was last
+/// written (its last rollover, segment release or clean close) *and* every record after them.
+/// A cut at a record boundary is then a clean end of the log in both modes; a cut inside a
+/// record is a torn tail. The state file is deliberately not rewritten at every sync (it would
+/// triple the fsyncs of `Sync` writes); docs/format/wal.md, "The window that leaves", has the
+/// exact bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RecoveryMode {
     /// A torn or partly written tail (writes that were never acknowledged as durable) is dropped.
@@ -23,11 +31,14 @@ pub enum RecoveryMode {
     /// synced — is still an error. So is a log shorter than what it recorded as synced: a
     /// segment missing, cut below its synced length or replaced by an empty file, or records
     /// ending before the durable lsn of the WAL state file (docs/format/wal.md) — never
-    /// tolerated, since that loses acknowledged writes.
+    /// tolerated, since that loses acknowledged writes. A cut inside a record of the last
+    /// segment above that durable lsn, with nothing after it, is taken for a torn tail and
+    /// dropped, even if those records had been acknowledged (the window above).
     #[default]
     TolerateTornTail,
     /// Any record that does not verify is an error, including a torn tail (and everything
-    /// `TolerateTornTail` refuses).
+    /// `TolerateTornTail` refuses). It still takes a last segment that ends cleanly at a record
+    /// boundary above the state file's durable lsn for the end of the log.
     AbsoluteConsistency,
 }
 
