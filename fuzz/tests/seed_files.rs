@@ -22,6 +22,7 @@ fn treeline_seed_holds_pages_dwb_images_and_wal_records() {
     };
     assert!(len(|n| n == "treeline-data") >= 16 * 4096, "treeline-data");
     assert!(len(|n| n == "treeline-checkpoint") > 0, "treeline-checkpoint");
+    assert!(len(|n| n == "treeline-forecast") > 0, "treeline-forecast");
     assert!(len(|n| n == "treeline-dwb") >= 4096, "treeline-dwb holds no image");
     assert!(len(|n| n.starts_with("treeline-wal-")) > 0, "treeline WAL");
 }

@@ -58,3 +58,37 @@ fn forecasting_leaves_room_where_inserts_keep_landing() {
 fn forecasting_works_on_keys_with_a_long_common_prefix() {
     check_forecasting_leaves_room(|v| format!("tenant-0042/user:{v:016x}").into_bytes());
 }
+
+/// Regression (forecasts used to start from nothing at every open): the histograms are stored
+/// at checkpoints, so the first reorganizations after a reopen — before a new epoch has ended —
+/// already leave room where the inserts before the reopen landed.
+#[test]
+fn forecasts_survive_a_reopen() {
+    let storage: Arc<dyn strata_io::Storage> = Arc::new(strata_io::MemStorage::new());
+    let config = common::config()
+        .engine_option("forecast_epoch_inserts", "500")
+        .engine_option("record_cache_bytes", "16KiB");
+    let open = || engine_treeline::TreelineEngine::open(storage.clone(), &config).unwrap();
+    let step = u64::MAX / 20_000;
+    let key = |v: u64| v.to_be_bytes().to_vec();
+    let insert_in_gap = |engine: &engine_treeline::TreelineEngine, gap: u64, i: u64| {
+        let offset = 1 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32);
+        engine.put(&key(gap * 1_000 * step + offset), &[b'i'; 40], Durability::Buffered).unwrap();
+    };
+    let engine = open();
+    let records: Vec<(Key, Value)> = (0..20_000).map(|i| (key(i * step), vec![b'v'; 40])).collect();
+    engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap();
+    for i in 0..2_000u64 {
+        insert_in_gap(&engine, i % 20, i);
+    }
+    engine.close().unwrap();
+    drop(engine);
+
+    let engine = open();
+    for i in 0..450u64 {
+        insert_in_gap(&engine, 7, 1_000_000 + i);
+    }
+    engine.maintenance().run(strata_core::MaintenanceTask::Checkpoint).unwrap();
+    assert!(counter(&engine, "reorganizations") > 0, "no reorganization ran after the reopen");
+    assert!(counter(&engine, "forecast_lowered_goals") > 0, "the reopened store forecast nothing");
+}

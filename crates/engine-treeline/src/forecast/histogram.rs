@@ -34,6 +34,20 @@ impl Histogram {
         Histogram { bounds, counts }
     }
 
+    /// A histogram from stored parts: `None` unless the bounds start at 0 and strictly increase
+    /// and there is one count per bound.
+    pub fn from_parts(bounds: Vec<u64>, counts: Vec<u64>) -> Option<Histogram> {
+        let ok = bounds.first() == Some(&0)
+            && bounds.iter().zip(bounds.iter().skip(1)).all(|(a, b)| a < b)
+            && bounds.len() == counts.len();
+        ok.then_some(Histogram { bounds, counts })
+    }
+
+    /// Inserts counted per partition.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
     pub fn partitions(&self) -> usize {
         self.bounds.len()
     }

@@ -12,8 +12,10 @@
 //! the index at open and at each checkpoint; a new prefix restarts the histograms).
 
 mod histogram;
+mod persist;
 
 pub use histogram::Histogram;
+pub use persist::ForecastState;
 
 use strata_core::{Error, Result};
 
@@ -147,6 +149,12 @@ impl Forecaster {
 
     pub fn epochs_completed(&self) -> u64 {
         self.epochs_completed
+    }
+
+    /// (epochs completed, inserts in the current epoch): changes with every insert counted (a
+    /// changed key map restarts the count, which changes it too unless nothing was counted).
+    pub fn progress(&self) -> (u64, u64) {
+        (self.epochs_completed, self.seen_in_epoch)
     }
 
     /// Inserts counted so far in the current epoch.

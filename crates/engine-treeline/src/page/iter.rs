@@ -57,7 +57,7 @@ impl Page {
     }
 
     /// Index of the first slot whose key is `>= key`.
-    fn first_at_or_after(&self, key: &[u8]) -> usize {
+    pub fn first_at_or_after(&self, key: &[u8]) -> usize {
         self.partition(key, false)
     }
 

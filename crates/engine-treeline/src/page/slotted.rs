@@ -81,6 +81,22 @@ impl Entry<'_> {
     pub fn key(&self) -> Vec<u8> {
         [self.prefix, self.suffix].concat()
     }
+
+    /// Orders this record's key (`prefix ++ suffix`) against `key` without building it.
+    pub fn cmp_key(&self, key: &[u8]) -> Ordering {
+        match key.strip_prefix(self.prefix) {
+            Some(rest) => self.suffix.cmp(rest),
+            None => self.prefix.iter().chain(self.suffix).cmp(key.iter()),
+        }
+    }
+
+    /// Orders the keys of two records, which may carry different prefixes.
+    pub fn cmp_entry(&self, other: &Entry<'_>) -> Ordering {
+        match self.prefix == other.prefix {
+            true => self.suffix.cmp(other.suffix),
+            false => self.prefix.iter().chain(self.suffix).cmp(other.prefix.iter().chain(other.suffix)),
+        }
+    }
 }
 
 pub(super) fn check_kind(kind: &PageKind) -> std::result::Result<(), String> {
@@ -261,7 +277,8 @@ impl Page {
         self.buf.get(start..start + slot.value_len).unwrap_or(&[])
     }
 
-    pub(super) fn entry(&self, i: usize) -> Entry<'_> {
+    /// The record in slot `i` (`i < record_count()`).
+    pub fn entry(&self, i: usize) -> Entry<'_> {
         let slot = self.slot(i);
         Entry { prefix: self.prefix(), suffix: self.suffix_of(&slot), value: self.value_of(&slot) }
     }

@@ -28,7 +28,8 @@ impl Store {
     ///    `cut_lsn + 1` — every record whose last write is older is in the synced pages.
     ///    5. Store the checkpoint file (index, replay lsn, the next generation) atomically.
     ///    6. Slots freed since the last checkpoint become reusable; the double-write area starts
-    ///    the new generation; the forecaster's key map follows the index's key prefix.
+    ///    the new generation; the forecaster's key map follows the index's key prefix and its
+    ///    histograms are stored (`treeline-forecast`) when they changed.
     ///    7. Release the WAL before the replay lsn.
     pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
         let cut_lsn = {
@@ -63,12 +64,23 @@ impl Store {
             maint.free.release(slot)?;
         }
         maint.double_write.reset(generation)?;
-        if let Some(f) = maint.forecaster.as_mut() {
-            f.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
-        }
+        self.store_forecasts(maint, &checkpoint)?;
         self.double_write_bytes.store(0, Relaxed);
         self.wal.truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
+        Ok(())
+    }
+
+    /// The forecaster's key map follows the index's key prefix; its histograms go to
+    /// `treeline-forecast` when they changed since last stored.
+    fn store_forecasts(&self, maint: &mut MaintState, checkpoint: &Checkpoint) -> Result<()> {
+        let Some(forecaster) = maint.forecaster.as_mut() else { return Ok(()) };
+        forecaster.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
+        let progress = forecaster.progress();
+        if maint.forecast_stored != Some(progress) {
+            forecaster.state().store(self.storage.as_ref())?;
+            maint.forecast_stored = Some(progress);
+        }
         Ok(())
     }
 

@@ -15,6 +15,7 @@ mod eviction;
 mod reads;
 mod reorg;
 mod scan;
+mod scan_chunk;
 mod verify;
 mod write_back;
 mod writes;
@@ -39,7 +40,7 @@ use self::writes::WriteOrder;
 use crate::checkpoint_file::{self, Checkpoint};
 use crate::data_file::{self, DataFile};
 use crate::double_write::DoubleWrite;
-use crate::forecast::{ForecastConfig, Forecaster};
+use crate::forecast::{ForecastConfig, ForecastState, Forecaster};
 use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
 use crate::index::Index;
 use crate::key_projection::KeyMap;
@@ -60,6 +61,8 @@ pub(crate) struct MaintState {
     pub freed_since_checkpoint: Vec<SegmentSlot>,
     pub double_write: DoubleWrite,
     pub forecaster: Option<Forecaster>,
+    /// The forecaster's `progress` when `treeline-forecast` was last stored (or loaded).
+    pub forecast_stored: Option<(u64, u64)>,
     pub generation: u64,
     pub next_production_id: u64,
     /// `next_production_id` at the last checkpoint: segments produced since are not in the
@@ -127,10 +130,11 @@ impl Store {
         // 3. The free list: every page the checkpoint's index does not reference.
         let free = derive_free_space(&checkpoint)?;
         let double_write = DoubleWrite::open(storage.as_ref(), checkpoint.page_size, checkpoint.generation)?;
-        let mut forecaster = options.forecasting.then(|| forecaster(&options)).transpose()?;
-        if let Some(f) = forecaster.as_mut() {
-            f.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
-        }
+        let forecaster = match options.forecasting {
+            true => Some(restored_forecaster(storage.as_ref(), &options, &checkpoint)?),
+            false => None,
+        };
+        let forecast_stored = forecaster.as_ref().map(Forecaster::progress);
         let cache_bytes = options.record_cache_bytes(config);
         let mut cache = RecordCache::new(cache_bytes);
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
@@ -147,6 +151,7 @@ impl Store {
                 freed_since_checkpoint: Vec::new(),
                 double_write,
                 forecaster,
+                forecast_stored,
                 generation: checkpoint.generation,
                 next_production_id: checkpoint.next_production_id,
                 checkpoint_production_id: checkpoint.next_production_id,
@@ -246,13 +251,24 @@ fn replay_into_cache(
     })
 }
 
-fn forecaster(options: &TreelineOptions) -> Result<Forecaster> {
-    Forecaster::new(ForecastConfig {
+/// The forecaster, continuing from `treeline-forecast` when the last checkpoint stored one, its
+/// key map the index's key prefix (a different prefix restarts its histograms).
+fn restored_forecaster(
+    storage: &dyn Storage,
+    options: &TreelineOptions,
+    checkpoint: &Checkpoint,
+) -> Result<Forecaster> {
+    let mut forecaster = Forecaster::new(ForecastConfig {
         epoch_inserts: options.forecast_epoch_inserts,
         partitions: options.forecast_partitions(),
         overestimation: 1.0,
         seed: 0x7472_6565_6c69_6e65,
-    })
+    })?;
+    if let Some(state) = ForecastState::load(storage)? {
+        forecaster.restore(state);
+    }
+    forecaster.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
+    Ok(forecaster)
 }
 
 /// The last checkpoint and the data file, or a new store's (data file with its header, synced,

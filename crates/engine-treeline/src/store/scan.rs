@@ -6,7 +6,9 @@
 //! hides them. A write-back writes a segment's pages under its latch and marks records clean
 //! (after which they may be evicted) only after that, so while the chunk holds the latch a record
 //! is either already in the pages it read or still cached: never lost between the two reads.
-//! Each chunk is consistent; a long scan is not a snapshot.
+//! Each chunk is consistent; a long scan is not a snapshot. A forward chunk's records are
+//! decoded only as the scan takes them (`scan_chunk`), so a scan that stops early pays for the
+//! records it returned, not for every record of the pages it read.
 //!
 //! Readahead: a forward scan's first two chunks read `FIRST_CHUNK_PAGES` pages (the first from the
 //! one holding its start), each further chunk twice as many, up to 16 pages: a short scan reads one or two
@@ -22,6 +24,7 @@ use std::sync::Arc;
 
 use strata_core::{at_or_after, at_or_before, Direction, Key, KeyRange, Result, Value};
 
+use super::scan_chunk::ChunkRecords;
 use super::{Counters, Store};
 use crate::index::{Index, SegmentEntry};
 use crate::page::layout::MAX_SEGMENT_PAGES;
@@ -45,13 +48,22 @@ pub struct RangeIter {
     store: Arc<Store>,
     range: KeyRange,
     direction: Direction,
+    /// A reverse scan's records of the chunk read last, in the order they are returned.
     buffer: VecDeque<(Key, Value)>,
+    /// A forward scan's chunk read last, decoded as it is taken.
+    pending: Option<Pending>,
     /// Forward: keys not yet read are at or after this; reverse: at or before it.
     cursor: Bound<Key>,
     done: bool,
     /// Pages the next forward chunk reads (`chunk_pages_after`).
     chunk_pages: usize,
     chunks_read: usize,
+}
+
+/// A forward scan's read chunk and the cursor it was read from.
+struct Pending {
+    records: ChunkRecords,
+    from: Bound<Key>,
 }
 
 /// One chunk's segment: its key range and entry.
@@ -73,6 +85,7 @@ impl RangeIter {
             range,
             direction,
             buffer: VecDeque::new(),
+            pending: None,
             cursor,
             done,
             chunk_pages: FIRST_CHUNK_PAGES,
@@ -132,23 +145,44 @@ impl RangeIter {
                 let spans = self.with_following_segments(&index, span);
                 read_spans(&store, &spans)?
             }
-            None => (with_cache(&store, Vec::new(), &chunk.lower, chunk.upper.as_deref()), chunk),
+            None => {
+                let mut records = ChunkRecords::default();
+                records.push_cached(store.cache.lock().cached_in(&chunk.lower, chunk.upper.as_deref()));
+                (records, chunk)
+            }
         };
         drop(index);
-        let cursor = self.cursor.clone();
-        let wanted = |k: &Key| match self.direction {
-            Direction::Forward => at_or_after(k, borrow(&cursor)),
-            Direction::Reverse => at_or_before(k, borrow(&cursor)),
-        } && self.range.contains(k);
-        let records = merged.into_iter().filter(|(k, _)| wanted(k));
+        let from = self.cursor.clone();
         match self.direction {
-            Direction::Forward => self.buffer.extend(records),
-            Direction::Reverse => self.buffer.extend(records.rev()),
+            Direction::Forward => self.pending = Some(Pending { records: merged, from }),
+            Direction::Reverse => {
+                let wanted = |k: &Key| at_or_before(k, borrow(&from)) && self.range.contains(k);
+                let records: Vec<_> = merged.filter(|(k, _)| wanted(k)).collect();
+                self.buffer.extend(records.into_iter().rev());
+            }
         }
         self.chunks_read += 1;
         self.chunk_pages = chunk_pages_after(self.chunks_read);
         self.advance_cursor(chunk);
         Ok(())
+    }
+
+    /// The next record of a forward scan's read chunk that the scan wants: at or after the
+    /// cursor the chunk was read from, in range. A key past the range's end ends the scan (keys
+    /// only grow).
+    fn next_pending(&mut self) -> Option<(Key, Value)> {
+        let pending = self.pending.as_mut()?;
+        for (key, value) in pending.records.by_ref() {
+            if !self.range.admits_to_end(&key) {
+                self.done = true;
+                break;
+            }
+            if at_or_after(&key, borrow(&pending.from)) && self.range.admits_from_start(&key) {
+                return Some((key, value));
+            }
+        }
+        self.pending = None;
+        None
     }
 
     fn advance_cursor(&mut self, chunk: Chunk) {
@@ -256,10 +290,10 @@ struct Span {
 /// neighbouring segments next to each other) in one I/O, then each span's overflow pages and the
 /// cached records of its range, merged. Returns the records and the chunk from the first span's
 /// lower bound to the last's upper bound.
-fn read_spans(store: &Store, spans: &[Span]) -> Result<(Vec<(Key, Value)>, Chunk)> {
+fn read_spans(store: &Store, spans: &[Span]) -> Result<(ChunkRecords, Chunk)> {
     let _latches = store.latches_read(spans.iter().map(|s| s.entry.first_page));
     Counters::add(&store.counters.scan_chunks, 1);
-    let mut records = Vec::new();
+    let mut records = ChunkRecords::default();
     let mut chunk: Option<Chunk> = None;
     let mut at = 0;
     while let Some(head) = spans.get(at) {
@@ -270,8 +304,7 @@ fn read_spans(store: &Store, spans: &[Span]) -> Result<(Vec<(Key, Value)>, Chunk
         Counters::add(&store.counters.scan_base_reads, 1);
         for span in in_run {
             let base: Vec<_> = pages.by_ref().take(span.last - span.first + 1).collect();
-            let (part, part_chunk) = span_records(store, span, base)?;
-            records.extend(part);
+            let part_chunk = span_records(store, span, base, &mut records)?;
             match chunk.as_mut() {
                 Some(c) => c.upper = part_chunk.upper,
                 None => chunk = Some(part_chunk),
@@ -279,6 +312,7 @@ fn read_spans(store: &Store, spans: &[Span]) -> Result<(Vec<(Key, Value)>, Chunk
         }
         at += run;
     }
+    Counters::add(&store.counters.scan_pages_read, records.pages());
     let chunk = chunk.ok_or_else(|| strata_core::Error::invalid("treeline scan: no span"))?;
     Ok((records, chunk))
 }
@@ -297,11 +331,11 @@ fn physically_contiguous_run(spans: &[Span]) -> usize {
     run
 }
 
-/// One span's records in key order: its base pages (read by the caller under the span's latch)
-/// and their overflow pages from `span.from` on, then the cached records of that key range over
-/// them; and the chunk the pages cover (bounded by their fences, or the segment's bounds at its
-/// ends). Each page is sorted, a key lives in one page of a pair, so sorted runs merge linearly.
-fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(Vec<(Key, Value)>, Chunk)> {
+/// One span's records (lazily, into `records`): its base pages (read by the caller under the
+/// span's latch) and their overflow pages from `span.from` on, with the cached records of that
+/// key range over them; returns the chunk the pages cover (bounded by their fences, or the
+/// segment's bounds at its ends).
+fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut ChunkRecords) -> Result<Chunk> {
     let Span { lower: segment_lower, upper: segment_upper, entry, first, last, from } = span;
     for (i, page) in (*first..).zip(&base) {
         check_within_segment(store, page, entry.base_page(i), segment_lower, segment_upper.as_deref())?;
@@ -315,62 +349,12 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>) -> Result<(Vec<(Key
         (false, Some(page)) => page.upper_fence().map(<[u8]>::to_vec),
     };
     let from = from.as_deref().filter(|f| *f > lower.as_slice());
-    let owned = |page: &Page| -> Vec<(Key, Value)> {
-        let records = match from {
-            Some(f) => page.iter_from(f),
-            None => page.iter(),
-        };
-        records.map(|e| (e.key(), e.value.to_vec())).collect()
-    };
-    let mut records = Vec::new();
-    let mut pages_read = base.len() as u64;
-    for (i, page) in (*first..).zip(&base) {
-        let mut pair = owned(page);
-        if let Some(id) = entry.overflow_of(i) {
-            pair = merge_sorted(pair, owned(&store.data.read_page(id)?));
-            pages_read += 1;
-        }
-        records.extend(pair);
+    for (i, page) in (*first..).zip(base) {
+        let overflow = entry.overflow_of(i).map(|id| store.data.read_page(id)).transpose()?;
+        records.push_pair(page, overflow, from);
     }
-    Counters::add(&store.counters.scan_pages_read, pages_read);
-    let merged = with_cache(store, records, from.unwrap_or(&lower), upper.as_deref());
-    Ok((merged, Chunk { lower, upper, entry: None }))
-}
-
-/// A base page's and its overflow page's sorted runs as one. A key lives in one page of a pair;
-/// should both hold it, the overflow page's record is kept (once: scans yield strictly
-/// increasing keys).
-fn merge_sorted(base: Vec<(Key, Value)>, overflow: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
-    merge_runs(base, overflow, Some)
-}
-
-/// Two sorted runs as one: `over` wins where both hold a key, and each of its entries becomes
-/// the value `keep` returns (`None`: the key is left out, as a cached tombstone hides it).
-fn merge_runs<T>(
-    under: Vec<(Key, Value)>,
-    over: Vec<(Key, T)>,
-    keep: impl Fn(T) -> Option<Value>,
-) -> Vec<(Key, Value)> {
-    let mut out = Vec::with_capacity(under.len() + over.len());
-    let (mut under, mut over) = (under.into_iter().peekable(), over.into_iter().peekable());
-    loop {
-        let order = match (under.peek(), over.peek()) {
-            (Some(u), Some(o)) => u.0.cmp(&o.0),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => return out,
-        };
-        if order == std::cmp::Ordering::Less {
-            out.extend(under.next());
-            continue;
-        }
-        if order == std::cmp::Ordering::Equal {
-            under.next();
-        }
-        if let Some((key, entry)) = over.next() {
-            out.extend(keep(entry).map(|value| (key, value)));
-        }
-    }
+    records.push_cached(store.cache.lock().cached_in(from.unwrap_or(&lower), upper.as_deref()));
+    Ok(Chunk { lower, upper, entry: None })
 }
 
 /// A page's fences must lie within its segment's bounds in the index (a point read checks the
@@ -400,18 +384,6 @@ fn check_within_segment(
     ))
 }
 
-/// `records` (sorted) with the cached records of `lower..upper` over them: a cached value
-/// replaces or adds, a cached tombstone removes.
-fn with_cache(
-    store: &Store,
-    records: Vec<(Key, Value)>,
-    lower: &[u8],
-    upper: Option<&[u8]>,
-) -> Vec<(Key, Value)> {
-    let cached = store.cache.lock().cached_in(lower, upper);
-    merge_runs(records, cached, |value| value)
-}
-
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(k) => Bound::Included(k),
@@ -425,7 +397,7 @@ impl Iterator for RangeIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(record) = self.buffer.pop_front() {
+            if let Some(record) = self.buffer.pop_front().or_else(|| self.next_pending()) {
                 return Some(Ok(record));
             }
             if self.done {

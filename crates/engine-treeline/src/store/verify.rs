@@ -7,6 +7,7 @@ use strata_core::{Result, Stats, VerifyReport};
 use super::Store;
 use crate::checkpoint_file::Checkpoint;
 use crate::double_write::DoubleWrite;
+use crate::forecast::ForecastState;
 use crate::options::ENGINE_NAME;
 
 impl Store {
@@ -18,6 +19,9 @@ impl Store {
         let mut report = strata_wal::Wal::verify(self.storage.as_ref(), &self.wal_options)?;
         let checkpoint = Checkpoint::load(self.storage.as_ref())?;
         report.files_checked += 1;
+        if ForecastState::load(self.storage.as_ref())?.is_some() {
+            report.files_checked += 1;
+        }
         let images = DoubleWrite::recover(self.storage.as_ref(), self.page_size, maint.generation)?;
         report.files_checked += 1;
         report.bytes_checked += maint.double_write.bytes();
