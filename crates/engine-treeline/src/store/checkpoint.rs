@@ -64,6 +64,7 @@ impl Store {
             maint.free.release(slot)?;
         }
         maint.double_write.reset(generation)?;
+        maint.imaged_since_checkpoint.clear();
         self.store_forecasts(maint, &checkpoint)?;
         self.double_write_bytes.store(0, Relaxed);
         self.wal.truncate_before(replay_from_lsn)?;

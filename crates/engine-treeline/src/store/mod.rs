@@ -24,7 +24,7 @@ pub(crate) use self::bulk_load::BulkLoad;
 pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -60,6 +60,12 @@ pub(crate) struct MaintState {
     /// reference them, so they are reused only after the next checkpoint is durable.
     pub freed_since_checkpoint: Vec<SegmentSlot>,
     pub double_write: DoubleWrite,
+    /// Pages with an image in the double-write area's current generation. Later in-place writes
+    /// of such a page until the next checkpoint need no image: recovery restores that image and
+    /// replays the WAL from the checkpoint's replay lsn, which holds every record written to
+    /// the page since (each was dirty after the checkpoint, so its last write is at or above
+    /// the replay lsn). Empty after open and after each checkpoint.
+    pub imaged_since_checkpoint: HashSet<PageId>,
     pub forecaster: Option<Forecaster>,
     /// The forecaster's `progress` when `treeline-forecast` was last stored (or loaded).
     pub forecast_stored: Option<(u64, u64)>,
@@ -150,6 +156,7 @@ impl Store {
                 free,
                 freed_since_checkpoint: Vec::new(),
                 double_write,
+                imaged_since_checkpoint: HashSet::new(),
                 forecaster,
                 forecast_stored,
                 generation: checkpoint.generation,

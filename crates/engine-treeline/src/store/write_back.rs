@@ -280,8 +280,8 @@ impl Store {
 
     /// Writes a batch out and empties it: 1. the WAL is made durable up to the batch's newest
     /// record (no page ever holds a write the WAL could lose); 2. the images of pages that are
-    /// overwritten in place and that recovery may repair go to the double-write area, synced
-    /// once; 3. new overflow pages are written and entered in the index; 4. the pages are written
+    /// overwritten in place, that recovery may repair and that have no image since the last
+    /// checkpoint go to the double-write area, synced once; 3. new overflow pages are written and entered in the index; 4. the pages are written
     /// in place, each segment's under its latch; 5. the records are marked clean unless written
     /// again meanwhile.
     pub(crate) fn write_batch(&self, maint: &mut MaintState, batch: &mut WriteBackBatch) -> Result<()> {
@@ -295,9 +295,11 @@ impl Store {
             .iter()
             .filter(|p| p.needs_double_write)
             .flat_map(|p| p.in_place.iter().map(|(id, b)| (*id, b.as_slice())))
+            .filter(|(id, _)| !maint.imaged_since_checkpoint.contains(id))
             .collect();
         if !images.is_empty() {
             maint.double_write.append_and_sync(&images)?;
+            maint.imaged_since_checkpoint.extend(images.iter().map(|(id, _)| *id));
             self.double_write_bytes.store(maint.double_write.bytes(), Relaxed);
             Counters::add(&self.counters.double_write_pages, images.len() as u64);
             Counters::add(&self.counters.double_write_syncs, 1);
