@@ -126,6 +126,9 @@ impl Store {
     }
 
     /// Every record of the pre segments' pages, in key order, with `pending` applied over them.
+    /// Base pages are read before overflow pages and a key already taken is kept: where both
+    /// pages of a pair hold a key, the base page's record wins, as in `get`, scans and
+    /// write-back (which updates the base page's copy when it has one).
     fn reorganization_set(
         &self,
         pre: &[(Key, SegmentEntry)],
@@ -136,7 +139,9 @@ impl Store {
             let pages = (0..usize::from(entry.pages)).map(|i| entry.base_page(i));
             for id in pages.chain(entry.overflow.iter().copied().filter(|&id| id != 0)) {
                 let page = self.data.read_page(id)?;
-                records.extend(page.iter().map(|e| (e.key(), e.value.to_vec())));
+                for e in page.iter() {
+                    records.entry(e.key()).or_insert_with(|| e.value.to_vec());
+                }
             }
         }
         for record in pending {
