@@ -40,8 +40,9 @@ struct Inner {
     /// The live data, applied with `apply_without_tombstones`, only after the write's WAL commit
     /// succeeded and in WAL order (`order`), so a reader never sees a write that may still fail.
     map: RwLock<MemTable>,
-    /// Writers append under its log lock and apply in its order (strata_kit::apply_order).
-    order: ApplyOrder,
+    /// Writers append under its log lock; their batches are applied in its order, a run at a
+    /// time, after their commit (strata_kit::apply_order).
+    order: ApplyOrder<Logged>,
     /// The lsn of the last batch applied to `map`; stored under the map's write lock, so under
     /// its read lock the map is exactly the state after every record up to it (applies follow
     /// the log order, and a failed write stops every later apply).
@@ -59,6 +60,12 @@ struct Inner {
     /// the log holds.
     poison: Poison,
     counters: Counters,
+}
+
+/// A logged batch waiting in the apply order for its commit and its turn.
+struct Logged {
+    lsn: u64,
+    batch: WriteBatch,
 }
 
 #[derive(Default)]
@@ -149,7 +156,7 @@ impl MemoryEngine {
         durability: Durability,
     ) -> Result<Option<Value>> {
         let inner = &self.inner;
-        let (lsn, ticket, batch, payload_bytes, stored) = loop {
+        let (lsn, ticket, sizes, stored) = loop {
             let log = inner.order.lock_log();
             // A write of the key logged but not applied yet: the map does not show it.
             if let Some(pending) = log.pending_write_of(key) {
@@ -161,11 +168,25 @@ impl MemoryEngine {
             let new = f(inner.map.read().get(key).flatten().map(Vec::as_slice));
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
+            let sizes = Sizes::of(&batch, &payload);
             let lsn = inner.wal.append(&payload)?;
-            break (lsn, log.enqueue(Keys::one(key)), batch, payload.len() as u64, new);
+            break (lsn, log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch }), sizes, new);
         };
-        inner.commit_then_apply(lsn, ticket, batch, payload_bytes, durability)?;
+        inner.commit_then_apply(lsn, ticket, sizes, durability)?;
         Ok(stored)
+    }
+}
+
+/// A write's payload and user bytes, for the counters and the snapshot trigger.
+#[derive(Clone, Copy)]
+struct Sizes {
+    payload_bytes: u64,
+    user_bytes: u64,
+}
+
+impl Sizes {
+    fn of(batch: &WriteBatch, payload: &[u8]) -> Sizes {
+        Sizes { payload_bytes: payload.len() as u64, user_bytes: batch.payload_bytes() as u64 }
     }
 }
 
@@ -189,42 +210,34 @@ impl Inner {
     fn append_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         let payload = encode_batch(&batch);
         let keys = Keys::of(&batch);
+        let sizes = Sizes::of(&batch, &payload);
         let (lsn, ticket) = {
             let log = self.order.lock_log();
             let lsn = self.wal.append(&payload)?;
-            (lsn, log.enqueue(keys))
+            (lsn, log.enqueue(keys, lsn, durability, Logged { lsn, batch }))
         };
-        self.commit_then_apply(lsn, ticket, batch, payload.len() as u64, durability)
+        self.commit_then_apply(lsn, ticket, sizes, durability)
     }
 
-    /// Write path steps 3–5: `Wal::commit`, then (in log order, after every earlier write) the
-    /// apply, then a snapshot if one is due. A failed commit poisons the engine and abandons the
-    /// ticket, which stops every later apply (their records follow this one in the log).
+    /// Write path steps 3–5: `Wal::commit`, then the apply in log order (after every earlier
+    /// write; by this writer or another, `apply_run`), then a snapshot if one is due. A failed
+    /// commit poisons the engine first, then stops the order at this write unless the log had
+    /// accepted it already (then it was or is applied like any other).
     fn commit_then_apply(
         &self,
         lsn: u64,
-        ticket: Ticket<'_>,
-        batch: WriteBatch,
-        payload_bytes: u64,
+        ticket: Ticket<'_, Logged>,
+        sizes: Sizes,
         durability: Durability,
     ) -> Result<()> {
-        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
-        if let Err(e) = self.wal.commit(lsn, durability) {
-            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
-            let e = self.poison.poison(e);
-            ticket.abandon(&e);
-            return Err(e);
-        }
-        ticket.apply_in_turn(|| {
-            // Another write's failure poisoned the engine: apply nothing more.
-            self.poison.check()?;
-            let mut map = self.map.write();
-            for op in batch.into_ops() {
-                map.apply_without_tombstones(op);
-            }
-            self.applied_lsn.store(lsn, Release);
-            Ok(())
-        })?;
+        self.counters.user_bytes_written.fetch_add(sizes.user_bytes, Relaxed);
+        let mut apply = |run: &mut Vec<Logged>| self.apply_run(run);
+        let committed = self
+            .wal
+            .commit_then(lsn, durability, &mut || self.order.apply_appliable(&self.wal, &mut apply))
+            .map_err(|e| self.poison.poison(e));
+        ticket.finish(committed, &self.wal, &mut apply)?;
+        let payload_bytes = sizes.payload_bytes;
         let since = self.wal_bytes_since_snapshot.fetch_add(payload_bytes, Relaxed) + payload_bytes;
         // The cheap bound first: most commits stay below it and skip the map's lock.
         if since >= self.snapshot_min_wal_bytes && since >= self.snapshot_trigger_bytes() {
@@ -233,6 +246,21 @@ impl Inner {
                     self.write_snapshot()?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Write path step 4, by whichever writer applies: a run of committed batches (whose
+    /// records the log accepted), in log order, under one write lock of the map. A poisoned
+    /// engine applies nothing more.
+    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
+        self.poison.check()?;
+        let mut map = self.map.write();
+        for Logged { lsn, batch } in run.drain(..) {
+            for op in batch.into_ops() {
+                map.apply_without_tombstones(op);
+            }
+            self.applied_lsn.store(lsn, Release);
         }
         Ok(())
     }

@@ -2,67 +2,144 @@
 //!
 //! An engine that applies a write to its in-memory structure (map, MemTable, record cache)
 //! before the log accepted it lets a concurrent reader see a write that may still fail. With
-//! `ApplyOrder` writers commit concurrently (the WAL's group commit) and then apply one at a
-//! time, in the order their records were logged — RocksDB's order: memtable insert after the
-//! WAL write (and sync) of the write group, sequence published after.
+//! `ApplyOrder` writers commit concurrently (the WAL's group commit) and their writes are then
+//! applied in the order their records were logged — RocksDB's order: memtable insert after the
+//! WAL write (and sync) of the write group, by the group's leader, sequence published after.
 //!
-//! 1. Under [`ApplyOrder::lock_log`] a writer appends its record to the WAL and takes a
-//!    [`Ticket`] ([`LogGuard::enqueue`]), so ticket order is lsn order.
-//! 2. With no lock held it waits for its commit (`Wal::commit`).
-//! 3. [`Ticket::apply_in_turn`] waits until every earlier ticket is done, applies, and passes
-//!    the turn. A ticket whose commit failed ([`Ticket::abandon`], after the engine poisoned
-//!    itself), whose apply failed, or that was dropped unapplied is *abandoned*: every later
-//!    ticket refuses to apply, with the abandoning failure as its error (its record follows a
-//!    failed one in the log), so the applied writes are always a prefix of the log — what
-//!    replay rebuilds.
+//! 1. Under [`ApplyOrder::lock_log`] a writer appends its record to the WAL and enqueues its
+//!    item (batch and lsn) with the record's lsn and durability ([`LogGuard::enqueue`]), which
+//!    gives it a [`Ticket`]: ticket order is lsn order.
+//! 2. With no lock held it waits for its commit (`Wal::commit_then`).
+//! 3. Items are applied by an *applier*, in runs: every consecutive appliable item from the
+//!    oldest unapplied one, with the engine's apply function, under one lock acquisition of
+//!    the engine's structure. An item is appliable once its writer reported its commit `Ok`
+//!    ([`Ticket::finish`]), or once the log shows its record as far as its durability asks
+//!    ([`CommitProgress`]: written for `Buffered`/`None`, durable for `Sync`). The applier is
+//!    normally the leader of the WAL round that made the records so: `Wal::commit_then` runs
+//!    [`ApplyOrder::apply_appliable`] after a round and before it wakes the round's other
+//!    writers, who then find their writes applied and return at once (RocksDB's write-group
+//!    leader inserting the group). Otherwise `finish` applies what it can, or waits — briefly
+//!    spinning while a run holding its item is applied, else parked until it is. A writer
+//!    returns once its own item is applied (also when its own commit then reports an error:
+//!    the log had accepted the record before the failure).
+//! 4. A commit that failed before its item was applied, a run whose apply failed, or a ticket
+//!    dropped unfinished *stops* the order: no ticket from there on is applied, each refusing
+//!    with that failure as its error (its record follows a failed one in the log). So the
+//!    applied writes are always a prefix of the log — what replay rebuilds.
 //!
 //! Read-modify-write must see every write logged before it, applied or not: under the log
-//! lock it asks [`LogGuard::pending_write_of`] for the last unfinished ticket that may write its
+//! lock it asks [`LogGuard::pending_write_of`] for the last unapplied ticket that may write its
 //! key and, if there is one, lets go of the lock and waits for it ([`ApplyOrder::wait_done`])
 //! before reading again. Keys are tracked by hash (a collision only costs a wait); a batch of
 //! more than [`WIDE_BATCH_OPS`] operations counts as writing every key.
 //!
 //! Locks: `log` before `state`; `state` is never held while applying or parked. Waiters park
-//! (`std::thread::park`) and are woken one by one as the turn reaches them, not all at once.
+//! (`std::thread::park`) and are woken when their ticket is applied or the order stops.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::thread::Thread;
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
-use strata_core::{Error, Result, WriteBatch};
+use strata_core::{Durability, Error, Result, WriteBatch};
+use strata_wal::Wal;
 
 /// A batch with more operations than this is tracked as writing every key (an rmw of any key
 /// waits for it), so a huge batch costs no per-key bookkeeping.
 pub const WIDE_BATCH_OPS: usize = 16;
 
-/// Orders the apply step of an engine's writes by their log order. See the module docs.
-#[derive(Default)]
-pub struct ApplyOrder {
-    log: Mutex<()>,
-    state: Mutex<State>,
+/// Applies a run of items, oldest first, draining the vector. An `Err` means none of them
+/// counts as applied (the engine must have poisoned itself: it may have applied some).
+pub type ApplyRun<'f, T> = &'f mut dyn FnMut(&mut Vec<T>) -> Result<()>;
+
+/// How far the log has accepted records: whether a record's commit at `durability` has
+/// happened (the same condition `Wal::commit` waits for). Published only after the write or
+/// sync succeeded, so an item it covers may be applied before its writer learns the outcome.
+pub trait CommitProgress {
+    fn covers(&self, lsn: u64, durability: Durability) -> bool;
 }
 
-#[derive(Default)]
-struct State {
+impl CommitProgress for Wal {
+    fn covers(&self, lsn: u64, durability: Durability) -> bool {
+        match durability {
+            Durability::Sync => self.durable_lsn() >= lsn,
+            Durability::Buffered | Durability::None => self.written_lsn() >= lsn,
+        }
+    }
+}
+
+/// Orders the apply step of an engine's writes by their log order; `T` is what a writer hands
+/// over to be applied (its batch and lsn). See the module docs.
+pub struct ApplyOrder<T> {
+    log: Mutex<()>,
+    state: Mutex<State<T>>,
+    /// `State::applying`, readable without the lock (set and cleared under it).
+    applying: AtomicBool,
+    /// `State::turn`, readable without the lock (raised under it once a run is applied): a
+    /// writer whose item an applier already applied returns without taking the state lock.
+    turn: AtomicU64,
+}
+
+/// How long a writer whose item is in the running run waits for it without parking: half of it
+/// spinning, half yielding (then it parks: an applier that lost its CPU takes longer).
+const SPIN_ROUNDS: u32 = 128;
+
+struct State<T> {
     next_ticket: u64,
-    /// Every ticket below this one is done; this one may apply.
+    /// Every ticket below this one is applied.
     turn: u64,
-    /// Tickets abandoned before their turn; the turn skips them.
-    abandoned_ahead: BTreeSet<u64>,
-    /// The first ticket abandoned and its failure: no later ticket applies.
+    /// One slot per ticket from `turn` on.
+    slots: VecDeque<Slot<T>>,
+    /// A writer is applying a run taken from the front of `slots`.
+    applying: bool,
+    /// The first ticket that will never be applied, and why: nothing from it on is applied.
     stopped: Option<(u64, String)>,
-    /// Per key hash, the last unfinished ticket that writes it.
+    /// Per key hash, the last unapplied ticket that writes it.
     pending_keys: HashMap<u64, u64, BuildHasherDefault<SpreadHasher>>,
-    /// The last unfinished ticket of a wide batch.
+    /// The last unapplied ticket of a wide batch.
     pending_wide: Option<u64>,
     waiters: Vec<Waiter>,
+    /// The run buffer, reused between runs.
+    run: Vec<T>,
+}
+
+struct Slot<T> {
+    keys: Keys,
+    item: Item<T>,
+}
+
+enum Item<T> {
+    /// Its writer is still committing; appliable once the log covers `lsn` at `durability`.
+    Logged { item: T, lsn: u64, durability: Durability },
+    /// Its writer reported the commit `Ok`.
+    Committed(T),
+    /// In the run being applied.
+    Taken,
+}
+
+impl<T> Item<T> {
+    fn appliable(&self, progress: &dyn CommitProgress) -> bool {
+        match self {
+            Item::Logged { lsn, durability, .. } => progress.covers(*lsn, *durability),
+            Item::Committed(_) => true,
+            Item::Taken => false,
+        }
+    }
+
+    fn into_item(self) -> Option<T> {
+        match self {
+            Item::Logged { item, .. } | Item::Committed(item) => Some(item),
+            Item::Taken => None,
+        }
+    }
 }
 
 struct Waiter {
-    /// Woken once `turn` reaches this.
-    wake_at_turn: u64,
+    /// Woken once `turn` passes this ticket (or the order stops).
+    ticket: u64,
     thread: Thread,
 }
 
@@ -92,53 +169,73 @@ fn key_hash(key: &[u8]) -> u64 {
 }
 
 /// Held while a writer appends to the log and enqueues; see [`ApplyOrder::lock_log`].
-pub struct LogGuard<'a> {
-    order: &'a ApplyOrder,
+pub struct LogGuard<'a, T> {
+    order: &'a ApplyOrder<T>,
     _log: MutexGuard<'a, ()>,
 }
 
-/// An unfinished write an rmw must wait for ([`ApplyOrder::wait_done`]).
+/// An unapplied write an rmw must wait for ([`ApplyOrder::wait_done`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PendingWrite(u64);
 
-/// A logged write's place in the apply order. Dropping it unapplied abandons it.
-#[must_use = "a ticket dropped unapplied abandons its write and every later one"]
-pub struct Ticket<'a> {
-    order: &'a ApplyOrder,
+/// A logged write's place in the apply order. Dropping it unfinished stops the order.
+#[must_use = "a ticket dropped unfinished stops the apply order"]
+pub struct Ticket<'a, T> {
+    order: &'a ApplyOrder<T>,
     number: u64,
-    keys: Keys,
     done: bool,
 }
 
-impl ApplyOrder {
-    pub fn new() -> ApplyOrder {
+impl<T> Default for ApplyOrder<T> {
+    fn default() -> Self {
+        ApplyOrder {
+            applying: AtomicBool::new(false),
+            turn: AtomicU64::new(0),
+            log: Mutex::new(()),
+            state: Mutex::new(State {
+                next_ticket: 0,
+                turn: 0,
+                slots: VecDeque::new(),
+                applying: false,
+                stopped: None,
+                pending_keys: HashMap::default(),
+                pending_wide: None,
+                waiters: Vec::new(),
+                run: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl<T> ApplyOrder<T> {
+    pub fn new() -> ApplyOrder<T> {
         ApplyOrder::default()
     }
 
     /// The log lock: appends made under it and enqueued before it is released are applied in
     /// that order.
-    pub fn lock_log(&self) -> LogGuard<'_> {
+    pub fn lock_log(&self) -> LogGuard<'_, T> {
         LogGuard { order: self, _log: self.log.lock() }
     }
 
-    /// Waits until `pending` is done (applied or abandoned).
+    /// Waits until `pending` is applied, or will never be (the order stopped at or before it).
     pub fn wait_done(&self, pending: PendingWrite) {
         let mut state = self.state.lock();
-        while state.turn <= pending.0 {
-            state = self.park(state, pending.0 + 1);
+        while state.turn <= pending.0 && state.refusal(pending.0).is_none() {
+            state = self.park(state, pending.0);
         }
     }
 
-    /// Whether an abandoned write stopped the order (every later write refuses to apply).
+    /// Whether the order stopped (a write failed; no later write is applied).
     pub fn is_stopped(&self) -> bool {
         self.state.lock().stopped.is_some()
     }
 
-    /// Parks the calling thread until `turn` reaches `wake_at_turn`, a ticket is abandoned, or
-    /// a spurious wake-up; the caller re-checks its condition.
-    fn park<'a>(&'a self, mut state: MutexGuard<'a, State>, wake_at_turn: u64) -> MutexGuard<'a, State> {
+    /// Parks the calling thread until `ticket` is applied, the order stops, the applier role is
+    /// handed to it, or a spurious wake-up; the caller re-checks its condition.
+    fn park<'a>(&'a self, mut state: MutexGuard<'a, State<T>>, ticket: u64) -> MutexGuard<'a, State<T>> {
         let me = std::thread::current();
-        state.waiters.push(Waiter { wake_at_turn, thread: me.clone() });
+        state.waiters.push(Waiter { ticket, thread: me.clone() });
         drop(state);
         // An unpark between the drop and here leaves a token: park then returns at once.
         std::thread::park();
@@ -148,37 +245,226 @@ impl ApplyOrder {
         state
     }
 
-    /// Ticket `number` applied in its turn: pass the turn on.
-    fn finish(&self, number: u64, keys: &Keys) {
+    /// Ticket `number`'s commit ended with `committed`; returns once its item is applied (by
+    /// this writer as the applier, or by another), or refused because the order stopped at or
+    /// before it. A failed commit stops the order here unless the item was applied already
+    /// (the log covered it: the failure came after) or is being applied (then its run decides).
+    fn finish(
+        &self,
+        number: u64,
+        committed: Result<()>,
+        progress: &dyn CommitProgress,
+        apply: ApplyRun<'_, T>,
+    ) -> Result<()> {
+        // Applied by another writer (a group's first to run applies the whole group): its
+        // commit's result no longer matters, the log had accepted the record.
+        if self.turn.load(Acquire) > number {
+            return Ok(());
+        }
         let mut state = self.state.lock();
-        state.forget_keys(number, keys);
-        debug_assert_eq!(state.turn, number, "applied out of turn");
-        state.turn = number + 1;
-        state.advance();
+        match committed {
+            Ok(()) => state.mark_committed(number),
+            Err(e) if state.turn <= number && !state.is_taken(number) => {
+                state.stop(number, e.to_string());
+                return Err(e);
+            }
+            Err(_) => {}
+        }
+        let mut waited_for_run = false;
+        loop {
+            if state.turn > number {
+                // A writer applies only until its own item is in.
+                state.hand_over_front(progress);
+                return Ok(());
+            }
+            if let Some(refused) = state.refusal(number) {
+                return Err(refused);
+            }
+            if !state.applying && state.front_appliable(progress) {
+                state = self.apply_run(state, progress, apply);
+                continue;
+            }
+            if state.is_taken(number) && !waited_for_run {
+                // In the run being applied: usually done within microseconds, sooner than a
+                // park and a wake-up; once only, since an applier that lost its CPU is not.
+                state = self.spin_while_applying(state, number);
+                waited_for_run = true;
+                continue;
+            }
+            state = self.park(state, number);
+        }
     }
 
-    /// Ticket `number` will never apply (because of `cause`): stop every later one, and pass the
-    /// turn on if it is this ticket's (else the turn skips it when it comes).
-    fn abandon(&self, number: u64, keys: &Keys, cause: String) {
+    /// Applies every appliable item from the front, unless another writer is applying: for
+    /// the leader of a WAL round (`Wal::commit_then`), before it wakes the round's other
+    /// writers, which then find their writes applied.
+    pub fn apply_appliable(&self, progress: &dyn CommitProgress, apply: ApplyRun<'_, T>) {
         let mut state = self.state.lock();
-        state.forget_keys(number, keys);
-        if state.stopped.as_ref().is_none_or(|(first, _)| number < *first) {
-            state.stopped = Some((number, cause));
+        // Only items enqueued by now: writers that keep writing (`None` ones need no round)
+        // must not keep the leader applying for them while its round's waiters wait unwoken.
+        let end = state.next_ticket;
+        while state.turn < end && !state.applying && state.front_appliable(progress) {
+            state = self.apply_run(state, progress, apply);
         }
-        if state.turn == number {
-            state.turn = number + 1;
-        } else {
-            state.abandoned_ahead.insert(number);
+        state.hand_over_front(progress);
+    }
+
+    /// Lets go of the state lock until ticket `number` is applied or the running run ends
+    /// (bounded: spinning, then yielding), for a writer whose item is in that run.
+    fn spin_while_applying<'a>(
+        &'a self,
+        state: MutexGuard<'a, State<T>>,
+        number: u64,
+    ) -> MutexGuard<'a, State<T>> {
+        drop(state);
+        for round in 0..SPIN_ROUNDS {
+            if self.turn.load(Acquire) > number || !self.applying.load(Acquire) {
+                break;
+            }
+            match round < SPIN_ROUNDS / 2 {
+                true => std::hint::spin_loop(),
+                false => std::thread::yield_now(),
+            }
         }
-        state.advance();
-        // Later tickets waiting for their turn must learn that it will not come.
-        for waiter in state.waiters.drain(..) {
-            waiter.thread.unpark();
+        self.state.lock()
+    }
+
+    /// As the applier: takes every consecutive appliable item from the front, applies them
+    /// without the state lock, then marks them applied (or stops the order at the run's first
+    /// ticket if `apply` failed or panicked) and wakes their writers.
+    fn apply_run<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State<T>>,
+        progress: &dyn CommitProgress,
+        apply: ApplyRun<'_, T>,
+    ) -> MutexGuard<'a, State<T>> {
+        let first = state.turn;
+        // Nothing from the stop on is applied, appliable or not (a write whose commit failed
+        // after the log accepted its record returned `Err`).
+        let end = state.stopped.as_ref().map_or(u64::MAX, |(stop, _)| *stop);
+        let mut run = std::mem::take(&mut state.run);
+        let before_stop = usize::try_from(end.saturating_sub(first)).unwrap_or(usize::MAX);
+        for slot in state.slots.iter_mut().take(before_stop) {
+            if !slot.item.appliable(progress) {
+                break;
+            }
+            if let Some(item) = std::mem::replace(&mut slot.item, Item::Taken).into_item() {
+                run.push(item);
+            }
+        }
+        let taken = run.len();
+        state.applying = true;
+        self.applying.store(true, Release);
+        drop(state);
+        let panicked = StopOnUnwind { order: self, first, armed: true };
+        let applied = apply(&mut run);
+        panicked.disarm();
+        run.clear();
+        let mut state = self.state.lock();
+        state.applying = false;
+        self.applying.store(false, Release);
+        state.run = run;
+        match applied {
+            Ok(()) => {
+                for _ in 0..taken {
+                    if let Some(slot) = state.slots.pop_front() {
+                        let number = state.turn;
+                        state.forget_keys(number, &slot.keys);
+                    }
+                    state.turn += 1;
+                }
+                self.turn.store(state.turn, Release);
+                let last_applied = state.turn - 1;
+                state.wake_through(last_applied);
+            }
+            Err(e) => state.stop(first, e.to_string()),
+        }
+        state
+    }
+
+    /// Ticket `number` was dropped unfinished: stop the order there, unless it is applied or
+    /// in the running run (then the run decides, as for a failed commit in `finish`: stopping
+    /// at an item the run then applies would break "nothing from the stop on is applied").
+    fn abandon(&self, number: u64) {
+        let mut state = self.state.lock();
+        if state.turn <= number && !state.is_taken(number) {
+            state.stop(number, "a write was dropped unapplied (a panic or a bug)".to_string());
         }
     }
 }
 
-impl State {
+/// Stops the order at a run's first ticket if the apply function panics, so no writer waits
+/// forever for a run that never finished.
+struct StopOnUnwind<'a, T> {
+    order: &'a ApplyOrder<T>,
+    first: u64,
+    armed: bool,
+}
+
+impl<T> StopOnUnwind<'_, T> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<T> Drop for StopOnUnwind<'_, T> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut state = self.order.state.lock();
+            state.applying = false;
+            self.order.applying.store(false, Release);
+            state.stop(self.first, "a panic while applying a run of writes".to_string());
+        }
+    }
+}
+
+impl<T> State<T> {
+    fn slot_mut(&mut self, number: u64) -> Option<&mut Slot<T>> {
+        let index = usize::try_from(number.checked_sub(self.turn)?).ok()?;
+        self.slots.get_mut(index)
+    }
+
+    /// The oldest unapplied item can be applied now (never one at or after the stop).
+    fn front_appliable(&self, progress: &dyn CommitProgress) -> bool {
+        let stopped_here = self.stopped.as_ref().is_some_and(|(stop, _)| *stop <= self.turn);
+        !stopped_here && self.slots.front().is_some_and(|slot| slot.item.appliable(progress))
+    }
+
+    fn is_taken(&mut self, number: u64) -> bool {
+        self.slot_mut(number).is_some_and(|slot| matches!(slot.item, Item::Taken))
+    }
+
+    /// The writer reported its commit `Ok`: the item is appliable whatever the log's progress.
+    fn mark_committed(&mut self, number: u64) {
+        if let Some(slot) = self.slot_mut(number) {
+            if let Item::Logged { .. } = slot.item {
+                if let Some(item) = std::mem::replace(&mut slot.item, Item::Taken).into_item() {
+                    slot.item = Item::Committed(item);
+                }
+            }
+        }
+    }
+
+    /// The error of a ticket the stopped order will never apply.
+    fn refusal(&self, number: u64) -> Option<Error> {
+        let (first, cause) = self.stopped.as_ref().filter(|(first, _)| *first <= number)?;
+        let why = match *first == number {
+            true => format!("{cause} (this write was not applied)"),
+            false => format!("{cause} (a write logged before this one failed)"),
+        };
+        Some(Error::Poisoned(why))
+    }
+
+    /// Stops the order at `number` (or keeps an earlier stop) and wakes every waiter.
+    fn stop(&mut self, number: u64, cause: String) {
+        if self.stopped.as_ref().is_none_or(|(first, _)| number < *first) {
+            self.stopped = Some((number, cause));
+        }
+        for waiter in self.waiters.drain(..) {
+            waiter.thread.unpark();
+        }
+    }
+
     fn forget_keys(&mut self, number: u64, keys: &Keys) {
         match keys {
             Keys::Hashes(hashes) => {
@@ -193,14 +479,22 @@ impl State {
         }
     }
 
-    /// Skips abandoned tickets and wakes the waiters the turn reached.
-    fn advance(&mut self) {
-        while self.abandoned_ahead.remove(&self.turn) {
-            self.turn += 1;
+    /// Leaves the applier role to the front item's writer when nobody is applying and that item
+    /// is appliable: wakes it if it is parked in `finish` (parked while another run was applied
+    /// or while its item was not appliable yet); otherwise it has not reached `finish` yet and
+    /// applies when it does. Whoever ends a run without taking the next one calls this, so an
+    /// appliable front never waits for a wake-up that does not come.
+    fn hand_over_front(&mut self, progress: &dyn CommitProgress) {
+        if !self.applying && self.front_appliable(progress) {
+            let front = self.turn;
+            self.wake_through(front);
         }
-        let turn = self.turn;
+    }
+
+    /// Wakes the waiters of tickets up to `ticket`.
+    fn wake_through(&mut self, ticket: u64) {
         self.waiters.retain(|w| {
-            let wake = w.wake_at_turn <= turn;
+            let wake = w.ticket <= ticket;
             if wake {
                 w.thread.unpark();
             }
@@ -209,8 +503,8 @@ impl State {
     }
 }
 
-impl<'a> LogGuard<'a> {
-    /// The last unfinished write that may change `key` (an rmw must wait for it: its value is
+impl<'a, T> LogGuard<'a, T> {
+    /// The last unapplied write that may change `key` (an rmw must wait for it: its value is
     /// not applied yet), if any.
     pub fn pending_write_of(&self, key: &[u8]) -> Option<PendingWrite> {
         let state = self.order.state.lock();
@@ -218,8 +512,9 @@ impl<'a> LogGuard<'a> {
         by_key.max(state.pending_wide).map(PendingWrite)
     }
 
-    /// The ticket of the record just appended under this guard.
-    pub fn enqueue(&self, keys: Keys) -> Ticket<'a> {
+    /// Enqueues the record just appended under this guard (`lsn`, committed at `durability`)
+    /// with the item that applies it; returns its ticket.
+    pub fn enqueue(&self, keys: Keys, lsn: u64, durability: Durability, item: T) -> Ticket<'a, T> {
         let mut state = self.order.state.lock();
         let number = state.next_ticket;
         state.next_ticket += 1;
@@ -231,58 +526,33 @@ impl<'a> LogGuard<'a> {
             }
             Keys::All => state.pending_wide = Some(number),
         }
-        Ticket { order: self.order, number, keys, done: false }
+        state.slots.push_back(Slot { keys, item: Item::Logged { item, lsn, durability } });
+        Ticket { order: self.order, number, done: false }
     }
 }
 
-impl Ticket<'_> {
-    /// Waits until every earlier ticket is done, then runs `apply` and passes the turn on. An
-    /// `Err` from `apply` abandons the ticket (the engine must have poisoned itself). Refuses,
-    /// without running `apply`, when an earlier ticket was abandoned.
-    pub fn apply_in_turn<R>(mut self, apply: impl FnOnce() -> Result<R>) -> Result<R> {
-        let order = self.order;
-        let mut state = order.state.lock();
-        loop {
-            if let Some((_, cause)) = state.stopped.as_ref().filter(|(first, _)| *first < self.number) {
-                let refused = Error::Poisoned(format!("{cause} (a write logged before this one failed)"));
-                drop(state);
-                // Dropping `self` abandons this ticket too.
-                return Err(refused);
-            }
-            if state.turn == self.number {
-                break;
-            }
-            state = order.park(state, self.number);
-        }
-        drop(state);
-        // A panic in `apply` drops `self` unfinished: abandoned, so no later write waits forever.
-        match apply() {
-            Ok(applied) => {
-                self.done = true;
-                order.finish(self.number, &self.keys);
-                Ok(applied)
-            }
-            Err(e) => {
-                self.abandon(&e);
-                Err(e)
-            }
-        }
-    }
-
-    /// This write will never apply: its commit failed with `cause`. Every later write refuses
-    /// to apply, with `cause` in its error. Poison the engine first, so a refused writer finds
-    /// it poisoned.
-    pub fn abandon(mut self, cause: &Error) {
+impl<T> Ticket<'_, T> {
+    /// Ends this write once its commit returned `committed` (with the engine poisoned first
+    /// when it failed, so a writer refused behind it finds the engine poisoned); returns once
+    /// its item is applied, in log order, by `apply` — run by this writer or by another one
+    /// (module docs, step 3); every writer passes the same function. `Err` when the write was
+    /// not applied: its commit failed first, or the order stopped at or before it (an earlier
+    /// write failed, or a run holding it failed to apply), with that failure in the error.
+    pub fn finish(
+        mut self,
+        committed: Result<()>,
+        progress: &dyn CommitProgress,
+        apply: ApplyRun<'_, T>,
+    ) -> Result<()> {
         self.done = true;
-        self.order.abandon(self.number, &self.keys, cause.to_string());
+        self.order.finish(self.number, committed, progress, apply)
     }
 }
 
-impl Drop for Ticket<'_> {
+impl<T> Drop for Ticket<'_, T> {
     fn drop(&mut self) {
         if !self.done {
-            let cause = "a write was dropped unapplied (a panic or a bug)".to_string();
-            self.order.abandon(self.number, &self.keys, cause);
+            self.order.abandon(self.number);
         }
     }
 }

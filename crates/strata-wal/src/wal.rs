@@ -32,6 +32,7 @@
 //! - `sync` and `close` end with a durable marker record whose `synced_lsn` covers every record
 //!   they made durable, so damage to those records is later told apart from a torn tail.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -230,6 +231,17 @@ impl Wal {
     /// round (or waits for the running one), which writes the buffer and then fdatasyncs once for
     /// everything written. Write rounds go on while a sync round's fdatasync runs.
     pub fn commit(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        self.commit_then(lsn, durability, &mut || {})
+    }
+
+    /// [`Wal::commit`]; whenever this caller ran a round (write or sync) that succeeded,
+    /// `after_round` runs before the round's other waiters are woken, with no WAL lock held. An
+    /// engine that applies writes after their commit applies the round's writes there, so the
+    /// waiters it wakes find theirs applied — the group commit's leader applies the group, as
+    /// RocksDB's write-group leader inserts the group's batches (strata_kit::apply_order).
+    /// A panic in `after_round` still wakes the waiters (their records are written or durable:
+    /// the round succeeded) before it goes on to this caller; the log is not poisoned by it.
+    pub fn commit_then(&self, lsn: Lsn, durability: Durability, after_round: &mut dyn FnMut()) -> Result<()> {
         if lsn > self.last_lsn.load(Acquire) {
             return Err(Error::invalid(format!(
                 "commit of WAL lsn {lsn}, but the last appended lsn is {}",
@@ -266,11 +278,23 @@ impl Wal {
             } else {
                 self.run_write_round(&mut state)
             };
+            // Caught so that the waiters below are woken whatever `after_round` does: a waiter
+            // is only ever woken here or by a later round, which may never come.
+            let after = match round {
+                Ok(()) => {
+                    MutexGuard::unlocked(&mut state, || catch_unwind(AssertUnwindSafe(&mut *after_round)))
+                }
+                Err(_) => Ok(()),
+            };
             self.count_covered_sync_waiters(&mut state);
             if round.is_err() {
                 state.sync_waiters.clear();
             }
             self.commit_done.notify_all();
+            if let Err(panic) = after {
+                drop(state);
+                resume_unwind(panic);
+            }
             round?;
         }
     }
@@ -367,6 +391,12 @@ impl Wal {
     /// Every record up to this lsn is durable.
     pub fn durable_lsn(&self) -> Lsn {
         self.durable_lsn.load(Acquire)
+    }
+
+    /// Every record up to this lsn is written to the storage (what a `Buffered` commit waits
+    /// for); published only after that write succeeded.
+    pub fn written_lsn(&self) -> Lsn {
+        self.written_lsn.load(Acquire)
     }
 
     pub fn stats(&self) -> WalStats {

@@ -69,8 +69,9 @@ pub(crate) struct FlexDb {
     pub(super) storage: Arc<dyn Storage>,
     pub(super) wal_options: WalOptions,
     pub(super) wal: Wal,
-    /// Writers append under its log lock and apply to `mem` in its order, after their commit.
-    pub(super) order: ApplyOrder,
+    /// Writers append under its log lock; their batches are applied to `mem` in its order, a
+    /// run at a time, after their commit.
+    pub(super) order: ApplyOrder<super::write::Logged>,
     pub(crate) mem: RwLock<MemState>,
     pub(crate) table: RwLock<Table>,
     /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.

@@ -13,7 +13,14 @@ use strata_kit::apply_order::{Keys, Ticket};
 
 use super::db::{FlexDb, MemState};
 
-/// What a writer found after applying its batch (under the `mem` write lock).
+/// A logged batch waiting in the apply order for its commit and its turn.
+pub(super) struct Logged {
+    lsn: u64,
+    batch: WriteBatch,
+}
+
+/// The MemTables' room: what a run's apply found after a batch (`freeze_if_full`, under the
+/// `mem` write lock), or what a writer finds once its batch is applied (`room_after_apply`).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Room {
     /// The active MemTable has room.
@@ -21,7 +28,8 @@ pub(super) enum Room {
     /// The active MemTable has room but an immutable one is being committed: the writer is paced
     /// by the commit's progress. The value: the active MemTable's fill (0..1).
     Paced(f64),
-    /// The active MemTable was full and became the immutable one: wake the committer.
+    /// The active MemTable was full and became the immutable one: wake the committer (only
+    /// `freeze_if_full` says so; its caller wakes it).
     Frozen,
     /// The active MemTable is full and the committer is still busy: wait for it.
     Full,
@@ -40,12 +48,13 @@ impl FlexDb {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let keys = Keys::of(&batch);
+        let user_bytes = batch.payload_bytes() as u64;
         let (lsn, ticket) = {
             let log = self.order.lock_log();
             let lsn = self.wal.append(&payload).map_err(|e| self.poison(e))?;
-            (lsn, log.enqueue(keys))
+            (lsn, log.enqueue(keys, lsn, durability, Logged { lsn, batch }))
         };
-        self.commit_then_apply(lsn, ticket, batch, durability).map_err(|e| self.poison(e))
+        self.commit_then_apply(lsn, ticket, user_bytes, durability).map_err(|e| self.poison(e))
     }
 
     /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it.
@@ -84,54 +93,82 @@ impl FlexDb {
             };
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
+            let user_bytes = batch.payload_bytes() as u64;
             let lsn = self.wal.append(&encode_batch(&batch)).map_err(|e| self.poison(e))?;
-            let ticket = log.enqueue(Keys::one(key));
+            let ticket = log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch });
             drop(log);
-            self.commit_then_apply(lsn, ticket, batch, durability).map_err(|e| self.poison(e))?;
+            self.commit_then_apply(lsn, ticket, user_bytes, durability).map_err(|e| self.poison(e))?;
             return Ok(new);
         }
     }
 
     /// Write path steps 3–5, with no lock held: commit at `durability`; in log order (after
-    /// every earlier write) apply to the active MemTable, freezing it if full; then the
-    /// reservation, pacing or backpressure. A failed commit poisons the engine and abandons
-    /// `ticket`, which stops every later apply (their records follow this one in the log).
+    /// every earlier write) apply to the active MemTable, freezing it if full (`apply_run`, by
+    /// this writer or another); then the reservation, pacing or backpressure. A failed commit
+    /// poisons the engine first, then stops the order at this write unless the log had accepted
+    /// it already (then it was or is applied like any other).
     fn commit_then_apply(
         &self,
         lsn: u64,
-        ticket: Ticket<'_>,
-        batch: WriteBatch,
+        ticket: Ticket<'_, Logged>,
+        user_bytes: u64,
         durability: Durability,
     ) -> Result<()> {
-        self.counters.user_bytes_written.fetch_add(batch.payload_bytes() as u64, Relaxed);
-        if let Err(e) = self.wal.commit(lsn, durability) {
-            // Poisoned before the ticket goes: a write refused behind it finds the engine poisoned.
-            let e = self.poison(e);
-            ticket.abandon(&e);
-            return Err(e);
-        }
-        let (room, mem_in_use) = ticket.apply_in_turn(|| {
-            // Another write's failure poisoned the engine: apply nothing more.
-            self.check_not_poisoned()?;
-            let mut mem = self.mem.write();
-            for op in batch.into_ops() {
-                mem.apply(op);
-            }
-            mem.applied_lsn = lsn;
-            Ok((self.freeze_if_full(&mut mem), Self::mem_in_use_bytes(&mem)))
-        })?;
+        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
+        let mut apply = |run: &mut Vec<Logged>| self.apply_run(run);
+        let committed = self
+            .wal
+            .commit_then(lsn, durability, &mut || self.order.apply_appliable(&self.wal, &mut apply))
+            .map_err(|e| self.poison(e));
+        ticket.finish(committed, &self.wal, &mut apply)?;
+        let (room, mem_in_use) = {
+            let mem = self.mem.read();
+            (self.room_after_apply(&mem), Self::mem_in_use_bytes(&mem))
+        };
         self.reserve_mem(mem_in_use);
         match room {
-            Room::Free => Ok(()),
+            Room::Free | Room::Frozen => Ok(()),
             Room::Paced(fill) => {
                 self.pace(fill);
                 Ok(())
             }
-            Room::Frozen => {
-                self.signals.request();
-                Ok(())
-            }
             Room::Full => self.wait_for_room(),
+        }
+    }
+
+    /// Write path step 4: a run of committed batches (whose records the log accepted), in log
+    /// order, under one `mem` write lock; a full active MemTable is frozen at the batch that
+    /// filled it (and the committer woken). A poisoned engine applies nothing more.
+    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
+        self.check_not_poisoned()?;
+        let mut froze = false;
+        {
+            let mut mem = self.mem.write();
+            for Logged { lsn, batch } in run.drain(..) {
+                for op in batch.into_ops() {
+                    mem.apply(op);
+                }
+                mem.applied_lsn = lsn;
+                froze |= self.freeze_if_full(&mut mem) == Room::Frozen;
+            }
+        }
+        if froze {
+            self.signals.request();
+        }
+        Ok(())
+    }
+
+    /// What a writer whose batch was applied does next (write path step 5): pace against a
+    /// running commit, wait for room when the active MemTable is full (`wait_for_room` freezes
+    /// it or waits for the committer), or nothing.
+    fn room_after_apply(&self, mem: &MemState) -> Room {
+        let active_bytes = mem.active.memory_bytes();
+        if active_bytes >= self.memtable_bytes {
+            return Room::Full;
+        }
+        match mem.imm {
+            Some(_) => Room::Paced(active_bytes as f64 / self.memtable_bytes as f64),
+            None => Room::Free,
         }
     }
 
