@@ -19,7 +19,7 @@ use strata_core::{
     Limits, Maintenance, MaintenanceTask, Poison, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
-use strata_kit::apply_order::{ApplyOrder, Keys, Ticket};
+use strata_kit::apply_order::{ApplyOrder, Keys, Ticket, WriteSizes};
 use strata_kit::memtable::MemTable;
 use strata_kit::EngineFactory;
 use strata_wal::{Wal, WalOptions};
@@ -168,25 +168,12 @@ impl MemoryEngine {
             let new = f(inner.map.read().get(key).flatten().map(Vec::as_slice));
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
-            let sizes = Sizes::of(&batch, &payload);
+            let sizes = WriteSizes::of(&batch, &payload);
             let lsn = inner.wal.append(&payload)?;
             break (lsn, log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch }), sizes, new);
         };
         inner.commit_then_apply(lsn, ticket, sizes, durability)?;
         Ok(stored)
-    }
-}
-
-/// A write's payload and user bytes, for the counters and the snapshot trigger.
-#[derive(Clone, Copy)]
-struct Sizes {
-    payload_bytes: u64,
-    user_bytes: u64,
-}
-
-impl Sizes {
-    fn of(batch: &WriteBatch, payload: &[u8]) -> Sizes {
-        Sizes { payload_bytes: payload.len() as u64, user_bytes: batch.payload_bytes() as u64 }
     }
 }
 
@@ -210,7 +197,7 @@ impl Inner {
     fn append_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
         let payload = encode_batch(&batch);
         let keys = Keys::of(&batch);
-        let sizes = Sizes::of(&batch, &payload);
+        let sizes = WriteSizes::of(&batch, &payload);
         let (lsn, ticket) = {
             let log = self.order.lock_log();
             let lsn = self.wal.append(&payload)?;
@@ -227,7 +214,7 @@ impl Inner {
         &self,
         lsn: u64,
         ticket: Ticket<'_, Logged>,
-        sizes: Sizes,
+        sizes: WriteSizes,
         durability: Durability,
     ) -> Result<()> {
         self.counters.user_bytes_written.fetch_add(sizes.user_bytes, Relaxed);

@@ -71,6 +71,20 @@ impl CommitProgress for Wal {
     }
 }
 
+/// A logged write's sizes: its encoded WAL payload (for a log-size trigger such as a checkpoint
+/// or snapshot) and its user bytes (for the written-bytes counter).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteSizes {
+    pub payload_bytes: u64,
+    pub user_bytes: u64,
+}
+
+impl WriteSizes {
+    pub fn of(batch: &WriteBatch, payload: &[u8]) -> WriteSizes {
+        WriteSizes { payload_bytes: payload.len() as u64, user_bytes: batch.payload_bytes() as u64 }
+    }
+}
+
 /// Orders the apply step of an engine's writes by their log order; `T` is what a writer hands
 /// over to be applied (its batch and lsn). See the module docs.
 pub struct ApplyOrder<T> {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8};
 
 use strata_core::batch_codec::encode_batch;
 use strata_core::{BatchOp, Durability, Result, Value, WriteBatch};
-use strata_kit::apply_order::{ApplyOrder, Keys, Ticket};
+use strata_kit::apply_order::{ApplyOrder, Keys, Ticket, WriteSizes};
 
 use super::eviction::CachePressure;
 use super::{Counters, Store};
@@ -27,19 +27,6 @@ fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
 pub(crate) struct Logged {
     lsn: u64,
     batch: WriteBatch,
-}
-
-/// A write's payload and user bytes, for the counters and the checkpoint trigger.
-#[derive(Clone, Copy)]
-struct Sizes {
-    payload_bytes: u64,
-    user_bytes: u64,
-}
-
-impl Sizes {
-    fn of(batch: &WriteBatch, payload: &[u8]) -> Sizes {
-        Sizes { payload_bytes: payload.len() as u64, user_bytes: batch.payload_bytes() as u64 }
-    }
 }
 
 /// The order writes reach the record cache in: their log order, each after its commit
@@ -93,7 +80,7 @@ impl Store {
         self.check_usable()?;
         let payload = encode_batch(&batch);
         let keys = Keys::of(&batch);
-        let sizes = Sizes::of(&batch, &payload);
+        let sizes = WriteSizes::of(&batch, &payload);
         let (lsn, ticket) = {
             let log = self.writes.order.lock_log();
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
@@ -141,7 +128,7 @@ impl Store {
             let new = f(current.as_deref());
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
-            let sizes = Sizes::of(&batch, &payload);
+            let sizes = WriteSizes::of(&batch, &payload);
             let lsn = self.wal.append(&payload).map_err(|e| self.poison.poison(e))?;
             let ticket = log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch });
             drop(log);
@@ -160,7 +147,7 @@ impl Store {
         &self,
         lsn: u64,
         ticket: Ticket<'_, Logged>,
-        sizes: Sizes,
+        sizes: WriteSizes,
         durability: Durability,
     ) -> Result<()> {
         Counters::add(&self.counters.user_bytes_written, sizes.user_bytes);
