@@ -235,3 +235,37 @@ fn repeat_alternates_engines_and_summarises_every_round() {
     let top18 = skew[0]["top_shares"][2][1].as_f64().unwrap();
     assert!(top18 > 0.7 && top18 <= 1.0, "{top18}");
 }
+
+/// For each `d` (insert-heavy) phase of `age,d,d` on treeline, with or without
+/// `--from-checkpoint`: the live user bytes (loaded plus inserted) it started from, i.e. its
+/// live bytes at the end less what it inserted; and the aged store's live bytes.
+fn live_bytes_before_insert_phases(from_checkpoint: bool) -> (Vec<u64>, u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args =
+        vec!["--engines", "treeline", "--workload", "age,d,d", "--records", "2000", "--ops", "1000"];
+    if from_checkpoint {
+        args.push("--from-checkpoint");
+    }
+    let report = bench_json(&args, tmp.path(), &tmp.path().join("r.json"));
+    assert_eq!(report["workload"]["from_checkpoint"], from_checkpoint);
+    let results = report["results"].as_array().unwrap();
+    let phases: Vec<&str> = results.iter().map(|r| r["workload"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["load", "age", "d", "d"]);
+    assert!(results.iter().all(|r| r["status"] == "ok"), "{results:?}");
+    let live = |r: &Value| r["live_user_bytes"].as_u64().unwrap();
+    let inserted = |r: &Value| r["user_bytes_written"].as_u64().unwrap();
+    assert!(results.iter().filter(|r| r["workload"] == "d").all(|r| inserted(r) > 0));
+    let before = results.iter().filter(|r| r["workload"] == "d").map(|r| live(r) - inserted(r)).collect();
+    (before, live(&results[1]))
+}
+
+#[test]
+fn from_checkpoint_starts_every_measured_workload_from_the_aged_store() {
+    // One after another, the second `d` starts from the first's inserts; from the checkpoint,
+    // both start from the aged store.
+    let (before, aged) = live_bytes_before_insert_phases(false);
+    assert_eq!(before[0], aged);
+    assert!(before[1] > aged, "sequential: {before:?} after aging {aged}");
+    let (before, aged) = live_bytes_before_insert_phases(true);
+    assert_eq!(before, [aged, aged]);
+}

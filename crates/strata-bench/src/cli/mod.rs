@@ -113,6 +113,13 @@ pub struct BenchArgs {
     /// a full compaction, as TreeLine's authors loaded it), on one thread.
     #[arg(long, default_value = "puts", value_name = "puts|bulk")]
     load_mode: String,
+    /// Start each measured workload from a copy of the store as the load and the aging workloads
+    /// (`age`, which must come first) left it, closed and reopened, as TreeLine's §5 ran every
+    /// experiment from a copy of one aged checkpoint. Default: the workloads run one after
+    /// another on one open store, each inheriting what the last left (dirty caches, compaction
+    /// debt).
+    #[arg(long)]
+    from_checkpoint: bool,
     /// Trace seed: the same seed gives the same operations.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -281,6 +288,10 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
     if custom_mix.is_some() && !names.iter().any(|n| n == "mix") {
         return Err("--mix given but --workload does not include 'mix'".into());
     }
+    let aging_prefix = workloads.iter().take_while(|w| w.aging).count();
+    if a.from_checkpoint && workloads.iter().skip(aging_prefix).any(|w| w.aging) {
+        return Err("--from-checkpoint: aging workloads (age) must come before every measured one".into());
+    }
 
     let records = parse::count("--records", &a.records)?;
     if records == 0 || records > 1 << 40 {
@@ -383,6 +394,7 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
             "bulk" => true,
             other => return Err(format!("unknown --load-mode {other:?}; expected puts or bulk")),
         },
+        from_checkpoint: a.from_checkpoint,
         custom_mix: a.mix,
         repeat: a.repeat,
         command_line,
@@ -426,6 +438,15 @@ mod tests {
         let c = config(&["--key-format", "string", "--value-bytes", "10..20", "--duration", "2"]).unwrap();
         assert_eq!((c.keys.key_bytes, c.ops, c.values.max_bytes), (None, None, 20));
         assert!(config(&["--workload", "load"]).unwrap().workloads.is_empty());
+    }
+
+    #[test]
+    fn from_checkpoint_needs_aging_first() {
+        assert!(config(&["--workload", "age,a,c", "--from-checkpoint"]).unwrap().from_checkpoint);
+        assert!(config(&["--workload", "a,c", "--from-checkpoint"]).is_ok());
+        let late = config(&["--workload", "a,age,c", "--from-checkpoint"]).unwrap_err();
+        assert!(late.contains("must come before"), "{late}");
+        assert!(config(&["--workload", "a,age,c"]).is_ok());
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub struct WorkloadConfig {
     pub load_order: String,
     /// Where inserted keys land: `spread` (YCSB) or `clustered …` (`--insert-keys`).
     pub insert_keys: String,
+    /// `--from-checkpoint`: each measured workload ran on a copy of the closed, aged store.
+    pub from_checkpoint: bool,
     pub max_scan_length: u32,
     pub seed: u64,
     pub memory_budget_bytes: u64,

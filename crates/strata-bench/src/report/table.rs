@@ -85,6 +85,10 @@ pub fn render(report: &BenchReport) -> String {
     if w.insert_keys != "spread" {
         let _ = writeln!(out, "inserted keys {}", w.insert_keys);
     }
+    if w.from_checkpoint {
+        let _ =
+            writeln!(out, "each measured workload from a copy of the store closed after the load and aging");
+    }
     let _ = writeln!(out, "direct I/O {}; sync writes {}", on_off(w.direct_io), on_off(w.sync_writes));
     if report.repeats > 1 {
         let _ = writeln!(

@@ -327,6 +327,7 @@ fn ycsb(args: &ReproArgs) -> Result<(), String> {
         budget_fraction: shape.budget_fraction,
         duration: None,
         bulk_load: false,
+        from_checkpoint: false,
     };
     let report = run.execute("flex-fig13")?;
     println!("\n=== FlexDB Fig 13: YCSB A–F with UDB record sizes (27 B keys, 127 B values), direct I/O ===");

@@ -162,6 +162,8 @@ struct Run<'a> {
     duration: Option<std::time::Duration>,
     /// Load with each engine's bulk path (`--load-mode bulk`), as the paper loaded.
     bulk_load: bool,
+    /// Start each measured workload from a copy of the aged store (`--from-checkpoint`).
+    from_checkpoint: bool,
 }
 
 impl Run<'_> {
@@ -198,6 +200,7 @@ impl Run<'_> {
             drop_caches: true,
             reopen_after_kill: false,
             bulk_load: self.bulk_load,
+            from_checkpoint: self.from_checkpoint,
             custom_mix: None,
             repeat: self.args.repeat,
             command_line: std::env::args().collect(),
@@ -254,6 +257,7 @@ fn repro_f2(args: &ReproArgs) -> Result<(), String> {
         budget_fraction: shape.budget_fraction,
         duration: None,
         bulk_load: false,
+        from_checkpoint: false,
     };
     let main = run.execute("f2-fig10")?;
     println!("\n=== F2 Fig 10 and Table 2: YCSB A/B/C/F, zipfian-plain θ 0.99, direct I/O ===");
@@ -290,6 +294,7 @@ impl<'a> Run<'a> {
             budget_fraction: self.budget_fraction,
             duration: self.duration,
             bulk_load: self.bulk_load,
+            from_checkpoint: self.from_checkpoint,
         }
     }
 }
@@ -338,6 +343,7 @@ mod tests {
             budget_fraction: papers::F2.budget_fraction,
             duration: None,
             bulk_load: false,
+            from_checkpoint: false,
         };
         // 20M x 108 B x 10% = 216 MB, the 220 MiB shape.
         assert_eq!(run.budget_bytes(), 216_000_000);

@@ -87,6 +87,7 @@ fn shape_run<'a>(args: &'a ReproArgs, shape: &RecordShape, engines: Vec<String>)
         budget_fraction: TREELINE.budget_fraction,
         duration: Some(Duration::from_secs(seconds)),
         bulk_load: true,
+        from_checkpoint: true,
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::{ms, say, settings, BenchConfig};
+use super::{checkpoint_start, ms, say, settings, BenchConfig};
 use crate::adapter::{KvAdapter, OpenParams};
 use crate::driver::{
     run_bulk_load, run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource,
@@ -29,20 +29,55 @@ pub(super) fn run_engine(
     let Some((adapter, source, params)) = open(config, name, dir, budget, &mut engine) else {
         return (engine, Vec::new(), reset);
     };
-    let run = EngineRun::new(config, name, dir, adapter.as_ref());
-    let load = run.load();
+    let load = EngineRun::new(config, name, dir, adapter.as_ref()).load();
     let mut failed = load.error.is_some();
     let mut results = vec![load];
     note_page_cache(config, &mut engine, failed);
-    if !failed {
-        failed = run.workloads(&mut results);
+    let reopen = Reopen { name, source, params: &params };
+    let adapter = match failed {
+        true => Some(adapter),
+        false => match run_workloads(config, dir, adapter, &reopen, &mut results) {
+            Ok((open, phase_failed)) => {
+                failed = phase_failed;
+                Some(open)
+            }
+            Err(message) => {
+                (engine.status, engine.message, failed) = ("error".into(), Some(message), true);
+                None
+            }
+        },
+    };
+    if let Some(adapter) = adapter {
+        close_and_reopen(adapter, source, &params, name, &mut engine);
     }
-    close_and_reopen(adapter, source, &params, name, &mut engine);
     if failed && engine.status == "ok" {
         engine.status = "error".into();
         engine.message = results.iter().find_map(|r| r.error.clone());
     }
     (engine, results, reset)
+}
+
+/// The run phases, on the open store or each from the checkpoint copy (`--from-checkpoint`);
+/// returns the adapter still open and whether a phase failed (`Err`: the store could not be
+/// closed, copied or reopened between phases).
+fn run_workloads(
+    config: &BenchConfig,
+    dir: &Path,
+    adapter: Box<dyn KvAdapter>,
+    reopen: &Reopen<'_>,
+    results: &mut Vec<PhaseResult>,
+) -> Result<(Box<dyn KvAdapter>, bool), String> {
+    if config.from_checkpoint {
+        return checkpoint_start::run_workloads(config, dir, adapter, reopen, results);
+    }
+    let phases = Phases::all(config);
+    let mut progress = Progress::after_load(config, results);
+    let failed = EngineRun::new(config, reopen.name, dir, adapter.as_ref()).run_phases(
+        &phases.list,
+        &mut progress,
+        results,
+    );
+    Ok((adapter, failed))
 }
 
 fn new_report(name: &str) -> EngineReport {
@@ -165,8 +200,42 @@ fn close_and_reopen(
     }
 }
 
+/// How to open the engine again (`--from-checkpoint` reopens it for every measured workload).
+pub(super) struct Reopen<'a> {
+    pub name: &'a str,
+    pub source: EngineSource,
+    pub params: &'a OpenParams,
+}
+
+/// The run phases of an invocation, each with its phase number (1-based, the trace's seed).
+pub(super) struct Phases<'c> {
+    pub list: Vec<(u32, &'c Workload)>,
+}
+
+impl<'c> Phases<'c> {
+    pub fn all(config: &'c BenchConfig) -> Phases<'c> {
+        Phases { list: config.workloads.iter().enumerate().map(|(i, w)| (i as u32 + 1, w)).collect() }
+    }
+}
+
+/// What phases hand on to the next: each thread's own inserts and the live user bytes.
+#[derive(Clone, Debug)]
+pub(super) struct Progress {
+    own_inserts: Vec<u64>,
+    live_user_bytes: u64,
+}
+
+impl Progress {
+    pub fn after_load(config: &BenchConfig, results: &[PhaseResult]) -> Progress {
+        Progress {
+            own_inserts: vec![0; config.threads as usize],
+            live_user_bytes: results.iter().map(|r| r.live_user_bytes).max().unwrap_or(0),
+        }
+    }
+}
+
 /// One open engine and what every phase of it shares.
-struct EngineRun<'a> {
+pub(super) struct EngineRun<'a> {
     config: &'a BenchConfig,
     name: &'a str,
     dir: &'a Path,
@@ -177,7 +246,7 @@ struct EngineRun<'a> {
 }
 
 impl<'a> EngineRun<'a> {
-    fn new(config: &'a BenchConfig, name: &'a str, dir: &'a Path, adapter: &'a dyn KvAdapter) -> Self {
+    pub fn new(config: &'a BenchConfig, name: &'a str, dir: &'a Path, adapter: &'a dyn KvAdapter) -> Self {
         let trace = config.trace_params();
         let pools = (0..config.threads).map(|t| value_pool(&trace, t)).collect();
         EngineRun { config, name, dir, adapter, trace, pools }
@@ -226,14 +295,17 @@ impl<'a> EngineRun<'a> {
         result
     }
 
-    /// Every run phase in order, carrying each thread's insert count from phase to phase;
-    /// appends their results and returns whether one failed (an unsupported workload, such as
-    /// a scan on an unordered engine, does not stop the next ones).
-    fn workloads(&self, results: &mut Vec<PhaseResult>) -> bool {
-        let mut own_inserts = vec![0u64; self.config.threads as usize];
-        let mut live_user_bytes = results.iter().map(|r| r.live_user_bytes).max().unwrap_or(0);
-        for (i, workload) in self.config.workloads.iter().enumerate() {
-            let result = self.workload(i as u32 + 1, workload, &mut own_inserts, &mut live_user_bytes);
+    /// `phases` in order, carrying each thread's insert count and the live bytes from phase to
+    /// phase in `progress`; appends their results and returns whether one failed (an
+    /// unsupported workload, such as a scan on an unordered engine, does not stop the next ones).
+    pub(super) fn run_phases(
+        &self,
+        phases: &[(u32, &Workload)],
+        progress: &mut Progress,
+        results: &mut Vec<PhaseResult>,
+    ) -> bool {
+        for &(phase, workload) in phases {
+            let result = self.workload(phase, workload, progress);
             let failed = result.status == "error";
             results.push(result);
             if failed {
@@ -244,13 +316,8 @@ impl<'a> EngineRun<'a> {
     }
 
     /// Run phase `phase` (≥ 1): `workload` on every thread.
-    fn workload(
-        &self,
-        phase: u32,
-        workload: &Workload,
-        own_inserts: &mut [u64],
-        live_user_bytes: &mut u64,
-    ) -> PhaseResult {
+    fn workload(&self, phase: u32, workload: &Workload, progress: &mut Progress) -> PhaseResult {
+        let Progress { own_inserts, live_user_bytes } = progress;
         let config = self.config;
         let distribution = config.distribution_for(workload);
         // Aging runs one update per record; every other phase runs what --ops/--duration say.

@@ -1,6 +1,7 @@
 //! One invocation: for each engine, open it in a fresh directory, load, (drop the page cache), run
 //! each workload on the shared trace, close, reopen, clean up — measuring around every phase.
 
+mod checkpoint_start;
 mod engine_run;
 
 use std::collections::BTreeMap;
@@ -51,6 +52,10 @@ pub struct BenchConfig {
     /// `--load-mode bulk`: the records sorted by key through each adapter's `bulk_load` (one
     /// thread) instead of puts from every thread.
     pub bulk_load: bool,
+    /// `--from-checkpoint`: each measured workload starts from a copy of the store as the load
+    /// and the aging workloads left it, closed (TreeLine §5, "Checkpoints"); otherwise the
+    /// workloads run one after another on one open store.
+    pub from_checkpoint: bool,
     pub custom_mix: Option<String>,
     /// `--repeat`: rounds of every engine (≥ 1).
     pub repeat: u32,
@@ -302,6 +307,7 @@ fn workload_config(config: &BenchConfig, budget: u64, data_ratio: f64) -> Worklo
             }
             None => "spread".into(),
         },
+        from_checkpoint: config.from_checkpoint,
         max_scan_length: config.max_scan_length,
         seed: config.seed,
         memory_budget_bytes: budget,
