@@ -25,7 +25,9 @@
 //! than late. Where the oldest part is the livelier one (a set written once and never again,
 //! then overwrites of other keys) the estimate errs high, and the log may grow to several times
 //! its live bytes while rounds move the live oldest part to the tail; once they reach the
-//! garbage behind it they find it dead and run back to back. The estimate is persisted in the checkpoint (`cold_live_estimate_bytes`, describing
+//! garbage behind it they find it dead and run back to back (measured with 4 KiB pages: 10,000
+//! keys written once, then 60,000 overwrites of 2,000 other keys peaked at 5.5× live, 3.5× at
+//! the end). The estimate is persisted in the checkpoint (`cold_live_estimate_bytes`, describing
 //! the checkpointed cold range); a checkpoint without one (0, written by an older version)
 //! makes the first round after open a measuring round.
 
