@@ -42,6 +42,10 @@ pub struct Checkpoint {
     pub chunk_begin: u64,
     pub chunk_tail: u64,
     pub cold_truncations: u64,
+    /// The cold log's estimated live bytes (engine/cold_live.rs) for `[cold_begin, cold_tail)`;
+    /// 0 = none (no cold→cold round measured it yet, or a checkpoint of an older version, whose
+    /// field was reserved and zero: so the format version stays 2).
+    pub cold_live_estimate_bytes: u64,
 }
 
 impl Checkpoint {
@@ -58,7 +62,7 @@ impl Checkpoint {
             self.chunk_begin,
             self.chunk_tail,
             self.cold_truncations,
-            0,
+            self.cold_live_estimate_bytes,
         ]
     }
 
@@ -77,7 +81,7 @@ impl Checkpoint {
             *v = u64_at(payload, o)
                 .ok_or_else(|| corrupt((FIELDS_OFFSET + o) as u64, "truncated checkpoint field"))?;
         }
-        let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, _] =
+        let [wal_lsn, page_size_bytes, segment_bytes, chunk_count, hot_begin, hot_tail, cold_begin, cold_tail, chunk_begin, chunk_tail, cold_truncations, cold_live_estimate_bytes] =
             f;
         let c = Checkpoint {
             wal_lsn,
@@ -91,6 +95,7 @@ impl Checkpoint {
             chunk_begin,
             chunk_tail,
             cold_truncations,
+            cold_live_estimate_bytes,
         };
         let sane = (4096..=MAX_PAGE_BYTES).contains(&page_size_bytes)
             && page_size_bytes.is_power_of_two()
@@ -138,6 +143,7 @@ mod tests {
             chunk_begin: 64,
             chunk_tail: 400,
             cold_truncations: 3,
+            cold_live_estimate_bytes: 5,
         }
     }
 
@@ -157,7 +163,7 @@ mod tests {
         assert_eq!((field(64), field(72)), (64, 64));
         assert_eq!((field(80), field(88)), (64, 400));
         assert_eq!(field(96), 3);
-        assert_eq!(field(104), 0);
+        assert_eq!(field(104), 5);
         assert_eq!(Checkpoint::decode(&bytes).unwrap(), sample());
     }
 

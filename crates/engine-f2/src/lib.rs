@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use engine::Inner;
-pub use options::F2Options;
+pub use options::{F2Options, COLD_SLACK_PAGES, COLD_SPACE_AMPLIFICATION};
 use strata_core::{
     Capabilities, Direction, Durability, Engine, EngineConfig, Error, Key, KeyRange, KvIter, Limits,
     Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
@@ -264,6 +264,7 @@ impl Engine for F2Engine {
             ("cold_log.begin", inner.cold.begin()),
             ("cold_log.tail", inner.cold.tail()),
             ("cold_log.truncations", inner.cold.truncations()),
+            ("cold_log.live_estimate_bytes", inner.cold_live_estimate_bytes.load(Relaxed)),
             ("cold_index.chunks", inner.cold_index.chunk_count()),
             ("cold_index.chunks_in_use", inner.cold_index.chunks_in_use()),
             ("chunk_log.size_bytes", inner.cold_index.log.size_bytes()),

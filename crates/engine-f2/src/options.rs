@@ -24,11 +24,15 @@ pub struct F2Options {
     /// Hot-log disk budget: hot→cold compaction starts when the hot log exceeds
     /// `trigger_fraction` of it. Default: 4x the hot log's memory.
     pub hot_log_disk_budget_bytes: Option<u64>,
-    /// Cold-log disk budget: cold→cold compaction starts when the cold log exceeds
-    /// `trigger_fraction` of it. Until then the cold log keeps every superseded version it was
-    /// given, so this (default 64 GiB) is what bounds the cold log's disk use, not the live data
-    /// (docs/ARCHITECTURE.md, f2, "Space after crashes").
-    pub cold_log_disk_budget_bytes: u64,
+    /// Cold-log disk budget. Set: cold→cold compaction starts when the cold log exceeds
+    /// `compaction_trigger_fraction` of it, and until then the cold log keeps every superseded
+    /// version it was given (a fixed budget, whatever the live data). Default (`None`): the
+    /// cold log is kept within about twice its live bytes — a round starts when it exceeds
+    /// [`COLD_SPACE_AMPLIFICATION`] × its estimated live bytes + [`COLD_SLACK_PAGES`] pages
+    /// (engine/cold_live.rs; docs/ARCHITECTURE.md, f2, "Space after crashes").
+    pub cold_log_disk_budget_bytes: Option<u64>,
+    /// Fraction of a log's disk budget at which its compaction starts (the hot log's, and the
+    /// cold log's when `cold_log_disk_budget_bytes` is set).
     pub compaction_trigger_fraction: f64,
     /// Fraction of a log compacted per round (from its oldest end).
     pub compaction_fraction: f64,
@@ -69,7 +73,7 @@ impl Default for F2Options {
             cold_index_bytes: None,
             mutable_fraction: 0.9,
             hot_log_disk_budget_bytes: None,
-            cold_log_disk_budget_bytes: 64 << 30,
+            cold_log_disk_budget_bytes: None,
             compaction_trigger_fraction: 0.8,
             compaction_fraction: 0.2,
             compaction_threads: 1,
@@ -94,7 +98,8 @@ pub struct Resolved {
     pub hot_trigger_bytes: u64,
     /// The hot log's whole disk budget: writers wait for compaction beyond it.
     pub hot_hard_bytes: u64,
-    pub cold_trigger_bytes: u64,
+    /// When cold→cold compaction is due.
+    pub cold_trigger: ColdTrigger,
     pub compaction_fraction: f64,
     pub compaction_threads: usize,
     pub compaction_frame_pages: usize,
@@ -106,6 +111,38 @@ pub struct Resolved {
     pub split_bytes: [u64; 4],
     /// Memory outside the split that the budget sets aside: see [`reserved_bytes`].
     pub reserved_bytes: u64,
+}
+
+/// The default cold→cold trigger keeps the cold log within this many times its estimated live
+/// bytes (plus the slack below): the same bound the chunk log's garbage collection keeps.
+pub const COLD_SPACE_AMPLIFICATION: u64 = 2;
+/// Slack of the default cold→cold trigger, in pages: a tiny cold log is never compacted (a round
+/// reads at least one page and never the tail page being appended to, so below a few pages
+/// rounds would mostly reread what the last one copied).
+pub const COLD_SLACK_PAGES: u64 = 4;
+
+/// When cold→cold compaction is due (see [`F2Options::cold_log_disk_budget_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdTrigger {
+    /// An explicit budget: the cold log is over this many bytes (budget × trigger fraction).
+    SizeBytes(u64),
+    /// The default: the cold log is over [`COLD_SPACE_AMPLIFICATION`] × its estimated live bytes
+    /// + `slack_bytes`.
+    SpaceAmplification { slack_bytes: u64 },
+}
+
+impl ColdTrigger {
+    /// Whether a cold log of `size_bytes`, whose live bytes are estimated at
+    /// `live_estimate_bytes`, is due for a cold→cold round.
+    pub fn is_due(&self, size_bytes: u64, live_estimate_bytes: u64) -> bool {
+        match *self {
+            ColdTrigger::SizeBytes(trigger_bytes) => size_bytes > trigger_bytes,
+            ColdTrigger::SpaceAmplification { slack_bytes } => {
+                size_bytes
+                    > live_estimate_bytes.saturating_mul(COLD_SPACE_AMPLIFICATION).saturating_add(slack_bytes)
+            }
+        }
+    }
 }
 
 /// The WAL's append buffers: the one being filled and the spare being written (each about
@@ -146,7 +183,6 @@ impl F2Options {
         };
         bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=crate::checkpoint::MAX_PAGE_BYTES)?;
         bytes(&mut self.segment_bytes, "segment_bytes", 4 << 10..=1 << 50)?;
-        bytes(&mut self.cold_log_disk_budget_bytes, "cold_log_disk_budget_bytes", disk.clone())?;
         let mut optional_bytes = |field: &mut Option<u64>, name, range| -> Result<()> {
             *field = r.bytes(name, range)?.or(*field);
             Ok(())
@@ -156,6 +192,7 @@ impl F2Options {
         optional_bytes(&mut self.read_cache_bytes, "read_cache_bytes", memory.clone())?;
         optional_bytes(&mut self.cold_index_bytes, "cold_index_bytes", memory)?;
         optional_bytes(&mut self.hot_log_disk_budget_bytes, "hot_log_disk_budget_bytes", disk.clone())?;
+        optional_bytes(&mut self.cold_log_disk_budget_bytes, "cold_log_disk_budget_bytes", disk.clone())?;
         optional_bytes(&mut self.checkpoint_wal_bytes, "checkpoint_wal_bytes", disk)?;
         let mut fraction = |field: &mut f64, name| -> Result<()> {
             *field = r.fraction(name)?.unwrap_or(*field);
@@ -215,7 +252,12 @@ impl F2Options {
         let hot_log_pages = (hot_log / page).max(2) as usize;
         let hot_log = hot_log_pages as u64 * page;
         let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(hot_log.saturating_mul(4)).max(4 * page);
-        let cold_budget = self.cold_log_disk_budget_bytes.max(2 * page);
+        let cold_trigger = match self.cold_log_disk_budget_bytes {
+            Some(budget) => ColdTrigger::SizeBytes(
+                (budget.max(2 * page) as f64 * self.compaction_trigger_fraction) as u64,
+            ),
+            None => ColdTrigger::SpaceAmplification { slack_bytes: COLD_SLACK_PAGES * page },
+        };
         Ok(Resolved {
             page_size_bytes: page,
             segment_bytes: self.segment_bytes,
@@ -226,7 +268,7 @@ impl F2Options {
             mutable_fraction: self.mutable_fraction,
             hot_trigger_bytes: (hot_budget as f64 * self.compaction_trigger_fraction) as u64,
             hot_hard_bytes: hot_budget,
-            cold_trigger_bytes: (cold_budget as f64 * self.compaction_trigger_fraction) as u64,
+            cold_trigger,
             compaction_fraction: self.compaction_fraction,
             compaction_threads: self.compaction_threads,
             compaction_frame_pages: self.compaction_frame_pages,
@@ -263,6 +305,36 @@ mod tests {
             let err = F2Options::default().apply_engine_options(&named(&[(name, value)])).unwrap_err();
             assert!(err.to_string().contains(name), "{name}={value}: {err}");
         }
+    }
+
+    /// An explicit cold budget is today's fixed trigger; the default is the space-amplification
+    /// trigger, and an explicit value is still accepted by name.
+    #[test]
+    fn cold_trigger_is_the_budget_when_set_and_space_amplification_by_default() {
+        let config = EngineConfig::default();
+        let page = F2Options::default().page_size_bytes;
+        let default_trigger = F2Options::default().resolve(&config).unwrap().cold_trigger;
+        assert_eq!(default_trigger, ColdTrigger::SpaceAmplification { slack_bytes: COLD_SLACK_PAGES * page });
+        let mut o = F2Options::default();
+        let named = EngineConfig::default().with_engine_options([("cold_log_disk_budget_bytes", "10MiB")]);
+        o.apply_engine_options(&named).unwrap();
+        assert_eq!(o.cold_log_disk_budget_bytes, Some(10 << 20));
+        let fixed = ((10u64 << 20) as f64 * o.compaction_trigger_fraction) as u64;
+        assert_eq!(o.resolve(&config).unwrap().cold_trigger, ColdTrigger::SizeBytes(fixed));
+        // A tiny budget is raised to two pages, as before.
+        let tiny = F2Options { cold_log_disk_budget_bytes: Some(1), ..F2Options::default() };
+        let two_pages = ((2 * page) as f64 * tiny.compaction_trigger_fraction) as u64;
+        assert_eq!(tiny.resolve(&config).unwrap().cold_trigger, ColdTrigger::SizeBytes(two_pages));
+    }
+
+    #[test]
+    fn cold_trigger_thresholds() {
+        let fixed = ColdTrigger::SizeBytes(100);
+        assert!(!fixed.is_due(100, 0) && fixed.is_due(101, 1_000));
+        let amplification = ColdTrigger::SpaceAmplification { slack_bytes: 10 };
+        assert!(!amplification.is_due(2 * 50 + 10, 50) && amplification.is_due(2 * 50 + 11, 50));
+        assert!(amplification.is_due(11, 0), "no estimate yet: due once over the slack");
+        assert!(!amplification.is_due(u64::MAX, u64::MAX), "saturates instead of overflowing");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use strata_io::{MemStorage, Storage};
 fn options(threads: usize) -> F2Options {
     F2Options {
         cold_index_bytes: Some(32),
-        cold_log_disk_budget_bytes: 192 << 10,
+        cold_log_disk_budget_bytes: Some(192 << 10),
         background_maintenance: false,
         compaction_threads: threads,
         compaction_frame_pages: 2,

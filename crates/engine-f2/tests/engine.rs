@@ -124,7 +124,7 @@ fn power_loss_after_compaction_keeps_synced_writes() {
 fn false_absence_is_never_observed() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
     let options =
-        F2Options { cold_index_bytes: Some(8), cold_log_disk_budget_bytes: 1 << 30, ..small_options() };
+        F2Options { cold_index_bytes: Some(8), cold_log_disk_budget_bytes: Some(1 << 30), ..small_options() };
     let engine = Arc::new(F2Engine::open_with(storage, &config(), options).unwrap());
     for i in 0..300 {
         engine.put(&key(i), format!("v{i}").as_bytes(), Durability::None).unwrap();

@@ -20,7 +20,7 @@ fn options() -> F2Options {
         hot_log_memory_bytes: Some(32 << 10),
         cold_index_bytes: Some(256),
         hot_log_disk_budget_bytes: Some(64 << 10),
-        cold_log_disk_budget_bytes: 16 << 10,
+        cold_log_disk_budget_bytes: Some(16 << 10),
         checkpoint_wal_bytes: Some(32 << 10),
         // Not the default (1): the kit also covers rounds whose workers split the chunks.
         compaction_threads: 2,

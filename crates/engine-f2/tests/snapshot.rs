@@ -17,7 +17,7 @@ use strata_io::{CrashMode, SimStorage, Storage};
 fn options() -> F2Options {
     F2Options {
         hot_log_disk_budget_bytes: Some(1 << 20),
-        cold_log_disk_budget_bytes: 1 << 20,
+        cold_log_disk_budget_bytes: Some(1 << 20),
         checkpoint_wal_bytes: None,
         ..small_options()
     }

@@ -39,6 +39,8 @@ impl Inner {
             chunk_begin: self.cold_index.log.begin(),
             chunk_tail: self.cold_index.log.tail(),
             cold_truncations: self.cold.truncations(),
+            // Set only under the maintenance lock, like the cold range above, so it describes it.
+            cold_live_estimate_bytes: self.cold_live_estimate_bytes.load(Relaxed),
         };
         ck.store(self.storage.as_ref())?;
         *self.last_checkpoint.lock() = ck;

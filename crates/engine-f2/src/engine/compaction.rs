@@ -173,6 +173,7 @@ impl Inner {
     /// tail (ConditionalInsert with the cold log as source and target), then the log is truncated
     /// once, at the end of the round (cold lookups retry after each truncation, §5.4).
     /// Tombstones are dropped: every older record of their key is in the truncated part too.
+    /// A complete round re-measures the cold log's live-bytes estimate (cold_live.rs).
     pub fn compact_cold(&self) -> Result<u64> {
         let begin = self.cold.begin();
         // The tail page is still being appended to.
@@ -189,6 +190,14 @@ impl Inner {
         )?;
         if outcome.released_until > begin {
             self.cold.truncate(outcome.released_until);
+        }
+        if outcome.released_until == plan.until {
+            // Only this round appends to the cold log (maintenance lock), so everything past the
+            // old tail is its copies: the live part of the range, as laid out in the log.
+            let copied_bytes = self.cold.tail() - tail;
+            let estimate =
+                super::cold_live::estimate_after_round(plan.until - begin, copied_bytes, tail - plan.until);
+            self.cold_live_estimate_bytes.store(estimate, Relaxed);
         }
         self.counters.cold_compactions.fetch_add(1, Relaxed);
         self.counters.cold_records_copied.fetch_add(outcome.copied, Relaxed);

@@ -18,7 +18,7 @@ impl Inner {
     /// background maintenance); or runs what is due inline, unless another thread already is.
     pub fn maybe_maintain(&self) -> Result<()> {
         let due = self.hot.size_bytes() > self.opts.hot_trigger_bytes
-            || self.cold.size_bytes() > self.opts.cold_trigger_bytes
+            || self.cold_compaction_due()
             || self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes;
         if !due {
             return Ok(());
@@ -32,13 +32,20 @@ impl Inner {
         self.maintain_locked().map_err(|e| self.poisoned(e))
     }
 
+    /// Whether the cold log is over its trigger: its explicit budget's, or by default twice its
+    /// estimated live bytes plus slack (`ColdTrigger`).
+    pub fn cold_compaction_due(&self) -> bool {
+        let live_estimate_bytes = self.cold_live_estimate_bytes.load(Relaxed);
+        self.opts.cold_trigger.is_due(self.cold.size_bytes(), live_estimate_bytes)
+    }
+
     /// Caller holds the maintenance lock.
     pub fn maintain_locked(&self) -> Result<()> {
         let c = &self.counters;
         if self.hot.size_bytes() > self.opts.hot_trigger_bytes {
             timed(&c.hot_round_max_us, || self.compact_hot())?;
         }
-        if self.cold.size_bytes() > self.opts.cold_trigger_bytes {
+        if self.cold_compaction_due() {
             timed(&c.cold_round_max_us, || self.compact_cold())?;
         }
         let copied =

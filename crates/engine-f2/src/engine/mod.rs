@@ -2,6 +2,7 @@
 //! Paths: docs/ARCHITECTURE.md, section `f2` (numbered write, compaction, checkpoint and recovery paths).
 
 mod checkpointing;
+mod cold_live;
 mod compaction;
 mod maintenance;
 mod ops;
@@ -60,6 +61,9 @@ pub(crate) struct Inner {
     pub hot_index: HotIndex,
     pub cold: AppendLog,
     pub cold_index: ColdIndex,
+    /// The cold log's estimated live bytes (engine/cold_live.rs): set by complete cold→cold
+    /// rounds and loaded from the checkpoint; read by the default cold→cold trigger.
+    pub cold_live_estimate_bytes: AtomicU64,
     /// `None` when the read-cache budget is under two pages.
     pub read_cache: Option<ReadCache>,
     pub last_checkpoint: Mutex<Checkpoint>,
@@ -141,6 +145,7 @@ impl Inner {
                 chunk_begin: FIRST_ADDRESS,
                 chunk_tail: FIRST_ADDRESS,
                 cold_truncations: 0,
+                cold_live_estimate_bytes: 0,
             },
         };
         opts.page_size_bytes = ck.page_size_bytes;
@@ -251,6 +256,7 @@ impl Inner {
             hot_index,
             cold,
             cold_index,
+            cold_live_estimate_bytes: AtomicU64::new(ck.cold_live_estimate_bytes),
             read_cache,
             last_checkpoint: Mutex::new(ck),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed_bytes),

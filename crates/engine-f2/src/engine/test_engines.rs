@@ -16,7 +16,7 @@ pub fn manual_options() -> F2Options {
         segment_bytes: 16 << 10,
         hot_log_memory_bytes: Some(16 << 10),
         hot_log_disk_budget_bytes: Some(64 << 20),
-        cold_log_disk_budget_bytes: 64 << 20,
+        cold_log_disk_budget_bytes: Some(64 << 20),
         checkpoint_wal_bytes: Some(64 << 20),
         background_maintenance: false,
         ..F2Options::default()

@@ -18,7 +18,7 @@ pub fn small_options() -> F2Options {
         hot_log_memory_bytes: Some(16 << 10),
         cold_index_bytes: Some(64),
         hot_log_disk_budget_bytes: Some(32 << 10),
-        cold_log_disk_budget_bytes: 64 << 10,
+        cold_log_disk_budget_bytes: Some(64 << 10),
         checkpoint_wal_bytes: Some(24 << 10),
         ..F2Options::default()
     }
