@@ -53,6 +53,14 @@ pub trait KvAdapter: Send + Sync {
         self.flush()?;
         Ok(loaded)
     }
+    /// Finishes the background work that would otherwise run during the next phase (an LSM's
+    /// pending flushes and compactions), durable on return: `--from-checkpoint` settles the aged
+    /// store before closing and copying it, so no engine's measured workloads pay a debt that
+    /// another engine paid inside its close. The default flushes (Strata's engines finish their
+    /// write-back in `close`).
+    fn settle(&self) -> anyhow::Result<()> {
+        self.flush()
+    }
     /// Engine-reported statistics when the engine has them (Strata engines do).
     fn engine_stats(&self) -> Option<strata::Stats> {
         None

@@ -61,6 +61,9 @@ impl Tuning {
     }
 }
 
+/// How long `settle` waits for pending compactions before it gives up.
+const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Records per write batch of `--load-mode bulk`, as TreeLine's authors load RocksDB.
 const BULK_LOAD_BATCH_RECORDS: usize = 1024;
 
@@ -312,6 +315,27 @@ impl KvAdapter for RocksDbAdapter {
         compact.set_change_level(true);
         self.db.compact_range_opt(None::<&[u8]>, None::<&[u8]>, &compact);
         Ok(loaded)
+    }
+
+    /// Flushes the memtables, then waits until no flush or compaction is running or pending
+    /// (RocksDB 7.8 has no `WaitForCompact`; these are the properties it reads).
+    fn settle(&self) -> anyhow::Result<()> {
+        self.db.flush().context("rocksdb settle (memtable flush)")?;
+        let busy = |name: &str| -> anyhow::Result<bool> {
+            Ok(self.db.property_int_value(name).context("rocksdb property")?.unwrap_or(0) > 0)
+        };
+        let deadline = std::time::Instant::now() + SETTLE_TIMEOUT;
+        while busy("rocksdb.compaction-pending")?
+            || busy("rocksdb.num-running-compactions")?
+            || busy("rocksdb.num-running-flushes")?
+        {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "rocksdb settle: compactions still pending"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(())
     }
 
     fn close(self: Box<Self>) -> anyhow::Result<()> {

@@ -1,7 +1,8 @@
 //! `--from-checkpoint`: every measured workload starts from the same closed store, as TreeLine's
 //! §5 ("Checkpoints") ran each experiment against a copy of one loaded and aged database. The
-//! aging workloads run on the loaded store; it is closed (so whatever an engine holds only in
-//! memory — dirty cached records, a memtable — is on disk) and its directory copied aside. Each
+//! aging workloads run on the loaded store; it is settled (`KvAdapter::settle`: an LSM finishes
+//! its pending compactions) and closed (so whatever an engine holds only in memory — dirty
+//! cached records, a memtable — is on disk), and its directory copied aside. Each
 //! measured workload then runs on a fresh copy, opened anew: no workload inherits the write-back
 //! or compaction debt of the one before it, and each starts with a cold cache on both sides.
 
@@ -38,6 +39,9 @@ pub(super) fn run_workloads(
     let Some((last, before_last)) = measured.split_last().filter(|_| !failed) else {
         return Ok((adapter, failed));
     };
+    let settling = std::time::Instant::now();
+    adapter.settle().map_err(|e| format!("settling before the checkpoint copy failed: {e:#}"))?;
+    say(config, &format!("{}: settled in {:.1} s", reopen.name, settling.elapsed().as_secs_f64()));
     adapter.close().map_err(|e| format!("close before the checkpoint copy failed: {e:#}"))?;
     let checkpoint = CheckpointDir::take(dir)?;
     let copy = CopyRun { config, dir, checkpoint: &checkpoint, reopen, progress: &progress };
