@@ -13,16 +13,18 @@
 //! before it reads the pointer that leads it to the memory (e.g. a log's head address). If the
 //! reader saw the memory still linked, its claim precedes the unlink, which precedes the bump,
 //! which precedes the scan of the slots in `take_safe`; so the scan sees the claim and its epoch
-//! (read before the claim, hence at most the bumped epoch) holds the item back.
+//! (read before the claim, hence at most the bumped epoch) holds the item back. `model.rs` checks
+//! this with loom (`scripts/loom.sh`).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
-use parking_lot::Mutex;
+use super::sync::{model_seq_cst_fence, yield_now, AtomicU64, AtomicUsize, Mutex};
 
 /// Protection slots per epoch instance; more protections at once than this spin until a slot is
-/// released (guards are held for a memory copy, never across I/O or locks).
-const SLOT_COUNT: usize = 128;
+/// released (guards are held for a memory copy, never across I/O or locks). The loom model runs
+/// at most 3 protections at once; fewer slots keep each scan (a load per slot) cheap to explore.
+const SLOT_COUNT: usize = if cfg!(feature = "loom") { 4 } else { 128 };
 
 /// A slot value meaning "not protected"; epochs start at 1.
 const UNPROTECTED: u64 = 0;
@@ -66,12 +68,20 @@ impl<T> Drop for Protection<'_, T> {
     }
 }
 
+#[cfg(not(feature = "loom"))]
 fn thread_hint() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
         static HINT: usize = NEXT.fetch_add(1, SeqCst);
     }
     HINT.with(|h| *h)
+}
+
+/// Loom runs every model thread on one OS thread (a thread-local would be shared and vary
+/// between tests): all start at slot 0, the most contended case (claims collide and retry).
+#[cfg(feature = "loom")]
+fn thread_hint() -> usize {
+    0
 }
 
 impl<T> Default for Epoch<T> {
@@ -102,10 +112,12 @@ impl<T> Epoch<T> {
                 if slot.0.load(SeqCst) == UNPROTECTED
                     && slot.0.compare_exchange(UNPROTECTED, epoch, SeqCst, SeqCst).is_ok()
                 {
+                    // The claim comes before every read it protects (see `model_seq_cst_fence`).
+                    model_seq_cst_fence();
                     return SlotId(index);
                 }
             }
-            std::thread::yield_now();
+            yield_now();
         }
     }
 
@@ -135,7 +147,7 @@ impl<T> Epoch<T> {
     pub fn wait_for_older(&self) {
         let prior = self.current.fetch_add(1, SeqCst);
         while self.safe_epoch() < prior {
-            std::thread::yield_now();
+            yield_now();
         }
     }
 
@@ -146,6 +158,8 @@ impl<T> Epoch<T> {
 
     /// The newest epoch no active protection can still be in: items bumped at or below it are safe.
     fn safe_epoch(&self) -> u64 {
+        // The caller's unlink (or `read_only` move) comes before the scan of the slots.
+        model_seq_cst_fence();
         let current = self.current.load(SeqCst);
         let oldest = self
             .slots

@@ -5,9 +5,12 @@
 mod append;
 mod epoch;
 mod hybrid;
+#[cfg(all(test, feature = "loom"))]
+mod model;
 mod read_cache;
 mod ring;
 mod segments;
+mod sync;
 mod window;
 
 pub use append::AppendLog;

@@ -17,21 +17,23 @@
 //! rather than a reader/writer latch, so readers write no shared cache line and never wait for one
 //! another; in-place writers of one frame exclude each other through the same version word (a CAS
 //! from even to odd), held for one record's copy and write-back.
+//!
+//! `model.rs` model-checks retire, reclaim and reinstall against guarded readers with loom
+//! (`scripts/loom.sh`); each frame's [`BufferAccess`] lets loom see every reader's use of a buffer.
 
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
-use std::sync::atomic::{Ordering::Release, Ordering::SeqCst};
-
-use parking_lot::Mutex;
+use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst};
 
 use super::epoch::{Epoch, Protection};
+use super::sync::{fence, spin_loop, yield_now, AtomicPtr, AtomicU64, BufferAccess, Mutex, SharedAccess};
 use crate::record;
 
 /// `Frame::page_start` of a frame that holds no page.
 const NO_PAGE: u64 = u64::MAX;
 const WORD_BYTES: usize = 8;
-/// How often an install retries reclaiming a retired buffer before it allocates a new one.
-const SPARE_WAIT_TRIES: u32 = 100;
+/// How often an install retries reclaiming a retired buffer before it allocates a new one (an
+/// optimisation, not part of the protocol: the loom model explores one retry, not a hundred).
+const SPARE_WAIT_TRIES: u32 = if cfg!(feature = "loom") { 1 } else { 100 };
 /// Records up to this size are copied to the stack by [`PageRef::with_record`].
 const STACK_RECORD_BYTES: usize = 512;
 
@@ -46,6 +48,9 @@ struct Frame {
     /// The page's words (`words_per_page` of them, from `Box::into_raw`), or null once
     /// reclaimed. Non-null with `page_start == NO_PAGE` means "retired, waiting for readers".
     words: AtomicPtr<AtomicU64>,
+    /// Shared by every `PageRef` of the frame, taken exclusively when the buffer is taken out
+    /// (a no-op outside the loom model).
+    access: BufferAccess,
 }
 
 pub struct PageRing {
@@ -86,6 +91,8 @@ impl Drop for Guard<'_> {
 pub struct PageRef<'g> {
     frame: &'g Frame,
     words: &'g [AtomicU64],
+    /// This reader's use of the buffer, for the loom model (zero-sized otherwise).
+    _access: SharedAccess,
 }
 
 impl PageRing {
@@ -97,6 +104,7 @@ impl PageRing {
                 page_start: AtomicU64::new(NO_PAGE),
                 version: AtomicU64::new(0),
                 words: AtomicPtr::new(ptr::null_mut()),
+                access: BufferAccess::default(),
             })
             .collect();
         PageRing {
@@ -130,12 +138,14 @@ impl PageRing {
             return None;
         }
         let words = NonNull::new(frame.words.load(SeqCst))?;
+        // Taken before the buffer is touched, so the model flags a reclaim racing this reader.
+        let access = frame.access.shared();
         // SAFETY: `words` came from `Box::into_raw` of a `words_per_page` buffer. The frame held
         // this page after `guard` was taken (checked just above), so its retire comes after the
         // guard's protection and the buffer is reclaimed only after `guard` is dropped; the
         // returned reference borrows `guard`.
         let words = unsafe { std::slice::from_raw_parts(words.as_ptr().cast_const(), self.words_per_page) };
-        Some(PageRef { frame, words })
+        Some(PageRef { frame, words, _access: access })
     }
 
     /// Installs a zeroed buffer for the page starting at `page_start` in its frame; false if
@@ -152,7 +162,7 @@ impl PageRing {
         // rather than allocate a page now and free one later.
         let mut tries = 0;
         while spare.is_none() && self.epoch.has_pending() && tries < SPARE_WAIT_TRIES {
-            std::thread::yield_now();
+            yield_now();
             self.reclaim();
             spare = self.spare.lock().take();
             tries += 1;
@@ -181,7 +191,7 @@ impl PageRing {
         }
         self.frame_waits.fetch_add(1, SeqCst);
         while !self.install(page_start) {
-            std::thread::yield_now();
+            yield_now();
         }
     }
 
@@ -211,6 +221,9 @@ impl PageRing {
     }
 
     fn take_buffer(&self, frame: &Frame) -> Option<Buffer> {
+        // Every reader of the frame's buffer must be done (happens-before) by now; the model
+        // checks it. Before the swap, so an install that sees the frame empty is ordered after.
+        frame.access.exclusive();
         let words = NonNull::new(frame.words.swap(ptr::null_mut(), SeqCst))?;
         // SAFETY: the pointer came from `Box::into_raw` of a buffer of `words_per_page` words and
         // was swapped out of the frame, so this is its only owner.
@@ -266,9 +279,9 @@ const OPTIMISTIC_READ_TRIES: u32 = 16;
 fn back_off(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {
-        std::hint::spin_loop();
+        spin_loop();
     } else {
-        std::thread::yield_now();
+        yield_now();
     }
 }
 
