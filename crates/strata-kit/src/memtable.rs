@@ -16,7 +16,7 @@ use std::ops::Bound;
 
 use strata_core::{at_or_after, at_or_before, BatchOp, Key, Value};
 
-use crate::inline_key::{heap_bytes, key_heap_bytes, InlineKey};
+use crate::inline_key::{self, heap_bytes, key_heap_bytes, InlineKey};
 
 /// Estimated per-entry share of the map's nodes: a key slot (`InlineKey`) and a value slot in
 /// B-tree nodes of 11 slots about 2/3 full, plus the node headers.
@@ -66,7 +66,7 @@ impl MemTable {
         let key_len = key.len();
         self.memory_bytes += entry_bytes(key_len, value.as_deref());
         self.data_bytes += user_bytes(key_len, value.as_deref());
-        if let Some(old) = self.entries.insert(InlineKey::from_vec(key), value) {
+        if let Some(old) = self.entries.insert(inline_key::from_vec(key), value) {
             // Counted above as a new entry: the one it replaces goes.
             self.memory_bytes -= entry_bytes(key_len, old.as_deref());
             self.data_bytes -= user_bytes(key_len, old.as_deref());
