@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::engine_run::{EngineRun, Phases, Progress, Reopen};
+use super::engine_run::{numbered_phases, EngineRun, Progress, Reopen};
 use super::{say, BenchConfig};
 use crate::adapter::KvAdapter;
 use crate::engines::{self, OpenError};
@@ -27,9 +27,9 @@ pub(super) fn run_workloads(
     reopen: &Reopen<'_>,
     results: &mut Vec<PhaseResult>,
 ) -> Result<(Box<dyn KvAdapter>, bool), String> {
-    let phases = Phases::all(config);
-    let aging = phases.list.iter().take_while(|(_, w)| w.aging).count();
-    let (aging_phases, measured) = phases.list.split_at(aging);
+    let phases = numbered_phases(config);
+    let aging = phases.iter().take_while(|(_, w)| w.aging).count();
+    let (aging_phases, measured) = phases.split_at(aging);
     let mut progress = Progress::after_load(config, results);
     let failed = EngineRun::new(config, reopen.name, dir, adapter.as_ref()).run_phases(
         aging_phases,

@@ -70,10 +70,10 @@ fn run_workloads(
     if config.from_checkpoint {
         return checkpoint_start::run_workloads(config, dir, adapter, reopen, results);
     }
-    let phases = Phases::all(config);
+    let phases = numbered_phases(config);
     let mut progress = Progress::after_load(config, results);
     let failed = EngineRun::new(config, reopen.name, dir, adapter.as_ref()).run_phases(
-        &phases.list,
+        &phases,
         &mut progress,
         results,
     );
@@ -208,14 +208,8 @@ pub(super) struct Reopen<'a> {
 }
 
 /// The run phases of an invocation, each with its phase number (1-based, the trace's seed).
-pub(super) struct Phases<'c> {
-    pub list: Vec<(u32, &'c Workload)>,
-}
-
-impl<'c> Phases<'c> {
-    pub fn all(config: &'c BenchConfig) -> Phases<'c> {
-        Phases { list: config.workloads.iter().enumerate().map(|(i, w)| (i as u32 + 1, w)).collect() }
-    }
+pub(super) fn numbered_phases(config: &BenchConfig) -> Vec<(u32, &Workload)> {
+    config.workloads.iter().enumerate().map(|(i, w)| (i as u32 + 1, w)).collect()
 }
 
 /// What phases hand on to the next: each thread's own inserts and the live user bytes.
