@@ -18,7 +18,6 @@ mod hot_snapshot;
 mod index;
 mod log;
 mod options;
-mod parallel;
 mod record;
 
 /// Internal structures, exposed only for the criterion benches (`benches/structures.rs`); not a

@@ -10,6 +10,7 @@ pub mod cache;
 mod factory;
 pub mod inline_key;
 pub mod memtable;
+pub mod parallel;
 pub mod replay;
 pub mod small_file;
 pub mod worker;

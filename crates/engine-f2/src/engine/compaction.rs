@@ -159,7 +159,7 @@ impl Inner {
                 })
                 .collect()
         };
-        let live = crate::parallel::map_parts(
+        let live = strata_kit::parallel::map_parts(
             share,
             self.reads_per_worker(),
             MIN_PARALLEL_LIVENESS_RECORDS,

@@ -190,8 +190,13 @@ impl ColdIndex {
         let read_part = |part: &[u64]| -> Result<Vec<ChunkEntries>> {
             part.iter().map(|&c| Ok((c, self.read_chunk(c)?))).collect()
         };
-        let read =
-            crate::parallel::map_parts(&chunks, readers, MIN_PARALLEL_CHUNKS, "a chunk reader", read_part)?;
+        let read = strata_kit::parallel::map_parts(
+            &chunks,
+            readers,
+            MIN_PARALLEL_CHUNKS,
+            "a chunk reader",
+            read_part,
+        )?;
         Ok(ChunkBatch { entries: read.into_iter().collect() })
     }
 

@@ -1,10 +1,24 @@
-//! An equi-depth histogram over key projections (the first 8 bytes of a key, big-endian).
+//! A histogram of inserts over key projections (the first 8 bytes after the key map's prefix,
+//! big-endian).
 //!
 //! Partition `k` covers projections `bounds[k] .. bounds[k+1]` (the last one up to and including
 //! `u64::MAX`); `bounds[0] == 0`, and bounds are strictly increasing, so the partitions cover the
-//! whole key space without overlap. Bounds come from a sorted sample (equi-depth: about as many
-//! sampled keys in each partition); duplicate sample values collapse, so heavy keys may leave
-//! fewer partitions than asked for.
+//! whole key space without overlap. An estimate spreads a partition's count evenly over its
+//! width, so the bounds decide what the histogram can tell apart.
+//!
+//! The paper (§4.6) puts equi-depth bounds at sample keys. Where inserts come in tight clusters
+//! (a few hot spots, each far narrower than a page) such a bound falls inside a cluster and its
+//! partition runs on to the next cluster, so its count is spread over all the cold key space in
+//! between: in the bench's clustered shape the pages holding a hot spot were forecast a quarter
+//! of their inserts and the cold pages beside them a share as large (`forecast/tests.rs`,
+//! `clustered_inserts_are_forecast_on_their_pages_not_between_them`). So the bounds follow the
+//! sample's shape instead: the sample is cut into groups at its widest gaps (then groups larger
+//! than twice the equi-depth size are split evenly), and each group becomes a *dense* partition
+//! over its keys, padded by the group's mean key spacing on each side (where the next keys are
+//! likely to land) but never past halfway to the next group, followed by a *gap* partition up to
+//! the next group. For evenly spread keys the groups are about equi-depth and the estimate is the
+//! paper's; for clustered keys each cluster gets its own partition and the gaps count what lands
+//! in them.
 
 /// Counters per partition of the key space.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,18 +31,25 @@ pub struct Histogram {
 const END: u128 = 1 << 64;
 
 impl Histogram {
-    /// `partitions` (>= 1) equi-depth partitions from `sample` (sorted here); an empty sample
-    /// gives one partition covering everything.
+    /// Bounds from `sample` (sorted here) for about `partitions` (>= 1) groups of sample keys:
+    /// at most `1.5·partitions` dense partitions, each with a gap partition after it. An empty
+    /// sample gives one partition covering everything.
     pub fn from_sample(sample: &mut [u64], partitions: usize) -> Histogram {
         sample.sort_unstable();
         let mut bounds = vec![0u64];
-        let n = sample.len();
-        for k in 1..partitions.max(1) {
-            if let Some(&b) = sample.get(k * n / partitions) {
-                if bounds.last().is_some_and(|&last| b > last) {
-                    bounds.push(b);
+        let groups = group_ranges(sample, partitions.max(1));
+        let mut previous_last: Option<u64> = None;
+        for (g, range) in groups.iter().enumerate() {
+            let Some(keys) = sample.get(range.clone()) else { continue };
+            let (Some(&first), Some(&last)) = (keys.first(), keys.last()) else { continue };
+            let next_first = groups.get(g + 1).and_then(|r| sample.get(r.start)).copied();
+            let (lower, upper_exclusive) = dense_span(first, last, keys.len(), previous_last, next_first);
+            for bound in [Some(lower), upper_exclusive].into_iter().flatten() {
+                if bounds.last().is_some_and(|&b| bound > b) {
+                    bounds.push(bound);
                 }
             }
+            previous_last = Some(last);
         }
         let counts = vec![0; bounds.len()];
         Histogram { bounds, counts }
@@ -98,4 +119,83 @@ impl Histogram {
         }
         sum
     }
+}
+
+/// The sorted sample cut into groups of keys: first at its `partitions - 1` widest gaps between
+/// distinct keys (of equal gaps, those nearest an equi-depth cut, so evenly spaced keys get
+/// equi-depth groups), then every group of more than twice the equi-depth size split into even
+/// parts (cutting only between distinct keys, so equal keys stay in one group).
+fn group_ranges(sorted: &[u64], partitions: usize) -> Vec<std::ops::Range<usize>> {
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    let n = sorted.len();
+    // How far cut position `at` is from the nearest equi-depth cut `k·n/partitions`, in units
+    // of 1/partitions keys.
+    let off_equi_depth = |at: usize| {
+        let r = (at * partitions) % n;
+        r.min(n - r)
+    };
+    let mut gaps: Vec<(u64, usize, usize)> = sorted
+        .iter()
+        .zip(sorted.iter().skip(1))
+        .enumerate()
+        .filter(|(_, (a, b))| b > a)
+        .map(|(i, (a, b))| (b - a, off_equi_depth(i + 1), i + 1))
+        .collect();
+    let widest = (partitions - 1).min(gaps.len());
+    if widest < gaps.len() {
+        gaps.select_nth_unstable_by(widest, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    }
+    let mut cuts: Vec<usize> = gaps.iter().take(widest).map(|&(_, _, at)| at).collect();
+    cuts.sort_unstable();
+    let max_group = (2 * sorted.len()).div_ceil(partitions).max(1);
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for end in cuts.into_iter().chain([sorted.len()]) {
+        split_evenly(sorted, start..end, max_group, &mut groups);
+        start = end;
+    }
+    groups
+}
+
+/// Pushes `range` as groups of at most about `max_group` keys, cut only between distinct keys.
+fn split_evenly(
+    sorted: &[u64],
+    range: std::ops::Range<usize>,
+    max_group: usize,
+    out: &mut Vec<std::ops::Range<usize>>,
+) {
+    let parts = range.len().div_ceil(max_group).max(1);
+    let mut start = range.start;
+    for p in 1..parts {
+        let mut cut = range.start + p * range.len() / parts;
+        while cut < range.end && cut > start && sorted.get(cut) == sorted.get(cut - 1) {
+            cut += 1;
+        }
+        if cut > start && cut < range.end {
+            out.push(start..cut);
+            start = cut;
+        }
+    }
+    out.push(start..range.end);
+}
+
+/// A group's dense partition: `first ..= last` padded by the group's mean key spacing on each
+/// side, but not past halfway to the neighbouring groups. The upper end is `None` when it would
+/// be the end of the key space.
+fn dense_span(
+    first: u64,
+    last: u64,
+    keys: usize,
+    previous_last: Option<u64>,
+    next_first: Option<u64>,
+) -> (u64, Option<u64>) {
+    let spacing = if keys > 1 { (last - first) / (keys as u64 - 1) } else { 0 };
+    let floor = previous_last.map_or(0, |p| p + (first - p) / 2 + 1);
+    let lower = first.saturating_sub(spacing).max(floor).min(first);
+    let ceiling =
+        next_first.map_or(u128::from(u64::MAX) + 1, |n| u128::from(last) + u128::from(n - last) / 2 + 1);
+    let upper = (u128::from(last) + u128::from(spacing) + 1).min(ceiling).max(u128::from(last) + 1);
+    (lower, u64::try_from(upper).ok())
 }

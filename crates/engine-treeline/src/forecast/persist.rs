@@ -167,10 +167,7 @@ mod tests {
     use super::*;
 
     fn sample_state() -> ForecastState {
-        let mut building = Histogram::from_sample(&mut [10, 20, 30, 40], 2);
-        building.record(5);
-        building.record(35);
-        building.record(36);
+        let building = Histogram::from_parts(vec![0, 30], vec![1, 2]).unwrap();
         let mut frozen = Histogram::from_sample(&mut [], 1);
         frozen.record(7);
         ForecastState {

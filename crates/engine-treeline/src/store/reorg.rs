@@ -29,10 +29,24 @@ pub(super) struct BuiltSegment {
     overflow: Vec<Option<Page>>,
 }
 
-/// Goal and count cap of one reorganization.
+/// Goal, error bound and count cap of one reorganization.
+#[derive(Clone, Copy)]
 struct Sizing {
     goal: usize,
+    /// The model's error bound ±ε (records). A model that misplaces records by up to ε fills a
+    /// page with up to `goal + 2ε` records, so ε is that of the unlowered goal and at most half
+    /// the goal: room a forecast leaves is not taken back by a sloppier model (the paper's code
+    /// keeps ε fixed too), and no page is planned empty.
+    epsilon: u32,
     max_records_per_page: usize,
+}
+
+impl Sizing {
+    /// The sizing with `goal` lowered (or kept) to `goal`, ε no larger than it allows.
+    fn with_goal(self, goal: usize) -> Sizing {
+        let half_goal = u32::try_from(goal / 2).unwrap_or(u32::MAX).max(1);
+        Sizing { goal, epsilon: self.epsilon.min(half_goal), ..self }
+    }
 }
 
 impl Store {
@@ -173,9 +187,10 @@ impl Store {
         from.get(..common.min(cap)).unwrap_or_default()
     }
 
-    /// The goal (from the knob or 70% of what fits a page at the set's average record size) and
-    /// the hard per-page record cap. With forecasting, the goal is then lowered so that the
-    /// records plus the inserts forecast for the range over the next epoch fill the pages to it.
+    /// The goal (from the knob or 70% of what fits a page at the set's average record size), its
+    /// ε (the knob's, or half the room the goal leaves) and the hard per-page record cap. With
+    /// forecasting, the goal is then lowered so that the records plus the inserts forecast for
+    /// the range fill the pages to it; ε stays (`Sizing::epsilon`).
     fn sizing(
         &self,
         maint: &MaintState,
@@ -191,7 +206,9 @@ impl Store {
         let usable =
             self.page_size.bytes() - HEADER_LEN - 2 * lower.len().min(self.page_size.max_key_bytes());
         let cap = (usable / per_record).clamp(1, self.page_size.max_records());
-        let mut goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
+        let goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
+        let epsilon = self.options.epsilon.unwrap_or_else(|| epsilon_for(goal, cap));
+        let sizing = Sizing { goal, epsilon, max_records_per_page: cap };
         if let Some(forecaster) = &maint.forecaster {
             // The goal is the fill the pages should reach once the inserts forecast for the next
             // `forecast_future_epochs` epochs arrive: spread the records over the pages that
@@ -200,11 +217,11 @@ impl Store {
             let forecast = forecaster.forecast_keys(lower, upper, epochs);
             let forecast_goal = goal_for(records.len(), forecast, goal);
             if forecast_goal < goal {
-                goal = forecast_goal;
                 Counters::add(&self.counters.forecast_lowered_goals, 1);
+                return sizing.with_goal(forecast_goal);
             }
         }
-        Sizing { goal, max_records_per_page: cap }
+        sizing
     }
 
     /// Phases II/III in memory: plans segments and places the records on their pages. A page
@@ -222,11 +239,9 @@ impl Store {
         let projections: Vec<u64> = records.iter().map(|(k, _)| project(k, prefix_len)).collect();
         let mut sizing = self.sizing(maint, lower, upper, records);
         loop {
-            let epsilon =
-                self.options.epsilon.unwrap_or_else(|| epsilon_for(sizing.goal, sizing.max_records_per_page));
             let config = PlanConfig {
                 goal: sizing.goal,
-                epsilon,
+                epsilon: sizing.epsilon,
                 max_records_per_page: sizing.max_records_per_page,
                 prefix_len: prefix_len as u16,
                 max_segment_pages: if self.options.page_grouping { 16 } else { 1 },
@@ -242,7 +257,7 @@ impl Store {
                     "one record per page does not fit",
                 ));
             }
-            sizing.goal = (sizing.goal / 2).max(1);
+            sizing = sizing.with_goal((sizing.goal / 2).max(1));
             if sizing.goal == 1 {
                 sizing.max_records_per_page = 1;
             }

@@ -28,22 +28,8 @@ const IO_THREADS: usize = 4;
 
 /// `f` over `items` on up to `IO_THREADS` scoped threads, results in order; the first error wins.
 fn parallel_io<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
-    if items.len() < 2 {
-        return items.iter().map(&f).collect();
-    }
-    let chunk = items.len().div_ceil(IO_THREADS);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().map(&f).collect::<Result<Vec<R>>>()))
-            .collect();
-        let mut out = Vec::with_capacity(items.len());
-        for handle in handles {
-            let part =
-                handle.join().map_err(|_| Error::invalid("treeline: a write-back I/O thread panicked"))?;
-            out.extend(part?);
-        }
-        Ok(out)
+    strata_kit::parallel::map_parts(items, IO_THREADS, 2, "a treeline write-back I/O thread", |part| {
+        part.iter().map(&f).collect()
     })
 }
 
