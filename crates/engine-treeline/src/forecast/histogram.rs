@@ -12,13 +12,13 @@
 //! between: in the bench's clustered shape the pages holding a hot spot were forecast a quarter
 //! of their inserts and the cold pages beside them a share as large (`forecast/tests.rs`,
 //! `clustered_inserts_are_forecast_on_their_pages_not_between_them`). So the bounds follow the
-//! sample's shape instead: the sample is cut into groups at its widest gaps (then groups larger
-//! than twice the equi-depth size are split evenly), and each group becomes a *dense* partition
-//! over its keys, padded by the group's mean key spacing on each side (where the next keys are
-//! likely to land) but never past halfway to the next group, followed by a *gap* partition up to
-//! the next group. For evenly spread keys the groups are about equi-depth and the estimate is the
-//! paper's; for clustered keys each cluster gets its own partition and the gaps count what lands
-//! in them.
+//! sample's shape instead: the sample is cut into groups at its breaks (gaps far wider than its
+//! median gap), groups larger than the equi-depth size are split evenly, and each group becomes
+//! a *dense* partition over its keys, padded by the group's mean key spacing on each side (where
+//! the next keys are likely to land) but never past halfway to the next group, followed by a
+//! *gap* partition up to the next group. For evenly spread keys there are no breaks and the
+//! groups are equi-depth, so the estimate is about the paper's; for clustered keys each cluster
+//! gets its own partitions and the gaps count what lands in them.
 
 /// Counters per partition of the key space.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,7 +32,8 @@ const END: u128 = 1 << 64;
 
 impl Histogram {
     /// Bounds from `sample` (sorted here) for about `partitions` (>= 1) groups of sample keys:
-    /// at most `1.5·partitions` dense partitions, each with a gap partition after it. An empty
+    /// fewer than `2·partitions` dense partitions (`group_ranges`), each with at most one gap
+    /// partition after it (where groups lie close, their padded spans meet and there is none). An empty
     /// sample gives one partition covering everything.
     pub fn from_sample(sample: &mut [u64], partitions: usize) -> Histogram {
         sample.sort_unstable();
@@ -121,35 +122,36 @@ impl Histogram {
     }
 }
 
-/// The sorted sample cut into groups of keys: first at its `partitions - 1` widest gaps between
-/// distinct keys (of equal gaps, those nearest an equi-depth cut, so evenly spaced keys get
-/// equi-depth groups), then every group of more than twice the equi-depth size split into even
-/// parts (cutting only between distinct keys, so equal keys stay in one group).
+/// A gap between sample keys this many times the median gap is a break between groups.
+const BREAK_GAP_TO_MEDIAN: u64 = 16;
+
+/// The sorted sample cut into groups of keys: first at its breaks (gaps at least
+/// `BREAK_GAP_TO_MEDIAN` times the median gap; the widest `partitions - 1` of them), then every
+/// group of more than the equi-depth size `n / partitions` split into even parts (cutting only
+/// between distinct keys, so equal keys stay in one group). Evenly spread keys have no breaks
+/// and get equi-depth groups; keys in clusters get a group (or more) per cluster.
 fn group_ranges(sorted: &[u64], partitions: usize) -> Vec<std::ops::Range<usize>> {
     if sorted.is_empty() {
         return Vec::new();
     }
-    let n = sorted.len();
-    // How far cut position `at` is from the nearest equi-depth cut `k·n/partitions`, in units
-    // of 1/partitions keys.
-    let off_equi_depth = |at: usize| {
-        let r = (at * partitions) % n;
-        r.min(n - r)
-    };
-    let mut gaps: Vec<(u64, usize, usize)> = sorted
+    let mut gaps: Vec<(u64, usize)> = sorted
         .iter()
         .zip(sorted.iter().skip(1))
         .enumerate()
         .filter(|(_, (a, b))| b > a)
-        .map(|(i, (a, b))| (b - a, off_equi_depth(i + 1), i + 1))
+        .map(|(i, (a, b))| (b - a, i + 1))
         .collect();
-    let widest = (partitions - 1).min(gaps.len());
-    if widest < gaps.len() {
-        gaps.select_nth_unstable_by(widest, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut widths: Vec<u64> = gaps.iter().map(|&(width, _)| width).collect();
+    let middle = widths.len() / 2;
+    let median = if widths.is_empty() { 0 } else { *widths.select_nth_unstable(middle).1 };
+    gaps.retain(|&(width, _)| width / BREAK_GAP_TO_MEDIAN >= median.max(1));
+    let breaks = (partitions - 1).min(gaps.len());
+    if breaks < gaps.len() {
+        gaps.select_nth_unstable_by(breaks, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     }
-    let mut cuts: Vec<usize> = gaps.iter().take(widest).map(|&(_, _, at)| at).collect();
+    let mut cuts: Vec<usize> = gaps.iter().take(breaks).map(|&(_, at)| at).collect();
     cuts.sort_unstable();
-    let max_group = (2 * sorted.len()).div_ceil(partitions).max(1);
+    let max_group = sorted.len().div_ceil(partitions).max(1);
     let mut groups = Vec::new();
     let mut start = 0;
     for end in cuts.into_iter().chain([sorted.len()]) {

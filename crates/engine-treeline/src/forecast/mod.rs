@@ -1,13 +1,18 @@
 //! Insert forecasting (paper §4.6): the workload is cut into epochs of `epoch_inserts` inserts.
-//! During an epoch every insert is counted in an equi-depth histogram (the *building* one) and
-//! offered to a reservoir sample (Vitter's algorithm R, `10·b` keys, seeded RNG). When the epoch
-//! ends, the building histogram is *frozen* (replacing the previous frozen one) and a new one is
-//! built with partition bounds from the sorted sample. Forecasts read only the frozen histogram:
+//! During an epoch every insert is counted in a histogram (the *building* one) and offered to a
+//! reservoir sample (Vitter's algorithm R, `10·b` keys, seeded RNG). When the epoch ends, the
+//! building histogram is *frozen* (replacing the previous frozen one) and a new one is built with
+//! partition bounds from the sorted sample (the paper's are equi-depth; ours follow the sample's
+//! gaps, `histogram.rs`). Forecasts read only the frozen histogram:
 //! the inserts of the last full epoch, projected `epochs_ahead` epochs forward.
 //!
-//! The sample covers the current epoch only (it is cleared when the epoch ends), so the next
-//! histogram's partitions follow the latest insert distribution, which is what it will count;
-//! the paper leaves the sample's span open. The histograms work on `u64` projections; whole keys
+//! The sample spans every insert the forecaster has counted since it started (as the paper's
+//! "uniform random sample of the base data" and its authors' code keep it), not only the last
+//! epoch's: inserts are counted when their records are written back from the record cache (only
+//! then is it known that a key was new), and a page's dirty records are written back together,
+//! often epochs after they were put, so one epoch's inserts cover only some of the hot spots.
+//! A sample of the last epoch alone left a hot spot not written back in it without a partition
+//! of its own, and its inserts in the next epoch were spread over the cold key space around it. The histograms work on `u64` projections; whole keys
 //! go through the forecaster's `KeyMap` (the 8 bytes after the store's common key prefix, set from
 //! the index at open and at each checkpoint; a new prefix restarts the histograms).
 
@@ -41,6 +46,8 @@ pub struct Forecaster {
     config: ForecastConfig,
     rng: SplitMix64,
     sample: Vec<u64>,
+    /// Inserts offered to the sample since it started (Algorithm R's `i`).
+    sampled_inserts: u64,
     seen_in_epoch: u64,
     building: Histogram,
     frozen: Option<Histogram>,
@@ -61,6 +68,7 @@ impl Forecaster {
             config,
             rng: SplitMix64(config.seed),
             sample: Vec::with_capacity(10 * config.partitions),
+            sampled_inserts: 0,
             seen_in_epoch: 0,
             building: Histogram::from_sample(&mut [], 1),
             frozen: None,
@@ -82,6 +90,7 @@ impl Forecaster {
         }
         self.key_map = key_map;
         self.sample.clear();
+        self.sampled_inserts = 0;
         self.seen_in_epoch = 0;
         self.building = Histogram::from_sample(&mut [], 1);
         self.frozen = None;
@@ -108,14 +117,17 @@ impl Forecaster {
         }
     }
 
-    /// Algorithm R: the `i`-th key (0-based) replaces a random slot with probability `k/(i+1)`.
+    /// Algorithm R: the `i`-th key offered (0-based) replaces a random slot with probability
+    /// `k/(i+1)`.
     fn offer_to_sample(&mut self, key: u64) {
         let capacity = 10 * self.config.partitions;
+        let i = self.sampled_inserts;
+        self.sampled_inserts += 1;
         if self.sample.len() < capacity {
             self.sample.push(key);
             return;
         }
-        let j = self.rng.below(self.seen_in_epoch + 1);
+        let j = self.rng.below(i + 1);
         if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.sample.get_mut(j)) {
             *slot = key;
         }
@@ -124,7 +136,6 @@ impl Forecaster {
     fn end_epoch(&mut self) {
         let next = Histogram::from_sample(&mut self.sample, self.config.partitions);
         self.frozen = Some(std::mem::replace(&mut self.building, next));
-        self.sample.clear();
         self.seen_in_epoch = 0;
         self.epochs_completed += 1;
     }

@@ -157,6 +157,7 @@ impl Forecaster {
         self.building = state.building;
         self.frozen = state.frozen;
         self.sample.clear();
+        self.sampled_inserts = 0;
     }
 }
 

@@ -131,7 +131,7 @@ impl Store {
                     .segment_of(&lower)
                     .is_some_and(|(l, e, _)| *l == lower && e.has_overflow());
                 if still {
-                    self.reorganize(&mut maint, &lower, &[])?;
+                    self.reorganize(&mut maint, &lower)?;
                 }
             }
             Ok(())

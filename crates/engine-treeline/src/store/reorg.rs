@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use strata_core::{Error, Key, Result, Value};
+use strata_core::{Durability, Error, Key, Result, Value};
 
 use super::{Counters, MaintState, Store};
 use crate::forecast::{epsilon_for, goal_for};
@@ -51,19 +51,21 @@ impl Sizing {
 
 impl Store {
     /// Reorganizes the segment starting at `full_lower` and its neighbours with overflow pages,
-    /// folding `pending` (dirty records being written back, already durable in the WAL) into the
-    /// reorganization set.
-    pub fn reorganize(
-        &self,
-        maint: &mut MaintState,
-        full_lower: &[u8],
-        pending: &[DirtyRecord],
-    ) -> Result<()> {
+    /// writing back every dirty record of their range with them: the post segments are planned
+    /// around all the records the range holds (a hot spot's inserts may still be in the record
+    /// cache, and pages planned around only those on disk would give its new keys too few
+    /// pages), and those records are marked clean afterwards.
+    pub fn reorganize(&self, maint: &mut MaintState, full_lower: &[u8]) -> Result<()> {
         // Phase I: range detection.
         let (pre, upper) = self.pre_segments(full_lower);
         let lower = pre.first().map(|(k, _)| k.clone()).unwrap_or_default();
-        // Phase II input: the reorganization set, with the pending records applied.
-        let records = self.reorganization_set(&pre, pending)?;
+        // Phase II input: the reorganization set, with the range's dirty records applied. No
+        // page may hold a write the WAL could lose: they are made durable first.
+        let pending = self.cache.lock().dirty_in(&lower, upper.as_deref());
+        if let Some(newest_lsn) = pending.iter().map(|r| r.lsn).max() {
+            self.wal.commit(newest_lsn, Durability::Sync)?;
+        }
+        let records = self.reorganization_set(maint, &pre, &pending)?;
         // Phases II and III.
         let built = self.build_post_segments(maint, &lower, upper.as_deref(), &records)?;
         let post = self.write_post_segments(maint, built)?;
@@ -93,6 +95,7 @@ impl Store {
             &c.multi_page_segments_written,
             post.iter().filter(|(_, e)| e.pages > 1).count() as u64,
         );
+        self.mark_written(&pending);
         Ok(())
     }
 
@@ -139,12 +142,14 @@ impl Store {
         (pre, index.upper_of(&last).cloned())
     }
 
-    /// Every record of the pre segments' pages, in key order, with `pending` applied over them.
+    /// Every record of the pre segments' pages, in key order, with `pending` applied over them
+    /// (a pending put of a key no page held is an insert, counted by the forecaster).
     /// Base pages are read before overflow pages and a key already taken is kept: where both
     /// pages of a pair hold a key, the base page's record wins, as in `get`, scans and
     /// write-back (which updates the base page's copy when it has one).
     fn reorganization_set(
         &self,
+        maint: &mut MaintState,
         pre: &[(Key, SegmentEntry)],
         pending: &[DirtyRecord],
     ) -> Result<Vec<(Key, Value)>> {
@@ -159,10 +164,13 @@ impl Store {
             }
         }
         for record in pending {
-            match &record.value {
+            let replaced = match &record.value {
                 Some(value) => records.insert(record.key.clone(), value.clone()),
                 None => records.remove(&record.key),
             };
+            if let (None, Some(_), Some(forecaster)) = (&replaced, &record.value, &mut maint.forecaster) {
+                forecaster.record_insert_key(&record.key);
+            }
         }
         Ok(records.into_iter().collect())
     }
@@ -374,5 +382,23 @@ impl Store {
             post.push((segment.lower, entry));
         }
         Ok(post)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sizing;
+
+    /// Regression: a goal lowered for forecast inserts used to get the ε of the lowered goal,
+    /// `(cap - goal) / 2`, so the model could fill a page up to the cap and the room was gone
+    /// (at 2M × 64 B, 8× the overflow pages with forecasting on).
+    #[test]
+    fn a_lowered_goal_keeps_its_epsilon_and_at_most_half_the_goal() {
+        let sizing = Sizing { goal: 38, epsilon: 8, max_records_per_page: 55 };
+        let lowered = sizing.with_goal(24);
+        assert_eq!((lowered.goal, lowered.epsilon, lowered.max_records_per_page), (24, 8, 55));
+        assert!(lowered.goal + 2 * lowered.epsilon as usize <= 40, "room for the forecast stays");
+        assert_eq!(sizing.with_goal(10).epsilon, 5, "no more than half the goal");
+        assert_eq!(sizing.with_goal(1).epsilon, 1);
     }
 }

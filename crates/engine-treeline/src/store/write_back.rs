@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use strata_core::{Durability, Error, Key, Result};
 
 use super::{Counters, MaintState, Store};
-use crate::forecast::Forecaster;
 use crate::free_space::{PageId, SegmentSlot};
 use crate::index::{Location, SegmentEntry};
 use crate::page::{Page, PageKind, PutOutcome};
@@ -82,17 +81,18 @@ struct Applied {
     base: Page,
     overflow: Option<Page>,
     overflow_changed: bool,
+    /// Keys the pages did not hold before: inserts, for the forecaster.
+    inserted: Vec<Key>,
 }
 
-/// Puts `key` into `page`, or reports that it has no room. Inserts count towards the forecast.
-fn put(page: &mut Page, key: &[u8], value: &[u8], forecaster: &mut Option<Forecaster>) -> Result<bool> {
+/// Puts `key` into `page`, or reports that it has no room; a key new to the page is noted in
+/// `inserted`.
+fn put(page: &mut Page, key: &[u8], value: &[u8], inserted: &mut Vec<Key>) -> Result<bool> {
     match page.put(key, value)? {
         PutOutcome::NoRoom => Ok(false),
         PutOutcome::Updated => Ok(true),
         PutOutcome::Inserted => {
-            if let Some(f) = forecaster {
-                f.record_insert_key(key);
-            }
+            inserted.push(key.to_vec());
             Ok(true)
         }
     }
@@ -101,16 +101,12 @@ fn put(page: &mut Page, key: &[u8], value: &[u8], forecaster: &mut Option<Foreca
 /// Applies `dirty` to copies of the page pair: deletes first (they free room), then puts, each
 /// into the page that holds the key, else the base page, else the overflow page (created when
 /// needed). `None`: the pair cannot take them all (a reorganization is due).
-fn apply_dirty(
-    base: &Page,
-    overflow: Option<&Page>,
-    dirty: &[DirtyRecord],
-    forecaster: &mut Option<Forecaster>,
-) -> Result<Option<Applied>> {
+fn apply_dirty(base: &Page, overflow: Option<&Page>, dirty: &[DirtyRecord]) -> Result<Option<Applied>> {
     let mut base = base.clone();
     let mut overflow = overflow.cloned();
     let had_overflow = overflow.is_some();
     let mut overflow_changed = false;
+    let mut inserted = Vec::new();
     for record in dirty.iter().filter(|r| r.value.is_none()) {
         base.delete(&record.key);
         overflow_changed |= overflow.as_mut().is_some_and(|o| o.delete(&record.key));
@@ -119,18 +115,18 @@ fn apply_dirty(
         let Some(value) = &record.value else { continue };
         let key = record.key.as_slice();
         if base.get(key).is_some() {
-            if put(&mut base, key, value, forecaster)? {
+            if put(&mut base, key, value, &mut inserted)? {
                 continue;
             }
             base.delete(key);
         } else if let Some(o) = overflow.as_mut().filter(|o| o.get(key).is_some()) {
             overflow_changed = true;
-            if put(o, key, value, forecaster)? {
+            if put(o, key, value, &mut inserted)? {
                 continue;
             }
             o.delete(key);
         }
-        if put(&mut base, key, value, forecaster)? {
+        if put(&mut base, key, value, &mut inserted)? {
             continue;
         }
         if overflow.is_none() {
@@ -138,7 +134,7 @@ fn apply_dirty(
         }
         overflow_changed = true;
         let fits = match overflow.as_mut() {
-            Some(o) => put(o, key, value, forecaster)?,
+            Some(o) => put(o, key, value, &mut inserted)?,
             None => false,
         };
         if !fits {
@@ -146,7 +142,7 @@ fn apply_dirty(
         }
     }
     let overflow_changed = overflow_changed || (overflow.is_some() && !had_overflow);
-    Ok(Some(Applied { base, overflow, overflow_changed }))
+    Ok(Some(Applied { base, overflow, overflow_changed, inserted }))
 }
 
 impl Store {
@@ -211,9 +207,14 @@ impl Store {
         let overflow_id = location.entry.overflow_of(page_index);
         let overflow = overflow_id.map(|id| batch.read_page(self, id)).transpose()?;
         let dirty = self.cache.lock().dirty_in(base.lower_fence(), upper.as_deref());
-        let Some(newest_lsn) = dirty.iter().map(|r| r.lsn).max() else { return Ok(upper) };
-        match apply_dirty(&base, overflow.as_ref(), &dirty, &mut maint.forecaster)? {
+        if dirty.is_empty() {
+            return Ok(upper);
+        }
+        match apply_dirty(&base, overflow.as_ref(), &dirty)? {
             Some(applied) => {
+                if let Some(forecaster) = &mut maint.forecaster {
+                    applied.inserted.iter().for_each(|key| forecaster.record_insert_key(key));
+                }
                 let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
                 batch.pairs.push(pair);
                 batch.base_pages.insert(base_id);
@@ -221,9 +222,7 @@ impl Store {
             }
             None => {
                 self.write_batch(maint, batch)?;
-                self.wal.commit(newest_lsn, Durability::Sync)?;
-                self.reorganize(maint, &location.lower, &dirty)?;
-                self.mark_written(&dirty);
+                self.reorganize(maint, &location.lower)?;
             }
         }
         Ok(upper)
@@ -239,7 +238,7 @@ impl Store {
         overflow_id: Option<PageId>,
         applied: Applied,
     ) -> Result<PreparedPair> {
-        let Applied { mut base, overflow, overflow_changed } = applied;
+        let Applied { mut base, overflow, overflow_changed, .. } = applied;
         let mut in_place: Vec<(PageId, Vec<u8>)> = Vec::new();
         let mut new_overflow = None;
         match (overflow, overflow_id) {
@@ -328,7 +327,7 @@ impl Store {
 
     /// After `records` reached the pages: readers may cache page reads again only after this
     /// epoch, and the records become clean unless written again meanwhile.
-    fn mark_written(&self, records: &[DirtyRecord]) {
+    pub(super) fn mark_written(&self, records: &[DirtyRecord]) {
         Counters::add(&self.counters.records_written_back, records.len() as u64);
         let mut cache = self.cache.lock();
         self.page_write_epoch.fetch_add(1, Release);

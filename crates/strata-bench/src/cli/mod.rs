@@ -104,9 +104,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "random", value_name = "seq|random")]
     load_order: String,
     /// spread: new keys map from their key numbers like loaded ones (YCSB); clustered: they land
-    /// after one in every 1,000 loaded records, always the same ones (hot insert areas, as in
-    /// TreeLine's §5.5 forecasting experiment).
-    #[arg(long, default_value = "spread", value_name = "spread|clustered")]
+    /// after one in every 1,000 loaded records (clustered:N: one in every N), always the same
+    /// ones (hot insert areas, as in TreeLine's §5.5 forecasting experiment).
+    #[arg(long, default_value = "spread", value_name = "spread|clustered[:N]")]
     insert_keys: String,
     /// puts: every thread inserts its records; bulk: the records sorted by key through each
     /// engine's bulk path (Strata's `Db::bulk_load`; RocksDB: batches of 1,024 in key order, then
@@ -343,10 +343,21 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         "seq" | "sequential" => false,
         other => return Err(format!("unknown --load-order {other:?}; expected seq or random")),
     };
-    let clustered_inserts = match a.insert_keys.as_str() {
-        "spread" => None,
-        "clustered" => Some(ClusteredInserts::for_records(records)),
-        other => return Err(format!("unknown --insert-keys {other:?}; expected spread or clustered")),
+    let clustered_inserts = match a.insert_keys.split_once(':') {
+        _ if a.insert_keys == "spread" => None,
+        _ if a.insert_keys == "clustered" => Some(ClusteredInserts::for_records(records)),
+        Some(("clustered", n)) => match n.parse::<u64>() {
+            Ok(n) if n >= 1 => Some(ClusteredInserts::with_spacing(records, n)),
+            _ => {
+                return Err(format!("--insert-keys clustered:{n}: N must be a whole number of records >= 1"))
+            }
+        },
+        _ => {
+            return Err(format!(
+                "unknown --insert-keys {:?}; expected spread, clustered or clustered:N",
+                a.insert_keys
+            ))
+        }
     };
     let key_spec = KeySpec { format, key_bytes, hashed, clustered_inserts };
     key_spec.validate()?;
@@ -447,6 +458,18 @@ mod tests {
         let late = config(&["--workload", "a,age,c", "--from-checkpoint"]).unwrap_err();
         assert!(late.contains("must come before"), "{late}");
         assert!(config(&["--workload", "a,age,c"]).is_ok());
+    }
+
+    #[test]
+    fn clustered_inserts_take_a_spacing() {
+        let hot = |args: &[&str]| config(args).map(|c| c.keys.clustered_inserts.map(|k| k.hot_regions));
+        assert_eq!(hot(&["--records", "2000000"]).unwrap(), None);
+        assert_eq!(hot(&["--records", "2000000", "--insert-keys", "clustered"]).unwrap(), Some(2_000));
+        assert_eq!(hot(&["--records", "2000000", "--insert-keys", "clustered:10000"]).unwrap(), Some(200));
+        for bad in ["clustered:0", "clustered:x", "clustered:", "spread:4", "hot"] {
+            let err = hot(&["--insert-keys", bad]).unwrap_err();
+            assert!(err.contains("--insert-keys") && !err.contains('\n'), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -71,11 +71,16 @@ pub struct ClusteredInserts {
 }
 
 impl ClusteredInserts {
-    /// One hot region per this many loaded records.
+    /// One hot region per this many loaded records, unless `--insert-keys clustered:N` says.
     pub const RECORDS_PER_HOT_REGION: u64 = 1_000;
 
     pub fn for_records(loaded_records: u64) -> ClusteredInserts {
-        let hot_regions = (loaded_records / Self::RECORDS_PER_HOT_REGION).max(1);
+        Self::with_spacing(loaded_records, Self::RECORDS_PER_HOT_REGION)
+    }
+
+    /// One hot region per `records_per_hot_region` (>= 1) loaded records.
+    pub fn with_spacing(loaded_records: u64, records_per_hot_region: u64) -> ClusteredInserts {
+        let hot_regions = (loaded_records / records_per_hot_region.max(1)).max(1);
         ClusteredInserts { loaded_records, hot_regions }
     }
 
