@@ -456,3 +456,35 @@ fn an_index_bound_that_disagrees_with_the_page_fences_is_corruption_in_a_scan() 
         Err(e) => assert!(e.is_corruption(), "{e}"),
     }
 }
+
+/// Regression (`treeline_checkpoint` fuzz target, out of memory): a checkpoint whose data end
+/// page lies far past the data file made the open derive a free list of billions of pages that
+/// are not there. The data file holds every page below the end (they are synced before the
+/// checkpoint), so a larger end is corruption naming the checkpoint and the field's offset.
+#[test]
+fn a_checkpoint_claiming_pages_past_the_data_file_is_corruption() {
+    use engine_treeline::checkpoint_file::{self, Checkpoint};
+    let storage = Arc::new(MemStorage::new());
+    let engine = open(storage.clone());
+    workload(&engine, &mut BTreeMap::new(), 2_000, 5);
+    engine.close().unwrap();
+    drop(engine);
+    let mut checkpoint = Checkpoint::load(storage.as_ref()).unwrap().unwrap();
+    let file_pages =
+        storage.open("treeline-data", strata_io::OpenOptions::existing()).unwrap().len().unwrap() / 4096;
+    assert_eq!(checkpoint.data_end_page, file_pages, "a clean close ends at the file's last page");
+    checkpoint.data_end_page = 1 << 40;
+    checkpoint.store(storage.as_ref()).unwrap();
+    let err = TreelineEngine::open(storage.clone(), &config()).err().expect("must not open");
+    match &err {
+        strata_core::Error::Corruption { file, offset, .. } => {
+            assert_eq!(file, checkpoint_file::FILE_NAME, "{err}");
+            assert_eq!(
+                *offset,
+                (checkpoint_file::FORMAT.payload_offset() + checkpoint_file::DATA_END_PAGE) as u64
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("past the"), "{err}");
+}

@@ -134,6 +134,7 @@ impl Store {
         // 2. Repair pages torn since the checkpoint from their double-write images.
         let restored = restore_double_written_pages(storage.as_ref(), &data, &checkpoint)?;
         // 3. The free list: every page the checkpoint's index does not reference.
+        check_data_end(&checkpoint, &data)?;
         let free = derive_free_space(&checkpoint)?;
         let double_write = DoubleWrite::open(storage.as_ref(), checkpoint.page_size, checkpoint.generation)?;
         let forecaster = match options.forecasting {
@@ -368,6 +369,26 @@ fn restore_double_written_pages(
         data.sync()?;
     }
     Ok(restored)
+}
+
+/// The data file holds every page below the checkpoint's end: the pages were synced before the
+/// checkpoint was written, and the file never shrinks. A larger end is a damaged checkpoint (and
+/// would make the free list of billions of pages that are not there: the `treeline_checkpoint`
+/// fuzz target ran out of memory on one).
+fn check_data_end(checkpoint: &Checkpoint, data: &DataFile) -> Result<()> {
+    let file_pages = data.len_bytes()? / checkpoint.page_size.bytes() as u64;
+    if checkpoint.data_end_page > file_pages {
+        return Err(Error::corruption(
+            checkpoint_file::FILE_NAME,
+            (checkpoint_file::FORMAT.payload_offset() + checkpoint_file::DATA_END_PAGE) as u64,
+            format!(
+                "data end page {} is past the {file_pages} pages of {}",
+                checkpoint.data_end_page,
+                crate::data_file::FILE_NAME
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Free slots: the pages below the checkpoint's end that its index does not reference, in
