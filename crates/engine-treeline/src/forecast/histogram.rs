@@ -33,8 +33,8 @@ const END: u128 = 1 << 64;
 impl Histogram {
     /// Bounds from `sample` (sorted here) for about `partitions` (>= 1) groups of sample keys:
     /// fewer than `2·partitions` dense partitions (`group_ranges`), each with at most one gap
-    /// partition after it (where groups lie close, their padded spans meet and there is none). An empty
-    /// sample gives one partition covering everything.
+    /// partition after it (where groups lie close, their padded spans meet and there is none).
+    /// An empty sample gives one partition covering everything.
     pub fn from_sample(sample: &mut [u64], partitions: usize) -> Histogram {
         sample.sort_unstable();
         let mut bounds = vec![0u64];
