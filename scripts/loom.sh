@@ -7,5 +7,7 @@
 #   bash scripts/loom.sh [extra cargo test args, e.g. -j 1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The code behind the feature gets the same lints as the rest (CI's clippy runs without it).
+cargo clippy -p engine-f2 --features loom --lib --tests "$@" -- -D warnings
 # The dev profile (as `cargo test`): only engine-f2 and loom's own dependencies are built anew.
 cargo test -p engine-f2 --features loom --lib "$@" -- log::model
