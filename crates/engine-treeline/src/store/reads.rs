@@ -8,8 +8,8 @@ use strata_core::{Error, Result, Value};
 use super::{Counters, Store};
 use crate::data_file::FILE_NAME;
 use crate::free_space::{page_offset, PageId};
-use crate::index::Location;
-use crate::page::Page;
+use crate::index::{Location, SegmentEntry};
+use crate::page::{Page, PageKind};
 
 /// Clock steps a read admission may spend evicting clean records.
 const ADMISSION_EVICTION_STEPS: usize = 64;
@@ -61,9 +61,53 @@ impl Store {
             return Ok(Some(value.to_vec()));
         }
         match location.entry.overflow_of(page_index) {
-            Some(id) => Ok(self.data.read_page(id)?.get(key).map(<[u8]>::to_vec)),
+            Some(id) => {
+                let overflow = self.data.read_page(id)?;
+                self.check_overflow_identity(&overflow, id, &base)?;
+                Ok(overflow.get(key).map(<[u8]>::to_vec))
+            }
             None => Ok(None),
         }
+    }
+
+    /// Base page `index` of the segment `entry` must say so in its header: a head page with the
+    /// entry's page count and production id, or member `index` of that many pages. A page id
+    /// damaged in the checkpoint (its checksum made valid again) could otherwise lead to a free
+    /// page still holding records of another place or an older time (fuzzing,
+    /// `treeline_checkpoint`).
+    pub(super) fn check_page_identity(
+        &self,
+        page: &Page,
+        id: PageId,
+        entry: &SegmentEntry,
+        index: usize,
+    ) -> Result<()> {
+        let pages = entry.pages;
+        let ok = match page.kind() {
+            PageKind::SegmentHead { pages: p, production_id, .. } => {
+                index == 0 && p == pages && production_id == entry.production_id
+            }
+            PageKind::SegmentMember { pages: p, index: i } => usize::from(i) == index && p == pages,
+            PageKind::Overflow => false,
+        };
+        self.identity_result(ok, id, || {
+            format!("page {id} is not page {index} of the segment the index places it in")
+        })
+    }
+
+    /// An overflow page must be one, with its base page's fences.
+    pub(super) fn check_overflow_identity(&self, overflow: &Page, id: PageId, base: &Page) -> Result<()> {
+        let ok = overflow.kind() == PageKind::Overflow
+            && overflow.lower_fence() == base.lower_fence()
+            && overflow.upper_fence() == base.upper_fence();
+        self.identity_result(ok, id, || format!("page {id} is not the overflow page of its base page"))
+    }
+
+    fn identity_result(&self, ok: bool, id: PageId, what: impl FnOnce() -> String) -> Result<()> {
+        if ok {
+            return Ok(());
+        }
+        Err(Error::corruption(FILE_NAME, page_offset(id, self.page_size).unwrap_or(0), what()))
     }
 
     /// The base page whose fences hold `key`: the one the model picks, or a neighbour if the
@@ -83,7 +127,9 @@ impl Store {
         let pages = usize::from(location.entry.pages);
         let mut i = location.page_index;
         for _ in 0..pages {
-            let page = read(location.entry.base_page(i))?;
+            let id = location.entry.base_page(i);
+            let page = read(id)?;
+            self.check_page_identity(&page, id, &location.entry, i)?;
             if page.covers(key) {
                 return Ok((i, page));
             }

@@ -337,8 +337,16 @@ fn physically_contiguous_run(spans: &[Span]) -> usize {
 /// segment's bounds at its ends).
 fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut ChunkRecords) -> Result<Chunk> {
     let Span { lower: segment_lower, upper: segment_upper, entry, first, last, from } = span;
+    let mut previous_upper: Option<Option<&[u8]>> = None;
     for (i, page) in (*first..).zip(&base) {
-        check_within_segment(store, page, entry.base_page(i), segment_lower, segment_upper.as_deref())?;
+        let id = entry.base_page(i);
+        check_within_segment(store, page, id, segment_lower, segment_upper.as_deref())?;
+        store.check_page_identity(page, id, entry, i)?;
+        // The base pages of a segment tile its range: each starts where the one before ends.
+        if previous_upper.is_some_and(|upper| upper != Some(page.lower_fence())) {
+            return Err(within_segment_error(store, id));
+        }
+        previous_upper = Some(page.upper_fence());
     }
     let lower = match (first, base.first()) {
         (0, _) | (_, None) => segment_lower.clone(),
@@ -350,7 +358,14 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
     };
     let from = from.as_deref().filter(|f| *f > lower.as_slice());
     for (i, page) in (*first..).zip(base) {
-        let overflow = entry.overflow_of(i).map(|id| store.data.read_page(id)).transpose()?;
+        let overflow = match entry.overflow_of(i) {
+            Some(id) => {
+                let overflow = store.data.read_page(id)?;
+                store.check_overflow_identity(&overflow, id, &page)?;
+                Some(overflow)
+            }
+            None => None,
+        };
         records.push_pair(page, overflow, from);
     }
     records.push_cached(store.cache.lock().cached_in(from.unwrap_or(&lower), upper.as_deref()));
@@ -376,12 +391,16 @@ fn check_within_segment(
     if page.lower_fence() >= segment_lower && !above_upper {
         return Ok(());
     }
+    Err(within_segment_error(store, id))
+}
+
+fn within_segment_error(store: &Store, id: crate::free_space::PageId) -> strata_core::Error {
     let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
-    Err(strata_core::Error::corruption(
+    strata_core::Error::corruption(
         crate::data_file::FILE_NAME,
         offset,
         format!("page {id}'s fences lie outside the bounds treeline-checkpoint's index gives its segment"),
-    ))
+    )
 }
 
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {
