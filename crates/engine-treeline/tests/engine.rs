@@ -48,6 +48,22 @@ fn workload(engine: &TreelineEngine, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, ops
     }
 }
 
+/// A store in memory after `workload(ops, seed)`, `before_close` and a clean close (so a
+/// checkpoint), with the model of what it holds.
+fn closed_store(
+    ops: u64,
+    seed: u64,
+    before_close: impl FnOnce(&TreelineEngine),
+) -> (Arc<MemStorage>, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let storage = Arc::new(MemStorage::new());
+    let engine = open(storage.clone());
+    let mut model = BTreeMap::new();
+    workload(&engine, &mut model, ops, seed);
+    before_close(&engine);
+    engine.close().unwrap();
+    (storage, model)
+}
+
 /// Under the kit's sizes every background path runs: write-back, the double-write area,
 /// overflow pages, reorganizations into multi-page segments, forecasting and checkpoints.
 #[test]
@@ -211,11 +227,7 @@ fn forecasting_off_never_lowers_the_goal() {
 /// panic or wrong data.
 #[test]
 fn damaged_checkpoint_and_pages_are_corruption() {
-    let storage = Arc::new(MemStorage::new());
-    let engine = open(storage.clone());
-    let mut model = BTreeMap::new();
-    workload(&engine, &mut model, 2_000, 4);
-    engine.close().unwrap();
+    let (storage, _) = closed_store(2_000, 4, |_| ());
     let file = storage.open("treeline-checkpoint", strata_io::OpenOptions::existing()).unwrap();
     let mut byte = [0u8];
     file.read_at(50, &mut byte).unwrap();
@@ -426,11 +438,7 @@ fn a_short_scan_reads_two_pages_not_its_whole_segment() {
 /// order; it is corruption now.
 #[test]
 fn an_index_bound_that_disagrees_with_the_page_fences_is_corruption_in_a_scan() {
-    let storage = Arc::new(MemStorage::new());
-    let engine = open(storage.clone());
-    let mut model = BTreeMap::new();
-    workload(&engine, &mut model, 3_000, 12);
-    engine.close().unwrap();
+    let (storage, _) = closed_store(3_000, 12, |_| ());
     let file = storage.open("treeline-checkpoint", strata_io::OpenOptions::existing()).unwrap();
     let mut bytes = strata_io::read_all(file.as_ref()).unwrap();
     // Payload at 12; segment count at payload 40; the first segment's bound is empty (2 bytes of
@@ -464,11 +472,7 @@ fn an_index_bound_that_disagrees_with_the_page_fences_is_corruption_in_a_scan() 
 #[test]
 fn a_checkpoint_claiming_pages_past_the_data_file_is_corruption() {
     use engine_treeline::checkpoint_file::{self, Checkpoint};
-    let storage = Arc::new(MemStorage::new());
-    let engine = open(storage.clone());
-    workload(&engine, &mut BTreeMap::new(), 2_000, 5);
-    engine.close().unwrap();
-    drop(engine);
+    let (storage, _) = closed_store(2_000, 5, |_| ());
     let mut checkpoint = Checkpoint::load(storage.as_ref()).unwrap().unwrap();
     let file_pages =
         storage.open("treeline-data", strata_io::OpenOptions::existing()).unwrap().len().unwrap() / 4096;
@@ -496,14 +500,9 @@ fn a_checkpoint_claiming_pages_past_the_data_file_is_corruption() {
 #[test]
 fn an_index_entry_leading_to_a_stale_free_page_is_corruption() {
     use engine_treeline::checkpoint_file::Checkpoint;
-    let storage = Arc::new(MemStorage::new());
-    let engine = open(storage.clone());
-    let mut model = BTreeMap::new();
-    workload(&engine, &mut model, 3_000, 21);
     // Reorganizing every segment with an overflow page frees their old pages, stale from now on.
-    engine.maintenance().run(MaintenanceTask::Compact).unwrap();
-    engine.close().unwrap();
-    drop(engine);
+    let (storage, model) =
+        closed_store(3_000, 21, |engine| engine.maintenance().run(MaintenanceTask::Compact).unwrap());
     let original = Checkpoint::load(storage.as_ref()).unwrap().unwrap();
     let used: std::collections::BTreeSet<u64> = original.index.used_pages().collect();
     let free: Vec<u64> = (1..original.data_end_page).filter(|id| !used.contains(id)).collect();
