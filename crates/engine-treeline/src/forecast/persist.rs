@@ -1,7 +1,8 @@
 //! `treeline-forecast`: the forecaster's histograms, stored at checkpoints so that a reopened
 //! store forecasts from the inserts it saw before (docs/format/treeline.md, "treeline-forecast").
 //! The reservoir sample is not stored (up to `10·b` keys, and only used to place the next
-//! epoch's partitions): after a reopen it restarts with the epoch's remaining inserts.
+//! epoch's partitions): after a reopen it restarts empty and fills from the inserts counted
+//! since.
 //!
 //! The file is advisory — a store without it forecasts from nothing, as a new one does — but a
 //! file that is there and damaged is `Error::Corruption` naming it, like every other file; the

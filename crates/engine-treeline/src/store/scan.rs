@@ -344,7 +344,7 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
         store.check_page_identity(page, id, entry, i)?;
         // The base pages of a segment tile its range: each starts where the one before ends.
         if previous_upper.is_some_and(|upper| upper != Some(page.lower_fence())) {
-            return Err(within_segment_error(store, id));
+            return Err(page_error(store, id, "does not start where the page before it in its segment ends"));
         }
         previous_upper = Some(page.upper_fence());
     }
@@ -391,16 +391,13 @@ fn check_within_segment(
     if page.lower_fence() >= segment_lower && !above_upper {
         return Ok(());
     }
-    Err(within_segment_error(store, id))
+    Err(page_error(store, id, "has fences outside the bounds treeline-checkpoint's index gives its segment"))
 }
 
-fn within_segment_error(store: &Store, id: crate::free_space::PageId) -> strata_core::Error {
+/// Corruption of the data file at page `id`, which `what`.
+fn page_error(store: &Store, id: crate::free_space::PageId, what: &str) -> strata_core::Error {
     let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
-    strata_core::Error::corruption(
-        crate::data_file::FILE_NAME,
-        offset,
-        format!("page {id}'s fences lie outside the bounds treeline-checkpoint's index gives its segment"),
-    )
+    strata_core::Error::corruption(crate::data_file::FILE_NAME, offset, format!("page {id} {what}"))
 }
 
 fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {

@@ -343,20 +343,17 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         "seq" | "sequential" => false,
         other => return Err(format!("unknown --load-order {other:?}; expected seq or random")),
     };
-    let clustered_inserts = match a.insert_keys.split_once(':') {
-        _ if a.insert_keys == "spread" => None,
-        _ if a.insert_keys == "clustered" => Some(ClusteredInserts::for_records(records)),
-        Some(("clustered", n)) => match n.parse::<u64>() {
+    let clustered_inserts = match (a.insert_keys.as_str(), a.insert_keys.strip_prefix("clustered:")) {
+        ("spread", _) => None,
+        ("clustered", _) => Some(ClusteredInserts::for_records(records)),
+        (_, Some(n)) => match n.parse::<u64>() {
             Ok(n) if n >= 1 => Some(ClusteredInserts::with_spacing(records, n)),
             _ => {
                 return Err(format!("--insert-keys clustered:{n}: N must be a whole number of records >= 1"))
             }
         },
-        _ => {
-            return Err(format!(
-                "unknown --insert-keys {:?}; expected spread, clustered or clustered:N",
-                a.insert_keys
-            ))
+        (other, None) => {
+            return Err(format!("unknown --insert-keys {other:?}; expected spread, clustered or clustered:N"))
         }
     };
     let key_spec = KeySpec { format, key_bytes, hashed, clustered_inserts };
