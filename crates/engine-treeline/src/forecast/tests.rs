@@ -284,3 +284,41 @@ fn a_hot_spot_missing_from_one_epoch_keeps_its_partition() {
     let at_a = f.forecast(SPOT_A - page / 2, Some(SPOT_A + page / 2), 1);
     assert!(at_a > 400.0, "spot A got {at_a:.1} of its 500 inserts");
 }
+
+/// The stored forecast's size at the default b = 20,000 after 400,000 inserts, clustered (2,000
+/// hot spots) and uniform: within the bound `Histogram::from_sample` states (fewer than 2·b
+/// dense partitions, each with at most one gap partition after it). docs/benchmarks.md quotes
+/// the sizes this prints (`cargo test -p engine-treeline --lib forecast_state_size -- --nocapture`).
+#[test]
+fn forecast_state_size_stays_within_the_partition_bound() {
+    let b = 20_000;
+    for clustered in [true, false] {
+        let mut f = Forecaster::new(config(100_000, b)).unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        let hot: Vec<u64> = (0..2_000).map(|_| rng.gen()).collect();
+        for _ in 0..400_000 {
+            let key = match clustered {
+                true => hot[rng.gen_range(0..hot.len())].saturating_add(1 + (rng.gen::<u64>() >> 32)),
+                false => rng.gen(),
+            };
+            f.record_insert(key);
+        }
+        let frozen = f.frozen().unwrap().clone();
+        let state = ForecastState {
+            epochs_completed: f.epochs_completed(),
+            inserts_in_epoch: f.inserts_in_epoch(),
+            key_map: f.key_map().clone(),
+            building: f.building().clone(),
+            frozen: Some(frozen.clone()),
+        };
+        let bytes = state.encode().len();
+        println!(
+            "clustered={clustered}: partitions building {} frozen {}, stored forecast {bytes} bytes",
+            f.building().partitions(),
+            frozen.partitions()
+        );
+        for h in [f.building(), &frozen] {
+            assert!(h.partitions() <= 4 * b, "{} partitions for b = {b}", h.partitions());
+        }
+    }
+}
