@@ -144,7 +144,7 @@ impl Store {
 
     /// Every record of the pre segments' pages, in key order, with `pending` applied over them
     /// (a pending put of a key no page held is an insert, counted by the forecaster).
-    /// Base pages are read before overflow pages and a key already taken is kept: where both
+    /// Each base page is read before its overflow page and a key already taken is kept: where both
     /// pages of a pair hold a key, the base page's record wins, as in `get`, scans and
     /// write-back (which updates the base page's copy when it has one).
     fn reorganization_set(
@@ -155,11 +155,24 @@ impl Store {
     ) -> Result<Vec<(Key, Value)>> {
         let mut records = BTreeMap::new();
         for (_, entry) in pre {
-            let pages = (0..usize::from(entry.pages)).map(|i| entry.base_page(i));
-            for id in pages.chain(entry.overflow.iter().copied().filter(|&id| id != 0)) {
-                let page = self.data.read_page(id)?;
-                for e in page.iter() {
-                    records.entry(e.key()).or_insert_with(|| e.value.to_vec());
+            for i in 0..usize::from(entry.pages) {
+                let id = entry.base_page(i);
+                let base = self.data.read_page(id)?;
+                self.check_page_identity(&base, id, entry, i)?;
+                let overflow = match entry.overflow_of(i) {
+                    Some(id) => {
+                        let overflow = self.data.read_page(id)?;
+                        self.check_overflow_identity(&overflow, id, &base)?;
+                        Some(overflow)
+                    }
+                    None => None,
+                };
+                // The pair's keys lie within its fences, so base before overflow per pair keeps
+                // the base page's record wherever both hold a key.
+                for page in std::iter::once(&base).chain(overflow.as_ref()) {
+                    for e in page.iter() {
+                        records.entry(e.key()).or_insert_with(|| e.value.to_vec());
+                    }
                 }
             }
         }

@@ -205,7 +205,14 @@ impl Store {
             return Ok(upper);
         }
         let overflow_id = location.entry.overflow_of(page_index);
-        let overflow = overflow_id.map(|id| batch.read_page(self, id)).transpose()?;
+        let overflow = match overflow_id {
+            Some(id) => {
+                let overflow = batch.read_page(self, id)?;
+                self.check_overflow_identity(&overflow, id, &base)?;
+                Some(overflow)
+            }
+            None => None,
+        };
         let dirty = self.cache.lock().dirty_in(base.lower_fence(), upper.as_deref());
         if dirty.is_empty() {
             return Ok(upper);
