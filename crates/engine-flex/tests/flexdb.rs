@@ -113,8 +113,11 @@ fn reopen_rebuilds_the_index_from_samples_not_the_whole_file() {
 }
 
 /// Beyond the paper (§6.3): the committer holds the table lock for bounded steps, so a reader's
-/// worst get latency during a large commit stays far below the commit's duration. Up to three
-/// attempts: on a loaded machine one descheduling of the reader can exceed the bound.
+/// worst get latency during a large commit stays far below the commit's duration: under a third
+/// of it. Measured on the 2-core machine: 11–19% with steps of 64 entries; 40–44% with the whole
+/// commit as one step (the canary: `commit_step_entries: usize::MAX`), the rest of the commit
+/// (WAL sync, table sync, commit record) not holding the lock. Up to three attempts: on a loaded
+/// machine one descheduling of the reader can exceed the bound.
 #[test]
 fn readers_are_not_blocked_for_a_whole_commit() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
@@ -153,7 +156,7 @@ fn readers_are_not_blocked_for_a_whole_commit() {
         let (worst, reads) = reader.join().unwrap();
         eprintln!("commit of 80000 entries took {commit_time:?}; reader: {reads} gets, worst {worst:?}");
         assert!(commit_time > Duration::from_millis(20), "commit too quick to measure: {commit_time:?}");
-        if worst * 5 < commit_time {
+        if worst * 3 < commit_time {
             return;
         }
         attempts.push((worst, commit_time));
