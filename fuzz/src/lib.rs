@@ -1,6 +1,7 @@
 //! Fuzz harnesses shared by the targets in `fuzz_targets/`.
 //!
-//! - [`damaged_store`]: a real store of each engine is built once (small sizes, so every kind of
+//! - [`damaged_store`]: a real store of each engine is built once per fuzz build and kept, so a
+//!   crash input replays against the same files (`seed_cache`) (small sizes, so every kind of
 //!   file exists: WAL segments, snapshots, table files, trees, logs, checkpoints, the manifest);
 //!   the fuzz input picks one file and damages it (truncate, overwrite, flip, delete, replace),
 //!   and the store is opened, read back, scanned and verified. Every decoder on the open and read
@@ -8,6 +9,8 @@
 //!   is a bug.
 //! - [`model_ops`]: operations decoded from the input run against an engine and a `BTreeMap`,
 //!   with reopens; every read must match the model.
+
+mod seed_cache;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
@@ -126,11 +129,11 @@ fn snapshot_files(storage: &dyn Storage) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// The seed store of `kind`, built on first use.
+/// The seed store of `kind`: the one this fuzz build stored (`seed_cache`), else built now.
 pub fn seed_store(kind: EngineKind) -> &'static SeedStore {
     static STORES: [OnceLock<SeedStore>; 6] = [const { OnceLock::new() }; 6];
     let index = EngineKind::ALL.iter().position(|k| *k == kind).expect("a kind");
-    STORES[index].get_or_init(|| build_seed_store(kind))
+    STORES[index].get_or_init(|| seed_cache::load_or_store(&kind.to_string(), || build_seed_store(kind)))
 }
 
 /// Cursor over the fuzz input.
