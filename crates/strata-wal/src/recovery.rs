@@ -64,6 +64,8 @@ pub(crate) struct Recovered {
     /// A WAL state file exists (see `state.rs`); when not, the writer writes one before it
     /// creates its first segment.
     pub state_exists: bool,
+    /// The log ends before the caller's `min_lsn`: it holds no record the caller needs.
+    pub behind_caller: bool,
 }
 
 /// What the scan is for.
@@ -147,6 +149,9 @@ pub(crate) fn recover_with_window(
         records_checked: 0,
         bytes_checked: 0,
         state_durable_lsn: state.as_ref().map_or(0, |s| s.durable_lsn),
+        state_synced_bytes: state
+            .as_ref()
+            .map(|s| s.segments.iter().map(|l| (l.id, l.synced_bytes)).collect()),
     };
     let (kept_len, expected, tail) = scan.run(storage)?;
 
@@ -180,6 +185,7 @@ pub(crate) fn recover_with_window(
         records_checked: scan.records_checked,
         bytes_checked: scan.bytes_checked,
         state_exists: state.is_some(),
+        behind_caller: expected.is_some_and(|end| end < next_lsn),
     })
 }
 
@@ -337,6 +343,8 @@ struct Scan<'a, 'p> {
     /// Every lsn up to this one was durable when the WAL state file was written (0 without one):
     /// the log must hold them all, whatever the markers say.
     state_durable_lsn: Lsn,
+    /// (segment id, synced bytes) of each segment the state file lists; `None` without one.
+    state_synced_bytes: Option<Vec<(u64, u64)>>,
 }
 
 impl Scan<'_, '_> {
@@ -424,14 +432,74 @@ impl Scan<'_, '_> {
             Some(broken) => self.resolve_break(storage, broken, expected)?,
         };
         if self.params.repair {
-            for segment in self.segments.iter().take(kept_len).skip(start) {
-                segment.file.sync()?;
-            }
+            self.make_kept_durable(storage, start, kept_len)?;
         }
         if kept_len < self.segments.len() {
             tail = None;
         }
         Ok((kept_len, expected, tail))
+    }
+
+    /// Makes the records this recovery keeps (segments `start..kept_len`) durable, as the log's
+    /// writer assumes when it continues the last segment:
+    /// - The last segment's records past what the state file records as synced are written again
+    ///   before the sync. After a failed fdatasync (in an earlier session of this boot) the kernel
+    ///   may have marked their pages clean without writing them: a sync alone would leave a hole
+    ///   that a power loss exposes, cutting off every record appended after it. For the same
+    ///   reason the segment is cut right after its records: a lost write may have extended the
+    ///   file in the page cache only, and a partial record header at the end of the durable file
+    ///   would read as damage once later records say they were synced.
+    /// - The directory is synced: a segment's name may not be durable yet (a process killed, or a
+    ///   directory sync that failed, between its creation or rename and the directory sync).
+    fn make_kept_durable(&mut self, storage: &dyn Storage, start: usize, kept_len: usize) -> Result<()> {
+        if let Some(last) = kept_len.checked_sub(1).filter(|&last| last >= start) {
+            self.rewrite_unverified_records(last)?;
+        }
+        let kept = self.segments.get(start..kept_len).unwrap_or_default();
+        for segment in kept {
+            segment.file.sync()?;
+        }
+        if !kept.is_empty() {
+            storage.sync_dir()?;
+        }
+        Ok(())
+    }
+
+    /// Writes segment `index`'s records past its synced length in the state file again (all of
+    /// them without one) and cuts the file after them.
+    fn rewrite_unverified_records(&mut self, index: usize) -> Result<()> {
+        let Some(segment) = self.segments.get(index) else { return Ok(()) };
+        let end = segment.scanned_end.unwrap_or(0);
+        let synced = self
+            .state_synced_bytes
+            .as_ref()
+            .and_then(|listed| listed.iter().find(|(id, _)| *id == segment.id).map(|&(_, bytes)| bytes))
+            .unwrap_or(0);
+        if synced >= end {
+            return Ok(());
+        }
+        self.rewrite(segment, synced, end)?;
+        if segment.len_bytes > end {
+            segment.file.set_len(end)?;
+            if let Some(segment) = self.segments.get_mut(index) {
+                segment.len_bytes = end;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `[from, to)` of `segment` and writes the same bytes back, a window at a time.
+    fn rewrite(&self, segment: &SegmentFile, from: u64, to: u64) -> Result<()> {
+        let mut buf = vec![0u8; self.read_window_bytes.max(1)];
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(buf.len() as u64) as usize;
+            let window = buf.get_mut(..n).unwrap_or_default();
+            segment.file.read_at(at, window)?;
+            segment.file.write_at(at, window)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 
     /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.

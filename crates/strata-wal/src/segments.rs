@@ -224,25 +224,49 @@ impl SegmentWriter {
                 Some(bound) if bound <= lsn => {}
                 _ => break,
             }
-            let segment = self.segments.remove(0);
-            let recycle =
-                self.free.len() < self.opts.recycle_segments && segment.len_bytes <= self.opts.segment_bytes;
-            if recycle {
-                let free_name = self.opts.free_segment_name(segment.id);
-                if let Err(e) = self.storage.rename(&segment.name, &free_name) {
-                    self.segments.insert(0, segment);
-                    return Err(e);
-                }
-                self.free.push(FreeSegment { name: free_name, len_bytes: segment.len_bytes });
-            } else {
-                if let Err(e) = self.storage.remove(&segment.name) {
-                    self.segments.insert(0, segment);
-                    return Err(e);
-                }
-                self.counters.disk_bytes.fetch_sub(segment.len_bytes, Relaxed);
-                bump(&self.counters.segments_removed, 1);
-            }
+            self.release_first_segment()?;
             *released_any = true;
+        }
+        Ok(())
+    }
+
+    /// At open, before any record is written: releases every segment, because the caller's
+    /// `min_lsn` lies past all their records (a power loss left the log behind the caller's
+    /// checkpoint). Kept, they would stay listed in the state file below a durable lsn the log
+    /// never reached, which later recoveries would take for a shortened log. The state file is
+    /// rewritten to list none first.
+    pub fn release_all_behind(&mut self, durable_lsn: Lsn) -> Result<()> {
+        debug_assert!(self.active.is_none(), "release_all_behind after a write");
+        if self.segments.is_empty() {
+            return Ok(());
+        }
+        self.continuation = None;
+        self.store_state(durable_lsn, self.segments.len())?;
+        while !self.segments.is_empty() {
+            self.release_first_segment()?;
+        }
+        self.storage.sync_dir()
+    }
+
+    /// Recycles the first segment as a `.free` file, or removes it; on an error it stays listed.
+    fn release_first_segment(&mut self) -> Result<()> {
+        let segment = self.segments.remove(0);
+        let recycle =
+            self.free.len() < self.opts.recycle_segments && segment.len_bytes <= self.opts.segment_bytes;
+        if recycle {
+            let free_name = self.opts.free_segment_name(segment.id);
+            if let Err(e) = self.storage.rename(&segment.name, &free_name) {
+                self.segments.insert(0, segment);
+                return Err(e);
+            }
+            self.free.push(FreeSegment { name: free_name, len_bytes: segment.len_bytes });
+        } else {
+            if let Err(e) = self.storage.remove(&segment.name) {
+                self.segments.insert(0, segment);
+                return Err(e);
+            }
+            self.counters.disk_bytes.fetch_sub(segment.len_bytes, Relaxed);
+            bump(&self.counters.segments_removed, 1);
         }
         Ok(())
     }

@@ -135,7 +135,8 @@ impl Wal {
         let recovered = recover(storage.as_ref(), &opts, params)?;
         let next_lsn = recovered.report.next_lsn;
         let counters = Arc::new(Counters::default());
-        let writer = SegmentWriter::new(
+        let behind_caller = recovered.behind_caller;
+        let mut writer = SegmentWriter::new(
             storage,
             opts.clone(),
             segments::Recovered {
@@ -149,6 +150,9 @@ impl Wal {
             },
             counters.clone(),
         );
+        if behind_caller {
+            writer.release_all_behind(next_lsn - 1)?;
+        }
         let wal = Wal {
             opts,
             buffer: Mutex::new(AppendBuffer {
