@@ -7,7 +7,7 @@ mod common;
 
 use common::{counter, open};
 use strata_core::{Direction, Durability, Engine, Error, Key, KeyRange, Value};
-use strata_io::{CrashMode, SimStorage, Storage};
+use strata_io::{CrashMode, Fault, FaultKind, SimStorage, Storage};
 
 /// Keys `bulk-` + a big-endian multiple of 7,919: evenly spread, so the models are linear (decimal
 /// text would jump at every carry), as TreeLine's 8-byte integer keys are.
@@ -73,4 +73,29 @@ fn a_failed_bulk_load_leaves_the_store_empty_and_its_pages_free() {
     engine.close().unwrap();
     let engine = open(Arc::new(sim.booted()));
     assert_eq!(scan_all(&engine), records);
+}
+
+/// Regression (found by review): a page write that failed inside a bulk load left the slot it
+/// had reserved at the end of the data file unreleased and the store usable, so the next
+/// checkpoint (the close's) stored a data end past the file's last page, and every later open
+/// refused the store as corrupt. A failed page write now poisons the store: the close reports it,
+/// the reopen finds the empty checkpoint, and the load can be run again.
+#[test]
+fn a_page_write_failing_in_a_bulk_load_leaves_a_store_that_reopens_empty() {
+    let records = records(5_000);
+    for after_writes in [0, 1, 2, 5, 10, 20] {
+        let sim = SimStorage::new(after_writes);
+        let engine = open(Arc::new(sim.booted()));
+        sim.inject(Fault::FailWrite { after_writes, kind: FaultKind::Enospc, sticky: false });
+        let loaded = engine.bulk_load(&mut records.iter().cloned().map(Ok));
+        sim.clear_faults();
+        assert!(loaded.is_err(), "write {after_writes}: the fault did not fire");
+        let _ = engine.close();
+        drop(engine);
+        let engine = open(Arc::new(sim.booted()));
+        assert!(scan_all(&engine).is_empty(), "write {after_writes}: all or nothing");
+        assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 5_000);
+        assert_eq!(scan_all(&engine), records);
+        engine.close().unwrap();
+    }
 }

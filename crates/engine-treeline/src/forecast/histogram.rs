@@ -83,13 +83,14 @@ impl Histogram {
     pub fn record(&mut self, projection: u64) {
         let k = self.partition_of(projection);
         if let Some(c) = self.counts.get_mut(k) {
-            *c += 1;
+            // Saturating: counts come from the forecast file too, which may be damaged.
+            *c = c.saturating_add(1);
         }
     }
 
     /// Total inserts counted.
     pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
+        self.counts.iter().fold(0u64, |sum, &c| sum.saturating_add(c))
     }
 
     fn partition_of(&self, projection: u64) -> usize {

@@ -111,7 +111,8 @@ impl Forecaster {
     pub fn record_insert(&mut self, key_projection: u64) {
         self.building.record(key_projection);
         self.offer_to_sample(key_projection);
-        self.seen_in_epoch += 1;
+        // Saturating: a damaged but checksum-valid forecast file may hold any count.
+        self.seen_in_epoch = self.seen_in_epoch.saturating_add(1);
         if self.seen_in_epoch >= self.config.epoch_inserts {
             self.end_epoch();
         }
@@ -122,12 +123,12 @@ impl Forecaster {
     fn offer_to_sample(&mut self, key: u64) {
         let capacity = 10 * self.config.partitions;
         let i = self.sampled_inserts;
-        self.sampled_inserts += 1;
+        self.sampled_inserts = i.saturating_add(1);
         if self.sample.len() < capacity {
             self.sample.push(key);
             return;
         }
-        let j = self.rng.below(i + 1);
+        let j = self.rng.below(i.saturating_add(1));
         if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.sample.get_mut(j)) {
             *slot = key;
         }
@@ -137,7 +138,7 @@ impl Forecaster {
         let next = Histogram::from_sample(&mut self.sample, self.config.partitions);
         self.frozen = Some(std::mem::replace(&mut self.building, next));
         self.seen_in_epoch = 0;
-        self.epochs_completed += 1;
+        self.epochs_completed = self.epochs_completed.saturating_add(1);
     }
 
     /// Forecast inserts into `lower .. upper_exclusive` (`None`: unbounded) over the next

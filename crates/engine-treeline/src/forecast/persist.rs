@@ -221,6 +221,35 @@ mod tests {
         }
     }
 
+    /// Regression (found by review): the checksum vouches for the bytes, not for the counts, so a
+    /// damaged file that verifies may hold counts at `u64::MAX`; the next counted insert then
+    /// overflowed (a panic in builds with overflow checks, as the tests and fuzz builds are).
+    #[test]
+    fn counts_at_their_maximum_in_a_stored_state_saturate_instead_of_overflowing() {
+        let config = super::super::ForecastConfig {
+            epoch_inserts: u64::MAX,
+            partitions: 2,
+            overestimation: 1.0,
+            seed: 1,
+        };
+        let full = Histogram::from_parts(vec![0, 30], vec![u64::MAX, u64::MAX]).unwrap();
+        let state = ForecastState {
+            epochs_completed: u64::MAX,
+            inserts_in_epoch: u64::MAX - 1,
+            key_map: KeyMap::new(b""),
+            building: full.clone(),
+            frozen: Some(full),
+        };
+        let mut forecaster = Forecaster::new(config).unwrap();
+        forecaster.restore(ForecastState::decode(&state.encode(), FILE_NAME, 0).unwrap());
+        assert_eq!(forecaster.building().total(), u64::MAX);
+        for key in [1, 40, 1, 40] {
+            forecaster.record_insert(key); // the second one ends an epoch
+        }
+        assert_eq!(forecaster.epochs_completed(), u64::MAX);
+        assert!(forecaster.forecast(0, None, 3).is_finite());
+    }
+
     #[test]
     fn a_restored_forecaster_forecasts_as_the_stored_one_did() {
         let config =

@@ -34,9 +34,9 @@ impl Store {
     /// 3. swap the index to the new segments (the empty one is freed at the checkpoint);
     /// 4. a full checkpoint syncs the data file and stores the index.
     ///
-    /// An `Err` item from the input or a failure in step 2 returns the written slots to the free
-    /// list and leaves the store as it was; a failure in step 4 poisons it (reopen recovers the
-    /// empty checkpoint).
+    /// An `Err` item from the input returns the written slots to the free list and leaves the
+    /// store as it was; an I/O error in step 2 or 4 poisons it (reopen recovers the empty
+    /// checkpoint).
     pub(crate) fn bulk_load(
         &self,
         records: &mut dyn Iterator<Item = Result<(Key, Value)>>,
@@ -123,8 +123,11 @@ impl Store {
             }
             next = records.next().transpose()?;
             let upper = next.as_ref().map(|(k, _)| k.as_slice());
-            let built = self.build_post_segments(maint, &lower, upper, &chunk)?;
-            written.extend(self.write_post_segments(maint, built)?);
+            // An I/O error poisons the store: the failed call's reserved slots are lost to the
+            // free list, and one at the end of the file would make the next checkpoint store a
+            // data end past the file. Reopening recovers the empty checkpoint.
+            let built = self.maintain(|| self.build_post_segments(maint, &lower, upper, &chunk))?;
+            written.extend(self.maintain(|| self.write_post_segments(maint, built))?);
             loaded += chunk.len() as u64;
             lower = upper.map(<[u8]>::to_vec).unwrap_or_default();
         }
