@@ -42,7 +42,12 @@ pub(crate) fn open(
     let log_name = format!("{name}.log");
 
     let slots = [read_slot(&*tree_file, 0)?, read_slot(&*tree_file, 1)?];
-    let header = slots.into_iter().flatten().max_by_key(|h| h.version);
+    let (in_use, header): (Option<u64>, Option<TreeHeader>) = slots
+        .into_iter()
+        .zip(0u64..)
+        .filter_map(|(header, slot)| Some((slot, header?)))
+        .max_by_key(|(_, header)| header.version)
+        .unzip();
     let log_bytes = strata_io::read_all(&*log_file)?;
     let header = match header {
         Some(h) => {
@@ -64,7 +69,10 @@ pub(crate) fn open(
     let (log_end, log_seq) = replay(&mut tree, &log_bytes, header.version, &log_name)?;
     let valid_end = log_end.max(LOG_HEADER_BYTES as u64);
     check_synced_length(synced, header.version, valid_end, "end of its valid blocks", &log_name)?;
-    settle_log(&*log_file, log_end, log_bytes.len() as u64, header.version)?;
+    if let Some(slot) = in_use {
+        settle_header_slot(&*tree_file, slot)?;
+    }
+    settle_log(&*log_file, &log_bytes, log_end, header.version)?;
 
     let mut space = Space::new(segment_bytes, opts.max_segments());
     let mut extents = Vec::new();
@@ -146,17 +154,36 @@ fn load_tree(
 }
 
 /// Makes the replayed log durable exactly as replayed: a log of an older tree version (or never
-/// written, `log_end == 0`) starts afresh, a torn tail is cut. Synced even when unchanged: after a
-/// process kill the bytes read back may sit in the page cache only, and `State::log_end` (which a
-/// commit record may soon name as synced) must not count bytes a power loss could still drop.
-fn settle_log(log_file: &dyn StorageFile, log_end: u64, file_len: u64, tree_version: u64) -> Result<()> {
+/// written, `log_end == 0`) starts afresh, a torn tail is cut. The valid bytes are written again
+/// and synced even when unchanged: after a process kill the bytes read back may sit in the page
+/// cache only, and after an fsync that failed earlier in this boot the kernel may have marked
+/// them clean without writing them, so a sync alone would not make them durable; `State::log_end`
+/// (which a commit record may soon name as synced, and after which new blocks go) must not count
+/// bytes a power loss could still drop. A tree commit empties the log, so after a clean close
+/// this is the log header alone.
+fn settle_log(log_file: &dyn StorageFile, log_bytes: &[u8], log_end: u64, tree_version: u64) -> Result<()> {
     if log_end == 0 {
         log_file.write_at(0, &format::encode_log_header(tree_version))?;
         log_file.set_len(LOG_HEADER_BYTES as u64)?;
-    } else if file_len != log_end {
-        log_file.set_len(log_end)?;
+    } else {
+        let valid = usize::try_from(log_end).ok().and_then(|end| log_bytes.get(..end)).unwrap_or_default();
+        log_file.write_at(0, valid)?;
+        if log_bytes.len() as u64 != log_end {
+            log_file.set_len(log_end)?;
+        }
     }
     log_file.sync()
+}
+
+/// Writes the tree header slot in use again and syncs it, for the reason `settle_log` writes the
+/// log again: a header whose fsync failed earlier in this boot reads back from the page cache,
+/// and the log soon names its version.
+fn settle_header_slot(tree_file: &dyn StorageFile, slot: u64) -> Result<()> {
+    let mut buf = [0u8; HEADER_BYTES];
+    let at = slot * PAGE_BYTES as u64;
+    tree_file.read_at(at, &mut buf)?;
+    tree_file.write_at(at, &buf)?;
+    tree_file.sync()
 }
 
 /// No valid tree header: creation never finished, unless the log holds entries or the caller
