@@ -114,8 +114,8 @@ impl SegmentHeader {
         if segment_id != expected_id {
             return Err(format!("segment header names segment {segment_id}, file name says {expected_id}"));
         }
-        if first_lsn == 0 {
-            return Err("segment header has first lsn 0".to_string());
+        if first_lsn == 0 || first_lsn > crate::MAX_LSN {
+            return Err(format!("segment header has first lsn {first_lsn}, outside 1..=2^63-1"));
         }
         Ok(SegmentHeader { segment_id, first_lsn, version })
     }
@@ -287,6 +287,18 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+
+    /// Regression (found by review): a checksum-valid header whose first lsn is `u64::MAX` was
+    /// accepted; an empty such segment continued at that lsn and the next append overflowed.
+    #[test]
+    fn a_header_first_lsn_past_the_lsn_space_is_refused() {
+        for (first_lsn, ok) in
+            [(0, false), (1, true), (crate::MAX_LSN, true), (crate::MAX_LSN + 1, false), (u64::MAX, false)]
+        {
+            let bytes = SegmentHeader { segment_id: 3, first_lsn, version: FORMAT_VERSION }.encode();
+            assert_eq!(SegmentHeader::decode(&bytes, 3).is_ok(), ok, "first lsn {first_lsn}");
+        }
+    }
 
     /// Rows `| offset | size | field | ... |` of the table under `heading` in wal.md.
     fn documented_fields(doc: &str, heading: &str) -> Vec<(usize, String, String)> {

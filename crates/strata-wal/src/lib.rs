@@ -51,3 +51,8 @@ pub use wal::Wal;
 /// Log sequence number of a record: the first record ever is 1, and each record is one more than
 /// the one before. 0 means "no record".
 pub type Lsn = u64;
+
+/// The highest lsn a log uses: 2^63 records is beyond any real log, so a larger one (in a segment
+/// header, or a `min_lsn` a caller read from a damaged but checksum-valid file) is refused as
+/// corruption or an invalid argument instead of overflowing at the next append.
+pub const MAX_LSN: Lsn = u64::MAX / 2;

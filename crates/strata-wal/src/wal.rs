@@ -131,6 +131,9 @@ impl Wal {
         replay: &mut dyn FnMut(&RecordLocation<'_>, &[u8]) -> Result<()>,
     ) -> Result<(Wal, RecoveryReport)> {
         opts.validate()?;
+        if min_lsn > crate::MAX_LSN {
+            return Err(Error::invalid(format!("min_lsn {min_lsn} is past the lsn space (2^63 - 1)")));
+        }
         let params = ScanParams { min_lsn, required_from: Some(min_lsn.max(1)), repair: true, replay };
         let recovered = recover(storage.as_ref(), &opts, params)?;
         let next_lsn = recovered.report.next_lsn;

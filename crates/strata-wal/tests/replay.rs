@@ -356,3 +356,16 @@ fn replay_locations_name_the_segment_file_and_the_record_offset() {
         assert_eq!(bytes, &payload(*lsn, MAX_PAYLOAD));
     }
 }
+
+/// A `min_lsn` past the lsn space (read by a caller from a damaged but checksum-valid file) is an
+/// invalid argument at open, not an overflow at the first append.
+#[test]
+fn a_min_lsn_past_the_lsn_space_is_refused() {
+    let storage = mem();
+    let opts = small_opts(4096);
+    for min_lsn in [strata_wal::MAX_LSN + 1, u64::MAX] {
+        assert!(matches!(open(&storage, &opts, min_lsn), Err(Error::InvalidArgument(_))), "{min_lsn}");
+    }
+    let (wal, _, _) = open(&storage, &opts, strata_wal::MAX_LSN).unwrap();
+    assert_eq!(wal.append(b"last").unwrap(), strata_wal::MAX_LSN);
+}
