@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use engine_flex::{FlexEngine, FlexOptions, TableFileKind};
 use strata_core::{Direction, Durability, Engine, EngineConfig, Error, KeyRange};
-use strata_io::{MemStorage, SimStorage, Storage};
+use strata_io::{HookStorage, MemStorage, SimStorage, Storage};
 
 fn small_options() -> FlexOptions {
     FlexOptions {
@@ -218,6 +218,44 @@ fn close_reports_a_sync_failure_of_the_background_committer() {
                 "close hid the committer's failure ({table_file:?}, {after_syncs})"
             );
         }
+    }
+}
+
+/// Regression (found by review): a panic in the background committer (here from the storage,
+/// in the middle of a commit's table writes) ended its thread without poisoning the engine:
+/// writes went on being acknowledged with nobody to commit them, and `close` committed over the
+/// half-applied table. The kit's worker now hands the panic to the engine's poison.
+#[test]
+fn a_panic_in_the_background_committer_poisons_the_engine() {
+    for table_file in [TableFileKind::Naive, TableFileKind::FlexFile] {
+        let armed = Arc::new(AtomicBool::new(false));
+        let trigger = armed.clone();
+        let inner: Arc<dyn Storage> = Arc::new(MemStorage::new());
+        let storage: Arc<dyn Storage> = Arc::new(
+            HookStorage::new(inner.clone(), Arc::new(|_| Ok(()))).with_writes(Arc::new(move |name, _, _| {
+                // File names carry the storage's prefix ("mem:").
+                let table = name.contains("flexdb-table") || name.contains("flexdb-naive");
+                assert!(!(trigger.load(Ordering::SeqCst) && table), "injected panic");
+                Ok(())
+            })),
+        );
+        let engine = open(&storage, FlexOptions { table_file, ..small_options() });
+        armed.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut i = 0u64;
+        while engine.put(&key(i), &[7u8; 100], Durability::None).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "{table_file:?}: the committer's panic never poisoned the engine"
+            );
+            i += 1;
+        }
+        assert!(matches!(engine.get(&key(0)), Err(Error::Poisoned(m)) if m.contains("flexdb-commit")));
+        assert!(engine.close().is_err(), "{table_file:?}: close committed over the panic");
+        drop(engine);
+        armed.store(false, Ordering::SeqCst);
+        let engine = open(&inner, FlexOptions { table_file, ..small_options() });
+        engine.verify().unwrap();
     }
 }
 

@@ -7,7 +7,10 @@
 //! Lifetime: the step closure usually holds an `Arc` of the engine's state; the engine calls
 //! [`Worker::stop_and_join`] before it closes its files, so no step touches storage afterwards.
 //! A step that returns an error has already poisoned the engine (that is the step's job: only
-//! the engine knows what its failure means); the thread then exits, and waiters are woken.
+//! the engine knows what its failure means); the thread then exits, and waiters are woken. A step
+//! that panics is caught and handed to the engine's `poison` as an error, so the engine refuses
+//! every later call (its `close` included) instead of carrying on over state the panic left
+//! half-changed; the thread then exits the same way.
 //!
 //! Invariants:
 //! - Every flag lives under one mutex, and `request`, `notify_progress`, `stop` and the exit
@@ -18,6 +21,8 @@
 //! - After `stop`, no further step starts; the running one finishes (it may poll
 //!   [`WorkerSignals::stop_requested`] to end early).
 
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -150,19 +155,26 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts the thread `name`: for each request it runs `step` once; a step error ends it.
+    /// Starts the thread `name`: for each request it runs `step` once; a step error ends it. A
+    /// panic in `step` is passed to `poison` (as `Error::Poisoned` naming the thread) and ends
+    /// it too.
     pub fn spawn(
         name: &str,
         signals: Arc<WorkerSignals>,
         mut step: impl FnMut() -> Result<()> + Send + 'static,
+        poison: impl Fn(Error) -> Error + Send + 'static,
     ) -> Result<Worker> {
         let shared = signals.clone();
+        let thread_name = name.to_string();
         let thread = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 let _exit = ExitGuard(&shared);
                 while shared.next_request() {
-                    let outcome = step();
+                    let outcome = catch_unwind(AssertUnwindSafe(&mut step)).unwrap_or_else(|panic| {
+                        let what = panic_text(panic.as_ref());
+                        Err(poison(Error::Poisoned(format!("a panic in the {thread_name} thread: {what}"))))
+                    });
                     shared.finish_round();
                     if outcome.is_err() {
                         break;
@@ -188,6 +200,15 @@ impl Worker {
             let _ = thread.join();
         }
     }
+}
+
+/// A panic's message, when it has one.
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
 }
 
 impl Drop for Worker {

@@ -16,9 +16,11 @@ impl Inner {
     /// Takes a checkpoint: seals the hot log at the tail (under the write lock, together with the
     /// WAL position), writes and fsyncs every log up to its tail, durably replaces the checkpoint
     /// file, deletes segments below the new begins and truncates the WAL. Caller holds the
-    /// maintenance lock.
+    /// maintenance lock. Refused on a poisoned engine, at the cut and again before the
+    /// checkpoint file is stored: a failed hot-log write or fsync leaves state (a batch half
+    /// applied, pages a failed fsync marked clean but never wrote) that no checkpoint may name.
     pub fn checkpoint_locked(&self) -> Result<()> {
-        let (wal_lsn, hot_tail) = self.seal_for_checkpoint();
+        let (wal_lsn, hot_tail) = self.seal_for_checkpoint()?;
         self.wal_bytes_since_checkpoint.store(0, Relaxed);
         self.hot.flush_until(hot_tail)?;
         self.cold.flush()?;
@@ -42,6 +44,7 @@ impl Inner {
             // Set only under the maintenance lock, like the cold range above, so it describes it.
             cold_live_estimate_bytes: self.cold_live_estimate_bytes.load(Relaxed),
         };
+        self.poison.check()?;
         ck.store(self.storage.as_ref())?;
         *self.last_checkpoint.lock() = ck;
         for (file, begin) in [
@@ -117,5 +120,40 @@ impl Inner {
             address = rec.prev_address;
         }
         Ok(Some(address))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_core::{Durability, Engine, Error};
+
+    use crate::checkpoint::FILE_NAME;
+    use crate::engine::test_engines::{manual_options, open_in_memory};
+
+    /// Regression (found by review): a caller that passed the poison check before it waited for
+    /// the maintenance lock (`checkpoint`, `compact_now`, `close` beside a failing one), or the
+    /// worker after a failure in the middle of its round, stored a checkpoint over what the
+    /// failure left: a batch half-applied by a failed hot-log write, or hot-log pages a failed
+    /// fsync marked clean without writing (the failed flush had already moved past them).
+    #[test]
+    fn a_poisoned_engine_stores_no_checkpoint() {
+        let engine = open_in_memory(manual_options());
+        for i in 0..200u32 {
+            engine.put(format!("k{i}").as_bytes(), &[7; 64], Durability::Buffered).unwrap();
+        }
+        let inner = engine.inner.clone();
+        let _only_one = inner.maintenance.lock();
+        inner.checkpoint_locked().unwrap();
+        let stored = || {
+            strata_io::read_all(
+                inner.storage.open(FILE_NAME, strata_io::OpenOptions::existing()).unwrap().as_ref(),
+            )
+            .unwrap()
+        };
+        let before = stored();
+        engine.put(b"after", b"v", Durability::Buffered).unwrap();
+        inner.poisoned(Error::io("a failed hot-log write", std::io::Error::other("injected")));
+        assert!(matches!(inner.checkpoint_locked(), Err(Error::Poisoned(_))));
+        assert_eq!(stored(), before, "a checkpoint was stored on a poisoned engine");
     }
 }

@@ -525,10 +525,13 @@ impl Inner {
 
     /// The checkpoint's cut: the WAL position and the hot-log tail, taken together so every
     /// write logged at or before that position is applied below that tail; the hot log is sealed
-    /// at the tail (nothing below it changes in place any more).
-    pub fn seal_for_checkpoint(&self) -> (u64, u64) {
+    /// at the tail (nothing below it changes in place any more). Refused once the engine is
+    /// poisoned: a write that failed half-applied poisons it before it releases the write lock,
+    /// and a cut after it would make the half-applied batch durable.
+    pub fn seal_for_checkpoint(&self) -> Result<(u64, u64)> {
         let _no_writer = self.write_lock.write();
-        (self.wal.last_lsn(), self.hot.seal_to_tail())
+        self.poison.check()?;
+        Ok((self.wal.last_lsn(), self.hot.seal_to_tail()))
     }
 
     /// A hot-log tail below which every record is completely written (no writer holds the

@@ -25,13 +25,15 @@ const BACKPRESSURE_POLL: Duration = Duration::from_millis(20);
 /// maintenance under the maintenance lock; an error poisons the engine and ends the thread.
 pub(crate) fn spawn(inner: Arc<Inner>) -> Result<Worker> {
     let signals = inner.worker.clone();
-    Worker::spawn("f2-maintenance", signals, move || {
+    let poison_inner = inner.clone();
+    let step = move || {
         let _only_one = inner.maintenance.lock();
         if inner.ensure_usable().is_err() || inner.worker.stop_requested() {
             return Ok(());
         }
         inner.maintain_locked().map_err(|e| inner.poisoned(e))
-    })
+    };
+    Worker::spawn("f2-maintenance", signals, step, move |e| poison_inner.poisoned(e))
 }
 
 /// Stops the worker and waits for it (idempotent). Without a worker thread, only marks the

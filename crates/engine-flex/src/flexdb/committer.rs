@@ -24,7 +24,13 @@ const BACKPRESSURE_RECHECK: Duration = Duration::from_millis(20);
 /// Starts the committer of `db`.
 pub(crate) fn spawn(db: &Arc<FlexDb>) -> Result<Worker> {
     let step_db = db.clone();
-    Worker::spawn("flexdb-commit", db.signals.clone(), move || step_db.commit_frozen())
+    let poison_db = db.clone();
+    Worker::spawn(
+        "flexdb-commit",
+        db.signals.clone(),
+        move || step_db.commit_frozen(),
+        move |e| poison_db.poison(e),
+    )
 }
 
 impl FlexDb {

@@ -28,7 +28,13 @@ const BATCHES_PER_STEP: usize = 4;
 /// Starts the write-back worker of `store`.
 pub(crate) fn spawn(store: &Arc<Store>) -> Result<Worker> {
     let step_store = store.clone();
-    Worker::spawn("treeline-write-back", store.signals.clone(), move || step_store.background_step())
+    let poison_store = store.clone();
+    Worker::spawn(
+        "treeline-write-back",
+        store.signals.clone(),
+        move || step_store.background_step(),
+        move |e| poison_store.poison.poison(e),
+    )
 }
 
 /// Whether the record cache is over its capacity (the worker should evict) and over the hard

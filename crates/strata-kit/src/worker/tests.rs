@@ -24,11 +24,16 @@ fn each_request_runs_a_step_and_counts_a_round() {
     let signals = Arc::new(WorkerSignals::default());
     let steps = Arc::new(AtomicU64::new(0));
     let counted = steps.clone();
-    let worker = Worker::spawn("kit-test-worker", signals.clone(), move || {
-        assert_eq!(std::thread::current().name(), Some("kit-test-worker"));
-        counted.fetch_add(1, SeqCst);
-        Ok(())
-    })
+    let worker = Worker::spawn(
+        "kit-test-worker",
+        signals.clone(),
+        move || {
+            assert_eq!(std::thread::current().name(), Some("kit-test-worker"));
+            counted.fetch_add(1, SeqCst);
+            Ok(())
+        },
+        |e| e,
+    )
     .unwrap();
     for round in 1..=3 {
         signals.request();
@@ -48,11 +53,16 @@ fn requests_made_while_a_step_runs_coalesce_into_one_more_step() {
     let signals = Arc::new(WorkerSignals::default());
     let (entered_tx, entered) = mpsc::channel();
     let (release, release_rx) = mpsc::channel::<()>();
-    let worker = Worker::spawn("kit-test-coalesce", signals.clone(), move || {
-        entered_tx.send(()).unwrap();
-        release_rx.recv().unwrap();
-        Ok(())
-    })
+    let worker = Worker::spawn(
+        "kit-test-coalesce",
+        signals.clone(),
+        move || {
+            entered_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Ok(())
+        },
+        |e| e,
+    )
     .unwrap();
     signals.request();
     entered.recv().unwrap();
@@ -74,7 +84,8 @@ fn requests_made_while_a_step_runs_coalesce_into_one_more_step() {
 fn a_failing_step_ends_the_thread_and_wakes_waiters() {
     let signals = Arc::new(WorkerSignals::default());
     let worker =
-        Worker::spawn("kit-test-failing", signals.clone(), || Err(Error::invalid("step failed"))).unwrap();
+        Worker::spawn("kit-test-failing", signals.clone(), || Err(Error::invalid("step failed")), |e| e)
+            .unwrap();
     let waiter = {
         let signals = signals.clone();
         std::thread::spawn(move || {
@@ -93,13 +104,25 @@ fn a_failing_step_ends_the_thread_and_wakes_waiters() {
     worker.stop_and_join();
 }
 
+/// Regression (found by review): a panic in flex's committer step ended the thread without
+/// poisoning the engine, so writes went on being acknowledged and `close` committed over the
+/// half-applied table. A panic now reaches the engine's `poison`.
 #[test]
-fn a_panicking_step_still_marks_the_thread_exited() {
+fn a_panicking_step_poisons_the_engine_and_marks_the_thread_exited() {
     let signals = Arc::new(WorkerSignals::default());
-    let worker = Worker::spawn("kit-test-panic", signals.clone(), || panic!("step panicked")).unwrap();
+    let poisoned = Arc::new(Mutex::new(None));
+    let recorded = poisoned.clone();
+    let poison = move |e: Error| {
+        *recorded.lock() = Some(e.to_string());
+        e
+    };
+    let worker =
+        Worker::spawn("kit-test-panic", signals.clone(), || panic!("step panicked"), poison).unwrap();
     signals.request();
     assert!(wait_until(&signals, |p| p.exited).exited);
     worker.stop_and_join(); // does not propagate the panic
+    let text = poisoned.lock().clone().expect("the panic poisoned the engine");
+    assert!(text.contains("kit-test-panic") && text.contains("step panicked"), "{text}");
 }
 
 #[test]
@@ -126,13 +149,18 @@ fn a_writer_waiting_for_room_is_woken_by_notify_progress() {
     let signals = Arc::new(WorkerSignals::default());
     let drops = Arc::new(AtomicU64::new(0));
     let (step_drops, step_signals) = (drops.clone(), signals.clone());
-    let worker = Worker::spawn("kit-test-committer", signals.clone(), move || {
-        std::thread::sleep(Duration::from_millis(20)); // the commit
-        step_drops.fetch_add(1, SeqCst);
-        step_signals.notify_progress();
-        std::thread::sleep(Duration::from_millis(200)); // releasing the WAL etc.
-        Ok(())
-    })
+    let worker = Worker::spawn(
+        "kit-test-committer",
+        signals.clone(),
+        move || {
+            std::thread::sleep(Duration::from_millis(20)); // the commit
+            step_drops.fetch_add(1, SeqCst);
+            step_signals.notify_progress();
+            std::thread::sleep(Duration::from_millis(200)); // releasing the WAL etc.
+            Ok(())
+        },
+        |e| e,
+    )
     .unwrap();
     let seen = drops.load(SeqCst);
     signals.request();
@@ -155,10 +183,15 @@ fn dropping_the_worker_on_its_own_thread_does_not_deadlock() {
     let signals = Arc::new(WorkerSignals::default());
     let engine = Arc::new(Engine { worker: Mutex::new(None) });
     let mut held = Some(engine.clone());
-    let worker = Worker::spawn("kit-test-self-drop", signals.clone(), move || {
-        drop(held.take()); // the last handle, once the test has dropped its own
-        Err(Error::invalid("done"))
-    })
+    let worker = Worker::spawn(
+        "kit-test-self-drop",
+        signals.clone(),
+        move || {
+            drop(held.take()); // the last handle, once the test has dropped its own
+            Err(Error::invalid("done"))
+        },
+        |e| e,
+    )
     .unwrap();
     *engine.worker.lock() = Some(worker);
     drop(engine);
