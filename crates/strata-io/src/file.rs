@@ -34,6 +34,8 @@ pub struct FileStorage {
 struct DirInner {
     /// Absolute, so every error message names the full path.
     dir: PathBuf,
+    /// `dir` with symlinks resolved (the lock registry's keys), on first use.
+    canonical_dir: std::sync::OnceLock<PathBuf>,
     counters: Arc<Counters>,
     direct_io_fallbacks: AtomicU64,
 }
@@ -67,6 +69,7 @@ impl FileStorage {
         Ok(FileStorage {
             inner: Arc::new(DirInner {
                 dir,
+                canonical_dir: std::sync::OnceLock::new(),
                 counters: Arc::new(Counters::default()),
                 direct_io_fallbacks: AtomicU64::new(0),
             }),
@@ -86,6 +89,33 @@ impl FileStorage {
     fn file_path(&self, name: &str) -> Result<PathBuf> {
         check_name(name)?;
         Ok(self.inner.dir.join(name))
+    }
+
+    /// The lock registry's key of the file `name`: its path under the canonical directory.
+    fn lock_key(&self, name: &str) -> Result<PathBuf> {
+        if let Some(dir) = self.inner.canonical_dir.get() {
+            return Ok(dir.join(name));
+        }
+        let dir = fs::canonicalize(&self.inner.dir)
+            .map_err(|e| Error::io(format!("resolving {}", self.inner.dir.display()), e))?;
+        Ok(self.inner.canonical_dir.get_or_init(|| dir).join(name))
+    }
+
+    /// Refuses to open a lock file this process holds: closing that second descriptor would drop
+    /// the process's POSIX lock (`lock`), and another process could then open the store too
+    /// (found by review: `Stats::disk_bytes` opened every listed file, `LOCK` included).
+    fn refuse_held_lock_file(&self, name: &str) -> Result<()> {
+        if held_locks().is_empty() {
+            return Ok(());
+        }
+        let key = self.lock_key(name)?;
+        if held_locks().contains(&key) {
+            return Err(Error::invalid(format!(
+                "{} is a lock file this process holds: opening it would release the lock",
+                key.display()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -108,6 +138,7 @@ fn open_file(path: &Path, create: bool, direct: bool) -> io::Result<File> {
 impl Storage for FileStorage {
     fn open(&self, name: &str, opts: OpenOptions) -> Result<Arc<dyn StorageFile>> {
         let path = self.file_path(name)?;
+        self.refuse_held_lock_file(name)?;
         // O_DIRECT exists only on Linux; elsewhere `direct` is ignored.
         let want_direct = opts.direct && cfg!(target_os = "linux");
         let opened = match open_file(&path, opts.create, want_direct) {
@@ -183,9 +214,7 @@ impl Storage for FileStorage {
     /// opened.
     fn lock(&self, name: &str) -> Result<Box<dyn StorageLock>> {
         let path = self.file_path(name)?;
-        let key = fs::canonicalize(&self.inner.dir)
-            .map_err(|e| Error::io(format!("resolving {}", self.inner.dir.display()), e))?
-            .join(name);
+        let key = self.lock_key(name)?;
         if !held_locks().insert(key.clone()) {
             return Err(Error::Locked(path.display().to_string()));
         }

@@ -184,6 +184,27 @@ fn lock_excludes_another_process_until_dropped() {
     assert_eq!(child_lock(), Some(0), "another process could not take a dropped lock");
 }
 
+/// Regression (found by review): `total_file_bytes` (every engine's `Stats::disk_bytes`) opened
+/// every listed file, `LOCK` included; closing that descriptor dropped the process's POSIX lock,
+/// and another process could then open the same store. Opening a held lock file is refused now,
+/// so the count skips it and the lock holds. The child is `lock_excludes_another_process_until_dropped`'s.
+#[test]
+fn counting_disk_bytes_keeps_the_directory_lock() {
+    let (dir, storage) = storage();
+    let guard = storage.lock("LOCK").unwrap();
+    storage.open("data", OpenOptions::create()).unwrap().write_at(0, b"12345").unwrap();
+    assert!(matches!(storage.open("LOCK", OpenOptions::existing()), Err(Error::InvalidArgument(_))));
+    assert_eq!(strata_io::total_file_bytes(&storage), 5);
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lock_excludes_another_process_until_dropped", "--nocapture"])
+        .env("STRATA_LOCK_CHILD_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(child.status.code(), Some(3), "another process took the lock after the count");
+    drop(guard);
+    assert!(storage.open("LOCK", OpenOptions::existing()).is_ok(), "a released lock file opens again");
+}
+
 #[test]
 fn direct_io_aligned_write_then_unaligned_read() {
     let (_dir, storage) = storage();

@@ -60,6 +60,7 @@ impl Db {
             ensure_available(kind)?;
         }
         let lock = storage.lock(LOCK_FILE_NAME)?;
+        let mut created = false;
         let kind = match (Manifest::load(storage.as_ref())?, options.engine) {
             (Some(_), _) if options.error_if_exists => {
                 return Err(Error::invalid(format!("{location} already holds a Strata database")));
@@ -94,11 +95,20 @@ impl Db {
                     )));
                 }
                 Manifest::new(wanted).store(storage.as_ref())?;
+                created = true;
                 wanted
             }
         };
         ensure_available(kind)?;
-        let engine = open_engine(kind, storage, &options)?;
+        let engine = match open_engine(kind, storage.clone(), &options) {
+            Ok(engine) => engine,
+            Err(e) => {
+                if created {
+                    undo_creation(storage.as_ref());
+                }
+                return Err(e);
+            }
+        };
         Ok(Db {
             limits: engine.limits(),
             engine,
@@ -455,6 +465,19 @@ impl Iterator for Iter {
     fn next(&mut self) -> Option<Self::Item> {
         self.inner.next()
     }
+}
+
+/// After this open created the store and its engine failed to open (options the engine
+/// refuses, an I/O error): removes every file but the lock, so the directory is empty again and
+/// can be created with other options or another engine (found by review: the durable manifest
+/// stayed, and the directory then held a database of an engine that never opened). Best effort:
+/// the caller reports the engine's error, and the directory held nothing else before.
+fn undo_creation(storage: &dyn Storage) {
+    let Ok(names) = storage.list() else { return };
+    for name in names.iter().filter(|n| *n != LOCK_FILE_NAME) {
+        let _ = storage.remove(name);
+    }
+    let _ = storage.sync_dir();
 }
 
 fn ensure_available(kind: EngineKind) -> Result<()> {

@@ -59,6 +59,30 @@ fn unsupported_engines_name_themselves() {
     }
 }
 
+/// Regression (found by review): the manifest was stored before the engine checked its options,
+/// so a create with an option the engine refuses left a durable manifest (and engine files), and
+/// the directory could then only be opened as that engine. A failed create now leaves it empty.
+#[test]
+fn a_create_the_engine_refuses_leaves_the_directory_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, bad) in [
+        (EngineKind::F2, Options::new(EngineKind::F2).engine_option("no_such_option", "1")),
+        (EngineKind::Memory, Options::new(EngineKind::Memory).wal_segment_bytes(100)),
+    ] {
+        let err = Db::open(dir.path(), bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{kind}: {err}");
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "LOCK")
+            .collect();
+        assert!(left.is_empty(), "{kind}: a failed create left {left:?}");
+    }
+    let db = Db::open(dir.path(), Options::new(EngineKind::Flex)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+}
+
 trait ListNames {
     fn list_names(&self) -> Vec<String>;
 }
