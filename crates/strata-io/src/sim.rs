@@ -34,6 +34,13 @@ pub enum CrashMode {
     /// surviving write may be torn (only a random prefix of its bytes reaches the disk). Namespace changes
     /// since the last sync_dir are undone.
     Random,
+    /// Seeded per file: writeback in any order, as a real page cache does it. Each 4 KiB page the
+    /// unsynced writes changed reaches the disk or not, independently, with the content the
+    /// writes left it (never an older unsynced version); the length is the old or the new one,
+    /// and a page past the old length that did not reach the disk reads as zeros. So a later
+    /// write can survive an earlier one, and a multi-page write can keep its tail without its
+    /// head. Namespace changes since the last sync_dir are undone.
+    Reordered,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,6 +41,7 @@ impl CrashKind {
         match self {
             CrashKind::DropUnsynced => CrashMode::DropUnsynced,
             CrashKind::Random => CrashMode::Random,
+            CrashKind::Reordered => CrashMode::Reordered,
         }
     }
 }

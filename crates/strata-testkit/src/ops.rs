@@ -26,6 +26,8 @@ pub(crate) enum CrashKind {
     DropUnsynced,
     /// A seeded prefix of each file's unsynced writes survives; the last may be torn.
     Random,
+    /// A seeded subset of the pages each file's unsynced writes changed survives, in any order.
+    Reordered,
 }
 
 #[derive(Clone, Debug)]
@@ -300,7 +302,11 @@ impl Generator {
             6 => Op::Flush,
             7 => Op::Reopen,
             _ => {
-                let kind = if self.rng.gen_bool(0.6) { CrashKind::Random } else { CrashKind::DropUnsynced };
+                let kind = match self.rng.gen_range(0..10) {
+                    0..=3 => CrashKind::Random,
+                    4..=6 => CrashKind::Reordered,
+                    _ => CrashKind::DropUnsynced,
+                };
                 Op::Crash { kind }
             }
         }
