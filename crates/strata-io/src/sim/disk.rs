@@ -91,6 +91,31 @@ impl Inode {
         }
     }
 
+    /// `Reordered`: what the unsynced changes would leave (`durable` with them replayed; changes
+    /// a failed sync dropped are not among them), then per 4 KiB page either that or the old
+    /// bytes (zeros past the old length), and either length.
+    fn written_back_in_any_order(&self, old: Vec<u8>, rng: &mut StdRng) -> Vec<u8> {
+        const PAGE_BYTES: usize = 4096;
+        let mut new = old.clone();
+        for change in &self.unsynced {
+            change.apply(&mut new);
+        }
+        let len = if rng.gen_bool(0.5) { new.len() } else { old.len() };
+        let mut disk = old;
+        disk.resize(len, 0);
+        for (index, page) in new.chunks(PAGE_BYTES).enumerate() {
+            let start = index * PAGE_BYTES;
+            if start >= len || !rng.gen_bool(0.5) {
+                continue;
+            }
+            let end = (start + page.len()).min(len);
+            if let (Some(dst), Some(src)) = (disk.get_mut(start..end), page.get(..end - start)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        disk
+    }
+
     /// Power loss, then reboot: the file holds its durable bytes plus, in `Random` mode, a seeded
     /// prefix of the unsynced changes whose last write may be torn, or in `Reordered` mode a
     /// seeded subset of the pages they changed.
@@ -117,33 +142,6 @@ impl Inode {
         self.data.clone_from(&disk);
         self.durable = disk;
         self.open_handles = 0;
-    }
-}
-
-impl Inode {
-    /// `Reordered`: what the unsynced changes would leave (`durable` with them replayed; changes
-    /// a failed sync dropped are not among them), then per 4 KiB page either that or the old
-    /// bytes (zeros past the old length), and either length.
-    fn written_back_in_any_order(&self, old: Vec<u8>, rng: &mut StdRng) -> Vec<u8> {
-        const PAGE_BYTES: usize = 4096;
-        let mut new = old.clone();
-        for change in &self.unsynced {
-            change.apply(&mut new);
-        }
-        let len = if rng.gen_bool(0.5) { new.len() } else { old.len() };
-        let mut disk = old;
-        disk.resize(len, 0);
-        for (index, page) in new.chunks(PAGE_BYTES).enumerate() {
-            let start = index * PAGE_BYTES;
-            if start >= len || !rng.gen_bool(0.5) {
-                continue;
-            }
-            let end = (start + page.len()).min(len);
-            if let (Some(dst), Some(src)) = (disk.get_mut(start..end), page.get(..end - start)) {
-                dst.copy_from_slice(src);
-            }
-        }
-        disk
     }
 }
 
