@@ -42,22 +42,20 @@ fn crash_rounds(seed: u64, mode: CrashMode) -> (u64, u64) {
     (model.recoveries_losing_records, torn_tails)
 }
 
+/// `crash_rounds` over `seeds`: (recoveries that lost unacknowledged records, torn tails dropped).
+fn crash_rounds_over(seeds: std::ops::Range<u64>, mode: CrashMode) -> (u64, u64) {
+    seeds.map(|seed| crash_rounds(seed, mode)).fold((0, 0), |(l, t), (dl, dt)| (l + dl, t + dt))
+}
+
 #[test]
 fn acknowledged_records_survive_dropped_unsynced_data() {
-    let mut losing = 0;
-    for seed in 0..120 {
-        losing += crash_rounds(seed, CrashMode::DropUnsynced).0;
-    }
+    let (losing, _) = crash_rounds_over(0..120, CrashMode::DropUnsynced);
     assert!(losing > 100, "only {losing} recoveries lost unacknowledged records");
 }
 
 #[test]
 fn acknowledged_records_survive_random_torn_writes() {
-    let (mut losing, mut torn) = (0, 0);
-    for seed in 1000..1160 {
-        let (l, t) = crash_rounds(seed, CrashMode::Random);
-        (losing, torn) = (losing + l, torn + t);
-    }
+    let (losing, torn) = crash_rounds_over(1000..1160, CrashMode::Random);
     assert!(losing > 100 && torn > 20, "{losing} recoveries lost records, {torn} dropped a torn tail");
 }
 
@@ -66,10 +64,7 @@ fn acknowledged_records_survive_random_torn_writes() {
 /// record and replay only a prefix of the rest.
 #[test]
 fn acknowledged_records_survive_reordered_writeback() {
-    let mut losing = 0;
-    for seed in 2000..2120 {
-        losing += crash_rounds(seed, CrashMode::Reordered).0;
-    }
+    let (losing, _) = crash_rounds_over(2000..2120, CrashMode::Reordered);
     assert!(losing > 50, "only {losing} recoveries lost unacknowledged records");
 }
 
