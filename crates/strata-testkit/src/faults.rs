@@ -21,9 +21,9 @@ use crate::{seed, Failure, Target};
 /// Seeds per `check` unless `STRATA_SEEDS` says otherwise.
 pub const DEFAULT_SEEDS: usize = 2;
 /// Ops run before any fault is armed, so the engine has state to lose.
-pub(crate) const WARMUP_OPS: usize = 30;
+pub(crate) const WARMUP_OPS: usize = 300;
 /// Ops run with a fault armed; the fault phase stops at the first failing call.
-const FAULT_PHASE_OPS: usize = 40;
+const FAULT_PHASE_OPS: usize = 120;
 /// Ops run after recovery; the engine must be fully usable again.
 pub(crate) const AFTER_RECOVERY_OPS: usize = 20;
 /// Fault positions tried per sweep.
@@ -42,6 +42,9 @@ pub struct Report {
     pub faults_surfaced: u64,
     /// Scenarios whose fault never fired (the engine did fewer storage ops than the fault's index).
     pub faults_not_reached: u64,
+    /// fsync failures the engine handled without an error (a file it can do without, such as
+    /// f2's hot-index snapshot); the power loss after them decides whether that was right.
+    pub syncs_failed_quietly: u64,
     pub bit_flips: bit_flips::BitFlipCounts,
 }
 
@@ -51,8 +54,8 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} scenarios: {} surfaced an error, {} fault never reached; {}",
-            self.scenarios, self.faults_surfaced, self.faults_not_reached, self.bit_flips
+            "{} scenarios: {} surfaced an error, {} fault never reached, {} fsync failures handled quietly; {}",
+            self.scenarios, self.faults_surfaced, self.faults_not_reached, self.syncs_failed_quietly, self.bit_flips
         )
     }
 }
@@ -84,6 +87,9 @@ struct Scenario<'t> {
     runner: Runner<'t>,
     generator: Generator,
     sim: SimStorage,
+    /// A call of the fault phase failed: the model holds its write as pending, neither durable
+    /// nor refused, so a later flush is no durability point for the model.
+    a_call_failed: bool,
 }
 
 impl<'t> Scenario<'t> {
@@ -109,7 +115,7 @@ impl<'t> Scenario<'t> {
             }
             Ok(())
         })?;
-        Ok(Scenario { runner, generator, sim })
+        Ok(Scenario { runner, generator, sim, a_call_failed: false })
     }
 
     /// Runs up to `ops` ops (drawn by `next`); stops at the first engine error and returns it.
@@ -120,7 +126,7 @@ impl<'t> Scenario<'t> {
         mut next: impl FnMut(&mut Generator, &Runner<'_>) -> Op,
     ) -> Result<Option<ExecError>, Failure> {
         let Scenario { runner, generator, .. } = self;
-        runner.guarded(|r| {
+        let error = runner.guarded(|r| {
             for _ in 0..ops {
                 let op = next(generator, r);
                 match r.exec(&op) {
@@ -130,20 +136,29 @@ impl<'t> Scenario<'t> {
                 }
             }
             Ok(None)
-        })
+        })?;
+        self.a_call_failed |= error.is_some();
+        Ok(error)
     }
 
     /// After a failure: a few more calls (results ignored, faults still armed: they must not
     /// panic), clear faults, power loss, reopen; the oracle must hold and the engine must work.
     fn recover(&mut self) -> Result<(), Failure> {
-        let Scenario { runner, generator, sim } = self;
+        let Scenario { runner, generator, sim, a_call_failed } = self;
         runner.guarded(|r| {
             if let Ok(engine) = r.engine() {
                 let key = r.keys.write_key(generator.rng());
                 let _ = engine.get(&key);
                 let _ = engine.range(KeyRange::all(), Direction::Forward).map(|items| items.take(3).count());
-                let _ = engine.flush();
+                // A flush that returns Ok is a durability point, faults or not, unless a failed
+                // call left a write pending (found by review: its result was ignored, so the
+                // power loss below forgave losing those writes).
+                let flushed = engine.flush().is_ok();
                 let _ = engine.stats();
+                if flushed && !*a_call_failed {
+                    r.oracle.mark_durable();
+                    r.note("flush returned Ok: a durability point".into());
+                }
             }
             sim.clear_faults();
             sim.set_capacity_bytes(None);
@@ -164,7 +179,7 @@ impl<'t> Scenario<'t> {
     /// at the reopen that never reaches the disk would vanish here, and with it every write
     /// acknowledged after it that recovery can no longer reach.
     fn recover_in_the_same_boot(&mut self) -> Result<(), Failure> {
-        let Scenario { runner, generator, sim } = self;
+        let Scenario { runner, generator, sim, .. } = self;
         runner.guarded(|r| {
             sim.clear_faults();
             r.note("clear faults".into());
@@ -213,7 +228,10 @@ fn io_error_sweep(target: &Target, seed: u64, report: &mut Report) -> Result<(),
             let error = scenario.until_error(FAULT_PHASE_OPS, |g, r| g.next_op(&r.keys))?;
             report.scenarios += 1;
             match error {
-                Some(_) => report.faults_surfaced += 1,
+                Some(e) => {
+                    report.faults_surfaced += 1;
+                    scenario.runner.note(format!("it failed: {}", e.describe()));
+                }
                 None => report.faults_not_reached += 1,
             }
             scenario.recover()?;
@@ -267,9 +285,10 @@ fn no_space(target: &Target, seed: u64, report: &mut Report) -> Result<(), Failu
     scenario.recover()
 }
 
-/// The N-th fsync fails (and the data it covered stays volatile). The engine must report it
-/// (the failing Sync write or flush returns Err, later calls may say Poisoned); after a power
-/// cut the oracle holds — an engine that acknowledged the write anyway loses it there. Each of
+/// The N-th fsync fails (and the data it covered stays volatile). The engine reports it (the
+/// failing Sync write or flush returns Err, later calls may say Poisoned) or handles it (a file
+/// it can do without); either way after a power cut the oracle holds — an engine that
+/// acknowledged a write the failed fsync covered loses it there. Each of
 /// the first 16 fsyncs fails in turn, twice: power loss right after the failure, and a restart in
 /// the same boot first (`Scenario::recover_in_the_same_boot`).
 fn failed_syncs(target: &Target, seed: u64, report: &mut Report) -> Result<(), Failure> {
@@ -294,14 +313,10 @@ fn failed_syncs(target: &Target, seed: u64, report: &mut Report) -> Result<(), F
         match error {
             Some(_) => report.faults_surfaced += 1,
             // Each acknowledged Sync write needs its own fsync; more than `after_syncs` of them
-            // means the failing fsync happened and was swallowed.
-            None if acked_sync_writes > after_syncs => {
-                let what = format!(
-                    "fsync #{after_syncs} after injection failed, yet all {acked_sync_writes} Sync writes since \
-                     returned Ok; a failed fsync must surface as an error"
-                );
-                return Err(scenario.runner.failure(what));
-            }
+            // means the failing fsync happened without an error. Fine for a file the engine can
+            // do without; an engine that acknowledged writes the failed fsync covered loses them
+            // at the power loss below, and the crash oracle fails it there.
+            None if acked_sync_writes > after_syncs => report.syncs_failed_quietly += 1,
             None => report.faults_not_reached += 1,
         }
         if same_boot {
