@@ -134,6 +134,16 @@ pub fn run(target: &Target, seed: u64) -> Result<Report, Failure> {
 pub fn run_one(target: &Target, scenario: Scenario, seed: u64, report: &mut Report) -> Result<(), Failure> {
     let outcome = crate::failure::catch(|| scenario::run(target, scenario, seed))
         .unwrap_or_else(|panic| Err(format!("the engine panicked: {panic}")));
+    // A `Sync` write must fsync before it returns; one never held there (the engine does that
+    // I/O on another thread) would pass vacuously (found by review). Every engine holds every
+    // scenario; a `Buffered` one may legitimately do no I/O in a test engine (the kit's canary).
+    let must_hold = matches!(scenario, Scenario::FailsInFlight { durability: Durability::Sync, .. });
+    let outcome = outcome.and_then(|outcome| match (outcome.held, must_hold) {
+        (false, true) => {
+            Err("the Sync write was never held at its fsync: the scenario checked nothing".into())
+        }
+        _ => Ok(outcome),
+    });
     let outcome = outcome.map_err(|description| Failure {
         check: format!("in-flight writes {}: {scenario:?}", target.name),
         seed,

@@ -562,6 +562,15 @@ fn canary_passes_the_in_flight_check() {
     in_flight::check(&unordered);
 }
 
+/// A `Sync` write that does no I/O before it returns is never held: the scenario would check
+/// nothing, and the check says so instead of passing.
+#[test]
+fn in_flight_check_refuses_a_sync_write_it_could_not_hold() {
+    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
+    let result = in_flight::run(&target, 1);
+    assert!(matches!(&result, Err(f) if f.description.contains("never held")), "{result:?}");
+}
+
 #[test]
 fn in_flight_check_catches_a_write_visible_while_its_persist_runs() {
     for bug in [Bug::InFlightWriteVisible, Bug::FailedWriteStaysVisible] {
