@@ -56,14 +56,18 @@ pub(super) fn run(target: &Target, seed: u64, counts: &mut BitFlipCounts) -> Res
         let variant = 100 + trial;
         let mut scenario =
             Scenario::start(target, &format!("bit flip #{trial}"), seed, variant, OpMix::WRITES)?;
-        // A last unsynced write, then flush and close behind the oracle's back: the writes since
-        // the last Sync stay "pending", i.e. the only ones a flip may drop like a torn tail.
+        // A last unsynced write, then flush and a clean close: every write is durable, and a
+        // flip may drop none of them silently (found by review: they stayed "pending", so a flip
+        // could drop the writes since the last Sync like a torn tail, which `RecoveryMode`
+        // allows only after a crash). No engine did in 6 seeds of every engine.
         scenario.runner.guarded(|r| {
             let key = r.keys.write_key(scenario.generator.rng());
             r.exec(&Op::Put { key, value: b"last".to_vec(), durability: Durability::Buffered })?;
             let engine = r.engine()?;
             engine.flush().map_err(|error| ExecError::Engine { call: "flush", error })?;
-            r.close()
+            r.close()?;
+            r.oracle.mark_durable();
+            Ok(())
         })?;
         let mut rng = SmallRng::seed_from_u64(seed::derive(seed, variant + 1000));
         // (name, bytes up to and including the last non-zero byte, length)
