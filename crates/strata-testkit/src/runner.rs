@@ -183,8 +183,10 @@ impl<'t> Runner<'t> {
             _ => self.oracle.apply(unit),
         }
         result?;
-        if durability == Durability::Sync {
-            self.oracle.mark_durable();
+        match durability {
+            Durability::Sync => self.oracle.mark_durable(),
+            Durability::Buffered => self.oracle.mark_handed_to_os(),
+            Durability::None => {}
         }
         Ok(())
     }
@@ -305,7 +307,7 @@ impl<'t> Runner<'t> {
             return Ok(true);
         }
         let observed = self.observe()?;
-        self.oracle.check_recovery(&observed, self.target.prefix_consistent()).map_err(|what| {
+        self.oracle.check_restart(&observed, self.target.prefix_consistent()).map_err(|what| {
             ExecError::Wrong(format!("after a failed close and a reopen (no crash): {what}"))
         })?;
         self.oracle.reset_to(&observed);

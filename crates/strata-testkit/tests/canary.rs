@@ -73,8 +73,12 @@ struct Options {
     persist_every_write: bool,
 }
 
+/// Persists every write, so a `Buffered` write is with the storage before it returns, as the
+/// durability contract says (a restart without power loss keeps it).
 const CORRECT: Options =
-    Options { bug: Bug::None, ordered: true, prefix_consistent: true, persist_every_write: false };
+    Options { bug: Bug::None, ordered: true, prefix_consistent: true, persist_every_write: true };
+/// Persists only `Sync` writes, flush and close: the bugs that need writes held in memory.
+const IN_MEMORY_UNTIL_SYNC: Options = Options { persist_every_write: false, ..CORRECT };
 
 struct Canary {
     storage: Arc<dyn Storage>,
@@ -476,7 +480,7 @@ fn conformance_catches_misordered_scan() {
 
 #[test]
 fn conformance_catches_sync_write_lost_in_a_crash() {
-    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
+    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..IN_MEMORY_UNTIL_SYNC });
     for seed in BITE_SEEDS {
         let result = conformance::run(&target, &Config::new(StorageKind::Sim, seed));
         assert!(
@@ -566,7 +570,7 @@ fn canary_passes_the_in_flight_check() {
 /// nothing, and the check says so instead of passing.
 #[test]
 fn in_flight_check_refuses_a_sync_write_it_could_not_hold() {
-    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..CORRECT });
+    let target = target(Options { bug: Bug::AckSyncWithoutPersist, ..IN_MEMORY_UNTIL_SYNC });
     let result = in_flight::run(&target, 1);
     assert!(matches!(&result, Err(f) if f.description.contains("never held")), "{result:?}");
 }
@@ -584,7 +588,8 @@ fn in_flight_check_catches_a_write_visible_while_its_persist_runs() {
 
 #[test]
 fn in_flight_check_catches_writes_applied_out_of_log_order() {
-    let result = in_flight::run(&target(Options { bug: Bug::AppliesOutOfLogOrder, ..CORRECT }), 1);
+    let result =
+        in_flight::run(&target(Options { bug: Bug::AppliesOutOfLogOrder, ..IN_MEMORY_UNTIL_SYNC }), 1);
     assert!(
         matches!(&result, Err(f) if f.description.contains("applied over the later write")),
         "{result:?}"
@@ -635,6 +640,20 @@ fn process_kill_canary() {
 /// process kill loses them, and the harness must notice.
 #[test]
 fn process_kill_catches_lost_buffered_writes() {
-    let result = crash::run(&target(CORRECT), "process_kill_catches_lost_buffered_writes", 12, 1);
+    let result =
+        crash::run(&target(IN_MEMORY_UNTIL_SYNC), "process_kill_catches_lost_buffered_writes", 12, 1);
     assert!(matches!(&result, Err(f) if f.description.contains("matches neither")), "{result:?}");
+}
+
+/// A `Buffered` write that returned Ok is with the storage: a restart without power loss (a
+/// failed close, then a reopen) keeps it. An engine that holds it in memory until a Sync loses it
+/// there, and the restart check says so.
+#[test]
+fn restart_check_catches_buffered_writes_held_in_memory() {
+    let target = named_target("canary-in-memory-until-sync", IN_MEMORY_UNTIL_SYNC);
+    let caught = BITE_SEEDS.iter().any(|&seed| {
+        let result = failed_writes::run(&target, seed);
+        matches!(&result, Err(f) if f.description.contains("restart without power loss"))
+    });
+    assert!(caught, "no seed caught Buffered writes lost at a restart without power loss");
 }
