@@ -166,8 +166,10 @@ fn settle_log(log_file: &dyn StorageFile, log_bytes: &[u8], log_end: u64, tree_v
         log_file.write_at(0, &format::encode_log_header(tree_version))?;
         log_file.set_len(LOG_HEADER_BYTES as u64)?;
     } else {
-        let valid = usize::try_from(log_end).ok().and_then(|end| log_bytes.get(..end)).unwrap_or_default();
-        log_file.write_at(0, valid)?;
+        // A valid block whose second copy is cut short can end past the file: what the file
+        // holds of it is written again all the same.
+        let end = usize::try_from(log_end).unwrap_or(usize::MAX).min(log_bytes.len());
+        log_file.write_at(0, log_bytes.get(..end).unwrap_or_default())?;
         if log_bytes.len() as u64 != log_end {
             log_file.set_len(log_end)?;
         }
