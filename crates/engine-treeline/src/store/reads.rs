@@ -95,6 +95,19 @@ impl Store {
         })
     }
 
+    /// Pair `i` of `entry`'s overflow page, if it has one, read and checked against `base`.
+    pub(super) fn read_checked_overflow(
+        &self,
+        entry: &SegmentEntry,
+        i: usize,
+        base: &Page,
+    ) -> Result<Option<Page>> {
+        let Some(id) = entry.overflow_of(i) else { return Ok(None) };
+        let overflow = self.data.read_page(id)?;
+        self.check_overflow_identity(&overflow, id, base)?;
+        Ok(Some(overflow))
+    }
+
     /// An overflow page must be one, with its base page's fences.
     pub(super) fn check_overflow_identity(&self, overflow: &Page, id: PageId, base: &Page) -> Result<()> {
         let ok = overflow.kind() == PageKind::Overflow

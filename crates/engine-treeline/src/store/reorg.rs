@@ -159,14 +159,7 @@ impl Store {
                 let id = entry.base_page(i);
                 let base = self.data.read_page(id)?;
                 self.check_page_identity(&base, id, entry, i)?;
-                let overflow = match entry.overflow_of(i) {
-                    Some(id) => {
-                        let overflow = self.data.read_page(id)?;
-                        self.check_overflow_identity(&overflow, id, &base)?;
-                        Some(overflow)
-                    }
-                    None => None,
-                };
+                let overflow = self.read_checked_overflow(entry, i, &base)?;
                 // The pair's keys lie within its fences, so base before overflow per pair keeps
                 // the base page's record wherever both hold a key.
                 for page in std::iter::once(&base).chain(overflow.as_ref()) {

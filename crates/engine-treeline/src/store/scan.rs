@@ -358,14 +358,7 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
     };
     let from = from.as_deref().filter(|f| *f > lower.as_slice());
     for (i, page) in (*first..).zip(base) {
-        let overflow = match entry.overflow_of(i) {
-            Some(id) => {
-                let overflow = store.data.read_page(id)?;
-                store.check_overflow_identity(&overflow, id, &page)?;
-                Some(overflow)
-            }
-            None => None,
-        };
+        let overflow = store.read_checked_overflow(entry, i, &page)?;
         records.push_pair(page, overflow, from);
     }
     records.push_cached(store.cache.lock().cached_in(from.unwrap_or(&lower), upper.as_deref()));
