@@ -109,7 +109,20 @@ impl Checkpoint {
         if !sane {
             return Err(corrupt(FIELDS_OFFSET as u64, "checkpoint fields are inconsistent"));
         }
+        if wal_lsn > strata_wal::MAX_LSN {
+            return Err(corrupt(FIELDS_OFFSET as u64, "the WAL lsn is past the lsn space (2^63 - 1)"));
+        }
         Ok(c)
+    }
+
+    /// The layout fields (from `page_size_bytes` on), for `F2Options::resolve_for_layout`.
+    pub fn layout(&self) -> crate::options::StoredLayout {
+        crate::options::StoredLayout {
+            page_size_bytes: self.page_size_bytes,
+            segment_bytes: self.segment_bytes,
+            chunk_count: self.chunk_count,
+            field_offset: (FIELDS_OFFSET + 8) as u64,
+        }
     }
 
     pub fn load(storage: &dyn Storage) -> Result<Option<Checkpoint>> {

@@ -281,6 +281,59 @@ impl F2Options {
     }
 }
 
+impl Resolved {
+    /// Memory the layout fixes whatever the shares: the smallest hot log (2 pages), the pages and
+    /// buffers compaction reserves, and the cold index's chunk table (8 bytes a chunk).
+    pub fn layout_memory_bytes(&self) -> u64 {
+        (2 * self.page_size_bytes)
+            .saturating_add(self.reserved_bytes)
+            .saturating_add(self.chunk_count.saturating_mul(8))
+    }
+}
+
+impl F2Options {
+    /// The options of a store whose checkpoint fixed its layout (page and segment size, chunk
+    /// count): every page-derived size is computed again for that page size. The checkpoint may
+    /// not ask for more layout memory than both the memory budget and this configuration's own
+    /// layout: a checksum-valid but damaged field would otherwise allocate gigabytes at open.
+    pub fn resolve_for_layout(
+        &self,
+        config: &EngineConfig,
+        layout: StoredLayout,
+        file_name: &str,
+    ) -> Result<Resolved> {
+        let configured = self.resolve(config)?.layout_memory_bytes();
+        let mut fixed = self.clone();
+        fixed.page_size_bytes = layout.page_size_bytes;
+        fixed.segment_bytes = layout.segment_bytes;
+        let mut resolved = fixed.resolve(config)?;
+        resolved.chunk_count = layout.chunk_count;
+        let needed = resolved.layout_memory_bytes();
+        if needed > configured.max(config.memory_budget_bytes) {
+            return Err(Error::corruption(
+                file_name,
+                layout.field_offset,
+                format!(
+                    "its layout (page {} bytes, {} cold-index chunks) needs {needed} bytes of memory, more than \
+                     the memory budget of {} bytes: a damaged checkpoint, or a store created with a larger \
+                     budget (reopen it with one of at least {needed} bytes)",
+                    layout.page_size_bytes, layout.chunk_count, config.memory_budget_bytes
+                ),
+            ));
+        }
+        Ok(resolved)
+    }
+}
+
+/// The layout fields a checkpoint fixes, and where they start in its file.
+#[derive(Clone, Copy, Debug)]
+pub struct StoredLayout {
+    pub page_size_bytes: u64,
+    pub segment_bytes: u64,
+    pub chunk_count: u64,
+    pub field_offset: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

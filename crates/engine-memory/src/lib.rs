@@ -73,6 +73,8 @@ struct Counters {
     user_bytes_written: AtomicU64,
     user_bytes_read: AtomicU64,
     snapshots_written: AtomicU64,
+    /// Automatic snapshots that failed (their writes stood; see `snapshot_if_due`).
+    snapshots_failed: AtomicU64,
     last_snapshot_bytes: AtomicU64,
     records_replayed: AtomicU64,
 }
@@ -142,8 +144,9 @@ impl MemoryEngine {
 
     /// Writes a snapshot now (normally triggered by WAL growth) and truncates the WAL behind it.
     pub fn snapshot(&self) -> Result<()> {
-        self.inner.ensure_open()?;
         let _only_one = self.inner.snapshot_lock.lock();
+        // Checked under the lock: a close that took it first has closed the log.
+        self.inner.ensure_open()?;
         self.inner.write_snapshot()
     }
 
@@ -224,17 +227,30 @@ impl Inner {
             .commit_then(lsn, durability, &mut || self.order.apply_appliable(&self.wal, &mut apply))
             .map_err(|e| self.poison.poison(e));
         ticket.finish(committed, &self.wal, &mut apply)?;
-        let payload_bytes = sizes.payload_bytes;
+        self.snapshot_if_due(sizes.payload_bytes);
+        Ok(())
+    }
+
+    /// Write path step 5: a snapshot once the WAL since the last one passed the trigger. The
+    /// write that triggers it is committed and visible already, so a failed snapshot is not its
+    /// failure: it is counted (`snapshots_failed`) and the next one is due after another
+    /// trigger's worth of WAL. Nothing is lost: the old snapshot and the whole WAL stay until a
+    /// new snapshot is durable.
+    fn snapshot_if_due(&self, payload_bytes: u64) {
         let since = self.wal_bytes_since_snapshot.fetch_add(payload_bytes, Relaxed) + payload_bytes;
         // The cheap bound first: most commits stay below it and skip the map's lock.
-        if since >= self.snapshot_min_wal_bytes && since >= self.snapshot_trigger_bytes() {
-            if let Some(_only_one) = self.snapshot_lock.try_lock() {
-                if self.wal_bytes_since_snapshot.load(Relaxed) >= self.snapshot_trigger_bytes() {
-                    self.write_snapshot()?;
-                }
-            }
+        if since < self.snapshot_min_wal_bytes || since < self.snapshot_trigger_bytes() {
+            return;
         }
-        Ok(())
+        let Some(_only_one) = self.snapshot_lock.try_lock() else { return };
+        if self.closed.load(Relaxed)
+            || self.wal_bytes_since_snapshot.load(Relaxed) < self.snapshot_trigger_bytes()
+        {
+            return;
+        }
+        if self.write_snapshot().is_err() {
+            self.counters.snapshots_failed.fetch_add(1, Relaxed);
+        }
     }
 
     /// Write path step 4, by whichever writer applies: a run of committed batches (whose
@@ -258,6 +274,22 @@ impl Inner {
         self.snapshot_min_wal_bytes.max(self.map.read().data_bytes())
     }
 
+    /// Streams `map` (the state after record `lsn`) into `tmp` and syncs it; returns its size.
+    fn write_snapshot_file(
+        &self,
+        map: parking_lot::RwLockReadGuard<'_, MemTable>,
+        tmp: &str,
+        lsn: u64,
+    ) -> Result<u64> {
+        let mut writer = snapshot::SnapshotWriter::create(self.storage.as_ref(), tmp, lsn)?;
+        // No tombstones: every entry has a value.
+        for (k, v) in map.iter() {
+            writer.add(k, v.unwrap_or_default())?;
+        }
+        drop(map);
+        writer.finish()
+    }
+
     /// Caller holds `snapshot_lock`.
     fn write_snapshot(&self) -> Result<()> {
         // Under the read lock the map is exactly the state after record `applied_lsn` (later
@@ -267,16 +299,19 @@ impl Inner {
             let lsn = self.applied_lsn.load(Acquire);
             let name = snapshot::file_name(lsn);
             let tmp = format!("{name}.tmp");
-            let mut writer = snapshot::SnapshotWriter::create(self.storage.as_ref(), &tmp, lsn)?;
-            // No tombstones: every entry has a value.
-            for (k, v) in map.iter() {
-                writer.add(k, v.unwrap_or_default())?;
-            }
+            // Counted from here, failed or not: a failing snapshot is retried after another
+            // trigger's worth of WAL, not at every commit.
             self.wal_bytes_since_snapshot.store(0, Relaxed);
-            drop(map);
-            let bytes = writer.finish()?;
-            self.counters.last_snapshot_bytes.store(bytes, Relaxed);
-            self.storage.rename(&tmp, &name)?;
+            let written = self.write_snapshot_file(map, &tmp, lsn).and_then(|bytes| {
+                self.counters.last_snapshot_bytes.store(bytes, Relaxed);
+                self.storage.rename(&tmp, &name)
+            });
+            if let Err(e) = written {
+                // Best effort: a partial file as large as the data set must not hold the disk
+                // until the next open (which removes leftovers too).
+                let _ = self.storage.remove(&tmp);
+                return Err(e);
+            }
             lsn
         };
         self.storage.sync_dir()?;
@@ -378,6 +413,9 @@ impl Engine for MemoryEngine {
         if self.inner.closed.swap(true, Relaxed) {
             return Ok(());
         }
+        // A snapshot in progress finishes first: after close returns, the directory (and its
+        // lock) may belong to another opener, and the snapshot renames and removes files there.
+        let _no_snapshot = self.inner.snapshot_lock.lock();
         let closed = self.inner.wal.close();
         self.inner.poison.check()?;
         closed
@@ -402,6 +440,7 @@ impl Engine for MemoryEngine {
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("snapshots_written", c.snapshots_written.load(Relaxed)),
+                ("snapshots_failed", c.snapshots_failed.load(Relaxed)),
                 ("last_snapshot_bytes", c.last_snapshot_bytes.load(Relaxed)),
                 ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
                 ("wal_bytes_since_snapshot", inner.wal_bytes_since_snapshot.load(Relaxed)),

@@ -72,3 +72,53 @@ fn a_crash_at_any_point_of_a_snapshot_loses_nothing() {
     }
     assert!(positions_tried >= 5, "the snapshot path was barely exercised ({positions_tried} positions)");
 }
+
+/// A snapshot is due after the write that crosses its trigger; that write is committed and
+/// visible before the snapshot starts. One storage operation fails in turn: where it hits the
+/// snapshot, the write still returns `Ok` (it used to return the snapshot's error for a write
+/// readers had already seen), the partial snapshot is removed, and everything written survives
+/// a reopen.
+#[test]
+fn a_failed_automatic_snapshot_is_not_the_failure_of_the_write_that_triggered_it() {
+    let value = vec![7u8; 1000];
+    let mut snapshot_failures_seen = 0;
+    for fail_at in 0..40u64 {
+        let sim = SimStorage::new(fail_at);
+        let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+        let engine = MemoryEngine::open(storage.clone(), &config()).unwrap();
+        // Just below the trigger: max(segment size, 64 KiB) of WAL payload (one small key, so
+        // the live data stays below it).
+        let mut i = 0u32;
+        while counter(&engine, "wal_bytes_since_snapshot") + 2_100 < 64 << 10 {
+            engine.put(&key(i % 3), &value, Durability::Buffered).unwrap();
+            i += 1;
+        }
+        assert_eq!(counter(&engine, "snapshots_written"), 0);
+        sim.inject(Fault::FailOp { after_ops: fail_at, kind: FaultKind::Eio, sticky: false });
+        let triggering = engine.put(b"crossing", &value, Durability::Buffered);
+        let second = engine.put(b"crossing-2", &value, Durability::Buffered);
+        sim.clear_faults();
+        if triggering.is_err() || second.is_err() {
+            continue; // the fault hit the log: an ordinary failed write
+        }
+        let failed = counter(&engine, "snapshots_failed");
+        snapshot_failures_seen += failed;
+        if failed > 0 {
+            assert_eq!(engine.get(b"crossing").unwrap(), Some(value.clone()), "fail_at={fail_at}");
+            let leftovers: Vec<String> = storage
+                .list()
+                .unwrap()
+                .into_iter()
+                .filter(|n| n.starts_with("snapshot-") && n.ends_with(".tmp"))
+                .collect();
+            assert!(leftovers.is_empty(), "fail_at={fail_at}: a failed snapshot left {leftovers:?}");
+        }
+        engine.close().unwrap();
+        drop(engine);
+        let engine = MemoryEngine::open(storage, &config()).unwrap();
+        for k in [&b"crossing"[..], b"crossing-2"] {
+            assert_eq!(engine.get(k).unwrap(), Some(value.clone()), "fail_at={fail_at}");
+        }
+    }
+    assert!(snapshot_failures_seen >= 3, "the fault hit a snapshot only {snapshot_failures_seen} times");
+}

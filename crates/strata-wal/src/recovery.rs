@@ -611,6 +611,9 @@ impl Scan<'_, '_> {
     /// as synced: a segment cut at a record boundary, or whose records were replaced by zeros,
     /// ends cleanly too.
     fn check_clean_end(&self, expected: Option<Lsn>) -> Result<()> {
+        if expected.is_none() {
+            return self.check_released_records();
+        }
         let Some(next_lsn) = expected.filter(|&next| next <= self.state_durable_lsn) else {
             return Ok(());
         };
@@ -627,6 +630,24 @@ impl Scan<'_, '_> {
                 self.state_durable_lsn,
                 self.state_durable_lsn,
                 next_lsn.saturating_sub(1)
+            ),
+        ))
+    }
+
+    /// No segment holds a record: every lsn the state file records as synced was released
+    /// (`truncate_before`, or the segments behind a caller's checkpoint at an earlier open). A
+    /// caller that needs one of them lost what held it (its checkpoint or snapshot).
+    fn check_released_records(&self) -> Result<()> {
+        let Some(required) = self.params.required_from.filter(|&r| r <= self.state_durable_lsn) else {
+            return Ok(());
+        };
+        Err(Error::corruption(
+            self.opts.state_file_name(),
+            0,
+            format!(
+                "the log holds no records and released every lsn up to {}, but records from lsn {required} \
+                 are needed (the checkpoint or snapshot that held them is missing)",
+                self.state_durable_lsn
             ),
         ))
     }

@@ -63,3 +63,29 @@ fn a_log_that_a_power_loss_left_behind_the_callers_checkpoint_reopens_after_a_re
         assert_eq!(replayed, vec![(lsn, b"after".to_vec())]);
     }
 }
+
+/// Once the log released every record (it was behind the caller's checkpoint), an open that
+/// needs records the checkpoint held (the checkpoint was lost) is corruption naming the state
+/// file, not an empty log.
+#[test]
+fn a_log_that_released_everything_refuses_a_caller_that_needs_released_records() {
+    let opts = small_opts(1024);
+    let sim = SimStorage::new(9);
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let checkpoint_lsn = two_segments_with_a_buffered_tail(&wal, storage.as_ref(), &opts, 3);
+    sim.crash(CrashMode::DropUnsynced);
+    drop(wal);
+    let (wal, _, _) = open(&storage, &opts, checkpoint_lsn + 1).unwrap();
+    wal.close().unwrap();
+    drop(wal);
+    assert!(segment_names(storage.as_ref(), &opts).is_empty(), "the open released every segment");
+    let Err(err) = open(&storage, &opts, 1) else { panic!("an open needing released records must fail") };
+    assert!(
+        matches!(&err, strata_core::Error::Corruption { file, .. } if *file == opts.state_file_name()),
+        "{err:?}"
+    );
+    for min_lsn in [checkpoint_lsn + 1, checkpoint_lsn + 10] {
+        assert!(open(&storage, &opts, min_lsn).is_ok(), "min_lsn {min_lsn}");
+    }
+}

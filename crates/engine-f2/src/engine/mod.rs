@@ -124,33 +124,15 @@ pub(crate) struct Counters {
 
 impl Inner {
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig, options: &F2Options) -> Result<Inner> {
-        let mut opts = options.resolve(config)?;
+        let opts = options.resolve(config)?;
         for tmp in [checkpoint::tmp_name(), hot_snapshot::tmp_name()] {
             if storage.exists(&tmp)? {
                 storage.remove(&tmp)?;
             }
         }
         // 1. The newest checkpoint fixes the layout and each log's live range.
-        let ck = match Checkpoint::load(storage.as_ref())? {
-            Some(ck) => ck,
-            None => Checkpoint {
-                wal_lsn: 0,
-                page_size_bytes: opts.page_size_bytes,
-                segment_bytes: opts.segment_bytes,
-                chunk_count: opts.chunk_count,
-                hot_begin: FIRST_ADDRESS,
-                hot_tail: FIRST_ADDRESS,
-                cold_begin: FIRST_ADDRESS,
-                cold_tail: FIRST_ADDRESS,
-                chunk_begin: FIRST_ADDRESS,
-                chunk_tail: FIRST_ADDRESS,
-                cold_truncations: 0,
-                cold_live_estimate_bytes: 0,
-            },
-        };
-        opts.page_size_bytes = ck.page_size_bytes;
-        opts.segment_bytes = ck.segment_bytes;
-        opts.chunk_count = ck.chunk_count;
+        let ck = load_or_create_checkpoint(storage.as_ref(), &opts)?;
+        let opts = options.resolve_for_layout(config, ck.layout(), checkpoint::FILE_NAME)?;
         let page = ck.page_size_bytes;
         let segments = |prefix| {
             SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes).with_direct_reads(config.direct_io)
@@ -302,4 +284,38 @@ fn verify_tail_page(
         scan(from, tail)?;
     }
     Ok(())
+}
+
+/// The store's checkpoint; a new store gets one before any other file (so a store with f2 files
+/// and no checkpoint lost it). Without that check a missing checkpoint would make every segment
+/// look like a leftover and open would delete the data before the WAL showed anything missing.
+fn load_or_create_checkpoint(storage: &dyn Storage, opts: &Resolved) -> Result<Checkpoint> {
+    if let Some(ck) = Checkpoint::load(storage)? {
+        return Ok(ck);
+    }
+    if let Some(other) = storage.list()?.into_iter().find(|n| n.starts_with("f2")) {
+        return Err(Error::corruption(
+            checkpoint::FILE_NAME,
+            0,
+            format!(
+                "the file is missing, but the store holds {other} (a new store writes its checkpoint first)"
+            ),
+        ));
+    }
+    let ck = Checkpoint {
+        wal_lsn: 0,
+        page_size_bytes: opts.page_size_bytes,
+        segment_bytes: opts.segment_bytes,
+        chunk_count: opts.chunk_count,
+        hot_begin: FIRST_ADDRESS,
+        hot_tail: FIRST_ADDRESS,
+        cold_begin: FIRST_ADDRESS,
+        cold_tail: FIRST_ADDRESS,
+        chunk_begin: FIRST_ADDRESS,
+        chunk_tail: FIRST_ADDRESS,
+        cold_truncations: 0,
+        cold_live_estimate_bytes: 0,
+    };
+    ck.store(storage)?;
+    Ok(ck)
 }

@@ -72,6 +72,10 @@ fn from_payload(version: u32, payload: &[u8]) -> Result<Meta> {
     if payload.len() != expected {
         return Err(wrong_size(version, payload.len(), expected));
     }
+    if committed_lsn > strata_wal::MAX_LSN {
+        // magic (8) | version (4) | table_kind (4) | committed_lsn
+        return Err(Error::corruption(FILE_NAME, 16, "committed lsn past the lsn space (2^63 - 1)"));
+    }
     // Absent in version 1; tree version 0 stands for "no mark" in version 2.
     let table_log = match (u64_at(payload, 12), u64_at(payload, 20)) {
         (Some(tree_version), Some(synced_bytes)) if tree_version > 0 => {

@@ -126,6 +126,10 @@ impl FlexOptions {
         self.rebuild_interval_bytes = stride.unwrap_or(self.rebuild_interval_bytes);
         let step = r.count("commit_step_entries", 1..=1 << 20)?;
         self.commit_step_entries = step.map_or(self.commit_step_entries, |n| n as usize);
+        // The FlexFile log's bound: a smaller one commits the tree more often (more tree writes,
+        // shorter log replay at open).
+        let log_max = r.bytes("flexfile_log_max_bytes", 4 << 10..=1 << 30)?;
+        self.flexfile.log_max_bytes = log_max.unwrap_or(self.flexfile.log_max_bytes);
         r.finish()
     }
 }
@@ -148,6 +152,12 @@ mod tests {
         assert!(err.to_string().contains("max_interval_records"), "{err}");
         assert!(FlexOptions::default()
             .apply_engine_options(&named(&[("max_interval_records", "1")]))
+            .is_err());
+        let mut o = FlexOptions::default();
+        o.apply_engine_options(&named(&[("flexfile_log_max_bytes", "16KiB")])).unwrap();
+        assert_eq!(o.flexfile.log_max_bytes, 16 << 10);
+        assert!(FlexOptions::default()
+            .apply_engine_options(&named(&[("flexfile_log_max_bytes", "1KiB")]))
             .is_err());
     }
 }
