@@ -10,6 +10,10 @@
 //! acknowledged key intact: every value as written, no deleted key back, and, for an ordered
 //! engine, a full scan equal to the model. A store that opens and has lost data has lost it
 //! silently: that is the failure this check exists for.
+//!
+//! An open that refuses must leave every other file as it was (no file removed, no non-zero
+//! byte changed; a zero tail may be cut): the operator who restores the damaged file from a
+//! backup must find the rest intact.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,12 +100,20 @@ pub fn run(target: &Target, seed: u64) -> Result<Report, Failure> {
     for name in files.keys().filter(|n| !NOT_ENGINE_FILES.contains(&n.as_str()) && !n.ends_with(".tmp")) {
         report.files += 1;
         for damage in DAMAGES {
-            let Some(storage) = damaged_copy(&files, name, damage) else { continue };
             let what = format!("{name} {damage:?}");
-            let outcome = catch(|| reopen_and_check(target, storage, &model, name, damage))
+            let storage = match damaged_copy(&files, name, damage) {
+                Ok(Some(storage)) => storage,
+                Ok(None) => continue,
+                Err(e) => return Err(fail(format!("{what}: building the damaged copy: {e}"))),
+            };
+            let outcome = catch(|| reopen_and_check(target, storage.clone(), &model, name, damage))
                 .map_err(|panic| fail(format!("{what}: the engine panicked: {panic}")))?;
             match outcome {
-                Ok(Opened::Refused) => report.refused += 1,
+                Ok(Opened::Refused) => {
+                    unchanged_after_refusal(&files, name, storage.as_ref())
+                        .map_err(|e| fail(format!("{what}: {e}")))?;
+                    report.refused += 1
+                }
                 Ok(Opened::Intact) => report.intact += 1,
                 Err(e) => return Err(fail(format!("{what}: {e}"))),
             }
@@ -144,30 +156,50 @@ fn build_store(target: &Target, seed: u64) -> Result<(Files, BTreeMap<Key, Value
     Ok((files, model))
 }
 
+/// Where a file's non-zero bytes end.
+fn non_zero_end(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1)
+}
+
 /// A copy of the store with `damage` applied to `victim`; `None` when the damage changes
 /// nothing (an empty file cannot be cut).
-fn damaged_copy(files: &Files, victim: &str, damage: Damage) -> Option<Arc<dyn Storage>> {
+fn damaged_copy(files: &Files, victim: &str, damage: Damage) -> Result<Option<Arc<dyn Storage>>, Error> {
     let storage = MemStorage::new();
     for (name, bytes) in files {
         let bytes = if name == victim {
-            let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
+            let end = non_zero_end(bytes);
             match damage {
-                Damage::CutBelowEnd if end == 0 => return None,
-                Damage::CutBelowEnd => bytes.get(..end - 1)?,
-                Damage::CutToHalf if end < 2 => return None,
-                Damage::CutToHalf => bytes.get(..end / 2)?,
+                Damage::CutBelowEnd if end == 0 => return Ok(None),
+                Damage::CutBelowEnd => &bytes[..end - 1],
+                Damage::CutToHalf if end < 2 => return Ok(None),
+                Damage::CutToHalf => &bytes[..end / 2],
                 Damage::Delete => continue,
-                Damage::ReplaceWithEmpty if bytes.is_empty() => return None,
+                Damage::ReplaceWithEmpty if bytes.is_empty() => return Ok(None),
                 Damage::ReplaceWithEmpty => &[][..],
             }
         } else {
             bytes.as_slice()
         };
-        let file = storage.open(name, OpenOptions::create()).ok()?;
-        file.write_at(0, bytes).ok()?;
-        file.sync().ok()?;
+        let file = storage.open(name, OpenOptions::create())?;
+        file.write_at(0, bytes)?;
+        file.sync()?;
     }
-    Some(Arc::new(storage))
+    Ok(Some(Arc::new(storage)))
+}
+
+/// After a refused open: every file but the victim (and `.tmp` leftovers) is still there with the
+/// same non-zero bytes.
+fn unchanged_after_refusal(files: &Files, victim: &str, storage: &dyn Storage) -> Result<(), String> {
+    for (name, before) in files.iter().filter(|(n, _)| *n != victim && !n.ends_with(".tmp")) {
+        let now = match storage.open(name, OpenOptions::existing()).and_then(|f| read_all(f.as_ref())) {
+            Ok(now) => now,
+            Err(e) => return Err(format!("the open refused, but it removed or broke {name}: {e}")),
+        };
+        if now[..non_zero_end(&now)] != before[..non_zero_end(before)] {
+            return Err(format!("the open refused, but it changed {name}"));
+        }
+    }
+    Ok(())
 }
 
 enum Opened {

@@ -48,6 +48,9 @@ enum Bug {
     ShortenedFileIsAPrefix,
     /// Open treats a missing data file as a new, empty store even after it was created.
     MissingFileMeansEmpty,
+    /// Open refuses a missing data file, but removes the store's other file first (what f2 did
+    /// with its segments when its checkpoint was missing).
+    RefusalRemovesFiles,
     /// A write is applied to the map before it is persisted and not undone when persisting
     /// fails; the failure refuses later writes but reads go on answering from the map, so they
     /// show the write that returned `Err` (the memory and flex bug of issue #19 item 4).
@@ -114,6 +117,9 @@ impl Canary {
                 decoded => decoded?,
             }
         } else if storage.exists(CREATED_FILE)? && options.bug != Bug::MissingFileMeansEmpty {
+            if options.bug == Bug::RefusalRemovesFiles {
+                storage.remove(CREATED_FILE)?;
+            }
             return Err(Error::corruption(
                 DATA_FILE,
                 0,
@@ -624,6 +630,16 @@ fn damage_catches_an_engine_that_reads_a_missing_file_as_empty() {
     let result = damage::run(&target, 1);
     assert!(
         matches!(&result, Err(f) if f.description.contains("Delete") && f.description.contains("silent loss")),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn damage_catches_an_open_that_removes_files_before_it_refuses() {
+    let target = target(Options { bug: Bug::RefusalRemovesFiles, ..CORRECT });
+    let result = damage::run(&target, 1);
+    assert!(
+        matches!(&result, Err(f) if f.description.contains("the open refused, but it removed")),
         "{result:?}"
     );
 }
