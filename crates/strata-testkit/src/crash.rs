@@ -8,6 +8,10 @@
 //! and the one op in flight may or may not be (atomically). Then the next child continues after
 //! that op. Both Sync and Buffered writes are used: Buffered data was handed to the OS, so it
 //! must survive a process kill.
+//!
+//! Every other cycle the parent checks a copy of the killed store and leaves the store itself as
+//! the kill left it, so the next child runs recovery (and an early kill can land inside it);
+//! the other cycles check in place, so children also start from a cleanly closed store.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -176,7 +180,8 @@ fn run_parent(target: &Target, test_name: &str, cycles: usize, seed: u64) -> Res
         let acked = parent.spawn_and_kill(cycle, &mut rng)?;
         report.kills += 1;
         report.acked_ops += acked - start;
-        report.in_flight_applied += u64::from(parent.check_recovery(acked)?);
+        let on_a_copy = cycle % 2 == 0;
+        report.in_flight_applied += u64::from(parent.check_recovery(acked, on_a_copy)?);
     }
     if report.acked_ops == 0 {
         let what = format!("no child acknowledged a single op in {cycles} cycles: the test checked nothing");
@@ -279,7 +284,9 @@ impl Parent<'_> {
 
     /// Ops before `acked` are applied; op `acked` may be (atomically). Checks every key, adopts
     /// what happened, and moves past the in-flight op. True when the in-flight op was applied.
-    fn check_recovery(&mut self, acked: u64) -> Result<bool, Failure> {
+    /// Checks the store after a kill (on a copy of it when `on_a_copy`, leaving the store for
+    /// the next child to recover).
+    fn check_recovery(&mut self, acked: u64, on_a_copy: bool) -> Result<bool, Failure> {
         for index in self.next_op..acked {
             let unit = kill_op(self.seed, index).unit(|k| self.model.get(k).cloned());
             apply(&mut self.model, unit);
@@ -288,7 +295,7 @@ impl Parent<'_> {
         let mut with_in_flight = self.model.clone();
         apply(&mut with_in_flight, in_flight.unit(|k| self.model.get(k).cloned()));
 
-        let observed = match catch(|| self.observe()) {
+        let observed = match catch(|| self.observe(on_a_copy)) {
             Ok(Ok(observed)) => observed,
             Ok(Err(what)) => return Err(self.failure(Some(acked), format!("after the kill: {what}"))),
             Err(panic) => {
@@ -307,10 +314,17 @@ impl Parent<'_> {
         Ok(applied)
     }
 
-    /// Opens the engine, reads every key (and a full scan), closes it.
-    fn observe(&self) -> Result<BTreeMap<Key, Value>, String> {
-        let storage = FileStorage::open_dir(self.dir.join("db"), true)
-            .map_err(|e| format!("opening the directory: {e}"))?;
+    /// Opens the engine (on a copy of its directory when `on_a_copy`), reads every key (and a
+    /// full scan), closes it.
+    fn observe(&self, on_a_copy: bool) -> Result<BTreeMap<Key, Value>, String> {
+        let dir = if on_a_copy {
+            let copy = self.dir.join("observed");
+            copy_dir(&self.dir.join("db"), &copy).map_err(|e| format!("copying the store: {e}"))?;
+            copy
+        } else {
+            self.dir.join("db")
+        };
+        let storage = FileStorage::open_dir(dir, true).map_err(|e| format!("opening the directory: {e}"))?;
         let engine = (self.target.open)(Arc::new(storage)).map_err(|e| format!("open failed: {e}"))?;
         let mut observed = BTreeMap::new();
         for n in 0..KEY_COUNT {
@@ -362,6 +376,25 @@ impl Parent<'_> {
             diffs.concat()
         )
     }
+}
+
+/// Replaces `to` with a copy of the files in `from` (engines keep a flat directory), or with an
+/// empty directory when `from` does not exist.
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        fs::remove_dir_all(to)?;
+    }
+    fs::create_dir_all(to)?;
+    if !from.exists() {
+        return Ok(()); // killed before it created the store
+    }
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 fn apply(model: &mut BTreeMap<Key, Value>, unit: Option<crate::ops::Unit>) {
