@@ -228,6 +228,12 @@ impl SimStorage {
     pub fn op_count(&self) -> u64 {
         self.shared.state.lock().faults.op_count()
     }
+
+    /// Operations an injected fault failed so far (not capacity errors): a fault that fired
+    /// without any call returning an error was handled (or swallowed) by the engine, not missed.
+    pub fn faults_fired(&self) -> u64 {
+        self.shared.state.lock().faults.fired_count()
+    }
 }
 
 impl fmt::Debug for SimStorage {

@@ -34,6 +34,8 @@ pub(super) struct FaultPlan {
     ops: u64,
     writes: u64,
     syncs: u64,
+    /// Operations an armed fault failed, since the plan was made.
+    fired: u64,
 }
 
 impl FaultPlan {
@@ -52,6 +54,10 @@ impl FaultPlan {
 
     pub fn op_count(&self) -> u64 {
         self.ops
+    }
+
+    pub fn fired_count(&self) -> u64 {
+        self.fired
     }
 
     /// Counts one operation and says which fault (if any) it fails with. A non-sticky fault is
@@ -78,6 +84,7 @@ impl FaultPlan {
             }
             !hit || sticky
         });
+        self.fired += u64::from(fired.is_some());
         fired
     }
 }
