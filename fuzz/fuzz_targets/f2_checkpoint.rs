@@ -1,8 +1,8 @@
 #![no_main]
-//! Damage to f2's checkpoint (docs/format/f2-logs.md): open, read, scan and verify never panic and never return a value a key
-//! never held (`strata_fuzz::damaged_store`).
+//! Damage to f2's checkpoint (docs/format/f2-logs.md): edited, optionally resealed
+//! (`strata_fuzz::targets::F2_CHECKPOINT`), then opened, read, scanned and verified
+//! (`strata_fuzz::damaged_store` says what is a bug).
 
 use libfuzzer_sys::fuzz_target;
-use strata::EngineKind;
 
-fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(EngineKind::F2, |n| n == "f2-checkpoint", data));
+fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(&strata_fuzz::targets::F2_CHECKPOINT, data));

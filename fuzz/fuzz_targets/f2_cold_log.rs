@@ -1,8 +1,8 @@
 #![no_main]
-//! Damage to f2's cold log segments and records (docs/format/f2-logs.md): open, read, scan and verify never panic and never return a value a key
-//! never held (`strata_fuzz::damaged_store`).
+//! Damage to f2's cold log segments and records (docs/format/f2-logs.md): edited, optionally
+//! resealed (`strata_fuzz::targets::F2_COLD_LOG`), then opened, read, scanned and verified
+//! (`strata_fuzz::damaged_store` says what is a bug).
 
 use libfuzzer_sys::fuzz_target;
-use strata::EngineKind;
 
-fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(EngineKind::F2, |n| n.starts_with("f2-cold-"), data));
+fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(&strata_fuzz::targets::F2_COLD_LOG, data));

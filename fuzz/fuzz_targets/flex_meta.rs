@@ -1,8 +1,8 @@
 #![no_main]
-//! Damage to FlexDB's meta file (docs/format/flexdb.md): open, read, scan and verify never panic and never return a value a key
-//! never held (`strata_fuzz::damaged_store`).
+//! Damage to FlexDB's meta file (docs/format/flexdb.md): edited, optionally resealed
+//! (`strata_fuzz::targets::FLEX_META`), then opened, read, scanned and verified
+//! (`strata_fuzz::damaged_store` says what is a bug).
 
 use libfuzzer_sys::fuzz_target;
-use strata::EngineKind;
 
-fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(EngineKind::Flex, |n| n == "flexdb-meta", data));
+fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(&strata_fuzz::targets::FLEX_META, data));

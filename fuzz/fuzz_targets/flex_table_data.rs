@@ -1,8 +1,8 @@
 #![no_main]
-//! Damage to FlexFile's data file: the table's records and intervals (docs/format/flexfile.md, flexdb.md): open, read, scan and verify never panic and never return a value a key
-//! never held (`strata_fuzz::damaged_store`).
+//! Damage to FlexFile's data file: the table's records and intervals (docs/format/flexfile.md,
+//! flexdb.md): edited, optionally resealed (`strata_fuzz::targets::FLEX_TABLE_DATA`), then opened,
+//! read, scanned and verified (`strata_fuzz::damaged_store` says what is a bug).
 
 use libfuzzer_sys::fuzz_target;
-use strata::EngineKind;
 
-fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(EngineKind::Flex, |n| n == "flexdb-table.data", data));
+fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(&strata_fuzz::targets::FLEX_TABLE_DATA, data));

@@ -1,8 +1,8 @@
 #![no_main]
-//! Damage to TreeLine's data file, its header and its base and overflow pages (docs/format/treeline.md): open, read, scan and verify never panic and never return a value a key
-//! never held (`strata_fuzz::damaged_store`).
+//! Damage to TreeLine's data file, its header and its base and overflow pages
+//! (docs/format/treeline.md): edited, optionally resealed (`strata_fuzz::targets::TREELINE_DATA`),
+//! then opened, read, scanned and verified (`strata_fuzz::damaged_store` says what is a bug).
 
 use libfuzzer_sys::fuzz_target;
-use strata::EngineKind;
 
-fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(EngineKind::Treeline, |n| n == "treeline-data", data));
+fuzz_target!(|data: &[u8]| strata_fuzz::damaged_store(&strata_fuzz::targets::TREELINE_DATA, data));

@@ -1,29 +1,37 @@
 //! Fuzz harnesses shared by the targets in `fuzz_targets/`.
 //!
 //! - [`damaged_store`]: a real store of each engine is built once per fuzz build and kept, so a
-//!   crash input replays against the same files (`seed_cache`) (small sizes, so every kind of
-//!   file exists: WAL segments, snapshots, table files, trees, logs, checkpoints, the manifest);
-//!   the fuzz input picks one file and damages it (truncate, overwrite, flip, delete, replace),
-//!   and the store is opened, read back, scanned and verified. Every decoder on the open and read
-//!   paths sees real bytes made wrong. Errors are fine; a panic, or a value the key never held,
-//!   is a bug.
+//!   crash input replays against the same files (`seed_cache`), in two variants: closed cleanly,
+//!   and as a power cut leaves it after a `flush` (small sizes, so every kind of file exists: WAL
+//!   segments with records to replay, snapshots, table files, trees, logs, checkpoints,
+//!   double-write images, the manifest). The fuzz input picks one file of the target's kind and
+//!   edits it (see [`edit`]), then may reseal its checksums (`reseal`); the store is opened,
+//!   every key read, scanned and verified. See [`damaged_store`] for what counts as a bug.
 //! - [`model_ops`]: operations decoded from the input run against an engine and a `BTreeMap`,
 //!   with reopens; every read must match the model.
 
+pub mod reseal;
 mod seed_cache;
+pub mod targets;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use strata::storage::{CrashMode, MemStorage, OpenOptions, SimStorage, Storage};
-use strata::{Db, Durability, EngineKind, Options, WriteBatch};
+use strata::{Db, Durability, EngineKind, Error, MaintenanceTask, Options, WriteBatch};
+
+pub use targets::Target;
 
 /// Sizes that make each engine write every kind of file within a few hundred operations.
 pub fn options(kind: EngineKind) -> Options {
     let base = Options::new(kind).memory_budget_bytes(256 << 10).wal_segment_bytes(16 << 10);
     match kind {
+        // A 16 KiB FlexFile log commits the FlexTree every few hundred entries, so the tree file
+        // holds node pages (nodes keep their 120-entry capacity: the engine has no option for it).
         EngineKind::Flex => {
-            base.engine_option("memtable_bytes", "4KiB").engine_option("max_interval_records", "8")
+            [("memtable_bytes", "4KiB"), ("max_interval_records", "8"), ("flexfile_log_max_bytes", "16KiB")]
+                .into_iter()
+                .fold(base, |o, (n, v)| o.engine_option(n, v))
         }
         EngineKind::F2 => [
             ("page_size_bytes", "8KiB"),
@@ -55,10 +63,58 @@ pub fn options(kind: EngineKind) -> Options {
     }
 }
 
-/// A seed store's files and every value each key ever held.
+/// The options the `seed` store of `kind` is opened with (and built with, after its first
+/// phase): [`options`], except treeline's [`Seed::DoubleWrite`] store, which checkpoints only
+/// every 1 MiB of WAL (or of double-write images; a checkpoint truncates `treeline-dwb`) and
+/// replays its WAL into a 64 KiB record cache (the 4 KiB one would write back all the time
+/// during the open).
+pub fn seed_options(kind: EngineKind, seed: Seed) -> Options {
+    match (kind, seed) {
+        (EngineKind::Treeline, Seed::DoubleWrite) => options(kind)
+            .engine_option("checkpoint_wal_bytes", "1MiB")
+            .engine_option("record_cache_bytes", "64KiB"),
+        _ => options(kind),
+    }
+}
+
+/// Which state of the workload's store a seed is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seed {
+    /// Closed cleanly: every read must return exactly what the workload left.
+    Clean,
+    /// Flushed, then a simulated power cut that drops unsynced writes (one instant, although
+    /// background workers run): WAL records after the last checkpoint or commit, which the open
+    /// replays, treeline's double-write images. Reads are checked against the history.
+    Crash,
+    /// [`Seed::Crash`] after more writes that give treeline's `treeline-dwb` more images of one
+    /// generation than one write carries (`treeline_double_write_phase`; other engines: the
+    /// same as `Crash`). Only `treeline_dwb` pays for its extra keys and pages.
+    DoubleWrite,
+}
+
+impl Seed {
+    pub const ALL: [Seed; 3] = [Seed::Clean, Seed::Crash, Seed::DoubleWrite];
+}
+
+impl std::fmt::Display for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Seed::Clean => "clean",
+            Seed::Crash => "crash",
+            Seed::DoubleWrite => "double-write",
+        })
+    }
+}
+
+/// A seed store's files, every value each key ever held, and what each key holds at the end.
 pub struct SeedStore {
     pub files: Vec<(String, Vec<u8>)>,
+    /// Every key the workload wrote or deleted, with every value it ever held.
     pub history: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>,
+    /// The workload's final contents.
+    pub last: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Closed cleanly ([`Seed::Clean`]).
+    pub clean: bool,
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -70,49 +126,107 @@ fn value(i: u32) -> Vec<u8> {
     (0..len).map(|j| (i as usize + j) as u8).collect()
 }
 
-fn build_seed_store(kind: EngineKind) -> SeedStore {
+/// The workload's history and final contents, kept as it runs.
+#[derive(Default)]
+struct Model {
+    history: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>,
+    last: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Model {
+    fn put(&mut self, k: &[u8], v: &[u8]) {
+        self.history.entry(k.to_vec()).or_default().insert(v.to_vec());
+        self.last.insert(k.to_vec(), v.to_vec());
+    }
+
+    fn delete(&mut self, k: &[u8]) {
+        self.history.entry(k.to_vec()).or_default();
+        self.last.remove(k);
+    }
+}
+
+fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
     let sim = SimStorage::new(0x5eed);
-    let storage: Arc<dyn Storage> =
-        if taken_before_close(kind) { Arc::new(sim.clone()) } else { Arc::new(MemStorage::new()) };
-    let db = Db::open("fuzz", options(kind).storage(storage.clone())).expect("seed store opens");
-    let mut history: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>> = BTreeMap::new();
+    let storage: Arc<dyn Storage> = match seed {
+        Seed::Crash | Seed::DoubleWrite => Arc::new(sim.clone()),
+        Seed::Clean => Arc::new(MemStorage::new()),
+    };
+    let open =
+        |options: Options| Db::open("fuzz", options.storage(storage.clone())).expect("seed store opens");
+    let mut db = open(options(kind));
+    let mut model = Model::default();
     for i in 0..3_000u32 {
         let (k, v) = (key(i * 7), value(i));
         if i % 11 == 0 {
             db.delete(&k).expect("seed delete");
+            model.delete(&k);
         } else if i % 5 == 0 {
             let mut batch = WriteBatch::new();
             let (k2, v2) = (key(i * 13), value(i + 1));
             batch.put(k.clone(), v.clone()).put(k2.clone(), v2.clone());
             db.write(batch, Durability::Buffered).expect("seed batch");
-            history.entry(k.clone()).or_default().insert(v);
-            history.entry(k2).or_default().insert(v2);
+            model.put(&k, &v);
+            model.put(&k2, &v2);
         } else {
             db.put_with(&k, &v, if i % 97 == 0 { Durability::Sync } else { Durability::Buffered })
                 .expect("seed put");
-            history.entry(k).or_default().insert(v);
+            model.put(&k, &v);
         }
     }
-    if taken_before_close(kind) {
-        db.flush().expect("seed store flushes");
-        // A power cut freezes every file at one instant (the write-back worker may be mid-batch);
-        // later I/O of the old handles fails, so the copy below is one consistent crash state.
-        sim.crash(CrashMode::DropUnsynced);
-    } else {
-        db.close().expect("seed store closes");
+    if kind == EngineKind::Treeline && seed == Seed::DoubleWrite {
+        db = treeline_double_write_phase(db, &mut model, || open(seed_options(kind, seed)));
+    }
+    match seed {
+        Seed::Crash | Seed::DoubleWrite => {
+            db.flush().expect("seed store flushes");
+            // A power cut freezes every file at one instant (the write-back worker may be
+            // mid-batch); later I/O of the old handles fails, so the copy below is one
+            // consistent crash state.
+            sim.crash(CrashMode::DropUnsynced);
+        }
+        Seed::Clean => db.close().expect("seed store closes"),
     }
     let files = snapshot_files(storage.as_ref());
     drop(db);
-    SeedStore { files, history }
+    SeedStore { files, history: model.history, last: model.last, clean: seed == Seed::Clean }
 }
 
-/// Whether the seed store of `kind` is taken as a power cut leaves it (flushed, then a simulated
-/// crash that drops unsynced writes) rather than closed. Treeline's close checkpoints: it writes
-/// every record back, truncates `treeline-dwb` and releases the WAL, so a closed store has no
-/// double-write images and no WAL records to replay; a crashed one has both (and pages, overflow
-/// pages and an earlier checkpoint).
-fn taken_before_close(kind: EngineKind) -> bool {
-    kind == EngineKind::Treeline
+/// Bulk keys of treeline's double-write phase, and their values' length.
+const TREELINE_BULK_KEYS: u32 = 160;
+const TREELINE_BULK_VALUE_BYTES: u32 = 1_400;
+
+/// Fills more than 128 more pages (1,400-byte values: one a page, as the reorganizations leave
+/// them), closes (a checkpoint: its index references them all), reopens with `seed_options`
+/// (checkpoints only every 1 MiB: a checkpoint truncates `treeline-dwb`) and changes every
+/// record, so the write-back that `Commit` starts overwrites each of those pages in place once:
+/// each first in-place write of a page the checkpoint references appends its image to
+/// `treeline-dwb`, more than one write's `MAX_ENTRIES_PER_WRITE` (128) in one generation. Until
+/// the reopen the checkpoints come every 24 KiB of WAL, which lets pages freed by
+/// reorganizations be reused (a checkpoint releases them), so the data file stays small; the
+/// small new values keep the WAL the open replays short.
+fn treeline_double_write_phase(db: Db, model: &mut Model, reopen: impl FnOnce() -> Db) -> Db {
+    let bulk_key = |i: u32| format!("bulk{i:05}").into_bytes();
+    for i in 0..TREELINE_BULK_KEYS {
+        let v: Vec<u8> = (0..TREELINE_BULK_VALUE_BYTES).map(|j| (i * 31 + j) as u8).collect();
+        db.put(bulk_key(i), &v).expect("seed bulk put");
+        model.put(&bulk_key(i), &v);
+    }
+    db.close().expect("seed store closes");
+    drop(db);
+    let db = reopen();
+    for i in 0..TREELINE_BULK_KEYS {
+        let v = format!("small{i}").into_bytes();
+        db.put(bulk_key(i), &v).expect("seed bulk update");
+        model.put(&bulk_key(i), &v);
+    }
+    db.maintain(MaintenanceTask::Commit).expect("seed write-back");
+    // A few more writes stay in the record cache, for the open to replay from the WAL.
+    for i in 0..8 {
+        let (k, v) = (key(i * 3), value(i + 7));
+        db.put(&k, &v).expect("seed put");
+        model.put(&k, &v);
+    }
+    db
 }
 
 fn snapshot_files(storage: &dyn Storage) -> Vec<(String, Vec<u8>)> {
@@ -129,11 +243,13 @@ fn snapshot_files(storage: &dyn Storage) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// The seed store of `kind`: the one this fuzz build stored (`seed_cache`), else built now.
-pub fn seed_store(kind: EngineKind) -> &'static SeedStore {
-    static STORES: [OnceLock<SeedStore>; 6] = [const { OnceLock::new() }; 6];
+/// The `seed` store of `kind`: the one this fuzz build stored (`seed_cache`), else built now.
+pub fn seed_store(kind: EngineKind, seed: Seed) -> &'static SeedStore {
+    static STORES: [OnceLock<SeedStore>; 18] = [const { OnceLock::new() }; 18];
     let index = EngineKind::ALL.iter().position(|k| *k == kind).expect("a kind");
-    STORES[index].get_or_init(|| seed_cache::load_or_store(&kind.to_string(), || build_seed_store(kind)))
+    let index = index * Seed::ALL.len() + Seed::ALL.iter().position(|s| *s == seed).expect("a seed");
+    STORES[index]
+        .get_or_init(|| seed_cache::load_or_store(&format!("{kind}-{seed}"), || build_seed_store(kind, seed)))
 }
 
 /// Cursor over the fuzz input.
@@ -144,6 +260,12 @@ impl Input<'_> {
         let (&b, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(b)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        let bytes: [u8; 2] = self.0.get(..2)?.try_into().ok()?;
+        self.0 = &self.0[2..];
+        Some(u16::from_le_bytes(bytes))
     }
 
     fn u32(&mut self) -> Option<u32> {
@@ -160,84 +282,285 @@ impl Input<'_> {
     }
 }
 
-/// Applies the edits the input describes to `bytes`; `None` means the file is deleted.
-fn damage(mut bytes: Vec<u8>, input: &mut Input<'_>) -> Option<Vec<u8>> {
-    while let Some(op) = input.byte() {
-        let at = |off: u32, len: usize| if len == 0 { 0 } else { off as usize % (len + 1) };
-        match op % 6 {
-            0 => {
-                let cut = at(input.u32()?, bytes.len());
-                bytes.truncate(cut);
-            }
-            1 => {
-                let start = at(input.u32()?, bytes.len());
-                let n = usize::from(input.byte()?);
-                let patch = input.take(n).to_vec();
-                let end = (start + patch.len()).min(bytes.len());
-                bytes[start..end].copy_from_slice(&patch[..end - start]);
-            }
-            2 => {
-                if !bytes.is_empty() {
-                    let bit = input.u32()? as usize % (bytes.len() * 8);
-                    bytes[bit / 8] ^= 1 << (bit % 8);
-                }
-            }
-            3 => return None,
-            // Recompute a trailing CRC-32C over everything before it (the small-file format of
-            // checkpoints, manifests and metadata), so damage reaches the decoder behind it.
-            4 => {
-                if let Some(body) = bytes.len().checked_sub(4) {
-                    let crc = crc32c::crc32c(&bytes[..body]);
-                    bytes[body..].copy_from_slice(&crc.to_le_bytes());
-                }
-            }
-            _ => return Some(input.0.to_vec()),
-        }
-    }
-    Some(bytes)
+/// The flag byte's value (its top five bits) that deletes the file, and the one that replaces it
+/// with the rest of the input: 1 in 32 inputs each; every other input edits the file.
+const DELETE_FILE: u8 = 31;
+const REPLACE_FILE: u8 = 30;
+/// The flag byte's bit that asks for a reseal after the edits.
+const RESEAL: u8 = 1;
+
+/// Applies the edits the input describes to `bytes`, until the input ends; an edit whose
+/// arguments run out is not applied. Each edit is an op byte, then its arguments: the op's low
+/// three bits say which edit, bits 3..5 the alignment of its offsets and lengths (1 byte twice in
+/// four, 8 bytes, or the target's `unit`: a record or page, so whole checksummed units can be
+/// moved, duplicated and dropped).
+/// - 0 truncate at `at`: u32
+/// - 1 overwrite at `at` with `n` (u8) bytes of input
+/// - 2 flip bit `bit`: u32
+/// - 3 copy `len` (u16) bytes from `src` (u32) over the bytes at `dst` (u32), growing the file
+///   when they run past its end
+/// - 4 insert a copy of `len` (u16) bytes from `src` (u32) at `at` (u32)
+/// - 5 remove `len` (u16) bytes at `at` (u32)
+/// - 6 insert `n` (u8) bytes of input at `at` (u32)
+/// - 7 add `delta` (i8) to the little-endian integer of 1, 2, 4 or 8 bytes (`width` u8, low two
+///   bits) at `at` (u32)
+///
+/// Offsets are taken modulo the file length (+1 where the end is a valid place), lengths are
+/// clamped to the file.
+pub fn edit(bytes: &mut Vec<u8>, data: &[u8], unit: usize) {
+    edit_input(bytes, &mut Input(data), unit);
 }
 
-/// Opens the seed store of `kind` with one file (among those `pick` accepts) damaged as the input
-/// says, then reads every key, scans and verifies. Panics only on a bug: a panic inside the
-/// engine, or a value a key never held.
-pub fn damaged_store(kind: EngineKind, pick: fn(&str) -> bool, data: &[u8]) {
-    let seed = seed_store(kind);
-    let candidates: Vec<usize> = (0..seed.files.len()).filter(|&i| pick(&seed.files[i].0)).collect();
-    let mut input = Input(data);
-    let (Some(choice), false) = (input.byte(), candidates.is_empty()) else { return };
-    let target = candidates[usize::from(choice) % candidates.len()];
-    let storage = Arc::new(MemStorage::new());
-    for (i, (name, bytes)) in seed.files.iter().enumerate() {
-        let bytes = if i == target { damage(bytes.clone(), &mut input) } else { Some(bytes.clone()) };
-        if let Some(bytes) = bytes {
-            let file = storage.open(name, OpenOptions::create()).expect("mem file");
-            file.write_at(0, &bytes).expect("mem write");
+fn edit_input(bytes: &mut Vec<u8>, input: &mut Input<'_>, unit: usize) {
+    while let Some(op) = input.byte() {
+        if apply_edit(bytes, input, op, unit).is_none() {
+            return;
         }
     }
-    let Ok(db) = Db::open("fuzz", options(kind).storage(storage)) else { return };
-    check_against_history(&db, &seed.history);
+}
+
+fn apply_edit(bytes: &mut Vec<u8>, input: &mut Input<'_>, op: u8, unit: usize) -> Option<()> {
+    let align = match (op >> 3) & 3 {
+        0 | 1 => 1,
+        2 => 8,
+        _ => unit.max(1),
+    };
+    // An offset in 0..=len (`end`) or 0..len, a multiple of `align`.
+    let place = |raw: u32, len: usize, end: bool| -> usize {
+        let slots = if end { len / align + 1 } else { len.div_ceil(align) };
+        if slots == 0 {
+            0
+        } else {
+            (raw as usize % slots) * align
+        }
+    };
+    let length = |raw: u16| (raw as usize).next_multiple_of(align);
+    match op & 7 {
+        0 => {
+            let cut = place(input.u32()?, bytes.len(), true);
+            bytes.truncate(cut);
+        }
+        1 => {
+            let start = place(input.u32()?, bytes.len(), true);
+            let n = usize::from(input.byte()?);
+            let patch = input.take(n);
+            let end = (start + patch.len()).min(bytes.len());
+            bytes[start..end].copy_from_slice(&patch[..end - start]);
+        }
+        2 => {
+            let bit = input.u32()? as usize;
+            if !bytes.is_empty() {
+                let bit = bit % (bytes.len() * 8);
+                bytes[bit / 8] ^= 1 << (bit % 8);
+            }
+        }
+        3 => {
+            let (src, dst, len) = (input.u32()?, input.u32()?, input.u16()?);
+            let src = place(src, bytes.len(), false);
+            let dst = place(dst, bytes.len(), true);
+            let chunk = bytes[src.min(bytes.len())..].iter().take(length(len)).copied().collect::<Vec<u8>>();
+            let end = dst + chunk.len();
+            if end > bytes.len() {
+                bytes.resize(end, 0);
+            }
+            bytes[dst..end].copy_from_slice(&chunk);
+        }
+        4 => {
+            let (at, src, len) = (input.u32()?, input.u32()?, input.u16()?);
+            let at = place(at, bytes.len(), true);
+            let src = place(src, bytes.len(), false);
+            let chunk = bytes[src.min(bytes.len())..].iter().take(length(len)).copied().collect::<Vec<u8>>();
+            bytes.splice(at..at, chunk);
+        }
+        5 => {
+            let (at, len) = (input.u32()?, input.u16()?);
+            let at = place(at, bytes.len(), false).min(bytes.len());
+            let end = (at + length(len)).min(bytes.len());
+            bytes.drain(at..end);
+        }
+        6 => {
+            let at = place(input.u32()?, bytes.len(), true);
+            let n = usize::from(input.byte()?);
+            let patch = input.take(n).to_vec();
+            bytes.splice(at..at, patch);
+        }
+        _ => {
+            let (at, width, delta) = (input.u32()?, input.byte()?, input.byte()? as i8);
+            let width = 1usize << (width & 3);
+            let at = place(at, bytes.len(), false);
+            if let Some(field) = bytes.get_mut(at..at + width) {
+                let mut word = [0u8; 8];
+                word[..width].copy_from_slice(field);
+                let sum = u64::from_le_bytes(word).wrapping_add(i64::from(delta) as u64);
+                field.copy_from_slice(&sum.to_le_bytes()[..width]);
+            }
+        }
+    }
+    Some(())
+}
+
+/// What the reads of a damaged store are checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Exactly the workload's final contents: a lost write or a resurrected delete is a bug.
+    Last,
+    /// A value the key held at some point (or none).
+    History,
+    /// Only the store's agreement with itself: resealed damage to a file of user data makes any
+    /// value valid.
+    Consistent,
+}
+
+/// Opens the seed store of `target` with one file (among those its `pick` accepts) damaged as
+/// the input says, then reads every key, scans and verifies. The input: a byte picking the file;
+/// a flag byte (bit 0: reseal the file's checksums after the edits, `reseal`; top five bits 31:
+/// delete the file, 30: replace it with the rest of the input); then the edits ([`edit`]).
+///
+/// Panics only on a bug:
+/// - a panic inside the engine (with overflow checks and debug assertions on);
+/// - the undamaged store failing to open;
+/// - an open that fails with anything but `Error::Corruption` (or `Incompatible`), when
+///   `target.open_errors_are_corruption`;
+/// - a failed open that removed a file (other than a `.tmp` file), when
+///   `target.failed_open_keeps_files`;
+/// - a read that returns a wrong value: against the seed's final contents when the seed was
+///   closed cleanly and the damage was not resealed (or the reseal changed nothing; and
+///   `target.last_values_exact`), against the
+///   history of values when the seed was taken at a crash or when resealed damage hit a file
+///   without user data (it can only lead to stale data, not make up values);
+/// - a scan out of order, or one that ends cleanly and disagrees with the gets (or, for the
+///   final-contents check, with the final contents).
+pub fn damaged_store(target: &Target, data: &[u8]) {
+    let seed = seed_store(target.kind, target.seed);
+    let candidates: Vec<usize> = (0..seed.files.len()).filter(|&i| (target.pick)(&seed.files[i].0)).collect();
+    let mut input = Input(data);
+    let (Some(choice), false) = (input.byte(), candidates.is_empty()) else { return };
+    let chosen = candidates[usize::from(choice) % candidates.len()];
+    let (name, original) = &seed.files[chosen];
+    let flags = input.byte().unwrap_or(0);
+    let (damaged, resealed_changes) = match flags >> 3 {
+        DELETE_FILE => (None, false),
+        REPLACE_FILE => (Some(input.0.to_vec()), false),
+        _ => {
+            let mut bytes = original.clone();
+            edit_input(&mut bytes, &mut input, target.unit);
+            let unsealed = (flags & RESEAL != 0).then(|| bytes.clone());
+            if unsealed.is_some() {
+                (target.reseal)(name, &mut bytes);
+            }
+            let changed = unsealed.is_some_and(|u| u != bytes);
+            (Some(bytes), changed)
+        }
+    };
+    let intact = damaged.as_ref() == Some(original);
+    let expect = match (resealed_changes, seed.clean) {
+        (false, true) if target.last_values_exact => Expect::Last,
+        (false, _) => Expect::History,
+        (true, _) if target.holds_values => Expect::Consistent,
+        (true, _) => Expect::History,
+    };
+    let storage = Arc::new(MemStorage::new());
+    for (i, (n, bytes)) in seed.files.iter().enumerate() {
+        let bytes = if i == chosen { damaged.as_ref() } else { Some(bytes) };
+        if let Some(bytes) = bytes {
+            let file = storage.open(n, OpenOptions::create()).expect("mem file");
+            file.write_at(0, bytes).expect("mem write");
+        }
+    }
+    let before = storage.list().expect("list");
+    let db = match Db::open("fuzz", seed_options(target.kind, target.seed).storage(storage.clone())) {
+        Ok(db) => db,
+        Err(e) => {
+            assert!(!intact, "{}: the undamaged {} seed store does not open: {e}", target.name, target.seed);
+            if target.open_errors_are_corruption {
+                assert!(
+                    matches!(e, Error::Corruption { .. } | Error::Incompatible(_)),
+                    "{}: damage to {name} failed the open with an error that is not corruption: {e:?}",
+                    target.name
+                );
+            }
+            if target.failed_open_keeps_files {
+                let after = storage.list().expect("list");
+                for n in before.iter().filter(|n| !n.ends_with(".tmp") && *n != "LOCK") {
+                    assert!(after.contains(n), "{}: the failed open removed {n} ({e})", target.name);
+                }
+            }
+            return;
+        }
+    };
+    check_reads(&db, seed, expect, target.name);
     let _ = db.verify();
     let _ = db.close();
 }
 
-fn check_against_history(db: &Db, history: &BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>) {
-    for (k, values) in history {
-        if let Ok(Some(v)) = db.get(k) {
-            assert!(values.contains(&v), "key {k:?} returned a value it never held ({} bytes)", v.len());
+/// Whether `got` (a read of `k`) is what `expect` allows.
+fn allowed(seed: &SeedStore, expect: Expect, k: &[u8], got: Option<&[u8]>) -> bool {
+    match expect {
+        Expect::Last => seed.last.get(k).map(Vec::as_slice) == got,
+        Expect::History => got.is_none_or(|v| seed.history.get(k).is_some_and(|values| values.contains(v))),
+        Expect::Consistent => true,
+    }
+}
+
+fn check_reads(db: &Db, seed: &SeedStore, expect: Expect, target: &str) {
+    let mut gets: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    for k in seed.history.keys() {
+        if let Ok(got) = db.get(k) {
+            assert!(
+                allowed(seed, expect, k, got.as_deref()),
+                "{target}: key {:?} read {} ({expect:?} check; it last held {})",
+                String::from_utf8_lossy(k),
+                describe(got.as_deref()),
+                describe(seed.last.get(k).map(Vec::as_slice)),
+            );
+            gets.insert(k.clone(), got);
         }
     }
     if !db.capabilities().ordered {
         return;
     }
     let Ok(iter) = db.iter() else { return };
+    let mut scanned: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut last: Option<Vec<u8>> = None;
     for item in iter.take(10_000) {
         let Ok((k, v)) = item else { return };
-        assert!(last.as_ref().is_none_or(|l| *l < k), "scan out of order at {k:?}");
-        let held = history.get(&k).is_some_and(|values| values.contains(&v));
-        assert!(held, "scan returned key {k:?} with a value it never held");
-        last = Some(k);
+        assert!(last.as_ref().is_none_or(|l| *l < k), "{target}: scan out of order at {k:?}");
+        assert!(
+            allowed(seed, expect, &k, Some(&v)),
+            "{target}: scan returned key {:?} with {} ({expect:?} check; it last held {})",
+            String::from_utf8_lossy(&k),
+            describe(Some(&v)),
+            describe(seed.last.get(&k).map(Vec::as_slice)),
+        );
+        last = Some(k.clone());
+        scanned.insert(k, v);
     }
+    if scanned.len() == 10_000 {
+        return;
+    }
+    // The scan ended cleanly: it is the store's whole contents.
+    if expect == Expect::Last {
+        for k in seed.last.keys().filter(|k| !scanned.contains_key(*k)) {
+            panic!("{target}: the scan lost key {:?}", String::from_utf8_lossy(k));
+        }
+    }
+    for (k, got) in &gets {
+        assert_eq!(
+            got.as_ref(),
+            scanned.get(k),
+            "{target}: get and scan disagree on key {:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    for (k, v) in scanned.iter().filter(|(k, _)| !seed.history.contains_key(*k)) {
+        if let Ok(got) = db.get(k) {
+            assert_eq!(got.as_ref(), Some(v), "{target}: get and scan disagree on key {k:?}");
+        }
+    }
+}
+
+fn describe(v: Option<&[u8]>) -> String {
+    v.map_or_else(|| "nothing".to_string(), |v| format!("a value of {} bytes", v.len()))
 }
 
 /// Runs the operations the input describes against `kind` on an in-memory store and a

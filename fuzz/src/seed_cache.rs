@@ -20,7 +20,7 @@ use std::time::UNIX_EPOCH;
 
 use crate::SeedStore;
 
-const MAGIC: &[u8; 16] = b"strata-fuzz-seed";
+const MAGIC: &[u8; 16] = b"strata-fuzz-sd02";
 
 /// The stored seed store named `name` of this build, storing `build()`'s first if there is none.
 pub fn load_or_store(name: &str, build: impl FnOnce() -> SeedStore) -> SeedStore {
@@ -61,7 +61,8 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Magic, then the files (count; each name and bytes), then the history (count; each key and its
-/// values); every count and length a little-endian u64.
+/// values), then the final contents (count; each key and value), then 1 for a clean seed, else
+/// 0; every count and length a little-endian u64.
 fn encode(seed: &SeedStore) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     let put = |bytes: &[u8], out: &mut Vec<u8>| {
@@ -81,6 +82,12 @@ fn encode(seed: &SeedStore) -> Vec<u8> {
             put(value, &mut out);
         }
     }
+    out.extend_from_slice(&(seed.last.len() as u64).to_le_bytes());
+    for (key, value) in &seed.last {
+        put(key, &mut out);
+        put(value, &mut out);
+    }
+    out.extend_from_slice(&u64::from(seed.clean).to_le_bytes());
     out
 }
 
@@ -98,7 +105,17 @@ fn decode(bytes: &[u8]) -> Option<SeedStore> {
         let values = (0..reader.u64()?).map(|_| reader.bytes().map(<[u8]>::to_vec)).collect::<Option<_>>()?;
         history.insert(key, values);
     }
-    reader.0.is_empty().then_some(SeedStore { files, history })
+    let mut last = BTreeMap::new();
+    for _ in 0..reader.u64()? {
+        let key = reader.bytes()?.to_vec();
+        last.insert(key, reader.bytes()?.to_vec());
+    }
+    let clean = match reader.u64()? {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    reader.0.is_empty().then_some(SeedStore { files, history, last, clean })
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -126,11 +143,15 @@ mod tests {
     fn a_seed_store_decodes_to_what_was_encoded_and_damage_is_refused() {
         let mut history = BTreeMap::new();
         history.insert(b"k".to_vec(), BTreeSet::from([b"v1".to_vec(), Vec::new()]));
-        let seed = SeedStore { files: vec![("a".into(), vec![1, 2, 3]), ("b".into(), Vec::new())], history };
+        let last = BTreeMap::from([(b"k".to_vec(), b"v1".to_vec())]);
+        let files = vec![("a".into(), vec![1, 2, 3]), ("b".into(), Vec::new())];
+        let seed = SeedStore { files, history, last, clean: true };
         let bytes = encode(&seed);
         let back = decode(&bytes).expect("decodes");
         assert_eq!(back.files, seed.files);
         assert_eq!(back.history, seed.history);
+        assert_eq!(back.last, seed.last);
+        assert!(back.clean);
         for cut in 0..bytes.len() {
             assert!(decode(&bytes[..cut]).is_none(), "a store cut to {cut} bytes decoded");
         }

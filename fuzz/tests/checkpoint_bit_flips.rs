@@ -10,18 +10,16 @@ use strata::EngineKind;
 #[test]
 #[ignore]
 fn every_flipped_bit_of_treeline_s_checkpoint_is_an_error_or_data_it_held() {
-    let seed = strata_fuzz::seed_store(EngineKind::Treeline);
+    let target = &strata_fuzz::targets::TREELINE_CHECKPOINT;
+    let seed = strata_fuzz::seed_store(EngineKind::Treeline, target.seed);
     let len = seed.files.iter().find(|(n, _)| n == "treeline-checkpoint").expect("a checkpoint").1.len();
     std::panic::set_hook(Box::new(|_| {}));
     let failing: Vec<usize> = (0..len * 8)
         .filter(|&bit| {
             let b = (bit as u32).to_le_bytes();
-            // Damage op 2 (flip the bit), then op 4 (recompute the trailing CRC).
-            let input = [0u8, 2, b[0], b[1], b[2], b[3], 4];
-            std::panic::catch_unwind(|| {
-                strata_fuzz::damaged_store(EngineKind::Treeline, |n| n == "treeline-checkpoint", &input)
-            })
-            .is_err()
+            // File 0, flags: reseal; edit 2 (flip the bit).
+            let input = [0u8, 1, 2, b[0], b[1], b[2], b[3]];
+            std::panic::catch_unwind(|| strata_fuzz::damaged_store(target, &input)).is_err()
         })
         .collect();
     let _ = std::panic::take_hook();
