@@ -87,3 +87,22 @@ fn checksum_valid_checkpoint_fields_past_any_budget_or_lsn_are_corruption() {
     write(storage.as_ref(), CHECKPOINT, &checkpoint);
     assert!(F2Engine::open_with(storage, &config(), small_options()).is_ok());
 }
+
+/// Found by fuzzing: a checksum-valid checkpoint naming a shorter cold range made open delete
+/// the live cold segment past it as a leftover, then fail at the cold tail. Leftovers are
+/// removed only after the whole open succeeded.
+#[test]
+fn an_open_that_fails_on_a_damaged_checkpoint_removes_no_segment() {
+    let storage = store();
+    let checkpoint = read(storage.as_ref(), CHECKPOINT);
+    let field = |o: usize| u64::from_le_bytes(checkpoint[o..o + 8].try_into().unwrap());
+    let (cold_begin, cold_tail) = (field(64), field(72));
+    let segment_bytes = field(32);
+    assert!(cold_tail >= cold_begin + segment_bytes, "the store's cold log spans one segment only");
+    // Inside a record of the previous segment: the tail page check fails.
+    write(storage.as_ref(), CHECKPOINT, &with_field(&checkpoint, 72, cold_tail - segment_bytes - 100));
+    let before = storage.list().unwrap();
+    let opened = F2Engine::open_with(storage.clone(), &config(), small_options());
+    assert!(opened.is_err(), "a cold tail a segment short opened");
+    assert_eq!(storage.list().unwrap(), before, "the failed open removed files");
+}

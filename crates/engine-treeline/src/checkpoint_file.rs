@@ -71,6 +71,9 @@ impl Checkpoint {
         if wal_replay_from_lsn == 0 || next_production_id == 0 {
             return Err(corrupt(WAL_REPLAY_FROM_LSN, "zero lsn or production id"));
         }
+        if wal_replay_from_lsn > strata_wal::MAX_LSN {
+            return Err(corrupt(WAL_REPLAY_FROM_LSN, "WAL replay lsn past the lsn space (2^63 - 1)"));
+        }
         let rest = payload.get(INDEX..).unwrap_or_default();
         let (index, used) = Index::decode(rest, file, payload_offset + INDEX as u64, data_end_page)?;
         if used != rest.len() {
@@ -156,5 +159,20 @@ mod tests {
             damaged[i] ^= 0x21;
             let _ = Checkpoint::decode(&damaged, "f", 12); // never panics
         }
+    }
+
+    /// Found by fuzzing: a checksum-valid replay lsn past the lsn space was refused by the WAL
+    /// as an invalid argument, not as corruption of the checkpoint.
+    #[test]
+    fn a_replay_lsn_past_the_lsn_space_is_corruption_naming_the_checkpoint() {
+        let mut checkpoint = sample();
+        checkpoint.wal_replay_from_lsn = strata_wal::MAX_LSN + 1;
+        let bytes = checkpoint.encode();
+        let err = Checkpoint::decode(&bytes, "treeline-checkpoint", 0).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corruption { file, offset, .. }
+                if file == "treeline-checkpoint" && *offset == WAL_REPLAY_FROM_LSN as u64),
+            "{err:?}"
+        );
     }
 }

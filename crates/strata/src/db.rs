@@ -73,6 +73,7 @@ impl Db {
             }
             (Some(manifest), _) => manifest.engine,
             (None, None) => {
+                missing_manifest_beside_engine_files(storage.as_ref())?;
                 return Err(Error::invalid(format!(
                     "{location} is not a Strata database (no {MANIFEST_FILE_NAME}); create it with an engine kind"
                 )));
@@ -89,6 +90,7 @@ impl Db {
                     .filter(|n| n != LOCK_FILE_NAME && !n.ends_with(".tmp"))
                     .collect();
                 if !foreign.is_empty() {
+                    missing_manifest_beside_engine_files(storage.as_ref())?;
                     return Err(Error::invalid(format!(
                         "{location} is not empty and is not a Strata database (found {}); refusing to create one there",
                         foreign.first().map(String::as_str).unwrap_or_default()
@@ -474,9 +476,12 @@ impl Iterator for Iter {
 /// the caller reports the engine's error, and the directory held nothing else before.
 fn undo_creation(storage: &dyn Storage) {
     let Ok(names) = storage.list() else { return };
-    for name in names.iter().filter(|n| *n != LOCK_FILE_NAME) {
+    // The manifest goes last: engine files without it read as a store that lost its manifest.
+    for name in names.iter().filter(|n| *n != LOCK_FILE_NAME && *n != MANIFEST_FILE_NAME) {
         let _ = storage.remove(name);
     }
+    let _ = storage.sync_dir();
+    let _ = storage.remove(MANIFEST_FILE_NAME);
     let _ = storage.sync_dir();
 }
 
@@ -497,4 +502,19 @@ fn open_engine(kind: EngineKind, storage: Arc<dyn Storage>, options: &Options) -
 
 fn unavailable(kind: EngineKind) -> Error {
     Error::unsupported(format!("engine '{kind}' is not implemented in this build of Strata yet"))
+}
+
+/// A directory without a manifest that holds an engine's files lost its manifest (the engine
+/// writes none of them before the manifest is durable): `Corruption` naming it, with the engine
+/// the files belong to, rather than "not a Strata database".
+fn missing_manifest_beside_engine_files(storage: &dyn Storage) -> Result<()> {
+    let names = storage.list()?;
+    let Some((kind, name)) = names.iter().find_map(|n| EngineKind::owning_file(n).map(|k| (k, n))) else {
+        return Ok(());
+    };
+    Err(Error::corruption(
+        MANIFEST_FILE_NAME,
+        0,
+        format!("missing, but the directory holds {kind} engine files ({name}): restore the manifest"),
+    ))
 }

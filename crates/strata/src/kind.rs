@@ -42,6 +42,23 @@ impl EngineKind {
         }
     }
 
+    /// The prefixes of the file names this engine writes (docs/format/), so a directory whose
+    /// manifest is gone can still be told from one that never held a database.
+    pub fn file_prefixes(self) -> &'static [&'static str] {
+        match self {
+            EngineKind::Memory => &["wal-", "snapshot-"],
+            EngineKind::Treeline => &["treeline-"],
+            EngineKind::Turtle | EngineKind::Laser => &[],
+            EngineKind::Flex => &["flexdb-"],
+            EngineKind::F2 => &["f2"],
+        }
+    }
+
+    /// The engine whose files `name` looks like, if any.
+    pub fn owning_file(name: &str) -> Option<EngineKind> {
+        EngineKind::ALL.into_iter().find(|kind| kind.file_prefixes().iter().any(|p| name.starts_with(p)))
+    }
+
     /// True when this build can open the engine (its crate is registered: `registry.rs`).
     pub fn is_available(self) -> bool {
         crate::registry::factory(self).is_some()

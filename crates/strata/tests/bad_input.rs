@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use strata::storage::MemStorage;
+use strata::storage::{MemStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, Options, WriteBatch};
 
 fn mem_db() -> (Arc<MemStorage>, Db) {
@@ -154,6 +154,29 @@ fn refuses_to_create_a_database_in_a_non_empty_foreign_directory() {
     let err = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert!(dir.path().join("precious.txt").exists());
+}
+
+/// Found by fuzzing: a store whose manifest was deleted was refused as "not a Strata
+/// database", an invalid argument; its engine files say it was one, so the manifest is corrupt.
+#[test]
+fn a_store_that_lost_its_manifest_is_corruption_naming_it() {
+    for kind in [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline] {
+        let storage = Arc::new(MemStorage::new());
+        let db = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.close().unwrap();
+        drop(db);
+        storage.remove("STRATA-MANIFEST").unwrap();
+        for options in [Options::new(kind), Options::existing()] {
+            let err = Db::open("unused", options.storage(storage.clone())).err();
+            let err = err.unwrap_or_else(|| panic!("{kind}: a store without its manifest opened"));
+            assert!(
+                matches!(&err, Error::Corruption { file, what, .. }
+                    if file == "STRATA-MANIFEST" && what.contains(kind.name())),
+                "{kind}: {err}"
+            );
+        }
+    }
 }
 
 #[test]

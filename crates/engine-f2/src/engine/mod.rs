@@ -137,14 +137,9 @@ impl Inner {
         let segments = |prefix| {
             SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes).with_direct_reads(config.direct_io)
         };
-        // 2. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
-        //    or of one before the deletion of truncated segments finished).
         let (hot_file, cold_file, chunk_file) =
             (segments(HOT_PREFIX), segments(COLD_PREFIX), segments(CHUNK_PREFIX));
-        hot_file.remove_outside(ck.hot_begin, ck.hot_tail.max(ck.hot_begin + 1))?;
-        cold_file.remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
-        chunk_file.remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
-        storage.sync_dir()?;
+        // 2. (Leftover segment files are removed at step 5, once everything else checked out.)
         // 3. Open the logs (tail pages loaded) and rebuild both indexes from the checkpointed logs.
         let hot = HybridLog::open(
             hot_file,
@@ -223,6 +218,16 @@ impl Inner {
             },
         )?;
         let (wal, report, replayed_bytes) = (replayed.wal, replayed.report, replayed.payload_bytes);
+        // 5. Segment files outside the live ranges are leftovers (of a crash after a checkpoint,
+        //    or of one before the deletion of truncated segments finished). Removed only now: an
+        //    open that fails (a damaged checkpoint naming a shorter range, a missing WAL segment)
+        //    must leave every file for the operator. The hot range ends at the tail the replay
+        //    reached; a leftover it wrote into holds its pages now.
+        let hot_tail = hot.tail().max(ck.hot_begin + 1);
+        segments(HOT_PREFIX).remove_outside(ck.hot_begin, hot_tail)?;
+        segments(COLD_PREFIX).remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
+        segments(CHUNK_PREFIX).remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
+        storage.sync_dir()?;
         let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
         let inner = Inner {
             storage,
