@@ -71,7 +71,7 @@ impl Store {
     }
 
     /// Base page `index` of the segment `entry` must say so in its header: a head page with the
-    /// entry's page count, production id and model, or member `index` of that many pages. A page id
+    /// entry's page count and production id, or member `index` of that many pages. A page id
     /// damaged in the checkpoint (its checksum made valid again) could otherwise lead to a free
     /// page still holding records of another place or an older time (fuzzing,
     /// `treeline_checkpoint`).
@@ -84,10 +84,8 @@ impl Store {
     ) -> Result<()> {
         let pages = entry.pages;
         let ok = match page.kind() {
-            // The model too: a damaged one in the index would route keys to the wrong page (a
-            // scan trusts it to pick its first page; fuzzing, `treeline_checkpoint`).
-            PageKind::SegmentHead { pages: p, production_id, model } => {
-                index == 0 && p == pages && production_id == entry.production_id && model == entry.model
+            PageKind::SegmentHead { pages: p, production_id, .. } => {
+                index == 0 && p == pages && production_id == entry.production_id
             }
             PageKind::SegmentMember { pages: p, index: i } => usize::from(i) == index && p == pages,
             PageKind::Overflow => false,

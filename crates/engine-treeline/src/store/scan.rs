@@ -348,15 +348,6 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
         }
         previous_upper = Some(page.upper_fence());
     }
-    // The model picked `first` for the cursor; it agrees with the fences by construction, so a
-    // cursor below that page's lower fence means a damaged model, which would skip the records
-    // between them silently (a point read's fence walk hides it).
-    if let (true, Some(page), Some(cursor)) = (*first > 0, base.first(), from.as_deref()) {
-        if cursor < page.lower_fence() {
-            let what = "starts after the scan's position, where the segment's model in the index placed it";
-            return Err(page_error(store, entry.base_page(*first), what));
-        }
-    }
     let lower = match (first, base.first()) {
         (0, _) | (_, None) => segment_lower.clone(),
         (_, Some(page)) => page.lower_fence().to_vec(),
