@@ -248,9 +248,9 @@ impl RangeIter {
         }
     }
 
-    /// The segment's pages this chunk reads, by index: forward, from the page holding the
-    /// cursor, `chunk_pages` of them (fewer at the scan's end or the segment's); reverse, from the
-    /// page holding the scan's start (or the segment's first) to the one holding the cursor.
+    /// The segment's pages this chunk reads, by index: forward, from the page the model picks
+    /// for the cursor, `chunk_pages` of them (fewer at the scan's end or the segment's; earlier
+    /// ones too if the pick overshot, `read_spans`); reverse, the whole segment.
     fn pages_to_read(&self, chunk: &Chunk, entry: &SegmentEntry) -> (usize, usize) {
         let last_page = usize::from(entry.pages) - 1;
         let inside = |k: &[u8]| k >= chunk.lower.as_slice() && chunk.upper.as_deref().is_none_or(|u| k < u);
@@ -258,18 +258,17 @@ impl RangeIter {
             Bound::Included(k) | Bound::Excluded(k) if inside(k) => entry.page_index_for(k),
             _ => outside,
         };
-        let (start, end) = self.range.as_bounds();
+        let end = self.range.as_bounds().1;
         match self.direction {
             Direction::Forward => {
                 let first = page_of(borrow(&self.cursor), 0);
                 let last = page_of(end, last_page).min(first + self.chunk_pages - 1);
                 (first, last.max(first))
             }
-            Direction::Reverse => {
-                let first = page_of(start, 0);
-                let last = page_of(borrow(&self.cursor), last_page);
-                (first.min(last), last)
-            }
+            // The whole segment: the model may route a bound without the segment's key prefix
+            // to the wrong page (see `from_page_zero_if_the_model_overshot`), and a reverse
+            // chunk has no later chance to read the pages it skipped.
+            Direction::Reverse => (0, last_page),
         }
     }
 }
@@ -303,7 +302,9 @@ fn read_spans(store: &Store, spans: &[Span]) -> Result<(ChunkRecords, Chunk)> {
         let mut pages = store.data.read_pages(head.entry.base_page(head.first), count)?.into_iter();
         Counters::add(&store.counters.scan_base_reads, 1);
         for span in in_run {
-            let base: Vec<_> = pages.by_ref().take(span.last - span.first + 1).collect();
+            let mut base: Vec<_> = pages.by_ref().take(span.last - span.first + 1).collect();
+            let from_page_zero = from_page_zero_if_the_model_overshot(store, span, &mut base)?;
+            let span = from_page_zero.as_ref().unwrap_or(span);
             let part_chunk = span_records(store, span, base, &mut records)?;
             match chunk.as_mut() {
                 Some(c) => c.upper = part_chunk.upper,
@@ -315,6 +316,37 @@ fn read_spans(store: &Store, spans: &[Span]) -> Result<(ChunkRecords, Chunk)> {
     Counters::add(&store.counters.scan_pages_read, records.pages());
     let chunk = chunk.ok_or_else(|| strata_core::Error::invalid("treeline scan: no span"))?;
     Ok((records, chunk))
+}
+
+/// The model picks a forward span's first page for the scan position. It agrees with the fences
+/// only for keys carrying the segment's common prefix: a position without it (a range start
+/// below or between the segment's keys, a deleted lower bound with a shorter prefix) can be
+/// routed past the page that holds it, and the records in between would be skipped silently.
+/// Then the span's earlier pages are read too and it starts at page 0 (`None`: the pick held).
+fn from_page_zero_if_the_model_overshot(
+    store: &Store,
+    span: &Span,
+    base: &mut Vec<Page>,
+) -> Result<Option<Span>> {
+    let overshot = match (span.first, base.first(), span.from.as_deref()) {
+        (0, _, _) | (_, None, _) | (_, _, None) => false,
+        (_, Some(page), Some(from)) => from < page.lower_fence(),
+    };
+    if !overshot {
+        return Ok(None);
+    }
+    Counters::add(&store.counters.scan_base_reads, 1);
+    let mut pages = store.data.read_pages(span.entry.base_page(0), span.first)?;
+    pages.append(base);
+    *base = pages;
+    Ok(Some(Span {
+        lower: span.lower.clone(),
+        upper: span.upper.clone(),
+        entry: span.entry.clone(),
+        first: 0,
+        last: span.last,
+        from: span.from.clone(),
+    }))
 }
 
 /// How many spans from the first one have their pages back to back in the data file (a span
