@@ -316,7 +316,8 @@ impl F2Options {
                 format!(
                     "its layout (page {} bytes, {} cold-index chunks) needs {needed} bytes of memory, more than \
                      the memory budget of {} bytes: a damaged checkpoint, or a store created with a larger \
-                     budget (reopen it with one of at least {needed} bytes)",
+                     budget or page size than this configuration's (reopen it with a budget of at least \
+                     {needed} bytes)",
                     layout.page_size_bytes, layout.chunk_count, config.memory_budget_bytes
                 ),
             ));

@@ -99,10 +99,19 @@ fn an_open_that_fails_on_a_damaged_checkpoint_removes_no_segment() {
     let (cold_begin, cold_tail) = (field(64), field(72));
     let segment_bytes = field(32);
     assert!(cold_tail >= cold_begin + segment_bytes, "the store's cold log spans one segment only");
-    // Inside a record of the previous segment: the tail page check fails.
-    write(storage.as_ref(), CHECKPOINT, &with_field(&checkpoint, 72, cold_tail - segment_bytes - 100));
-    let before = storage.list().unwrap();
-    let opened = F2Engine::open_with(storage.clone(), &config(), small_options());
-    assert!(opened.is_err(), "a cold tail a segment short opened");
-    assert_eq!(storage.list().unwrap(), before, "the failed open removed files");
+    let wal_lsn = field(16);
+    assert!(storage.exists("f2-hot-index").unwrap(), "no hot-index snapshot to keep");
+    let damages = [
+        // Inside a record of the previous segment: the tail page check fails.
+        ("cold tail a segment short", with_field(&checkpoint, 72, cold_tail - segment_bytes - 100)),
+        // The hot-index snapshot no longer matches, and the WAL lacks the records (review).
+        ("WAL lsn lowered", with_field(&checkpoint, 16, wal_lsn / 2)),
+    ];
+    for (what, damaged) in damages {
+        write(storage.as_ref(), CHECKPOINT, &damaged);
+        let before = storage.list().unwrap();
+        let opened = F2Engine::open_with(storage.clone(), &config(), small_options());
+        assert!(opened.is_err(), "{what}: opened");
+        assert_eq!(storage.list().unwrap(), before, "{what}: the failed open removed files");
+    }
 }

@@ -42,21 +42,28 @@ impl EngineKind {
         }
     }
 
-    /// The prefixes of the file names this engine writes (docs/format/), so a directory whose
-    /// manifest is gone can still be told from one that never held a database.
-    pub fn file_prefixes(self) -> &'static [&'static str] {
+    /// (prefix, suffix) of the file names this engine writes (docs/format/), so a directory whose
+    /// manifest is gone can still be told from one that never held a database. Specific enough
+    /// that a user's `snapshot-2024.png` or `wal-notes` is not taken for one.
+    pub fn file_patterns(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            EngineKind::Memory => &["wal-", "snapshot-"],
-            EngineKind::Treeline => &["treeline-"],
+            EngineKind::Memory => {
+                &[("wal-", ".log"), ("wal-", ".free"), ("wal-state", ""), ("snapshot-", ".snap")]
+            }
+            EngineKind::Treeline => &[("treeline-", "")],
             EngineKind::Turtle | EngineKind::Laser => &[],
-            EngineKind::Flex => &["flexdb-"],
-            EngineKind::F2 => &["f2"],
+            EngineKind::Flex => &[("flexdb-", "")],
+            EngineKind::F2 => &[("f2-", ""), ("f2wal-", "")],
         }
     }
 
     /// The engine whose files `name` looks like, if any.
     pub fn owning_file(name: &str) -> Option<EngineKind> {
-        EngineKind::ALL.into_iter().find(|kind| kind.file_prefixes().iter().any(|p| name.starts_with(p)))
+        EngineKind::ALL.into_iter().find(|kind| {
+            kind.file_patterns()
+                .iter()
+                .any(|(prefix, suffix)| name.starts_with(prefix) && name.ends_with(suffix))
+        })
     }
 
     /// True when this build can open the engine (its crate is registered: `registry.rs`).

@@ -154,6 +154,12 @@ fn refuses_to_create_a_database_in_a_non_empty_foreign_directory() {
     let err = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert!(dir.path().join("precious.txt").exists());
+    // Names that start like an engine's files but are not theirs: still not a lost manifest.
+    for name in ["snapshot-2024.png", "wal-notes"] {
+        std::fs::write(dir.path().join(name), b"user data").unwrap();
+        let err = Db::open(dir.path(), Options::new(EngineKind::Memory)).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{name}: {err}");
+    }
 }
 
 /// Found by fuzzing: a store whose manifest was deleted was refused as "not a Strata

@@ -193,12 +193,6 @@ impl Inner {
                 Ok(())
             })?;
         }
-        // A snapshot that did not match belongs to an older checkpoint (the crash came between a
-        // checkpoint and its snapshot) or is damaged: it is never used again. A matching one is
-        // kept: it serves the next open too, until the next checkpoint replaces it.
-        if !snapshot_used && storage.exists(hot_snapshot::FILE_NAME)? {
-            storage.remove(hot_snapshot::FILE_NAME)?;
-        }
         let wal_options = WalOptions {
             segment_bytes: config.wal_segment_bytes,
             recovery_mode: config.recovery_mode,
@@ -227,6 +221,13 @@ impl Inner {
         segments(HOT_PREFIX).remove_outside(ck.hot_begin, hot_tail)?;
         segments(COLD_PREFIX).remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
         segments(CHUNK_PREFIX).remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
+        //    A hot-index snapshot that did not match belongs to an older checkpoint (the crash
+        //    came between a checkpoint and its snapshot) or is damaged: it is never used again. A
+        //    matching one is kept: it serves the next open too, until the next checkpoint
+        //    replaces it.
+        if !snapshot_used && storage.exists(hot_snapshot::FILE_NAME)? {
+            storage.remove(hot_snapshot::FILE_NAME)?;
+        }
         storage.sync_dir()?;
         let read_cache = (opts.read_cache_pages >= 2).then(|| ReadCache::new(page, opts.read_cache_pages));
         let inner = Inner {
