@@ -295,14 +295,16 @@ impl F2Options {
     /// The options of a store whose checkpoint fixed its layout (page and segment size, chunk
     /// count): every page-derived size is computed again for that page size. The checkpoint may
     /// not ask for more layout memory than both the memory budget and this configuration's own
-    /// layout: a checksum-valid but damaged field would otherwise allocate gigabytes at open.
+    /// layout (`configured`, this configuration resolved): a checksum-valid but damaged field
+    /// would otherwise allocate gigabytes at open.
     pub fn resolve_for_layout(
         &self,
         config: &EngineConfig,
+        configured: &Resolved,
         layout: StoredLayout,
         file_name: &str,
     ) -> Result<Resolved> {
-        let configured = self.resolve(config)?.layout_memory_bytes();
+        let configured = configured.layout_memory_bytes();
         let mut fixed = self.clone();
         fixed.page_size_bytes = layout.page_size_bytes;
         fixed.segment_bytes = layout.segment_bytes;

@@ -132,7 +132,7 @@ impl Inner {
         }
         // 1. The newest checkpoint fixes the layout and each log's live range.
         let ck = load_or_create_checkpoint(storage.as_ref(), &opts)?;
-        let opts = options.resolve_for_layout(config, ck.layout(), checkpoint::FILE_NAME)?;
+        let opts = options.resolve_for_layout(config, &opts, ck.layout(), checkpoint::FILE_NAME)?;
         let page = ck.page_size_bytes;
         let segments = |prefix| {
             SegmentedFile::new(storage.clone(), prefix, ck.segment_bytes).with_direct_reads(config.direct_io)

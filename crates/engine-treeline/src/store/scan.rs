@@ -274,6 +274,7 @@ impl RangeIter {
 }
 
 /// Base pages `first..=last` of one segment, with its bounds in the index.
+#[derive(Clone)]
 struct Span {
     lower: Key,
     upper: Option<Key>,
@@ -339,14 +340,7 @@ fn from_page_zero_if_the_model_overshot(
     let mut pages = store.data.read_pages(span.entry.base_page(0), span.first)?;
     pages.append(base);
     *base = pages;
-    Ok(Some(Span {
-        lower: span.lower.clone(),
-        upper: span.upper.clone(),
-        entry: span.entry.clone(),
-        first: 0,
-        last: span.last,
-        from: span.from.clone(),
-    }))
+    Ok(Some(Span { first: 0, ..span.clone() }))
 }
 
 /// How many spans from the first one have their pages back to back in the data file (a span
