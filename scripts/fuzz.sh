@@ -7,12 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 seconds="${1:-15}"
 shift || true
-if ! rustup toolchain list | grep -q '^nightly'; then
-    rustup toolchain install nightly --profile minimal
-fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    cargo install cargo-fuzz --locked
-fi
+source ../scripts/fuzz_tools.sh
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)

@@ -6,6 +6,7 @@
 #   or ... | FAILED: <libFuzzer's summary> |
 # CPU seconds (user + system of cargo-fuzz and the target) say how much of the wall time the
 # target really ran: at nice 19 other work on the machine takes the core first.
+# Installs cargo-fuzz if it is missing (scripts/fuzz_tools.sh).
 # Logs: fuzz/hours/<target>.log; a failure's input is under fuzz/artifacts/<target>/.
 #   bash scripts/fuzz_hours.sh [SECONDS] [JOBS] [TARGET...]
 set -euo pipefail
@@ -14,6 +15,7 @@ seconds="${1:-3600}"
 jobs="${2:-1}"
 shift 2 || shift $#
 targets=("$@")
+source ../scripts/fuzz_tools.sh
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
