@@ -190,7 +190,8 @@ pub fn f2_hot_index(_: &str, b: &mut Vec<u8>) -> usize {
 /// [`F2_PAGE_BYTES`]; in each, records from the page start (address 64 for the first page of
 /// segment 0: addresses below 64 are never used) until fewer than 24 bytes remain, a zero `kind`
 /// byte (padding), a header that cannot be a record or a record overrunning its page. A record's
-/// CRC at 0 covers bytes 4..24 + key + value.
+/// CRC at 0 covers its address (`segment * F2_SEGMENT_BYTES` + offset, u64) and then bytes
+/// 4..24 + key + value: a record the edits moved is resealed where it now lies.
 pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
     let segment = name
         .strip_suffix(".seg")
@@ -212,7 +213,8 @@ pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
             if stored > page_end - pos {
                 break;
             }
-            let crc = crc32c(&b[pos + 4..pos + body]);
+            let address = segment * F2_SEGMENT_BYTES as u64 + pos as u64;
+            let crc = crc32c_append(crc32c(&address.to_le_bytes()), &b[pos + 4..pos + body]);
             put_u32(b, pos, crc);
             written += 1;
             pos += stored;

@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use engine_f2::internals::{encode_record, key_hash, parse_slot, HotIndex};
+use engine_f2::internals::{encode_record, key_hash, parse_slot, seal_record, HotIndex, Slot};
 use engine_f2::{F2Engine, F2Options};
 use strata_core::{Durability, Engine, EngineConfig};
 use strata_io::MemStorage;
@@ -39,12 +39,17 @@ fn structures(c: &mut Criterion) {
             black_box(e.cas_address(e.address() + 8))
         })
     });
-    let record = encode_record(b"user0000", Some(&[7u8; 100]), 4096);
-    c.bench_function("record encode (8 B key, 100 B value)", |b| {
-        b.iter(|| black_box(encode_record(black_box(b"user0000"), Some(&[7u8; 100]), 4096)))
+    let address = 1 << 20;
+    let mut record = encode_record(b"user0000", Some(&[7u8; 100]), 4096);
+    assert!(seal_record(&mut record, address));
+    c.bench_function("record encode + seal (8 B key, 100 B value)", |b| {
+        b.iter(|| {
+            let mut r = encode_record(black_box(b"user0000"), Some(&[7u8; 100]), 4096);
+            black_box(seal_record(&mut r, address))
+        })
     });
     c.bench_function("record parse + crc32c", |b| {
-        b.iter(|| black_box(parse_slot(black_box(&record), true).is_ok()))
+        b.iter(|| black_box(matches!(parse_slot(black_box(&record), Some(address)), Ok(Slot::Record(_)))))
     });
 }
 

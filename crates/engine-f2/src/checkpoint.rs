@@ -13,8 +13,9 @@ pub fn tmp_name() -> String {
 }
 /// Largest log page (and record) size; a checkpoint claiming more is damaged.
 pub const MAX_PAGE_BYTES: u64 = 1 << 30;
-/// 2: cold-index chunk entries carry a tag and a shared bit (docs/format/f2-logs.md).
-const FORMAT_VERSION: u32 = 2;
+/// 3: log records' checksums cover their address; 2 added the cold-index chunk entries' tag and
+/// shared bit (docs/format/f2-logs.md). Older stores are refused (`Error::Incompatible`).
+const FORMAT_VERSION: u32 = 3;
 pub const CHECKPOINT_BYTES: usize = 112;
 const FIELDS_OFFSET: usize = 16;
 
@@ -43,8 +44,7 @@ pub struct Checkpoint {
     pub chunk_tail: u64,
     pub cold_truncations: u64,
     /// The cold log's estimated live bytes (engine/cold_live.rs) for `[cold_begin, cold_tail)`;
-    /// 0 = none (no cold→cold round measured it yet, or a checkpoint of an older version, whose
-    /// field was reserved and zero: so the format version stays 2).
+    /// 0 = none (no cold→cold round measured it yet).
     pub cold_live_estimate_bytes: u64,
 }
 
@@ -165,7 +165,7 @@ mod tests {
         let bytes = sample().encode();
         assert_eq!(bytes.len(), CHECKPOINT_BYTES);
         assert_eq!(&bytes[0..8], b"STRF2CK1");
-        assert_eq!(&bytes[8..12], &2u32.to_le_bytes());
+        assert_eq!(&bytes[8..12], &3u32.to_le_bytes());
         assert_eq!(&bytes[12..16], &crc32c::crc32c(&bytes[16..112]).to_le_bytes());
         let field = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
         assert_eq!(field(16), 7);

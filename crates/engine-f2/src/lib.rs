@@ -26,7 +26,7 @@ mod record;
 pub mod internals {
     pub use crate::hash::key_hash;
     pub use crate::index::hot::HotIndex;
-    pub use crate::record::{encode as encode_record, parse_slot};
+    pub use crate::record::{encode as encode_record, parse_slot, seal as seal_record, Slot};
 }
 
 use std::sync::atomic::Ordering::Relaxed;

@@ -32,7 +32,8 @@ pub fn stored_len_of_header(bytes: &[u8]) -> Option<usize> {
     Some(stored_len(len_at(KEY_LEN_OFFSET)?, len_at(VALUE_LEN_OFFSET)?))
 }
 
-/// Encodes a record (padded to `stored_len`). `value` `None` is a tombstone.
+/// Encodes a record (padded to `stored_len`). `value` `None` is a tombstone. Its checksum is
+/// left zero: the log that stores it seals it at the address it reserves (`seal`).
 pub fn encode(key: &[u8], value: Option<&[u8]>, prev_address: u64) -> Vec<u8> {
     let value_bytes = value.unwrap_or_default();
     let mut out = Vec::with_capacity(stored_len(key.len(), value_bytes.len()));
@@ -44,24 +45,36 @@ pub fn encode(key: &[u8], value: Option<&[u8]>, prev_address: u64) -> Vec<u8> {
     out.extend_from_slice(&prev_address.to_le_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(value_bytes);
-    let body_end = out.len();
     out.resize(stored_len(key.len(), value_bytes.len()), 0);
-    reseal(&mut out, body_end);
     out
 }
 
-/// Recomputes the checksum of the record whose body (header + key + value) is `out[..body_end]`.
-fn reseal(out: &mut [u8], body_end: usize) {
-    let crc = crc32c::crc32c(out.get(CRC_OFFSET + 4..body_end).unwrap_or_default());
-    if let Some(slot) = out.get_mut(CRC_OFFSET..CRC_OFFSET + 4) {
-        slot.copy_from_slice(&crc.to_le_bytes());
-    }
+/// The checksum of a record stored at `address` whose body (header + key + value) is `body`:
+/// CRC-32C of the address, then the body from byte 4. The address binds the record to where it
+/// was written, so bytes moved within a log fail the check instead of reading as another record.
+fn checksum_at(body: &[u8], address: u64) -> u32 {
+    crc32c::crc32c_append(
+        crc32c::crc32c(&address.to_le_bytes()),
+        body.get(CRC_OFFSET + 4..).unwrap_or_default(),
+    )
 }
 
-/// Overwrites the value of a record in place (same length) and reseals it. `record` starts at
-/// the record header. Returns false when the record does not hold a value of that length.
+/// Writes the checksum of the record starting `record`, stored at `address`. False if the bytes
+/// are not a record.
+pub fn seal(record: &mut [u8], address: u64) -> bool {
+    let Some(body_len) = RecordView::parse(record).map(|v| v.body_len()) else { return false };
+    let crc = checksum_at(record.get(..body_len).unwrap_or_default(), address);
+    if let Some(slot) = record.get_mut(CRC_OFFSET..CRC_OFFSET + 4) {
+        slot.copy_from_slice(&crc.to_le_bytes());
+    }
+    true
+}
+
+/// Overwrites the value of the record at `address` in place (same length) and reseals it.
+/// `record` starts at the record header. Returns false when the record does not hold a value of
+/// that length.
 #[expect(clippy::indexing_slicing, reason = "lengths are checked by the view before slicing")]
-pub fn overwrite_value(record: &mut [u8], new_value: &[u8]) -> bool {
+pub fn overwrite_value(record: &mut [u8], new_value: &[u8], address: u64) -> bool {
     let Some(view) = RecordView::parse(record) else { return false };
     if view.kind != KIND_VALUE || view.value.len() != new_value.len() {
         return false;
@@ -69,18 +82,17 @@ pub fn overwrite_value(record: &mut [u8], new_value: &[u8]) -> bool {
     let start = HEADER_BYTES + view.key.len();
     let end = start + new_value.len();
     record[start..end].copy_from_slice(new_value);
-    reseal(record, end);
-    true
+    seal(record, address)
 }
 
-/// Rewrites the previous-address field of a record and reseals it.
+/// Rewrites the previous-address field of the record at `address` and reseals it.
 #[expect(clippy::indexing_slicing, reason = "lengths are checked by the view before slicing")]
-pub fn set_prev_address(record: &mut [u8], prev_address: u64) -> bool {
-    let Some(view) = RecordView::parse(record) else { return false };
-    let end = view.body_len();
+pub fn set_prev_address(record: &mut [u8], prev_address: u64, address: u64) -> bool {
+    if RecordView::parse(record).is_none() {
+        return false;
+    }
     record[PREV_OFFSET..PREV_OFFSET + 8].copy_from_slice(&prev_address.to_le_bytes());
-    reseal(record, end);
-    true
+    seal(record, address)
 }
 
 pub fn is_invalid(record: &[u8]) -> bool {
@@ -146,9 +158,9 @@ impl<'a> RecordView<'a> {
     }
 }
 
-/// Decodes the slot at the start of `bytes` (the rest of a page). With `check_crc`, the checksum
-/// is verified; `Err` carries what is wrong.
-pub fn parse_slot(bytes: &[u8], check_crc: bool) -> Result<Slot<'_>, String> {
+/// Decodes the slot at the start of `bytes` (the rest of a page). With `crc_address`, the
+/// checksum is verified as that of a record stored at that address; `Err` carries what is wrong.
+pub fn parse_slot(bytes: &[u8], crc_address: Option<u64>) -> Result<Slot<'_>, String> {
     if bytes.len() < HEADER_BYTES || bytes.get(KIND_OFFSET) == Some(&0) {
         return if bytes.iter().all(|&b| b == 0) {
             Ok(Slot::Padding)
@@ -157,9 +169,9 @@ pub fn parse_slot(bytes: &[u8], check_crc: bool) -> Result<Slot<'_>, String> {
         };
     }
     let view = RecordView::parse(bytes).ok_or_else(|| "malformed record header".to_string())?;
-    if check_crc {
-        let body = bytes.get(4..view.body_len()).ok_or_else(|| "record overruns its page".to_string())?;
-        if crc32c::crc32c(body) != view.crc {
+    if let Some(address) = crc_address {
+        let body = bytes.get(..view.body_len()).ok_or_else(|| "record overruns its page".to_string())?;
+        if checksum_at(body, address) != view.crc {
             return Err("record checksum mismatch".to_string());
         }
     }
@@ -212,7 +224,12 @@ mod tests {
         assert_eq!(&bytes[24..26], b"ab");
         assert_eq!(&bytes[26..29], b"xyz");
         assert_eq!(&bytes[29..32], &[0, 0, 0]);
-        assert_eq!(&bytes[0..4], &crc32c::crc32c(&bytes[4..29]).to_le_bytes());
+        assert_eq!(&bytes[0..4], &[0; 4], "sealed by the log, not by encode");
+        let mut sealed = bytes.clone();
+        assert!(seal(&mut sealed, 0x4000));
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&0x4000u64.to_le_bytes()), &bytes[4..29]);
+        assert_eq!(&sealed[0..4], &crc.to_le_bytes());
+        assert_eq!(&sealed[4..], &bytes[4..]);
         let tomb = encode(b"k", None, 0);
         assert_eq!(tomb[12], KIND_TOMBSTONE);
         assert_eq!(&tomb[8..12], &0u32.to_le_bytes());
@@ -221,29 +238,44 @@ mod tests {
     #[test]
     fn round_trip_and_in_place_update() {
         let mut bytes = encode(b"key", Some(b"value1"), 77);
-        let Slot::Record(v) = parse_slot(&bytes, true).unwrap() else { panic!() };
+        assert!(seal(&mut bytes, 640));
+        let Slot::Record(v) = parse_slot(&bytes, Some(640)).unwrap() else { panic!() };
         assert_eq!((v.key, v.value, v.prev_address), (&b"key"[..], &b"value1"[..], 77));
-        assert!(overwrite_value(&mut bytes, b"value2"));
-        assert!(!overwrite_value(&mut bytes, b"longer value"));
-        assert!(set_prev_address(&mut bytes, 99));
-        let Slot::Record(v) = parse_slot(&bytes, true).unwrap() else { panic!() };
+        assert!(overwrite_value(&mut bytes, b"value2", 640));
+        assert!(!overwrite_value(&mut bytes, b"longer value", 640));
+        assert!(set_prev_address(&mut bytes, 99, 640));
+        let Slot::Record(v) = parse_slot(&bytes, Some(640)).unwrap() else { panic!() };
         assert_eq!((v.value, v.prev_address), (&b"value2"[..], 99));
+    }
+
+    /// Regression (fuzzing, `f2_hot_log`): bytes moved within a log segment left whole,
+    /// checksum-valid records at other records' addresses, and reads followed them.
+    #[test]
+    fn a_record_read_at_another_address_fails_its_checksum() {
+        let mut bytes = encode(b"key", Some(b"value"), 0);
+        assert!(seal(&mut bytes, 4096));
+        assert!(matches!(parse_slot(&bytes, Some(4096)), Ok(Slot::Record(_))));
+        for elsewhere in [0, 64, 4088, 4104, 4096 + (1 << 32), 4096 << 20] {
+            assert_eq!(parse_slot(&bytes, Some(elsewhere)), Err("record checksum mismatch".to_string()));
+        }
+        assert!(matches!(parse_slot(&bytes, None), Ok(Slot::Record(_))), "no check asked");
     }
 
     #[test]
     fn padding_and_garbage_never_panic() {
-        assert_eq!(parse_slot(&[0u8; 40], true), Ok(Slot::Padding));
-        assert_eq!(parse_slot(&[0u8; 5], true), Ok(Slot::Padding));
-        assert!(parse_slot(&[0u8, 1, 0, 0, 0], true).is_err());
-        let bytes = encode(b"key", Some(b"value"), 1);
+        assert_eq!(parse_slot(&[0u8; 40], Some(64)), Ok(Slot::Padding));
+        assert_eq!(parse_slot(&[0u8; 5], Some(64)), Ok(Slot::Padding));
+        assert!(parse_slot(&[0u8, 1, 0, 0, 0], Some(64)).is_err());
+        let mut bytes = encode(b"key", Some(b"value"), 1);
+        assert!(seal(&mut bytes, 64));
         for len in 0..bytes.len() {
-            let _ = parse_slot(&bytes[..len], true);
+            let _ = parse_slot(&bytes[..len], Some(64));
         }
         // Every bit of header, key and value is covered (the 3 padding bytes are not data).
         for bit in 0..29 * 8 {
             let mut b = bytes.clone();
             b[bit / 8] ^= 1 << (bit % 8);
-            if let Ok(Slot::Record(v)) = parse_slot(&b, true) {
+            if let Ok(Slot::Record(v)) = parse_slot(&b, Some(64)) {
                 panic!("flipped bit {bit} still decoded: {v:?}");
             }
         }
@@ -256,7 +288,7 @@ mod tests {
                 rng ^= rng << 17;
                 *b = rng as u8;
             }
-            let _ = parse_slot(&buf, true);
+            let _ = parse_slot(&buf, Some(64));
         }
     }
 }

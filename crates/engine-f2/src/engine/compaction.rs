@@ -232,9 +232,9 @@ impl Inner {
         hash: u64,
     ) -> Result<()> {
         let placement = self.cold_index.place_in(batch, hash, self.cold.begin())?;
-        let bytes = record::encode(key, value, placement.prev_address);
+        let mut bytes = record::encode(key, value, placement.prev_address);
         self.counters.compaction_bytes_written.fetch_add(bytes.len() as u64, Relaxed);
-        let address = self.cold.append(&bytes)?;
+        let address = self.cold.append(&mut bytes)?;
         self.cold_index.commit_in(batch, placement, address)
     }
 }

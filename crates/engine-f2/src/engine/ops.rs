@@ -52,7 +52,7 @@ pub(crate) fn apply_op(
     // Overflow buckets the index grew beyond its share come out of the hot log's window, so the
     // engine as a whole stays within its memory budget.
     hot.set_lent_bytes(index.overrun_bytes());
-    let address = hot.append(&record::encode(key, value, live_prev(hot_head)))?;
+    let address = hot.append(&mut record::encode(key, value, live_prev(hot_head)))?;
     if let Some(c) = counters {
         c.appends.fetch_add(1, Relaxed);
     }
@@ -69,7 +69,7 @@ pub(crate) fn apply_op(
             // A page turn made the unpublished record read-only meanwhile (its page may be on
             // disk with the old previous address): publish a fresh copy instead. The first one
             // stays unreachable, and superseded for compaction and the open-time scan.
-            address = hot.append(&record::encode(key, value, live_prev(hot_head)))?;
+            address = hot.append(&mut record::encode(key, value, live_prev(hot_head)))?;
         }
     }
 }

@@ -264,8 +264,8 @@ impl ColdIndex {
         for e in entries {
             value.extend_from_slice(&e.to_le_bytes());
         }
-        let bytes = record::encode(&(chunk as u32).to_le_bytes(), Some(&value), 0);
-        let address = self.log.append(&bytes)?;
+        let mut bytes = record::encode(&(chunk as u32).to_le_bytes(), Some(&value), 0);
+        let address = self.log.append(&mut bytes)?;
         self.slot(chunk)?.store(address, SeqCst);
         Ok(())
     }

@@ -10,7 +10,7 @@ use super::{
     load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
     SegmentedFile,
 };
-use crate::record::{OwnedRecord, RecordView};
+use crate::record::{self, OwnedRecord, RecordView};
 
 pub struct AppendLog {
     pub file: SegmentedFile,
@@ -33,6 +33,7 @@ struct TailPage {
 impl AppendLog {
     /// Opens a log whose durable contents are `[begin, tail)`; loads the tail page.
     pub fn open(file: SegmentedFile, page_size: u64, begin: u64, tail: u64) -> Result<AppendLog> {
+        let file = file.with_pages_turning_when_full();
         let (start, bytes) = load_tail_page(&file, page_size, begin, tail)?;
         // Live bytes in the page mean it was written whole once; an empty log (or one truncated
         // to its tail) may have no segment file for it yet.
@@ -61,8 +62,9 @@ impl AppendLog {
         self.page_size
     }
 
-    /// Appends an encoded record (at most a page) and returns its address.
-    pub fn append(&self, bytes: &[u8]) -> Result<u64> {
+    /// Appends an encoded record (at most a page), sealed at its address (`record::seal`), and
+    /// returns the address.
+    pub fn append(&self, bytes: &mut [u8]) -> Result<u64> {
         let len = bytes.len() as u64;
         if len > self.page_size {
             return Err(Error::invalid(format!(
@@ -82,6 +84,7 @@ impl AppendLog {
             page.on_disk = false;
             tail = page.start;
         }
+        record::seal(bytes, tail);
         let offset = (tail - page.start) as usize;
         let slot = page.bytes.get_mut(offset..offset + bytes.len()).unwrap_or_default();
         slot.copy_from_slice(bytes);

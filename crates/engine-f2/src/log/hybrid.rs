@@ -152,10 +152,11 @@ impl HybridLog {
         self.max_pages_in_memory.saturating_sub(lent_pages).max(2)
     }
 
-    /// Appends an encoded record and returns its address. Appenders run concurrently: each
-    /// reserves its bytes by a CAS on the tail and copies them in, all under an epoch guard. One
-    /// that needs the next page installs it under the page-turn latch (see `push_page`).
-    pub fn append(&self, bytes: &[u8]) -> Result<u64> {
+    /// Appends an encoded record, sealed at its address (`record::seal`), and returns the
+    /// address. Appenders run concurrently: each reserves its bytes by a CAS on the tail, seals
+    /// and copies them in, all under an epoch guard. One that needs the next page installs it
+    /// under the page-turn latch (see `push_page`).
+    pub fn append(&self, bytes: &mut [u8]) -> Result<u64> {
         let len = bytes.len() as u64;
         if len > self.page_size {
             return Err(Error::invalid(format!(
@@ -179,6 +180,7 @@ impl HybridLog {
                     if !self.bounds.cas_tail(seen, address + len) {
                         continue;
                     }
+                    record::seal(bytes, address);
                     let page = self.window.ring().page(&guard, page_start);
                     if !page.is_some_and(|p| p.write((address - page_start) as usize, bytes)) {
                         return Err(Error::invalid("hot log tail page missing"));
@@ -299,14 +301,14 @@ impl HybridLog {
     /// Overwrites the value of the record at `address` if it is in the mutable region and holds
     /// a value of the same length. The caller holds the key's write latch.
     pub fn update_in_place(&self, address: u64, new_value: &[u8]) -> bool {
-        self.change_if_mutable(address, |r| record::overwrite_value(r, new_value))
+        self.change_if_mutable(address, |r| record::overwrite_value(r, new_value, address))
     }
 
     /// Rewrites the previous-address field of a record its caller appended and has not
     /// published. False if the record is below `read_only` by now (its page may have been
     /// written out already): the caller then appends a fresh copy instead.
     pub fn set_prev_address(&self, address: u64, prev: u64) -> bool {
-        self.change_if_mutable(address, |r| record::set_prev_address(r, prev))
+        self.change_if_mutable(address, |r| record::set_prev_address(r, prev, address))
     }
 
     /// A copy of the page starting at `page_start`, from memory or disk.
@@ -367,7 +369,7 @@ mod tests {
         let mut addresses = Vec::new();
         for i in 0..300u32 {
             let value = [i as u8; 50];
-            addresses.push(log.append(&record::encode(&i.to_le_bytes(), Some(&value), 0)).unwrap());
+            addresses.push(log.append(&mut record::encode(&i.to_le_bytes(), Some(&value), 0)).unwrap());
         }
         assert!(log.head() > FIRST_ADDRESS, "old pages were evicted");
         assert!(log.memory_bytes() <= 3 * PAGE);
@@ -405,7 +407,7 @@ mod epoch_tests {
         let log = empty_log(0.34);
         let mut i = 0;
         while log.tail() < 2 * PAGE + PAGE / 2 {
-            log.append(&encoded(i)).unwrap();
+            log.append(&mut encoded(i)).unwrap();
             i += 1;
         }
         let settled = log.safe_read_only();
@@ -415,7 +417,7 @@ mod epoch_tests {
             let appender = s.spawn(|| {
                 let mut j = 1000;
                 while log.tail() < 4 * PAGE {
-                    log.append(&encoded(j)).unwrap();
+                    log.append(&mut encoded(j)).unwrap();
                     j += 1;
                 }
             });
@@ -441,7 +443,8 @@ mod epoch_tests {
     fn a_guarded_reader_keeps_its_page_across_eviction_and_blocks_frame_reuse() {
         // Window of 3 pages, so 4 frames: page p shares its frame with page p + 4 pages.
         let log = empty_log(0.67);
-        let first = log.append(&encoded(0)).unwrap();
+        let mut first_record = encoded(0);
+        let first = log.append(&mut first_record).unwrap();
         let page_start = first - first % PAGE;
         let reuse_page = page_start + 4 * PAGE;
         let offset = (first - page_start) as usize;
@@ -451,7 +454,7 @@ mod epoch_tests {
             let appender = s.spawn(|| {
                 let mut i = 1;
                 while log.tail() < reuse_page + PAGE / 2 {
-                    log.append(&encoded(i)).unwrap();
+                    log.append(&mut encoded(i)).unwrap();
                     i += 1;
                 }
             });
@@ -462,7 +465,7 @@ mod epoch_tests {
             // The appender is waiting for the frame: the page was evicted long ago.
             assert!(log.head() > first);
             assert!(log.tail() <= reuse_page, "nothing was appended to the frame's next page");
-            assert_eq!(page.read_record(offset), encoded(0), "the reader's bytes are intact");
+            assert_eq!(page.read_record(offset), first_record, "the reader's bytes are intact");
             assert_eq!(log.read(first).unwrap().unwrap().value, vec![0u8; 100], "new readers go to disk");
             drop(guard);
             appender.join().unwrap();

@@ -171,7 +171,7 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
     // Pad so the slot parser sees the record's stored length.
     let stored = (need as usize).div_ceil(record::RECORD_ALIGN_BYTES) * record::RECORD_ALIGN_BYTES;
     buf.resize(buf.len().max(stored), 0);
-    match record::parse_slot(&buf, true) {
+    match record::parse_slot(&buf, Some(address)) {
         Ok(Slot::Record(view)) => Ok(OwnedRecord::from_view(&view)),
         Ok(Slot::Padding) => Err(corrupt(format!("no record at address {address} (page padding)"))),
         Err(what) => Err(corrupt(format!("{what} (record at address {address})"))),
@@ -192,7 +192,9 @@ pub fn scan_read_pages(
 
 /// Calls `on_record` for every record in `[from, to)`, reading pages through `read_page` (which
 /// returns the whole page starting at the given address, owned or borrowed from a page the
-/// caller already holds) and checking every checksum.
+/// caller already holds) and checking every checksum. Padding where records must be is
+/// corruption: in the page holding `to` (records run back to back up to the log's end), and in
+/// a log whose pages turn only when full, padding the next page's first record would have fit.
 pub fn scan_range<'p>(
     file: &SegmentedFile,
     page_size: u64,
@@ -204,6 +206,8 @@ pub fn scan_range<'p>(
     let mut address = from;
     let mut records = 0;
     let mut page: Option<(u64, Cow<'p, [u8]>)> = None;
+    // Padding that ended the page before: its address and length.
+    let mut gap: Option<(u64, u64)> = None;
     while address < to {
         let page_start = address - address % page_size;
         if page.as_ref().is_none_or(|(start, _)| *start != page_start) {
@@ -214,9 +218,16 @@ pub fn scan_range<'p>(
         let corrupt =
             |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
         let rest = bytes.get(offset..).ok_or_else(|| corrupt("short page".to_string()))?;
-        match record::parse_slot(rest, true) {
-            Ok(Slot::Padding) => address = page_start + page_size,
+        match record::parse_slot(rest, Some(address)) {
+            Ok(Slot::Padding) => {
+                check_padding(file, page_size, address, to)?;
+                gap = Some((address, page_start + page_size - address));
+                address = page_start + page_size;
+            }
             Ok(Slot::Record(view)) => {
+                if let Some((gap_at, gap_bytes)) = gap.take() {
+                    check_gap(file, gap_at, gap_bytes, view.stored_len() as u64)?;
+                }
                 let next = address + view.stored_len() as u64;
                 if next > to {
                     return Err(corrupt(format!(
@@ -231,4 +242,38 @@ pub fn scan_range<'p>(
         }
     }
     Ok(records)
+}
+
+/// Padding at `address` of a scan to `to`: corruption in the page holding `to` (its records run
+/// back to back from the page start up to the log's end) and, in a log whose pages turn only
+/// when full, for a whole page (every page below the end holds a record).
+fn check_padding(file: &SegmentedFile, page_size: u64, address: u64, to: u64) -> Result<()> {
+    let page_start = address - address % page_size;
+    let what = if page_start + page_size > to {
+        format!(
+            "page padding at address {address}, below the log's end {to}: the records after it are missing"
+        )
+    } else if file.pages_turn_when_full() && address == page_start {
+        format!("an empty page at address {address}, below the log's end {to}: its records are missing")
+    } else {
+        return Ok(());
+    };
+    Err(Error::corruption(file.file_of(address), address % file.segment_bytes(), what))
+}
+
+/// `gap_bytes` of padding at `gap_at` ended a page whose next page starts with a record of
+/// `next_record_bytes`: in a log whose pages turn only when full the record did not fit there,
+/// or records went missing.
+fn check_gap(file: &SegmentedFile, gap_at: u64, gap_bytes: u64, next_record_bytes: u64) -> Result<()> {
+    if !file.pages_turn_when_full() || next_record_bytes > gap_bytes {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        file.file_of(gap_at),
+        gap_at % file.segment_bytes(),
+        format!(
+            "{gap_bytes} bytes of page padding at address {gap_at} where the next record ({next_record_bytes} \
+             bytes) would have fit: the records there are missing"
+        ),
+    ))
 }

@@ -153,7 +153,7 @@ impl ReadCache {
             while let Some(page) = &page {
                 // Copied on the stack when small: eviction runs inside an insert, on the get path.
                 let stored = page.with_record(at, |bytes| {
-                    let Ok(Slot::Record(view)) = record::parse_slot(bytes, false) else { return None };
+                    let Ok(Slot::Record(view)) = record::parse_slot(bytes, None) else { return None };
                     // Invalid records too: an in-place update of another key in the chain
                     // invalidates the head copy without swinging the entry away from it.
                     unlink((head + at as u64) | READ_CACHE_FLAG, view);

@@ -554,8 +554,10 @@ mod tests {
         let large = record::encode(b"large", Some(&[3u8; 700]), 9);
         assert!(page.write(1024, &large));
         page.with_record(1024, |bytes| assert_eq!(bytes, large.as_slice(), "copied to the heap"));
-        assert!(page.update_record(64, |r| record::overwrite_value(r, b"value-2")));
-        assert_eq!(page.read_record(64), record::encode(b"key", Some(b"value-2"), 7));
+        assert!(page.update_record(64, |r| record::overwrite_value(r, b"value-2", 64)));
+        let mut updated = record::encode(b"key", Some(b"value-2"), 7);
+        assert!(record::seal(&mut updated, 64));
+        assert_eq!(page.read_record(64), updated);
         assert!(page.read_record(65).is_empty(), "not a record position");
         page.set_byte_bits(64 + 13, 1);
         assert!(record::is_invalid(&page.read_record(64)));

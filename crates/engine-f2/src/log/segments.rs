@@ -24,6 +24,10 @@ pub struct SegmentedFile {
     dirty: Mutex<BTreeSet<u64>>,
     /// Single-record reads from storage (for stats: how many I/Os lookups cost).
     pub point_reads: AtomicU64,
+    /// The log appends to the next page only when a record does not fit in the rest of the
+    /// current one (`AppendLog`; the hybrid log also turns pages early, `HybridLog::append`), so
+    /// a scan can tell padding that ends a page from records that went missing.
+    pages_turn_when_full: bool,
 }
 
 impl SegmentedFile {
@@ -37,7 +41,18 @@ impl SegmentedFile {
             direct_readers: None,
             dirty: Mutex::new(BTreeSet::new()),
             point_reads: AtomicU64::new(0),
+            pages_turn_when_full: false,
         }
+    }
+
+    /// Marks the log as one whose pages turn only when full (see `pages_turn_when_full`).
+    pub fn with_pages_turning_when_full(mut self) -> Self {
+        self.pages_turn_when_full = true;
+        self
+    }
+
+    pub fn pages_turn_when_full(&self) -> bool {
+        self.pages_turn_when_full
     }
 
     /// Reads bypass the page cache (O_DIRECT where the storage supports it), so the engine's
