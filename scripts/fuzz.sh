@@ -11,6 +11,9 @@ source ../scripts/fuzz_tools.sh
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
+    # The harness's own tests (reseal per format, seed files, the treeline checkpoint bit-flip
+    # sweep), before any target runs.
+    cargo +nightly test --release
 fi
 cargo +nightly fuzz build -O
 log="$(mktemp)"
