@@ -122,3 +122,53 @@ fn a_failed_automatic_snapshot_is_not_the_failure_of_the_write_that_triggered_it
     }
     assert!(snapshot_failures_seen >= 3, "the fault hit a snapshot only {snapshot_failures_seen} times");
 }
+
+/// A snapshot in progress when `close` is called finishes before `close` returns: after it the
+/// directory (and its lock) may belong to another opener, and a late snapshot would rename and
+/// remove files there. The snapshot's first write is held until `close` has had time to return.
+#[test]
+fn close_waits_for_a_snapshot_in_progress() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::Duration;
+    let (held, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let hook = {
+        let (held, release) = (held.clone(), release.clone());
+        Arc::new(move |name: &str, _offset: u64, _len: usize| {
+            if name.ends_with(".snap.tmp") {
+                held.store(true, SeqCst);
+                while !release.load(SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            Ok(())
+        })
+    };
+    let inner: Arc<dyn Storage> = Arc::new(SimStorage::new(9));
+    let storage: Arc<dyn Storage> =
+        Arc::new(strata_io::HookStorage::new(inner, Arc::new(|_| Ok(()))).with_writes(hook));
+    let engine = Arc::new(MemoryEngine::open(storage.clone(), &config()).unwrap());
+    for i in 0..100 {
+        engine.put(&key(i), b"value", Durability::Buffered).unwrap();
+    }
+    std::thread::scope(|s| {
+        let snapshotting = s.spawn(|| engine.snapshot());
+        while !held.load(SeqCst) {
+            std::thread::yield_now();
+        }
+        let closing = s.spawn(|| engine.close());
+        std::thread::sleep(Duration::from_millis(200));
+        let closed_early = closing.is_finished();
+        // Released before any assertion, so a failure cannot leave the scope waiting forever.
+        release.store(true, SeqCst);
+        let (snapshot, close) = (snapshotting.join().unwrap(), closing.join().unwrap());
+        assert!(!closed_early, "close returned while a snapshot was still being written");
+        snapshot.unwrap();
+        close.unwrap();
+    });
+    let names = storage.list().unwrap();
+    assert!(
+        !names.iter().any(|n| n.ends_with(".tmp")),
+        "a snapshot's temporary file outlived close: {names:?}"
+    );
+    assert!(names.iter().any(|n| n.ends_with(".snap")), "the snapshot did not finish: {names:?}");
+}
