@@ -190,13 +190,20 @@ pub fn f2_hot_index(_: &str, b: &mut Vec<u8>) -> usize {
 /// [`F2_PAGE_BYTES`]; in each, records from the page start (address 64 for the first page of
 /// segment 0: addresses below 64 are never used) until fewer than 24 bytes remain, a zero `kind`
 /// byte (padding), a header that cannot be a record or a record overrunning its page. A record's
-/// CRC at 0 covers its address (`segment * F2_SEGMENT_BYTES` + offset, u64) and then bytes
-/// 4..24 + key + value: a record the edits moved is resealed where it now lies.
+/// CRC at 0 covers its address (`segment * F2_SEGMENT_BYTES` + offset, u64, with the log's number
+/// in the top byte: 1 hot, 2 cold, 3 chunk) and then bytes 4..24 + key + value: a record the
+/// edits moved is resealed where it now lies.
 pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
     let segment = name
         .strip_suffix(".seg")
         .and_then(|s| s.rsplit('-').next())
         .and_then(|digits| digits.parse::<u64>().ok());
+    let log_number: u64 = match name {
+        n if n.starts_with("f2-hot-") => 1,
+        n if n.starts_with("f2-cold-") => 2,
+        n if n.starts_with("f2-chunk-") => 3,
+        _ => return 0,
+    };
     let Some(segment) = segment else { return 0 };
     let mut written = 0;
     for page_start in (0..b.len()).step_by(F2_PAGE_BYTES) {
@@ -213,7 +220,7 @@ pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
             if stored > page_end - pos {
                 break;
             }
-            let address = segment * F2_SEGMENT_BYTES as u64 + pos as u64;
+            let address = (segment * F2_SEGMENT_BYTES as u64 + pos as u64) ^ (log_number << 56);
             let crc = crc32c_append(crc32c(&address.to_le_bytes()), &b[pos + 4..pos + body]);
             put_u32(b, pos, crc);
             written += 1;

@@ -254,3 +254,26 @@ fn padding_where_the_next_record_would_have_fit_is_corruption_in_the_append_logs
         );
     }
 }
+
+/// A whole page of the chunk log zeroed below its end (a lost write of the page): the next
+/// page's first record would have fit in it.
+#[test]
+fn an_empty_page_below_an_append_log_s_end_is_corruption() {
+    let clean = store();
+    let pages: Vec<(String, usize)> = segments_of(clean.as_ref(), "f2-chunk-")
+        .into_iter()
+        .flat_map(|n| pages_with_records(&read(clean.as_ref(), &n)).into_iter().map(move |p| (n.clone(), p)))
+        .collect();
+    let (segment, page) = pages[pages.len() - 2].clone();
+    assert!(
+        page > 0 || !segment.ends_with("0000000000000000.seg"),
+        "a page whose records start at its start"
+    );
+    let damaged = with_records_zeroed(clean.as_ref(), &segment, page, 0, CHUNK_RECORD_BYTES);
+    let opened = F2Engine::open_with(damaged, &config(), small_options());
+    assert!(
+        matches!(&opened, Err(Error::Corruption { file, what, .. }) if *file == segment && what.contains("would have fit")),
+        "{:?}",
+        opened.err()
+    );
+}

@@ -31,9 +31,7 @@ use crate::log::{AppendLog, HybridLog, ReadCache, SegmentedFile, FIRST_ADDRESS};
 use crate::options::{F2Options, Resolved};
 
 pub(crate) const WAL_PREFIX: &str = "f2wal-";
-const HOT_PREFIX: &str = "f2-hot-";
-const COLD_PREFIX: &str = "f2-cold-";
-const CHUNK_PREFIX: &str = "f2-chunk-";
+use crate::log::{CHUNK_PREFIX, COLD_PREFIX, HOT_PREFIX};
 
 pub(crate) struct Inner {
     pub storage: Arc<dyn Storage>,

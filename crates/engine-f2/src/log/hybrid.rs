@@ -157,6 +157,9 @@ impl HybridLog {
     /// and copies them in, all under an epoch guard. One that needs the next page installs it
     /// under the page-turn latch (see `push_page`).
     pub fn append(&self, bytes: &mut [u8]) -> Result<u64> {
+        if RecordView::parse(bytes).is_none() {
+            return Err(Error::invalid("hot log append: the bytes are not a record"));
+        }
         let len = bytes.len() as u64;
         if len > self.page_size {
             return Err(Error::invalid(format!(
@@ -180,7 +183,8 @@ impl HybridLog {
                     if !self.bounds.cas_tail(seen, address + len) {
                         continue;
                     }
-                    record::seal(bytes, address);
+                    let sealed = record::seal(bytes, self.file.checksum_address(address));
+                    debug_assert!(sealed, "checked at the top");
                     let page = self.window.ring().page(&guard, page_start);
                     if !page.is_some_and(|p| p.write((address - page_start) as usize, bytes)) {
                         return Err(Error::invalid("hot log tail page missing"));
@@ -301,14 +305,18 @@ impl HybridLog {
     /// Overwrites the value of the record at `address` if it is in the mutable region and holds
     /// a value of the same length. The caller holds the key's write latch.
     pub fn update_in_place(&self, address: u64, new_value: &[u8]) -> bool {
-        self.change_if_mutable(address, |r| record::overwrite_value(r, new_value, address))
+        self.change_if_mutable(address, |r| {
+            record::overwrite_value(r, new_value, self.file.checksum_address(address))
+        })
     }
 
     /// Rewrites the previous-address field of a record its caller appended and has not
     /// published. False if the record is below `read_only` by now (its page may have been
     /// written out already): the caller then appends a fresh copy instead.
     pub fn set_prev_address(&self, address: u64, prev: u64) -> bool {
-        self.change_if_mutable(address, |r| record::set_prev_address(r, prev, address))
+        self.change_if_mutable(address, |r| {
+            record::set_prev_address(r, prev, self.file.checksum_address(address))
+        })
     }
 
     /// A copy of the page starting at `page_start`, from memory or disk.

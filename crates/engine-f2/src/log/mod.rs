@@ -16,7 +16,7 @@ mod window;
 pub use append::AppendLog;
 pub use hybrid::HybridLog;
 pub use read_cache::{ReadCache, READ_CACHE_FLAG};
-pub use segments::SegmentedFile;
+pub use segments::{SegmentedFile, CHUNK_PREFIX, COLD_PREFIX, HOT_PREFIX};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -171,7 +171,7 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
     // Pad so the slot parser sees the record's stored length.
     let stored = (need as usize).div_ceil(record::RECORD_ALIGN_BYTES) * record::RECORD_ALIGN_BYTES;
     buf.resize(buf.len().max(stored), 0);
-    match record::parse_slot(&buf, Some(address)) {
+    match record::parse_slot(&buf, Some(file.checksum_address(address))) {
         Ok(Slot::Record(view)) => Ok(OwnedRecord::from_view(&view)),
         Ok(Slot::Padding) => Err(corrupt(format!("no record at address {address} (page padding)"))),
         Err(what) => Err(corrupt(format!("{what} (record at address {address})"))),
@@ -187,19 +187,31 @@ pub fn scan_read_pages(
     read_page: &dyn Fn(u64) -> Result<Vec<u8>>,
     on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
 ) -> Result<u64> {
-    scan_range(file, page_size, from, to, &mut |p| read_page(p).map(Cow::Owned), on_record)
+    scan_range(file, page_size, from, to, ScanEnd::LogEnd, &mut |p| read_page(p).map(Cow::Owned), on_record)
+}
+
+/// What a scan's end `to` is, which says where padding may be before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// The log's tail (or a checkpointed one): the tail never points into padding (a record
+    /// that does not fit moves it to the next page), so the records of the page holding `to`,
+    /// or ending at it, run back to back from the page start.
+    LogEnd,
+    /// A page boundary inside the log (a compaction frame).
+    PageCut,
 }
 
 /// Calls `on_record` for every record in `[from, to)`, reading pages through `read_page` (which
 /// returns the whole page starting at the given address, owned or borrowed from a page the
 /// caller already holds) and checking every checksum. Padding where records must be is
-/// corruption: in the page holding `to` (records run back to back up to the log's end), and in
-/// a log whose pages turn only when full, padding the next page's first record would have fit.
+/// corruption: in the page holding or ending at a log's end (`ScanEnd::LogEnd`), and in a log
+/// whose pages turn only when full, padding the next page's first record would have fit.
 pub fn scan_range<'p>(
     file: &SegmentedFile,
     page_size: u64,
     from: u64,
     to: u64,
+    end: ScanEnd,
     read_page: &mut dyn FnMut(u64) -> Result<Cow<'p, [u8]>>,
     on_record: &mut dyn FnMut(u64, RecordView<'_>) -> Result<()>,
 ) -> Result<u64> {
@@ -218,9 +230,9 @@ pub fn scan_range<'p>(
         let corrupt =
             |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
         let rest = bytes.get(offset..).ok_or_else(|| corrupt("short page".to_string()))?;
-        match record::parse_slot(rest, Some(address)) {
+        match record::parse_slot(rest, Some(file.checksum_address(address))) {
             Ok(Slot::Padding) => {
-                check_padding(file, page_size, address, to)?;
+                check_padding(file, page_size, address, to, end)?;
                 gap = Some((address, page_start + page_size - address));
                 address = page_start + page_size;
             }
@@ -244,21 +256,21 @@ pub fn scan_range<'p>(
     Ok(records)
 }
 
-/// Padding at `address` of a scan to `to`: corruption in the page holding `to` (its records run
-/// back to back from the page start up to the log's end) and, in a log whose pages turn only
-/// when full, for a whole page (every page below the end holds a record).
-fn check_padding(file: &SegmentedFile, page_size: u64, address: u64, to: u64) -> Result<()> {
-    let page_start = address - address % page_size;
-    let what = if page_start + page_size > to {
+/// Padding at `address` of a scan to `to`: corruption when `to` is the log's end and the
+/// padding's page holds it or ends at it (see `ScanEnd::LogEnd`). A whole empty page below the
+/// end in a log whose pages turn only when full fails `check_gap` at the next page's record.
+fn check_padding(file: &SegmentedFile, page_size: u64, address: u64, to: u64, end: ScanEnd) -> Result<()> {
+    let page_end = address - address % page_size + page_size;
+    if end == ScanEnd::PageCut || page_end < to {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        file.file_of(address),
+        address % file.segment_bytes(),
         format!(
             "page padding at address {address}, below the log's end {to}: the records after it are missing"
-        )
-    } else if file.pages_turn_when_full() && address == page_start {
-        format!("an empty page at address {address}, below the log's end {to}: its records are missing")
-    } else {
-        return Ok(());
-    };
-    Err(Error::corruption(file.file_of(address), address % file.segment_bytes(), what))
+        ),
+    ))
 }
 
 /// `gap_bytes` of padding at `gap_at` ended a page whose next page starts with a record of
@@ -276,4 +288,70 @@ fn check_gap(file: &SegmentedFile, gap_at: u64, gap_bytes: u64, next_record_byte
              bytes) would have fit: the records there are missing"
         ),
     ))
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use std::sync::Arc;
+
+    use strata_io::MemStorage;
+
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    /// Page 1 of a cold log filled exactly by 64 records of 64 bytes (so the log's end can be the
+    /// page's end), each sealed at its address.
+    fn full_page(file: &SegmentedFile) -> Vec<u8> {
+        let mut page = Vec::new();
+        for i in 0..64u64 {
+            let mut r = record::encode(&i.to_le_bytes(), Some(&[7u8; 32]), 0);
+            assert_eq!(r.len(), 64);
+            assert!(record::seal(&mut r, file.checksum_address(PAGE + i * 64)));
+            page.extend_from_slice(&r);
+        }
+        page
+    }
+
+    fn scan(file: &SegmentedFile, page: &[u8], to: u64, end: ScanEnd) -> Result<u64> {
+        scan_range(file, PAGE, PAGE, to, end, &mut |_| Ok(Cow::Borrowed(page)), &mut |_, _| Ok(()))
+    }
+
+    /// A log whose end is a page boundary ends with a full page: padding there (its last records
+    /// zeroed) is records gone missing, which a check of only the page holding the end (the next
+    /// one) would not see.
+    #[test]
+    fn padding_in_the_page_ending_at_the_log_s_end_is_corruption() {
+        for file in [
+            SegmentedFile::new(Arc::new(MemStorage::new()), "f2-cold-", 16 << 10)
+                .with_pages_turning_when_full(),
+            SegmentedFile::new(Arc::new(MemStorage::new()), "f2-hot-", 16 << 10),
+        ] {
+            let mut page = full_page(&file);
+            assert_eq!(scan(&file, &page, 2 * PAGE, ScanEnd::LogEnd).unwrap(), 64);
+            page[62 * 64..].fill(0);
+            let err = scan(&file, &page, 2 * PAGE, ScanEnd::LogEnd).unwrap_err();
+            assert!(
+                matches!(&err, Error::Corruption { what, .. } if what.contains("below the log's end")),
+                "{err:?}"
+            );
+            assert_eq!(
+                scan(&file, &page, 2 * PAGE, ScanEnd::PageCut).unwrap(),
+                62,
+                "a frame may end in padding"
+            );
+        }
+    }
+
+    /// The checksum binds a record to its log too: the same bytes at the same address of another
+    /// log's file fail it.
+    #[test]
+    fn a_record_in_another_log_s_file_fails_its_checksum() {
+        let cold = SegmentedFile::new(Arc::new(MemStorage::new()), "f2-cold-", 16 << 10);
+        let hot = SegmentedFile::new(Arc::new(MemStorage::new()), "f2-hot-", 16 << 10);
+        let page = full_page(&cold);
+        assert_eq!(scan(&cold, &page, 2 * PAGE, ScanEnd::LogEnd).unwrap(), 64);
+        let err = scan(&hot, &page, 2 * PAGE, ScanEnd::LogEnd).unwrap_err();
+        assert!(matches!(&err, Error::Corruption { what, .. } if what.contains("checksum")), "{err:?}");
+    }
 }

@@ -10,6 +10,13 @@ use parking_lot::Mutex;
 use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
+pub const HOT_PREFIX: &str = "f2-hot-";
+pub const COLD_PREFIX: &str = "f2-cold-";
+pub const CHUNK_PREFIX: &str = "f2-chunk-";
+/// Each log's file prefix and its number, which its records' checksums carry (with the address)
+/// so a record is valid only in the log and at the address it was written to.
+const LOG_NUMBERS: [(&str, u8); 3] = [(HOT_PREFIX, 1), (COLD_PREFIX, 2), (CHUNK_PREFIX, 3)];
+
 pub struct SegmentedFile {
     storage: Arc<dyn Storage>,
     prefix: &'static str,
@@ -28,6 +35,8 @@ pub struct SegmentedFile {
     /// current one (`AppendLog`; the hybrid log also turns pages early, `HybridLog::append`), so
     /// a scan can tell padding that ends a page from records that went missing.
     pages_turn_when_full: bool,
+    /// From `LOG_NUMBERS`; 0 for another prefix (tests).
+    log_number: u8,
 }
 
 impl SegmentedFile {
@@ -42,7 +51,15 @@ impl SegmentedFile {
             dirty: Mutex::new(BTreeSet::new()),
             point_reads: AtomicU64::new(0),
             pages_turn_when_full: false,
+            log_number: LOG_NUMBERS.iter().find(|(p, _)| *p == prefix).map_or(0, |(_, n)| *n),
         }
+    }
+
+    /// What the checksum of the record at `address` covers before the record's bytes
+    /// (docs/format/f2-logs.md, "Record"): the address with the log's number in its top byte.
+    /// Addresses stay below 2^56 (64 PiB of one log), so no two logs' values meet.
+    pub fn checksum_address(&self, address: u64) -> u64 {
+        address ^ (u64::from(self.log_number) << 56)
     }
 
     /// Marks the log as one whose pages turn only when full (see `pages_turn_when_full`).

@@ -33,7 +33,7 @@ use strata_core::{Error, Result};
 
 use crate::hash::key_hash;
 use crate::index::cold;
-use crate::log::{scan_range, SegmentedFile};
+use crate::log::{scan_range, ScanEnd, SegmentedFile};
 use crate::record::RecordView;
 
 /// The source log of a round and how the round is cut into frames and shares.
@@ -240,13 +240,21 @@ fn load_frame(
     let mut records = Vec::new();
     // A frame is one page: `scan_range` walks it where it is.
     let mut borrow = |_| Ok(Cow::Borrowed(bytes.as_slice()));
-    scan_range(plan.file, plan.page_size_bytes, from, end, &mut borrow, &mut |address, view| {
-        let hash = key_hash(view.key);
-        let chunk = cold::position(hash, plan.chunk_count).0;
-        let owner = (chunk % threads as u64) as usize;
-        records.push(((address - page_start) as usize, hash, owner));
-        Ok(())
-    })?;
+    scan_range(
+        plan.file,
+        plan.page_size_bytes,
+        from,
+        end,
+        ScanEnd::PageCut,
+        &mut borrow,
+        &mut |address, view| {
+            let hash = key_hash(view.key);
+            let chunk = cold::position(hash, plan.chunk_count).0;
+            let owner = (chunk % threads as u64) as usize;
+            records.push(((address - page_start) as usize, hash, owner));
+            Ok(())
+        },
+    )?;
     Ok(Frame { page_start, end, bytes, records })
 }
 
