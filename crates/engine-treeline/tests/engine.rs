@@ -547,6 +547,29 @@ fn an_index_entry_leading_to_a_stale_free_page_is_corruption() {
     original.store(storage.as_ref()).unwrap();
 }
 
+/// `verify` checks what a read or scan checks of every page the index references, not only the
+/// checksums: an index entry leading to a stale free page (checksum-valid, the checkpoint
+/// resealed) was reported as a clean store.
+#[test]
+fn verify_reports_an_index_entry_leading_to_a_stale_free_page() {
+    use engine_treeline::checkpoint_file::Checkpoint;
+    let (storage, _) =
+        closed_store(3_000, 21, |engine| engine.maintenance().run(MaintenanceTask::Compact).unwrap());
+    let original = Checkpoint::load(storage.as_ref()).unwrap().unwrap();
+    let used: std::collections::BTreeSet<u64> = original.index.used_pages().collect();
+    let stale = (1..original.data_end_page).find(|id| !used.contains(id)).expect("a freed page");
+    let mut checkpoint = original.clone();
+    let lower = checkpoint.index.iter().find(|(_, e)| e.pages == 1).map(|(k, _)| k.clone()).unwrap();
+    checkpoint.index.get_mut(&lower).unwrap().first_page = stale;
+    checkpoint.store(storage.as_ref()).unwrap();
+    let engine = TreelineEngine::open(storage, &config()).unwrap();
+    let verified = engine.verify();
+    assert!(
+        matches!(&verified, Err(strata_core::Error::Corruption { file, .. }) if file == "treeline-data"),
+        "{verified:?}"
+    );
+}
+
 /// Found by review: the segment model agrees with the page fences only for keys carrying the
 /// segment's common prefix. A scan from a key without it ("key-/zzzz" with records "key-0…")
 /// was routed to a later page of the first segment and silently skipped the records before it

@@ -395,7 +395,7 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
 /// key against the fences; a scan returns a page's records by position, so an index that
 /// disagrees with the pages would hand out records out of order). Regression: a checkpoint
 /// damaged with a recomputed checksum (fuzzing, `treeline_checkpoint`).
-fn check_within_segment(
+pub(super) fn check_within_segment(
     store: &Store,
     page: &crate::page::Page,
     id: crate::free_space::PageId,
@@ -414,7 +414,7 @@ fn check_within_segment(
 }
 
 /// Corruption of the data file at page `id`, which `what`.
-fn page_error(store: &Store, id: crate::free_space::PageId, what: &str) -> strata_core::Error {
+pub(super) fn page_error(store: &Store, id: crate::free_space::PageId, what: &str) -> strata_core::Error {
     let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
     strata_core::Error::corruption(crate::data_file::FILE_NAME, offset, format!("page {id} {what}"))
 }

@@ -4,10 +4,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_core::{Result, Stats, VerifyReport};
 
+use super::scan::{check_within_segment, page_error};
 use super::Store;
 use crate::checkpoint_file::Checkpoint;
 use crate::double_write::DoubleWrite;
 use crate::forecast::ForecastState;
+use crate::index::SegmentEntry;
 use crate::options::ENGINE_NAME;
 
 impl Store {
@@ -26,14 +28,53 @@ impl Store {
         report.files_checked += 1;
         report.bytes_checked += maint.double_write.bytes();
         report.records_checked += images.len() as u64 + u64::from(checkpoint.is_some());
-        let pages: Vec<u64> = self.index.read().used_pages().collect();
-        for id in &pages {
-            let page = self.data.read_page(*id)?;
-            report.records_checked += page.record_count() as u64;
-        }
+        let (records, pages) = self.verify_segments()?;
+        report.records_checked += records;
         report.files_checked += 1;
-        report.bytes_checked += pages.len() as u64 * self.page_size.bytes() as u64;
+        report.bytes_checked += pages * self.page_size.bytes() as u64;
         Ok(report)
+    }
+
+    /// Reads every page the index references and checks it as a read or scan would: its
+    /// checksum, that it is the page the index places there (head or member `i` of its segment,
+    /// or the overflow page of its base page), that its fences lie within its segment's bounds
+    /// and that a segment's base pages tile its range. Returns the records and pages checked.
+    fn verify_segments(&self) -> Result<(u64, u64)> {
+        let segments: Vec<(Vec<u8>, SegmentEntry, Option<Vec<u8>>)> = {
+            let index = self.index.read();
+            let mut entries = index.iter().map(|(lower, entry)| (lower.to_vec(), entry.clone())).peekable();
+            let mut segments = Vec::with_capacity(index.len());
+            while let Some((lower, entry)) = entries.next() {
+                let upper = entries.peek().map(|(next, _)| next.clone());
+                segments.push((lower, entry, upper));
+            }
+            segments
+        };
+        let (mut records, mut pages) = (0, 0);
+        for (lower, entry, upper) in &segments {
+            let mut previous_upper: Option<Option<Vec<u8>>> = None;
+            for i in 0..usize::from(entry.pages) {
+                let id = entry.base_page(i);
+                let page = self.data.read_page(id)?;
+                self.check_page_identity(&page, id, entry, i)?;
+                check_within_segment(self, &page, id, lower, upper.as_deref())?;
+                if previous_upper.is_some_and(|u| u.as_deref() != Some(page.lower_fence())) {
+                    return Err(page_error(
+                        self,
+                        id,
+                        "does not start where the page before it in its segment ends",
+                    ));
+                }
+                previous_upper = Some(page.upper_fence().map(<[u8]>::to_vec));
+                records += page.record_count() as u64;
+                pages += 1;
+                if let Some(overflow) = self.read_checked_overflow(entry, i, &page)? {
+                    records += overflow.record_count() as u64;
+                    pages += 1;
+                }
+            }
+        }
+        Ok((records, pages))
     }
 
     pub fn stats(&self) -> Stats {
