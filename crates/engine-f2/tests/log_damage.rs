@@ -204,6 +204,24 @@ fn segments_of(storage: &dyn Storage, prefix: &str) -> Vec<String> {
     names
 }
 
+/// Every (segment, page index) of the log `prefix` whose page starts with a record, in address order.
+fn log_pages(storage: &dyn Storage, prefix: &str) -> Vec<(String, usize)> {
+    segments_of(storage, prefix)
+        .into_iter()
+        .flat_map(|n| pages_with_records(&read(storage, &n)).into_iter().map(move |p| (n.clone(), p)))
+        .collect()
+}
+
+/// Opening `damaged` fails as corruption of `segment` whose message contains `what_contains`.
+fn assert_open_is_corruption(damaged: Arc<dyn Storage>, segment: &str, what_contains: &str) {
+    let opened = F2Engine::open_with(damaged, &config(), small_options());
+    assert!(
+        matches!(&opened, Err(Error::Corruption { file, what, .. }) if file == segment && what.contains(what_contains)),
+        "{:?}",
+        opened.err()
+    );
+}
+
 /// Regression (fuzzing, `f2_chunk_log`): the chunk log's last segment lost the end of its last
 /// page (shortened; its records read back as zero). The rebuild took the zeros for the padding
 /// that ends a page, skipped the newest chunk records and read older ones: keys went missing.
@@ -213,12 +231,7 @@ fn zeroed_records_in_a_log_s_last_page_are_corruption_not_padding() {
     let last = segments_of(clean.as_ref(), "f2-chunk-").pop().unwrap();
     let page = *pages_with_records(&read(clean.as_ref(), &last)).last().unwrap();
     let damaged = with_records_zeroed(clean.as_ref(), &last, page, 1, CHUNK_RECORD_BYTES);
-    let opened = F2Engine::open_with(damaged, &config(), small_options());
-    assert!(
-        matches!(&opened, Err(Error::Corruption { file, what, .. }) if *file == last && what.contains("padding")),
-        "{:?}",
-        opened.err()
-    );
+    assert_open_is_corruption(damaged, &last, "padding");
 }
 
 /// Cold and chunk logs turn to the next page only when a record does not fit: padding where the
@@ -229,12 +242,7 @@ fn padding_where_the_next_record_would_have_fit_is_corruption_in_the_append_logs
     for prefix in ["f2-chunk-", "f2-cold-"] {
         // The log's next-to-last page: live, below the log's end (older segments may lie below
         // the log's begin, compacted and not yet removed).
-        let pages: Vec<(String, usize)> = segments_of(clean.as_ref(), prefix)
-            .into_iter()
-            .flat_map(|n| {
-                pages_with_records(&read(clean.as_ref(), &n)).into_iter().map(move |p| (n.clone(), p))
-            })
-            .collect();
+        let pages = log_pages(clean.as_ref(), prefix);
         let (segment, page) = pages[pages.len() - 2].clone();
         let record_bytes = if prefix == "f2-chunk-" { CHUNK_RECORD_BYTES } else { RECORD_BYTES };
         let damaged = with_records_zeroed(clean.as_ref(), &segment, page, 1, record_bytes);
@@ -260,20 +268,12 @@ fn padding_where_the_next_record_would_have_fit_is_corruption_in_the_append_logs
 #[test]
 fn an_empty_page_below_an_append_log_s_end_is_corruption() {
     let clean = store();
-    let pages: Vec<(String, usize)> = segments_of(clean.as_ref(), "f2-chunk-")
-        .into_iter()
-        .flat_map(|n| pages_with_records(&read(clean.as_ref(), &n)).into_iter().map(move |p| (n.clone(), p)))
-        .collect();
+    let pages = log_pages(clean.as_ref(), "f2-chunk-");
     let (segment, page) = pages[pages.len() - 2].clone();
     assert!(
         page > 0 || !segment.ends_with("0000000000000000.seg"),
         "a page whose records start at its start"
     );
     let damaged = with_records_zeroed(clean.as_ref(), &segment, page, 0, CHUNK_RECORD_BYTES);
-    let opened = F2Engine::open_with(damaged, &config(), small_options());
-    assert!(
-        matches!(&opened, Err(Error::Corruption { file, what, .. }) if *file == segment && what.contains("would have fit")),
-        "{:?}",
-        opened.err()
-    );
+    assert_open_is_corruption(damaged, &segment, "would have fit");
 }
