@@ -277,3 +277,88 @@ fn an_empty_page_below_an_append_log_s_end_is_corruption() {
     let damaged = with_records_zeroed(clean.as_ref(), &segment, page, 0, CHUNK_RECORD_BYTES);
     assert_open_is_corruption(damaged, &segment, "would have fit");
 }
+
+/// A store whose hot log's first page lost its records from the 11th on (zeroed on disk: a lost
+/// write), with `rewritten` of the keys there written again (a longer value: appended, not
+/// updated in place) right after it, so their new records link to the lost ones; then one
+/// compaction round, whose result is returned.
+fn compact_over_lost_hot_records(rewritten: u64) -> Result<(u64, u64), Error> {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let options = engine_f2::F2Options {
+        background_maintenance: false,
+        hot_log_disk_budget_bytes: Some(4 << 20),
+        checkpoint_wal_bytes: Some(4 << 20),
+        ..small_options()
+    };
+    let engine = F2Engine::open_with(storage.clone(), &config(), options).unwrap();
+    let keys = 2_000u64;
+    for i in 0..keys {
+        engine.put(&key(i), &i.to_le_bytes(), Durability::Buffered).unwrap();
+        if i == 100 {
+            for k in 0..rewritten {
+                engine.put(&key(k), &[k as u8; 16], Durability::Buffered).unwrap();
+            }
+        }
+    }
+    // The hot log's first pages left memory long ago: a round reads them from disk.
+    let first = segments_of(storage.as_ref(), "f2-hot-").remove(0);
+    let mut bytes = read(storage.as_ref(), &first);
+    let first_record = if first.ends_with("0000000000000000.seg") { 64 } else { 0 };
+    bytes[first_record + 10 * RECORD_BYTES..4 << 10].fill(0);
+    write(storage.as_ref(), &first, &bytes);
+    let compacted = engine.compact_now();
+    for i in 0..keys {
+        match engine.get(&key(i)) {
+            Ok(got) => assert!(got.is_some(), "key {i} read nothing"),
+            Err(e) => assert!(matches!(e, Error::Corruption { .. } | Error::Poisoned(_)), "key {i}: {e:?}"),
+        }
+    }
+    compacted
+}
+
+/// Records lost from a hot-log page on disk read as the padding that may end any hot page early,
+/// so a compaction round's scan skipped them; the round then truncated them away and cleared the
+/// index entries pointing at them, and their keys read nothing. Now the round fails as
+/// corruption (and poisons the engine).
+#[test]
+fn a_compaction_round_over_lost_hot_records_is_corruption_not_silent_loss() {
+    let compacted = compact_over_lost_hot_records(0);
+    assert!(
+        matches!(&compacted, Err(Error::Corruption { file, what, .. }) if file.starts_with("f2-hot-") && what.contains("hot index points at")),
+        "{compacted:?}"
+    );
+}
+
+/// The same loss where every lost record was superseded by a newer one that links to it: no
+/// index entry points at the lost records, but the links do.
+#[test]
+fn a_compaction_round_over_lost_hot_records_that_newer_ones_link_to_is_corruption() {
+    let compacted = compact_over_lost_hot_records(90);
+    assert!(
+        matches!(&compacted, Err(Error::Corruption { file, what, .. }) if file.starts_with("f2-hot-") && what.contains("links to address")),
+        "{compacted:?}"
+    );
+}
+
+/// In the cold log (pages turn only when full) a compaction round that meets padding the next
+/// page's first record would have fit in fails as corruption, instead of skipping the lost
+/// records and truncating them away.
+#[test]
+fn a_cold_compaction_round_over_lost_records_is_corruption() {
+    let storage = store();
+    let options = engine_f2::F2Options { background_maintenance: false, ..small_options() };
+    let engine = F2Engine::open_with(storage.clone(), &config(), options).unwrap();
+    let begin = counter(&engine, "cold_log.begin");
+    let page = begin - begin % (4 << 10);
+    let segment = format!("f2-cold-{:016}.seg", begin / (16 << 10));
+    let mut bytes = read(storage.as_ref(), &segment);
+    let in_file = (page % (16 << 10)) as usize;
+    let first = (begin % (16 << 10)) as usize;
+    bytes[first + RECORD_BYTES..in_file + (4 << 10)].fill(0);
+    write(storage.as_ref(), &segment, &bytes);
+    let compacted = engine.compact_now();
+    assert!(
+        matches!(&compacted, Err(Error::Corruption { file, what, .. }) if *file == segment && what.contains("would have fit")),
+        "{compacted:?}"
+    );
+}

@@ -233,20 +233,26 @@ impl HotIndex {
         }
     }
 
-    /// Clears every entry whose address is below `begin` (after a truncation). Entries changed
-    /// concurrently keep their new value.
-    pub fn invalidate_below(&self, begin: u64) -> u64 {
+    /// Clears every entry whose address is below `begin` (after a truncation) and returns how
+    /// many. Entries changed concurrently keep their new value. An entry whose address `lost`
+    /// says held no record (padding where the truncated range lost records) stops it: `Err` with
+    /// that address, the entry kept.
+    pub fn invalidate_below(&self, begin: u64, lost: &dyn Fn(u64) -> bool) -> std::result::Result<u64, u64> {
         let mut cleared = 0;
         let overflow = self.overflow.iter().filter_map(|s| s.get()).flat_map(|s| s.iter());
         for bucket in self.buckets.iter().chain(overflow) {
             for slot in &bucket.entries {
                 let v = slot.load(SeqCst);
-                if v & OCCUPIED != 0 && v & TENTATIVE == 0 && (v & ADDRESS_MASK) < begin {
+                let address = v & ADDRESS_MASK;
+                if v & OCCUPIED != 0 && v & TENTATIVE == 0 && address < begin {
+                    if lost(address) {
+                        return Err(address);
+                    }
                     cleared += u64::from(slot.compare_exchange(v, 0, SeqCst, SeqCst).is_ok());
                 }
             }
         }
-        cleared
+        Ok(cleared)
     }
 
     /// Number of occupied entries (for stats and tests).
@@ -300,7 +306,7 @@ mod tests {
         }
         assert_eq!(index.entry_count(), 40);
         assert!(index.find(hash(1, 3)).is_none());
-        assert_eq!(index.invalidate_below(1020), 20);
+        assert_eq!(index.invalidate_below(1020, &|_| false), Ok(20));
         assert!(index.find(hash(0, 5)).is_none());
         assert_eq!(index.find(hash(0, 25)).unwrap().address(), 1025);
     }

@@ -276,7 +276,7 @@ fn check_padding(file: &SegmentedFile, page_size: u64, address: u64, to: u64, en
 /// `gap_bytes` of padding at `gap_at` ended a page whose next page starts with a record of
 /// `next_record_bytes`: in a log whose pages turn only when full the record did not fit there,
 /// or records went missing.
-fn check_gap(file: &SegmentedFile, gap_at: u64, gap_bytes: u64, next_record_bytes: u64) -> Result<()> {
+pub fn check_gap(file: &SegmentedFile, gap_at: u64, gap_bytes: u64, next_record_bytes: u64) -> Result<()> {
     if !file.pages_turn_when_full() || next_record_bytes > gap_bytes {
         return Ok(());
     }

@@ -33,7 +33,7 @@ use strata_core::{Error, Result};
 
 use crate::hash::key_hash;
 use crate::index::cold;
-use crate::log::{scan_range, ScanEnd, SegmentedFile};
+use crate::log::{check_gap, scan_range, ScanEnd, SegmentedFile};
 use crate::record::RecordView;
 
 /// The source log of a round and how the round is cut into frames and shares.
@@ -64,6 +64,30 @@ pub(in crate::engine) struct RoundOutcome {
     pub copied: u64,
     /// Everything below this address was processed and released (`from` if nothing was).
     pub released_until: u64,
+    /// Where the loaded pages held padding.
+    pub padding: Padding,
+}
+
+/// The padding of a round's pages, `[start, end)` regions in address order, noted as the
+/// coordinator loads them. A page may end early (the hot log turns pages early), so padding alone
+/// is no damage; but a record's `prev_address` or an index entry pointing into it is records
+/// gone missing (a lost write), which the round would otherwise skip and truncate silently.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(in crate::engine) struct Padding {
+    regions: Vec<(u64, u64)>,
+}
+
+impl Padding {
+    pub fn contains(&self, address: u64) -> bool {
+        let after = self.regions.partition_point(|&(start, _)| start <= address);
+        after > 0 && self.regions.get(after - 1).is_some_and(|&(_, end)| address < end)
+    }
+
+    /// The region ending where the page at `page_start` begins, if the page before it ended in
+    /// padding.
+    fn ending_at(&self, page_start: u64) -> Option<(u64, u64)> {
+        self.regions.last().copied().filter(|&(_, end)| end == page_start)
+    }
 }
 
 /// A page of the compacted range, read ahead.
@@ -125,6 +149,7 @@ pub(in crate::engine) fn run_round(
     let threads = plan.threads.max(1);
     let buffer = Buffer { shared: Mutex::new(Shared::default()), changed: Condvar::new() };
     let mut released_until = plan.from;
+    let mut padding = Padding::default();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|w| {
@@ -142,7 +167,9 @@ pub(in crate::engine) fn run_round(
         }
         match spawn_failed {
             Some(e) => buffer.fail(e),
-            None => coordinate(plan, threads, &buffer, read_page, on_release, &mut released_until),
+            None => {
+                coordinate(plan, threads, &buffer, read_page, on_release, &mut released_until, &mut padding)
+            }
         }
         for handle in workers.into_iter().flatten() {
             if handle.join().is_err() {
@@ -153,7 +180,7 @@ pub(in crate::engine) fn run_round(
     let shared = buffer.shared.into_inner();
     match shared.error {
         Some(e) => Err(e),
-        None => Ok(RoundOutcome { copied: shared.copied, released_until }),
+        None => Ok(RoundOutcome { copied: shared.copied, released_until, padding }),
     }
 }
 
@@ -165,6 +192,7 @@ fn coordinate(
     read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
     on_release: &mut dyn FnMut(u64) -> bool,
     released_until: &mut u64,
+    padding: &mut Padding,
 ) {
     let page = plan.page_size_bytes;
     let mut next = plan.from;
@@ -178,7 +206,7 @@ fn coordinate(
                 }
             }
             let end = (next - next % page + page).min(plan.until);
-            let frame = match load_frame(plan, threads, read_page, next, end) {
+            let frame = match load_frame(plan, threads, read_page, next, end, padding) {
                 Ok(f) => f,
                 Err(e) => return buffer.fail(e),
             };
@@ -227,17 +255,22 @@ fn coordinate(
     }
 }
 
-/// Reads the page holding `from` and lists its records in `[from, end)` (checksums checked).
+/// Reads the page holding `from` and lists its records in `[from, end)` (checksums checked),
+/// noting where the page ends in padding. A record linking into earlier padding of the round is
+/// corruption, and so is padding the page's first record would have fit in, in a log whose pages
+/// turn only when full.
 fn load_frame(
     plan: &RoundPlan<'_>,
     threads: usize,
     read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
     from: u64,
     end: u64,
+    padding: &mut Padding,
 ) -> Result<Frame> {
     let page_start = from - from % plan.page_size_bytes;
     let bytes = read_page(page_start)?;
     let mut records = Vec::new();
+    let mut records_end = from;
     // A frame is one page: `scan_range` walks it where it is.
     let mut borrow = |_| Ok(Cow::Borrowed(bytes.as_slice()));
     scan_range(
@@ -248,14 +281,35 @@ fn load_frame(
         ScanEnd::PageCut,
         &mut borrow,
         &mut |address, view| {
+            if let (true, Some((gap_at, gap_end))) = (address == page_start, padding.ending_at(page_start)) {
+                check_gap(plan.file, gap_at, gap_end - gap_at, view.stored_len() as u64)?;
+            }
+            check_link(plan, padding, address, view.prev_address)?;
             let hash = key_hash(view.key);
             let chunk = cold::position(hash, plan.chunk_count).0;
             let owner = (chunk % threads as u64) as usize;
             records.push(((address - page_start) as usize, hash, owner));
+            records_end = address + view.stored_len() as u64;
             Ok(())
         },
     )?;
+    if records_end < end {
+        padding.regions.push((records_end, end));
+    }
     Ok(Frame { page_start, end, bytes, records })
+}
+
+/// The record at `address` links to `prev`: within the round, that must be a record, not padding.
+fn check_link(plan: &RoundPlan<'_>, padding: &Padding, address: u64, prev: u64) -> Result<()> {
+    if prev < plan.from || !padding.contains(prev) {
+        return Ok(());
+    }
+    let file = plan.file;
+    Err(Error::corruption(
+        file.file_of(prev),
+        prev % file.segment_bytes(),
+        format!("the record at address {address} links to address {prev}, which the log holds as padding: records there are missing"),
+    ))
 }
 
 /// A worker: its share of every frame, in frame order, until the last frame or a stop.
