@@ -160,6 +160,15 @@ mod tests {
         }
     }
 
+    /// Format 2 stores' record checksums do not cover the address: refused, not misread.
+    #[test]
+    fn a_format_2_checkpoint_is_incompatible() {
+        let mut bytes = sample().encode();
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let err = Checkpoint::decode(&bytes).unwrap_err();
+        assert!(matches!(&err, Error::Incompatible(m) if m.contains("older")), "{err:?}");
+    }
+
     #[test]
     fn documented_offsets_match_the_code() {
         let bytes = sample().encode();
