@@ -59,15 +59,26 @@ fn checksum_at(body: &[u8], address: u64) -> u32 {
     )
 }
 
+/// The body length (header + key + value) of the record `bytes` start with; `None` if they
+/// cannot be a record.
+pub fn body_len(bytes: &[u8]) -> Option<usize> {
+    RecordView::parse(bytes).map(|v| v.body_len())
+}
+
 /// Writes the checksum of the record starting `record`, stored at `address`. False if the bytes
 /// are not a record.
 pub fn seal(record: &mut [u8], address: u64) -> bool {
-    let Some(body_len) = RecordView::parse(record).map(|v| v.body_len()) else { return false };
+    let Some(body_len) = body_len(record) else { return false };
+    seal_body(record, body_len, address);
+    true
+}
+
+/// `seal` for a record whose body length (`body_len`) the caller already has.
+pub fn seal_body(record: &mut [u8], body_len: usize, address: u64) {
     let crc = checksum_at(record.get(..body_len).unwrap_or_default(), address);
     if let Some(slot) = record.get_mut(CRC_OFFSET..CRC_OFFSET + 4) {
         slot.copy_from_slice(&crc.to_le_bytes());
     }
-    true
 }
 
 /// Overwrites the value of the record at `address` in place (same length) and reseals it.

@@ -108,10 +108,7 @@ impl Inner {
         // and clearing the entry would hand its key's older cold value out silently.
         let lost = |address: u64| address >= begin && outcome.padding.contains(address);
         if let Err(address) = self.hot_index.invalidate_below(outcome.released_until, &lost) {
-            return Err(strata_core::Error::corruption(
-                self.hot.file.file_of(address),
-                address % self.hot.file.segment_bytes(),
-                format!("the hot index points at address {address}, which the log holds as padding: the record is missing"),
+            return Err(self.hot.file.corruption(address, format!("the hot index points at address {address}, which the log holds as padding: the record is missing"),
             ));
         }
         self.counters.hot_compactions.fetch_add(1, Relaxed);

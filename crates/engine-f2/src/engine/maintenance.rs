@@ -109,9 +109,7 @@ fn timed<T>(max_us: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
 
 fn read_disk_page(file: &SegmentedFile, page_size: u64, page_start: u64) -> Result<Vec<u8>> {
     crate::log::read_page_from_disk(file, page_size, page_start).map_err(|e| match e {
-        Error::Io { .. } => {
-            Error::corruption(file.file_of(page_start), page_start % file.segment_bytes(), e.to_string())
-        }
+        Error::Io { .. } => file.corruption(page_start, e.to_string()),
         other => other,
     })
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use parking_lot::MutexGuard;
 use strata_core::batch_codec::encode_batch;
-use strata_core::{Durability, Error, Result, Value, WriteBatch};
+use strata_core::{Durability, Result, Value, WriteBatch};
 
 use super::{Counters, Inner};
 use crate::hash::key_hash;
@@ -121,11 +121,9 @@ fn key_stripe(index: &HotIndex, hash: u64) -> usize {
 /// The previous address of a chain record, checked to go strictly backwards.
 fn next_in_chain(hot: &HybridLog, address: u64, rec: &OwnedRecord) -> Result<u64> {
     if rec.prev_address >= address {
-        return Err(Error::corruption(
-            hot.file.file_of(address),
-            address % hot.file.segment_bytes(),
-            format!("hash chain goes forward from {address} to {}", rec.prev_address),
-        ));
+        return Err(hot
+            .file
+            .corruption(address, format!("hash chain goes forward from {address} to {}", rec.prev_address)));
     }
     Ok(rec.prev_address)
 }
@@ -202,11 +200,7 @@ impl Inner {
                 return Ok(Some((address, rec)));
             }
             if rec.prev_address >= address {
-                return Err(Error::corruption(
-                    self.cold.file.file_of(address),
-                    address % self.cold.file.segment_bytes(),
-                    "cold hash chain goes forward",
-                ));
+                return Err(self.cold.file.corruption(address, "cold hash chain goes forward"));
             }
             address = rec.prev_address;
         }

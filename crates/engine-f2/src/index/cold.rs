@@ -140,15 +140,10 @@ impl ColdIndex {
     pub fn rebuild(&self) -> Result<u64> {
         let (begin, tail) = (self.log.begin(), self.log.tail());
         self.log.scan(begin, tail, &mut |address, view| {
-            let id = chunk_id_of(view.key).ok_or_else(|| {
-                Error::corruption(self.log.file.file_of(address), address, "chunk record with a bad id")
-            })?;
+            let id = chunk_id_of(view.key)
+                .ok_or_else(|| self.log.file.corruption(address, "chunk record with a bad id"))?;
             if view.value.len() != CHUNK_BYTES {
-                return Err(Error::corruption(
-                    self.log.file.file_of(address),
-                    address,
-                    "chunk of the wrong size",
-                ));
+                return Err(self.log.file.corruption(address, "chunk of the wrong size"));
             }
             self.slot(u64::from(id))?.store(address, SeqCst);
             Ok(())
@@ -166,8 +161,7 @@ impl ColdIndex {
                 // Moved by chunk-log garbage collection meanwhile: the table has the new address.
                 continue;
             };
-            let corrupt =
-                |what: &str| Error::corruption(self.log.file.file_of(address), address, what.to_string());
+            let corrupt = |what: &str| self.log.file.corruption(address, what.to_string());
             if chunk_id_of(&rec.key) != Some(chunk as u32) || rec.value.len() != CHUNK_BYTES {
                 return Err(corrupt("chunk record does not hold the expected chunk"));
             }

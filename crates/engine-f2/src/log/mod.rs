@@ -20,7 +20,7 @@ pub use segments::{SegmentedFile, CHUNK_PREFIX, COLD_PREFIX, HOT_PREFIX};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
-use strata_core::{Error, Result};
+use strata_core::Result;
 
 use crate::record::{self, OwnedRecord, RecordView, Slot};
 
@@ -108,11 +108,7 @@ fn record_in_page(
     let offset = (address - page_start) as usize;
     match page.get(offset..).and_then(RecordView::parse) {
         Some(view) => Ok(Some(OwnedRecord::from_view(&view))),
-        None => Err(Error::corruption(
-            file.file_of(address),
-            address % file.segment_bytes(),
-            "no record at this address of an in-memory log page",
-        )),
+        None => Err(file.corruption(address, "no record at this address of an in-memory log page")),
     }
 }
 
@@ -149,8 +145,7 @@ pub fn read_record_from_disk(file: &SegmentedFile, page_size: u64, address: u64)
     }
     let mut buf = vec![0u8; first as usize];
     file.read_at(address, &mut buf)?;
-    let corrupt =
-        |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+    let corrupt = |what: String| file.corruption(address, what);
     if buf.len() < record::HEADER_BYTES {
         return Err(corrupt(format!("no room for a record at address {address}")));
     }
@@ -227,8 +222,7 @@ pub fn scan_range<'p>(
         }
         let bytes = page.as_ref().map(|(_, b)| b.as_ref()).unwrap_or_default();
         let offset = (address - page_start) as usize;
-        let corrupt =
-            |what: String| Error::corruption(file.file_of(address), address % file.segment_bytes(), what);
+        let corrupt = |what: String| file.corruption(address, what);
         let rest = bytes.get(offset..).ok_or_else(|| corrupt("short page".to_string()))?;
         match record::parse_slot(rest, Some(file.checksum_address(address))) {
             Ok(Slot::Padding) => {
@@ -264,9 +258,8 @@ fn check_padding(file: &SegmentedFile, page_size: u64, address: u64, to: u64, en
     if end == ScanEnd::PageCut || page_end < to {
         return Ok(());
     }
-    Err(Error::corruption(
-        file.file_of(address),
-        address % file.segment_bytes(),
+    Err(file.corruption(
+        address,
         format!(
             "page padding at address {address}, below the log's end {to}: the records after it are missing"
         ),
@@ -280,10 +273,7 @@ pub fn check_gap(file: &SegmentedFile, gap_at: u64, gap_bytes: u64, next_record_
     if !file.pages_turn_when_full() || next_record_bytes > gap_bytes {
         return Ok(());
     }
-    Err(Error::corruption(
-        file.file_of(gap_at),
-        gap_at % file.segment_bytes(),
-        format!(
+    Err(file.corruption(gap_at, format!(
             "{gap_bytes} bytes of page padding at address {gap_at} where the next record ({next_record_bytes} \
              bytes) would have fit: the records there are missing"
         ),
@@ -297,6 +287,7 @@ mod scan_tests {
     use strata_io::MemStorage;
 
     use super::*;
+    use strata_core::Error;
 
     const PAGE: u64 = 4096;
 

@@ -55,6 +55,11 @@ impl SegmentedFile {
         }
     }
 
+    /// `Error::Corruption` of the segment holding `address`, at its offset there.
+    pub fn corruption(&self, address: u64, what: impl Into<String>) -> Error {
+        Error::corruption(self.file_of(address), address % self.segment_bytes, what)
+    }
+
     /// What the checksum of the record at `address` covers before the record's bytes
     /// (docs/format/f2-logs.md, "Record"): the address with the log's number in its top byte.
     /// Addresses stay below 2^56 (64 PiB of one log), so no two logs' values meet.
@@ -209,9 +214,5 @@ impl SegmentedFile {
             }
         }
         Ok(removed)
-    }
-
-    pub fn segment_bytes(&self) -> u64 {
-        self.segment_bytes
     }
 }

@@ -305,10 +305,7 @@ fn check_link(plan: &RoundPlan<'_>, padding: &Padding, address: u64, prev: u64) 
         return Ok(());
     }
     let file = plan.file;
-    Err(Error::corruption(
-        file.file_of(prev),
-        prev % file.segment_bytes(),
-        format!("the record at address {address} links to address {prev}, which the log holds as padding: records there are missing"),
+    Err(file.corruption(prev, format!("the record at address {address} links to address {prev}, which the log holds as padding: records there are missing"),
     ))
 }
 
