@@ -363,17 +363,7 @@ fn physically_contiguous_run(spans: &[Span]) -> usize {
 /// segment's bounds at its ends).
 fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut ChunkRecords) -> Result<Chunk> {
     let Span { lower: segment_lower, upper: segment_upper, entry, first, last, from } = span;
-    let mut previous_upper: Option<Option<&[u8]>> = None;
-    for (i, page) in (*first..).zip(&base) {
-        let id = entry.base_page(i);
-        check_within_segment(store, page, id, segment_lower, segment_upper.as_deref())?;
-        store.check_page_identity(page, id, entry, i)?;
-        // The base pages of a segment tile its range: each starts where the one before ends.
-        if previous_upper.is_some_and(|upper| upper != Some(page.lower_fence())) {
-            return Err(page_error(store, id, "does not start where the page before it in its segment ends"));
-        }
-        previous_upper = Some(page.upper_fence());
-    }
+    check_base_pages(store, entry, *first, &base, segment_lower, segment_upper.as_deref())?;
     let lower = match (first, base.first()) {
         (0, _) | (_, None) => segment_lower.clone(),
         (_, Some(page)) => page.lower_fence().to_vec(),
@@ -391,11 +381,35 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
     Ok(Chunk { lower, upper, entry: None })
 }
 
+/// Base pages `first..` of `entry`'s segment (bounds `lower`..`upper` in the index), as read:
+/// each must be the page the index places there, with fences within the segment's bounds, and
+/// they must tile the range (each starts where the one before ends).
+pub(super) fn check_base_pages(
+    store: &Store,
+    entry: &SegmentEntry,
+    first: usize,
+    pages: &[Page],
+    lower: &[u8],
+    upper: Option<&[u8]>,
+) -> Result<()> {
+    let mut previous_upper: Option<Option<&[u8]>> = None;
+    for (i, page) in (first..).zip(pages) {
+        let id = entry.base_page(i);
+        check_within_segment(store, page, id, lower, upper)?;
+        store.check_page_identity(page, id, entry, i)?;
+        if previous_upper.is_some_and(|u| u != Some(page.lower_fence())) {
+            return Err(page_error(store, id, "does not start where the page before it in its segment ends"));
+        }
+        previous_upper = Some(page.upper_fence());
+    }
+    Ok(())
+}
+
 /// A page's fences must lie within its segment's bounds in the index (a point read checks the
 /// key against the fences; a scan returns a page's records by position, so an index that
 /// disagrees with the pages would hand out records out of order). Regression: a checkpoint
 /// damaged with a recomputed checksum (fuzzing, `treeline_checkpoint`).
-pub(super) fn check_within_segment(
+fn check_within_segment(
     store: &Store,
     page: &crate::page::Page,
     id: crate::free_space::PageId,

@@ -4,13 +4,14 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_core::{Result, Stats, VerifyReport};
 
-use super::scan::{check_within_segment, page_error};
+use super::scan::check_base_pages;
 use super::Store;
 use crate::checkpoint_file::Checkpoint;
 use crate::double_write::DoubleWrite;
 use crate::forecast::ForecastState;
 use crate::index::SegmentEntry;
 use crate::options::ENGINE_NAME;
+use crate::page::Page;
 
 impl Store {
     /// Checks the WAL, the checkpoint file, the double-write area and every page the index
@@ -52,23 +53,14 @@ impl Store {
         };
         let (mut records, mut pages) = (0, 0);
         for (lower, entry, upper) in &segments {
-            let mut previous_upper: Option<Option<Vec<u8>>> = None;
-            for i in 0..usize::from(entry.pages) {
-                let id = entry.base_page(i);
-                let page = self.data.read_page(id)?;
-                self.check_page_identity(&page, id, entry, i)?;
-                check_within_segment(self, &page, id, lower, upper.as_deref())?;
-                if previous_upper.is_some_and(|u| u.as_deref() != Some(page.lower_fence())) {
-                    return Err(page_error(
-                        self,
-                        id,
-                        "does not start where the page before it in its segment ends",
-                    ));
-                }
-                previous_upper = Some(page.upper_fence().map(<[u8]>::to_vec));
+            let base: Vec<Page> = (0..usize::from(entry.pages))
+                .map(|i| self.data.read_page(entry.base_page(i)))
+                .collect::<Result<_>>()?;
+            check_base_pages(self, entry, 0, &base, lower, upper.as_deref())?;
+            for (i, page) in base.iter().enumerate() {
                 records += page.record_count() as u64;
                 pages += 1;
-                if let Some(overflow) = self.read_checked_overflow(entry, i, &page)? {
+                if let Some(overflow) = self.read_checked_overflow(entry, i, page)? {
                     records += overflow.record_count() as u64;
                     pages += 1;
                 }
