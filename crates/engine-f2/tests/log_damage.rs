@@ -362,3 +362,30 @@ fn a_cold_compaction_round_over_lost_records_is_corruption() {
         "{compacted:?}"
     );
 }
+
+/// The same loss on the last page of a cold round (a round of one page here): no page of the
+/// round follows it, so only the first record after the round can show that records are
+/// missing there. Before, the round skipped them and truncated them away.
+#[test]
+fn a_cold_compaction_round_ending_in_lost_records_is_corruption() {
+    let storage = store();
+    let options =
+        engine_f2::F2Options { background_maintenance: false, compaction_fraction: 0.001, ..small_options() };
+    let engine = F2Engine::open_with(storage.clone(), &config(), options).unwrap();
+    let begin = counter(&engine, "cold_log.begin");
+    let page = begin - begin % (4 << 10);
+    let segment = format!("f2-cold-{:016}.seg", begin / (16 << 10));
+    let in_file = (page % (16 << 10)) as usize;
+    let first = if page == 0 { 64 } else { in_file };
+    let records = (in_file + (4 << 10) - first) / RECORD_BYTES;
+    let last = first + (records - 1) * RECORD_BYTES;
+    assert!(((begin % (16 << 10)) as usize) < last, "the round starts before the lost record");
+    let mut bytes = read(storage.as_ref(), &segment);
+    bytes[last..in_file + (4 << 10)].fill(0);
+    write(storage.as_ref(), &segment, &bytes);
+    let compacted = engine.compact_now();
+    assert!(
+        matches!(&compacted, Err(Error::Corruption { file, what, .. }) if *file == segment && what.contains("would have fit")),
+        "{compacted:?}"
+    );
+}

@@ -194,6 +194,7 @@ impl Inner {
             &|share| self.cold_share_to_tail(share),
             &mut |_| !self.opts.background_maintenance || self.worker_may_continue(),
         )?;
+        self.check_cold_round_end(&outcome, tail)?;
         if outcome.released_until > begin {
             self.cold.truncate(outcome.released_until);
         }
@@ -208,6 +209,28 @@ impl Inner {
         self.counters.cold_compactions.fetch_add(1, Relaxed);
         self.counters.cold_records_copied.fetch_add(outcome.copied, Relaxed);
         Ok(outcome.copied)
+    }
+
+    /// A cold round whose last page ended in padding: the cold log turns to a new page only when
+    /// a record does not fit, so the first record after the round must not have fit there, or
+    /// records went missing that the round skipped and would truncate away (a lost write). The
+    /// round's own pages were checked as it loaded them; this is the page after its end.
+    fn check_cold_round_end(&self, outcome: &frames::RoundOutcome, tail: u64) -> Result<()> {
+        let end = outcome.released_until;
+        let Some((gap_at, _)) = outcome.padding.ending_at(end) else {
+            return Ok(());
+        };
+        let gap_bytes = end - gap_at;
+        if end >= tail {
+            // The tail never follows padding: a record that does not fit moves it past the page
+            // start.
+            return Err(self.cold.file.corruption(gap_at, format!("{gap_bytes} bytes of page padding at address {gap_at} end the cold log: the records there are missing")));
+        }
+        let next_record_bytes = match self.cold.read(end)? {
+            Some(next) => record::stored_len(next.key.len(), next.value.len()) as u64,
+            None => return Ok(()), // truncated meanwhile: nothing is left to lose
+        };
+        crate::log::check_gap(&self.cold.file, gap_at, gap_bytes, next_record_bytes)
     }
 
     /// ConditionalInsert of a worker's share of a cold-log page: its chunks read in one parallel

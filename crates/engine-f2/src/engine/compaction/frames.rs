@@ -85,7 +85,7 @@ impl Padding {
 
     /// The region ending where the page at `page_start` begins, if the page before it ended in
     /// padding.
-    fn ending_at(&self, page_start: u64) -> Option<(u64, u64)> {
+    pub fn ending_at(&self, page_start: u64) -> Option<(u64, u64)> {
         self.regions.last().copied().filter(|&(_, end)| end == page_start)
     }
 }
