@@ -1,6 +1,6 @@
 //! Layer 3: the process-kill crash test (sled's test_crash_recovery.rs is the model).
 //!
-//! The test binary re-runs itself as a child (`current_exe() <test_name> --exact`) with
+//! The test binary re-runs itself as a child (`<own executable> <test_name> --exact`) with
 //! `STRATA_CRASH_CHILD_DIR` set. The child opens the engine on real files and executes ops
 //! `start..` from a generator that derives op `i` from `(seed, i)` alone, writing "ops done" to an
 //! ack file (pwrite of 8 bytes at offset 0) after each op returns Ok. The parent SIGKILLs it at a
@@ -261,8 +261,7 @@ impl Parent<'_> {
     }
 
     fn spawn(&self) -> std::io::Result<Child> {
-        let exe = std::env::current_exe()?;
-        Command::new(exe)
+        Command::new(own_executable()?)
             .args([self.test_name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR_ENV, &self.dir)
             .env(CHILD_SEED_ENV, self.seed.to_string())
@@ -406,9 +405,45 @@ fn apply(model: &mut BTreeMap<Key, Value>, unit: Option<crate::ops::Unit>) {
     }
 }
 
+/// The file this process runs, for its children. On Linux `/proc/<pid>/exe`, which stays this
+/// binary after its path was replaced or deleted: a cargo build of the same test target while
+/// the test runs replaces the path, and `current_exe()` then named a missing file (the spawn
+/// failed: "No such file or directory") or would have run the rebuilt code in the children.
+fn own_executable() -> std::io::Result<PathBuf> {
+    let running = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    match running.exists() {
+        true => Ok(running),
+        false => std::env::current_exe(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DELETE_AND_SPAWN_ENV: &str = "STRATA_TESTKIT_DELETE_SELF_AND_SPAWN";
+
+    /// Regression (a process-kill run failed at cycle 17 with "spawning the child: No such file
+    /// or directory" while cargo rebuilt the test binary): a copy of this test binary deletes
+    /// itself, then spawns `own_executable()`, which must still run it.
+    #[test]
+    fn children_run_the_parent_s_binary_after_its_file_is_deleted() {
+        if std::env::var_os(DELETE_AND_SPAWN_ENV).is_some() {
+            fs::remove_file(std::env::current_exe().unwrap()).unwrap();
+            let listed = Command::new(own_executable().unwrap()).arg("--list").output().unwrap();
+            assert!(listed.status.success(), "{listed:?}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("test-binary-copy");
+        fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        let name = "crash::tests::children_run_the_parent_s_binary_after_its_file_is_deleted";
+        let out =
+            Command::new(&copy).args([name, "--exact"]).env(DELETE_AND_SPAWN_ENV, "1").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"), "the copy ran no test: {out:?}");
+        assert!(!copy.exists(), "the copy did not delete itself");
+    }
 
     #[test]
     fn ops_depend_only_on_seed_and_index() {
