@@ -5,6 +5,8 @@
 
 mod frames;
 #[cfg(test)]
+mod lost_record_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -93,12 +95,12 @@ impl Inner {
             &plan,
             &|page_start| self.hot.read_page(page_start),
             &|share| self.hot_share_to_target(share),
-            &mut |page_end| {
+            &mut |page_end, padding_start| {
                 #[cfg(test)]
                 tests::hooks::event(self, tests::hooks::Event::Releasing(page_end));
                 match &self.read_cache {
-                    Some(cache) => cache.exclusive(|| self.hot.truncate(page_end)),
-                    None => self.hot.truncate(page_end),
+                    Some(cache) => cache.exclusive(|| self.hot.release_page(page_end, padding_start)),
+                    None => self.hot.release_page(page_end, padding_start),
                 }
                 self.worker.notify_progress();
                 !self.opts.background_maintenance || self.worker_may_continue()
@@ -192,7 +194,7 @@ impl Inner {
             &plan,
             &|page_start| self.cold.read_page(page_start),
             &|share| self.cold_share_to_tail(share),
-            &mut |_| !self.opts.background_maintenance || self.worker_may_continue(),
+            &mut |_, _| !self.opts.background_maintenance || self.worker_may_continue(),
         )?;
         self.check_cold_round_end(&outcome, tail)?;
         if outcome.released_until > begin {

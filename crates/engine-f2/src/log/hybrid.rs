@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 use strata_core::{Error, Result};
 
 use super::epoch::Epoch;
+use super::released_padding::ReleasedPadding;
 use super::window::PageWindow;
 use super::{
     load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
@@ -60,6 +61,9 @@ pub struct HybridLog {
     /// for the older ones (`push_page`, `seal_to_tail`).
     writers: Epoch<()>,
     flush: Mutex<FlushState>,
+    /// Padding of the pages compaction released, while records could still link into it: a
+    /// read there is a lost record, not the end of a chain (see `released_padding.rs`).
+    released_padding: ReleasedPadding,
 }
 
 /// Pages are flushed in pieces of at most this size (one reused buffer, no page-sized copy).
@@ -104,6 +108,7 @@ impl HybridLog {
             turn: Mutex::new(()),
             writers: Epoch::new(),
             flush: Mutex::new(FlushState { until: tail, buffer: Vec::new() }),
+            released_padding: ReleasedPadding::default(),
         })
     }
 
@@ -127,9 +132,10 @@ impl HybridLog {
     pub fn truncations(&self) -> u64 {
         self.bounds.truncations()
     }
-    /// Bytes of page buffers allocated (the window, plus pages retired while readers held them).
+    /// Bytes of page buffers allocated (the window, plus pages retired while readers held them)
+    /// and of the released padding kept.
     pub fn memory_bytes(&self) -> u64 {
-        self.window.ring().memory_bytes()
+        self.window.ring().memory_bytes() + self.released_padding.memory_bytes()
     }
     pub fn size_bytes(&self) -> u64 {
         self.bounds.size_bytes()
@@ -271,9 +277,13 @@ impl HybridLog {
         tail
     }
 
-    /// The record at `address`, or `None` if the log was truncated past it.
+    /// The record at `address`, or `None` if the log was truncated past it (corruption if it
+    /// was truncated as padding: a link never names padding, so records there were lost).
     pub fn read(&self, address: u64) -> Result<Option<OwnedRecord>> {
         if address < self.begin() {
+            if self.released_padding.contains(address) {
+                return Err(self.file.corruption(address, format!("a hash chain links to address {address}, which compaction released as page padding: the record there is missing")));
+            }
             return Ok(None);
         }
         let in_memory = self.window.with_page(address, |page, offset| {
@@ -342,6 +352,20 @@ impl HybridLog {
     /// sees the new count.
     pub fn truncate(&self, new_begin: u64) {
         self.bounds.truncate(new_begin);
+        self.released_padding.forget_below(new_begin);
+    }
+
+    /// `truncate` to `page_end`, the end of a page compaction is done with, whose records ended
+    /// at `padding_start` (the page ended in padding there).
+    pub fn release_page(&self, page_end: u64, padding_start: Option<u64>) {
+        let Some(start) = padding_start else {
+            return self.truncate(page_end);
+        };
+        // Noted before the truncation, so no read below `begin` misses it; linkable by the
+        // records appended up to the truncation, so its tail is read after it.
+        self.released_padding.note(start, page_end);
+        self.truncate(page_end);
+        self.released_padding.linkable_below(self.tail());
     }
 }
 

@@ -8,6 +8,7 @@ mod hybrid;
 #[cfg(all(test, feature = "loom"))]
 mod model;
 mod read_cache;
+mod released_padding;
 mod ring;
 mod segments;
 mod sync;

@@ -95,6 +95,8 @@ struct Frame {
     page_start: u64,
     /// The compacted part of the page ends here.
     end: u64,
+    /// Where the page's records end, if padding follows them (up to `end`).
+    padding_start: Option<u64>,
     bytes: Vec<u8>,
     /// Each record's offset in `bytes`, key hash and owning worker, in log order.
     records: Vec<(usize, u64, usize)>,
@@ -137,14 +139,15 @@ impl Buffer {
 
 /// Runs one compaction round over `plan.from..plan.until`. `process(share)` runs
 /// ConditionalInsert on a worker's share of a frame (its records in log order) and returns how
-/// many it copied; `on_release(page_end)` is called on this thread for each finished page, in
-/// order, and returns whether the round may go on (false stops it early; what was released stays
+/// many it copied; `on_release(page_end, padding_start)` is called on this thread for each
+/// finished page, in order, with where the page's records end if padding follows them, and
+/// returns whether the round may go on (false stops it early; what was released stays
 /// released).
 pub(in crate::engine) fn run_round(
     plan: &RoundPlan<'_>,
     read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
     process: &(dyn Fn(&[FrameRecord<'_>]) -> Result<u64> + Sync),
-    on_release: &mut dyn FnMut(u64) -> bool,
+    on_release: &mut dyn FnMut(u64, Option<u64>) -> bool,
 ) -> Result<RoundOutcome> {
     let threads = plan.threads.max(1);
     let buffer = Buffer { shared: Mutex::new(Shared::default()), changed: Condvar::new() };
@@ -190,7 +193,7 @@ fn coordinate(
     threads: usize,
     buffer: &Buffer,
     read_page: &(dyn Fn(u64) -> Result<Vec<u8>> + Sync),
-    on_release: &mut dyn FnMut(u64) -> bool,
+    on_release: &mut dyn FnMut(u64, Option<u64>) -> bool,
     released_until: &mut u64,
     padding: &mut Padding,
 ) {
@@ -246,7 +249,7 @@ fn coordinate(
         };
         let Some(front) = front else { continue };
         *released_until = front.end;
-        if !on_release(front.end) {
+        if !on_release(front.end, front.padding_start) {
             let mut s = buffer.shared.lock();
             s.stop = true;
             buffer.changed.notify_all();
@@ -293,10 +296,11 @@ fn load_frame(
             Ok(())
         },
     )?;
-    if records_end < end {
-        padding.regions.push((records_end, end));
+    let padding_start = (records_end < end).then_some(records_end);
+    if let Some(start) = padding_start {
+        padding.regions.push((start, end));
     }
-    Ok(Frame { page_start, end, bytes, records })
+    Ok(Frame { page_start, end, padding_start, bytes, records })
 }
 
 /// The record at `address` links to `prev`: within the round, that must be a record, not padding.
