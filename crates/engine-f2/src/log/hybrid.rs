@@ -34,6 +34,11 @@ use super::{
 };
 use crate::record::{self, OwnedRecord, RecordView};
 
+/// The released padding kept may use this fraction (1 / n) of the window's bytes: the oldest
+/// regions are dropped beyond it (their links go unchecked), so it never outgrows the budget
+/// the window was sized from by more than this.
+const RELEASED_PADDING_SHARE: u64 = 64;
+
 pub struct HybridLog {
     pub file: SegmentedFile,
     page_size: u64,
@@ -108,7 +113,7 @@ impl HybridLog {
             turn: Mutex::new(()),
             writers: Epoch::new(),
             flush: Mutex::new(FlushState { until: tail, buffer: Vec::new() }),
-            released_padding: ReleasedPadding::default(),
+            released_padding: ReleasedPadding::new(page_size * max_pages as u64 / RELEASED_PADDING_SHARE),
         })
     }
 

@@ -16,8 +16,9 @@
 //! chose its link before the release and reserved its address long after it is not covered: a
 //! loss behind such a link goes unnoticed, as it did before this check.)
 //!
-//! Memory: one region per released page that ended in padding, while linkable: at most the hot
-//! log's pages on disk (24 bytes each, counted in the hot log's `memory_bytes`).
+//! Memory: one region (24 bytes) per released page that ended in padding, while linkable: up to
+//! the hot log's pages on disk, so it is capped (`new`), dropping the oldest regions; counted in
+//! the hot log's `memory_bytes`.
 
 use std::collections::VecDeque;
 
@@ -33,19 +34,29 @@ struct Region {
 
 /// Regions in address order (pages are released in order, and the tail only grows, so
 /// `linkable_below` never decreases along the queue).
-#[derive(Default)]
 pub struct ReleasedPadding {
     regions: RwLock<VecDeque<Region>>,
+    max_regions: usize,
 }
 
 const REGION_BYTES: u64 = std::mem::size_of::<Region>() as u64;
 
 impl ReleasedPadding {
+    /// Keeps at most `max_bytes` of regions (at least one).
+    pub fn new(max_bytes: u64) -> ReleasedPadding {
+        let max_regions = usize::try_from(max_bytes / REGION_BYTES).unwrap_or(usize::MAX).max(1);
+        ReleasedPadding { regions: RwLock::new(VecDeque::new()), max_regions }
+    }
+
     /// Notes the padding `[start, end)` of a page about to be released; it stays until
     /// `linkable_below` sets the tail it is linkable below.
     pub fn note(&self, start: u64, end: u64) {
         if start < end {
-            self.regions.write().push_back(Region { start, end, linkable_below: u64::MAX });
+            let mut regions = self.regions.write();
+            if regions.len() >= self.max_regions {
+                regions.pop_front();
+            }
+            regions.push_back(Region { start, end, linkable_below: u64::MAX });
         }
     }
 
@@ -83,7 +94,7 @@ mod tests {
 
     #[test]
     fn holds_a_region_until_begin_passes_the_tail_it_was_released_at() {
-        let padding = ReleasedPadding::default();
+        let padding = ReleasedPadding::new(1 << 10);
         padding.note(4000, 4096);
         padding.linkable_below(20_000);
         padding.note(8100, 8192);
@@ -101,5 +112,17 @@ mod tests {
         padding.linkable_below(30_000);
         padding.forget_below(30_000);
         assert!(!padding.contains(8100));
+    }
+
+    #[test]
+    fn drops_the_oldest_region_beyond_its_bytes() {
+        let padding = ReleasedPadding::new(2 * REGION_BYTES);
+        for page in 1..=3u64 {
+            padding.note(page * 4096 - 10, page * 4096);
+            padding.linkable_below(1 << 20);
+        }
+        assert!(!padding.contains(4090), "the oldest region was dropped");
+        assert!(padding.contains(8190) && padding.contains(12_280));
+        assert!(padding.memory_bytes() <= 4 * REGION_BYTES);
     }
 }
