@@ -418,7 +418,7 @@ enum Expect {
 ///
 /// Panics only on a bug:
 /// - a panic inside the engine (with overflow checks and debug assertions on);
-/// - the undamaged store failing to open;
+/// - the undamaged store failing to open, or failing a read, the scan, `verify` or `close`;
 /// - an open that fails with anything but `Error::Corruption` (or `Incompatible`), when
 ///   `target.open_errors_are_corruption`;
 /// - a failed open that removed a file (other than a `.tmp` file), when
@@ -488,9 +488,32 @@ pub fn damaged_store(target: &Target, data: &[u8]) {
             return;
         }
     };
-    check_reads(&db, seed, expect, target.name);
-    let _ = db.verify();
-    let _ = db.close();
+    check_reads(&db, seed, expect, target.name, intact);
+    let verified = db.verify();
+    assert!(
+        !intact || verified.is_ok(),
+        "{}: the undamaged seed store fails verify: {verified:?}",
+        target.name
+    );
+    let closed = db.close();
+    assert!(
+        !intact || closed.is_ok(),
+        "{}: the undamaged seed store fails to close: {closed:?}",
+        target.name
+    );
+}
+
+/// A read of the undamaged store must not fail: an error there is a check that fires on a
+/// healthy store (with damage, an error is the store refusing it, which any read may do).
+fn no_error_when_intact<T>(
+    read: &strata::Result<T>,
+    intact: bool,
+    target: &str,
+    what: &dyn std::fmt::Display,
+) {
+    if let (true, Err(e)) = (intact, read) {
+        panic!("{target}: {what} failed on the undamaged seed store: {e:?}");
+    }
 }
 
 /// Whether `got` (a read of `k`) is what `expect` allows.
@@ -502,10 +525,12 @@ fn allowed(seed: &SeedStore, expect: Expect, k: &[u8], got: Option<&[u8]>) -> bo
     }
 }
 
-fn check_reads(db: &Db, seed: &SeedStore, expect: Expect, target: &str) {
+fn check_reads(db: &Db, seed: &SeedStore, expect: Expect, target: &str, intact: bool) {
     let mut gets: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
     for k in seed.history.keys() {
-        if let Ok(got) = db.get(k) {
+        let read = db.get(k);
+        no_error_when_intact(&read, intact, target, &format_args!("get {:?}", String::from_utf8_lossy(k)));
+        if let Ok(got) = read {
             assert!(
                 allowed(seed, expect, k, got.as_deref()),
                 "{target}: key {:?} read {} ({expect:?} check; it last held {})",
@@ -519,10 +544,13 @@ fn check_reads(db: &Db, seed: &SeedStore, expect: Expect, target: &str) {
     if !db.capabilities().ordered {
         return;
     }
-    let Ok(iter) = db.iter() else { return };
+    let iter = db.iter();
+    no_error_when_intact(&iter, intact, target, &"iter");
+    let Ok(iter) = iter else { return };
     let mut scanned: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut last: Option<Vec<u8>> = None;
     for item in iter.take(10_000) {
+        no_error_when_intact(&item, intact, target, &"a scan item");
         let Ok((k, v)) = item else { return };
         assert!(last.as_ref().is_none_or(|l| *l < k), "{target}: scan out of order at {k:?}");
         assert!(

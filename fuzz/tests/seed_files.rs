@@ -133,3 +133,16 @@ fn treeline_seed_holds_pages_dwb_images_and_wal_records() {
     println!("treeline-dwb: {entries} entries, {} generation(s)", generations.len());
     assert!(entries > 128, "treeline-dwb holds {entries} images");
 }
+
+/// Inputs that change nothing (no edit; no edit and a reseal) run each target's checks on the
+/// intact store, where a read, the scan, `verify` or `close` failing is a check that fires on a
+/// healthy store: a bug the damaged inputs cannot show, since a damaged store may refuse any read.
+#[test]
+fn every_target_s_checks_pass_on_the_undamaged_store() {
+    for target in &targets::ALL {
+        for file in 0..4u8 {
+            strata_fuzz::damaged_store(target, &[file, 0]);
+            strata_fuzz::damaged_store(target, &[file, 1]);
+        }
+    }
+}
