@@ -2,10 +2,13 @@
 
 use strata_core::{EngineConfig, EngineOptionReader, Error, Result};
 
+use crate::log::RELEASED_PADDING_REGION_BYTES;
+
 /// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
 /// way the paper splits its 3 GiB budget (hot index 1/6, read cache 1/6, cold index 1/48, the rest
-/// for the hot log's in-memory pages, after setting aside [`reserved_bytes`]: the cold and chunk
-/// logs' tail pages, the compaction frame buffer and the WAL buffers). Hot-index overflow
+/// for the hot log's in-memory pages and its released padding, after setting aside
+/// [`reserved_bytes`]: the cold and chunk logs' tail pages, the compaction frame buffer and the
+/// WAL buffers). Hot-index overflow
 /// buckets beyond its share are taken from the hot log's pages at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct F2Options {
@@ -92,6 +95,9 @@ pub struct Resolved {
     pub segment_bytes: u64,
     pub hot_index_buckets: u64,
     pub hot_log_pages: usize,
+    /// Released-padding regions the hot log keeps at most (`log::released_padding`): one per
+    /// page of its disk budget, in no more than 1/32 of its memory share, which it is taken from.
+    pub released_padding_regions: usize,
     pub read_cache_pages: usize,
     pub chunk_count: u64,
     pub mutable_fraction: f64,
@@ -248,10 +254,14 @@ impl F2Options {
         let cold_index = self.cold_index_bytes.unwrap_or(budget / 48);
         let reserved = reserved_bytes(page, self.compaction_frame_pages);
         let shares = hot_index.saturating_add(read_cache).saturating_add(cold_index).saturating_add(reserved);
-        let hot_log = self.hot_log_memory_bytes.unwrap_or_else(|| budget.saturating_sub(shares));
+        let hot_log_share = self.hot_log_memory_bytes.unwrap_or_else(|| budget.saturating_sub(shares));
+        let hot_budget =
+            self.hot_log_disk_budget_bytes.unwrap_or(hot_log_share.saturating_mul(4)).max(4 * page);
+        let released_padding_regions =
+            (hot_budget / page + 1).min(hot_log_share / 32 / RELEASED_PADDING_REGION_BYTES).max(1);
+        let hot_log = hot_log_share.saturating_sub(released_padding_regions * RELEASED_PADDING_REGION_BYTES);
         let hot_log_pages = (hot_log / page).max(2) as usize;
         let hot_log = hot_log_pages as u64 * page;
-        let hot_budget = self.hot_log_disk_budget_bytes.unwrap_or(hot_log.saturating_mul(4)).max(4 * page);
         let cold_trigger = match self.cold_log_disk_budget_bytes {
             Some(budget) => ColdTrigger::SizeBytes(
                 (budget.max(2 * page) as f64 * self.compaction_trigger_fraction) as u64,
@@ -263,6 +273,7 @@ impl F2Options {
             segment_bytes: self.segment_bytes,
             hot_index_buckets: floor_pow2((hot_index / 64).max(2)),
             hot_log_pages,
+            released_padding_regions: usize::try_from(released_padding_regions).unwrap_or(usize::MAX),
             read_cache_pages: (read_cache / page) as usize,
             chunk_count: floor_pow2((cold_index / 8).clamp(1, 1 << 32)),
             mutable_fraction: self.mutable_fraction,

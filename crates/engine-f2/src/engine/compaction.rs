@@ -230,7 +230,9 @@ impl Inner {
         }
         let next_record_bytes = match self.cold.read(end)? {
             Some(next) => record::stored_len(next.key.len(), next.value.len()) as u64,
-            None => return Ok(()), // truncated meanwhile: nothing is left to lose
+            // Below `begin`: not reached (only this round moves the cold log's `begin`, after
+            // this check, under the maintenance lock).
+            None => return Ok(()),
         };
         crate::log::check_gap(&self.cold.file, gap_at, gap_bytes, next_record_bytes)
     }

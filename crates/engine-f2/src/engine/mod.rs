@@ -143,6 +143,7 @@ impl Inner {
             hot_file,
             page,
             opts.hot_log_pages,
+            opts.released_padding_regions,
             opts.mutable_fraction,
             ck.hot_begin,
             ck.hot_tail,

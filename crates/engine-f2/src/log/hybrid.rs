@@ -34,11 +34,6 @@ use super::{
 };
 use crate::record::{self, OwnedRecord, RecordView};
 
-/// The released padding kept may use this fraction (1 / n) of the window's bytes: the oldest
-/// regions are dropped beyond it (their links go unchecked), so it never outgrows the budget
-/// the window was sized from by more than this.
-const RELEASED_PADDING_SHARE: u64 = 64;
-
 pub struct HybridLog {
     pub file: SegmentedFile,
     page_size: u64,
@@ -81,11 +76,13 @@ struct FlushState {
 }
 
 impl HybridLog {
-    /// Opens a hot log whose durable contents are `[begin, tail)`; the tail page is loaded.
+    /// Opens a hot log whose durable contents are `[begin, tail)`; the tail page is loaded. It
+    /// keeps up to `released_padding_regions` regions of released padding.
     pub fn open(
         file: SegmentedFile,
         page_size: u64,
         max_pages_in_memory: usize,
+        released_padding_regions: usize,
         mutable_fraction: f64,
         begin: u64,
         tail: u64,
@@ -113,7 +110,7 @@ impl HybridLog {
             turn: Mutex::new(()),
             writers: Epoch::new(),
             flush: Mutex::new(FlushState { until: tail, buffer: Vec::new() }),
-            released_padding: ReleasedPadding::new(page_size * max_pages as u64 / RELEASED_PADDING_SHARE),
+            released_padding: ReleasedPadding::new(released_padding_regions),
         })
     }
 
@@ -388,7 +385,7 @@ mod tests {
     /// An empty hot log in memory: pages of `PAGE` bytes, a window of 3 pages.
     pub(super) fn empty_log(mutable_fraction: f64) -> HybridLog {
         let file = SegmentedFile::new(Arc::new(MemStorage::new()), "f2-hot-", 16 << 10);
-        HybridLog::open(file, PAGE, 3, mutable_fraction, FIRST_ADDRESS, FIRST_ADDRESS).unwrap()
+        HybridLog::open(file, PAGE, 3, 8, mutable_fraction, FIRST_ADDRESS, FIRST_ADDRESS).unwrap()
     }
 
     /// Record `i`: key `i`, a 100-byte value of `i as u8`.
@@ -407,7 +404,7 @@ mod tests {
             addresses.push(log.append(&mut record::encode(&i.to_le_bytes(), Some(&value), 0)).unwrap());
         }
         assert!(log.head() > FIRST_ADDRESS, "old pages were evicted");
-        assert!(log.memory_bytes() <= 3 * PAGE);
+        assert!(log.window.ring().memory_bytes() <= 3 * PAGE);
         assert!(log.read_only() >= log.head() && log.read_only() <= log.tail());
         for (i, &a) in addresses.iter().enumerate() {
             let rec = log.read(a).unwrap().unwrap();
@@ -509,6 +506,6 @@ mod epoch_tests {
         let guard = log.window.ring().protect();
         assert!(log.window.ring().page(&guard, page_start).is_none());
         assert!(log.window.ring().page(&guard, reuse_page).is_some(), "the frame now holds the new page");
-        assert!(log.memory_bytes() <= 4 * PAGE);
+        assert!(log.window.ring().memory_bytes() <= 4 * PAGE);
     }
 }

@@ -17,6 +17,7 @@ mod window;
 pub use append::AppendLog;
 pub use hybrid::HybridLog;
 pub use read_cache::{ReadCache, READ_CACHE_FLAG};
+pub use released_padding::REGION_BYTES as RELEASED_PADDING_REGION_BYTES;
 pub use segments::{SegmentedFile, CHUNK_PREFIX, COLD_PREFIX, HOT_PREFIX};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};

@@ -17,7 +17,9 @@
 //! loss behind such a link goes unnoticed, as it did before this check.)
 //!
 //! Memory: one region (24 bytes) per released page that ended in padding, while linkable: up to
-//! the hot log's pages on disk, so it is capped (`new`), dropping the oldest regions; counted in
+//! the hot log's pages on disk. The options give it that many regions, in at most 1/32 of the hot
+//! log's memory share and taken from it (`Resolved::released_padding_regions`), allocated up
+//! front; beyond them the oldest regions are dropped (links into them go unchecked). Counted in
 //! the hot log's `memory_bytes`.
 
 use std::collections::VecDeque;
@@ -39,13 +41,13 @@ pub struct ReleasedPadding {
     max_regions: usize,
 }
 
-const REGION_BYTES: u64 = std::mem::size_of::<Region>() as u64;
+pub const REGION_BYTES: u64 = std::mem::size_of::<Region>() as u64;
 
 impl ReleasedPadding {
-    /// Keeps at most `max_bytes` of regions (at least one).
-    pub fn new(max_bytes: u64) -> ReleasedPadding {
-        let max_regions = usize::try_from(max_bytes / REGION_BYTES).unwrap_or(usize::MAX).max(1);
-        ReleasedPadding { regions: RwLock::new(VecDeque::new()), max_regions }
+    /// Keeps at most `max_regions` regions (at least one), allocated now.
+    pub fn new(max_regions: usize) -> ReleasedPadding {
+        let max_regions = max_regions.max(1);
+        ReleasedPadding { regions: RwLock::new(VecDeque::with_capacity(max_regions)), max_regions }
     }
 
     /// Notes the padding `[start, end)` of a page about to be released; it stays until
@@ -94,7 +96,7 @@ mod tests {
 
     #[test]
     fn holds_a_region_until_begin_passes_the_tail_it_was_released_at() {
-        let padding = ReleasedPadding::new(1 << 10);
+        let padding = ReleasedPadding::new(8);
         padding.note(4000, 4096);
         padding.linkable_below(20_000);
         padding.note(8100, 8192);
@@ -116,13 +118,13 @@ mod tests {
 
     #[test]
     fn drops_the_oldest_region_beyond_its_bytes() {
-        let padding = ReleasedPadding::new(2 * REGION_BYTES);
+        let padding = ReleasedPadding::new(2);
         for page in 1..=3u64 {
             padding.note(page * 4096 - 10, page * 4096);
             padding.linkable_below(1 << 20);
         }
         assert!(!padding.contains(4090), "the oldest region was dropped");
         assert!(padding.contains(8190) && padding.contains(12_280));
-        assert!(padding.memory_bytes() <= 4 * REGION_BYTES);
+        assert!(padding.memory_bytes() < 4 * REGION_BYTES, "the queue never grows past its regions");
     }
 }

@@ -14,7 +14,7 @@
 //! - Appends: the cold log and the chunk log serialise concurrent appends on their tail-page
 //!   mutex (an address is reserved and written under it); a chain only grows at the hands of its
 //!   chunk's owner, so its addresses still go strictly backwards.
-//! - Release order: the frame of a page is released (`on_release(page_end)`, which truncates the
+//! - Release order: the frame of a page is released (`on_release(page_end, padding_start)`, which truncates the
 //!   source log) only after every worker finished its share of that page, and only after every
 //!   earlier frame was released. So `begin` never passes a record whose ConditionalInsert has
 //!   not finished, and truncation advances page by page as in a one-thread round.
