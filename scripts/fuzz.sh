@@ -11,8 +11,10 @@ source ../scripts/fuzz_tools.sh
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
-    # The harness's own tests (reseal per format, seed files, the treeline checkpoint bit-flip
-    # sweep), before any target runs.
+    # The harness's lints (the fuzz crate is its own workspace: CI's clippy does not reach it)
+    # and its own tests (reseal per format, seed files, the treeline checkpoint bit-flip sweep),
+    # before any target runs.
+    cargo +nightly clippy --all-targets -- -D warnings
     cargo +nightly test --release
 fi
 cargo +nightly fuzz build -O

@@ -15,7 +15,7 @@
 use crc32c::{crc32c, crc32c_append};
 
 /// A reseal function: the damaged file's name and bytes; returns the checksums written.
-pub type Reseal = fn(&str, &mut Vec<u8>) -> usize;
+pub type Reseal = fn(&str, &mut [u8]) -> usize;
 
 /// f2's log page size and segment size in the fuzz seeds (`options`: `page_size_bytes`,
 /// `segment_bytes`).
@@ -43,14 +43,14 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 }
 
 /// No checksum to repair.
-pub fn none(_: &str, _: &mut Vec<u8>) -> usize {
+pub fn none(_: &str, _: &mut [u8]) -> usize {
     0
 }
 
 /// A `strata_kit::small_file` with `CrcLayout::Trailing`: the last 4 bytes are the CRC-32C of
 /// every byte before them (`STRATA-MANIFEST`, `flexdb-meta`, `treeline-checkpoint`,
 /// `treeline-forecast`).
-pub fn trailing_crc(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn trailing_crc(_: &str, b: &mut [u8]) -> usize {
     let Some(body) = b.len().checked_sub(4) else { return 0 };
     let crc = crc32c(&b[..body]);
     put_u32(b, body, crc);
@@ -73,7 +73,7 @@ fn wal_mask(crc: u32) -> u32 {
 /// at 0 of header bytes 4..24 and the payload, padded to 8, up to an all-zero header, a header
 /// that cannot be a record or a record running past the file). `.free` files are ignored by
 /// recovery and left alone.
-pub fn wal(name: &str, b: &mut Vec<u8>) -> usize {
+pub fn wal(name: &str, b: &mut [u8]) -> usize {
     if name.ends_with("state") {
         if b.len() < WAL_HEADER_BYTES {
             return 0;
@@ -118,7 +118,7 @@ pub fn wal(name: &str, b: &mut Vec<u8>) -> usize {
 /// its payload) from offset 32 up to the trailer (the last 24 bytes), then the trailer: when
 /// every block was reached, its entry and block counts as the blocks hold them, and its CRC at 20
 /// (of trailer bytes 0..20).
-pub fn memory_snapshot(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn memory_snapshot(_: &str, b: &mut [u8]) -> usize {
     const HEADER: usize = 32;
     const TRAILER: usize = 24;
     if b.len() < HEADER + TRAILER {
@@ -164,7 +164,7 @@ pub fn memory_snapshot(_: &str, b: &mut Vec<u8>) -> usize {
 //      docs/format/f2-logs.md) ----
 
 /// `f2-checkpoint`: CRC-32C at 12 of bytes 16.. (`CrcLayout::AfterVersionOverPayload`).
-pub fn f2_checkpoint(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn f2_checkpoint(_: &str, b: &mut [u8]) -> usize {
     if b.len() < 16 {
         return 0;
     }
@@ -175,7 +175,7 @@ pub fn f2_checkpoint(_: &str, b: &mut Vec<u8>) -> usize {
 
 /// `f2-hot-index`: the body CRC at 12 (of bytes 64..), then the header CRC at 56 (of bytes
 /// 0..56, which include the body CRC).
-pub fn f2_hot_index(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn f2_hot_index(_: &str, b: &mut [u8]) -> usize {
     if b.len() < 64 {
         return 0;
     }
@@ -193,7 +193,7 @@ pub fn f2_hot_index(_: &str, b: &mut Vec<u8>) -> usize {
 /// CRC at 0 covers its address (`segment * F2_SEGMENT_BYTES` + offset, u64, with the log's number
 /// in the top byte: 1 hot, 2 cold, 3 chunk) and then bytes 4..24 + key + value: a record the
 /// edits moved is resealed where it now lies.
-pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
+pub fn f2_log(name: &str, b: &mut [u8]) -> usize {
     let segment = name
         .strip_suffix(".seg")
         .and_then(|s| s.rsplit('-').next())
@@ -237,7 +237,7 @@ pub fn f2_log(name: &str, b: &mut Vec<u8>) -> usize {
 /// (`FXLB`, 1..=2^24 entries of 16 bytes, CRC at 20 of bytes 0..20 and the entries) at
 /// multiples of 8, as replay scans for them: both copies of each block are resealed (each where
 /// it stands), and past bytes that are no block the walk goes on 8 bytes later.
-pub fn flexfile_log(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn flexfile_log(_: &str, b: &mut [u8]) -> usize {
     if b.len() < 32 {
         return 0;
     }
@@ -263,7 +263,7 @@ pub fn flexfile_log(_: &str, b: &mut Vec<u8>) -> usize {
 /// `flexdb-table.tree`: pages of 4096 bytes; header slots 0 and 1 (`FLXTREE1`, CRC at 56 of bytes
 /// 0..56), node pages from 2 (`FXND`, CRC at 4092 of bytes 0..4092). Pages without their magic
 /// (free, never written) are left alone.
-pub fn flextree(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn flextree(_: &str, b: &mut [u8]) -> usize {
     const PAGE: usize = 4096;
     let mut written = 0;
     for slot in 0..2 {
@@ -303,7 +303,7 @@ fn varint(b: &[u8]) -> Option<(usize, usize)> {
 /// log-structured from its start, whole records back to back, so each segment is walked from its
 /// start until bytes that cannot be a record (lengths over the limits, an all-zero header: the
 /// unwritten rest, a record running past the segment).
-pub fn flexdb_data(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn flexdb_data(_: &str, b: &mut [u8]) -> usize {
     let mut written = 0;
     for segment in (0..b.len()).step_by(FLEXFILE_SEGMENT_BYTES) {
         let end = (segment + FLEXFILE_SEGMENT_BYTES).min(b.len());
@@ -343,7 +343,7 @@ fn treeline_page(page: &mut [u8]) -> usize {
 }
 
 /// `treeline-data`: the header (page 0: `TLDATA`, CRC at 20 of bytes 0..20) and every page.
-pub fn treeline_data(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn treeline_data(_: &str, b: &mut [u8]) -> usize {
     let mut written = 0;
     if b.len() >= 24 && &b[..6] == b"TLDATA" {
         let crc = crc32c(&b[..20]);
@@ -360,7 +360,7 @@ pub fn treeline_data(_: &str, b: &mut Vec<u8>) -> usize {
 
 /// `treeline-dwb`: entries of 32 + P bytes from 0; in each (`TLDW` at 4) the page image at 32
 /// (its own page CRC), then the entry's CRC at 0 of bytes 4..32 + P.
-pub fn treeline_dwb(_: &str, b: &mut Vec<u8>) -> usize {
+pub fn treeline_dwb(_: &str, b: &mut [u8]) -> usize {
     let entry = 32 + TREELINE_PAGE_BYTES;
     let mut written = 0;
     let mut at = 0;
