@@ -117,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn drops_the_oldest_region_beyond_its_bytes() {
+    fn drops_the_oldest_region_beyond_its_count() {
         let padding = ReleasedPadding::new(2);
         for page in 1..=3u64 {
             padding.note(page * 4096 - 10, page * 4096);
