@@ -207,13 +207,18 @@ impl Table {
         Ok(())
     }
 
-    /// The key of the first record that starts an extent at or before `start` (and after
-    /// `floor`). An extent normally starts with a record (FlexDB only inserts and removes whole
-    /// records), but a record longer than what the file merges into one extent continues into
-    /// the next; then this steps back one extent at a time, at most one record length.
+    /// The key of the first record that starts an extent at or before `start` and after
+    /// `floor` (where the interval before starts: an interval never starts where another does,
+    /// or the one before would be left empty and every key below the sample unread). An extent
+    /// normally starts with a record (FlexDB only inserts and removes whole records), but a
+    /// record longer than what the file merges into one extent continues into the next; then
+    /// this steps back one extent at a time, at most one record length.
     fn sample_key(&mut self, mut start: u64, mut bytes: Vec<u8>, floor: u64) -> Result<Option<(Key, u64)>> {
         let lowest = start.saturating_sub(record::MAX_RECORD_BYTES as u64).max(floor);
         loop {
+            if start <= floor {
+                return Ok(None);
+            }
             if let Some(key) = self.decode_key_at(start, bytes)? {
                 return Ok(Some((key, start)));
             }
@@ -721,5 +726,32 @@ mod tests {
             file.write(at, &byte).unwrap();
         }
         assert_eq!(errors, file.len());
+    }
+
+    /// Regression (fuzzing, `flex_table_data`: 255 bytes inserted into `flexdb-table.data`): the
+    /// records between the file's start and the first sample were unreadable, so sampling stepped
+    /// back to offset 0 and found a checksum-valid record there (a copy of a later one). It
+    /// became a second interval at offset 0, the first interval (every key below it) was left
+    /// empty, and a get of the first key read nothing instead of the damage.
+    #[test]
+    fn a_sample_stepping_back_to_the_previous_interval_s_start_is_no_interval() {
+        let file: Arc<dyn TableFile> = Arc::new(NaiveTableFile::open(Arc::new(MemStorage::new())).unwrap());
+        let mut table = Table::open(file.clone(), "t".into(), config()).unwrap();
+        for i in 0..40 {
+            table.apply(&key(i), Some(&[7u8; 20])).unwrap();
+        }
+        drop(table);
+        let record_len = 4 + 1 + 1 + key(0).len() + 20;
+        let extent_start = |o: u64| file.read_extent(o, 1).unwrap().unwrap().0;
+        let second_extent = (0..file.len()).map(extent_start).find(|&s| s > 0).unwrap();
+        // The first sample's extent unreadable (its first record's checksum field), and a copy of
+        // a later record at offset 0, where sampling steps back to.
+        file.write(second_extent, &[0xff; 4]).unwrap();
+        let mut later = vec![0u8; record_len];
+        file.read(30 * record_len as u64, &mut later).unwrap();
+        file.write(0, &later).unwrap();
+        let table = Table::open(file.clone(), "t".into(), config()).unwrap();
+        let got = table.get(&key(0));
+        assert!(matches!(&got, Err(e) if e.is_corruption()), "{got:?}");
     }
 }
