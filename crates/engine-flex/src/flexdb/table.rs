@@ -180,12 +180,10 @@ impl Table {
             let Some((start, bytes)) = self.file.read_extent(probe, SAMPLE_READ_BYTES)? else { break };
             self.rebuild_bytes_read += bytes.len() as u64;
             let last = starts.last().map_or(0, |(_, o)| *o);
-            if start > last {
-                if let Some((key, at)) = self.sample_key(start, bytes, last)? {
-                    // Out-of-order keys mean damage; leave it to the interval's load to report.
-                    if starts.last().is_some_and(|(k, _)| *k < key) {
-                        starts.push((key, at));
-                    }
+            if let Some((key, at)) = self.sample_key(start, bytes, last)? {
+                // Out-of-order keys mean damage; leave it to the interval's load to report.
+                if starts.last().is_some_and(|(k, _)| *k < key) {
+                    starts.push((key, at));
                 }
             }
             probe = probe.max(start) + step;
