@@ -72,7 +72,7 @@ impl Iterator for ChunkedRange {
     fn next(&mut self) -> Option<Self::Item> {
         if self.buffer.is_empty() && !self.exhausted {
             // A scan begun before a failed write must not show it either.
-            if let Err(e) = self.inner.ensure_open() {
+            if let Err(e) = self.inner.writes.check_usable() {
                 self.exhausted = true;
                 return Some(Err(e));
             }

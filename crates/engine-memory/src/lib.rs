@@ -9,20 +9,19 @@
 mod iter;
 mod snapshot;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::batch_codec::encode_batch;
 use strata_core::{
     Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
-    Limits, Maintenance, MaintenanceTask, Poison, Result, Stats, Value, VerifyReport, WriteBatch,
+    Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
-use strata_kit::apply_order::{ApplyOrder, Keys, Ticket, WriteSizes};
+use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
 use strata_kit::memtable::MemTable;
 use strata_kit::EngineFactory;
-use strata_wal::{Wal, WalOptions};
+use strata_wal::WalOptions;
 
 /// Size limits of the memory engine (documented in README and enforced by `strata::Db`).
 pub const LIMITS: Limits =
@@ -36,13 +35,12 @@ pub struct MemoryEngine {
 struct Inner {
     storage: Arc<dyn Storage>,
     wal_options: WalOptions,
-    wal: Wal,
-    /// The live data, applied with `apply_without_tombstones`, only after the write's WAL commit
-    /// succeeded and in WAL order (`order`), so a reader never sees a write that may still fail.
+    /// The WAL, the closed flag and the poison; batches reach `map` through it, after their
+    /// commit and in log order (strata_kit::logged_writes).
+    writes: LoggedWrites,
+    /// The live data, applied with `apply_without_tombstones`, so a reader never sees a write
+    /// that may still fail.
     map: RwLock<MemTable>,
-    /// Writers append under its log lock; their batches are applied in its order, a run at a
-    /// time, after their commit (strata_kit::apply_order).
-    order: ApplyOrder<Logged>,
     /// The lsn of the last batch applied to `map`; stored under the map's write lock, so under
     /// its read lock the map is exactly the state after every record up to it (applies follow
     /// the log order, and a failed write stops every later apply).
@@ -53,24 +51,11 @@ struct Inner {
     wal_bytes_since_snapshot: AtomicU64,
     /// Minimum WAL growth before a snapshot is considered.
     snapshot_min_wal_bytes: u64,
-    closed: AtomicBool,
-    /// Set before any write, batch, rmw or flush returns `Err` (issue #19 item 4): the log may
-    /// hold records that were never applied (their commit failed, or they follow one that did),
-    /// so every later read, write and scan refill refuses with `Poisoned`. A reopen replays what
-    /// the log holds.
-    poison: Poison,
     counters: Counters,
-}
-
-/// A logged batch waiting in the apply order for its commit and its turn.
-struct Logged {
-    lsn: u64,
-    batch: WriteBatch,
 }
 
 #[derive(Default)]
 struct Counters {
-    user_bytes_written: AtomicU64,
     user_bytes_read: AtomicU64,
     snapshots_written: AtomicU64,
     /// Automatic snapshots that failed (their writes stood; see `snapshot_if_due`).
@@ -128,14 +113,11 @@ impl MemoryEngine {
             wal_options,
             // Replay applied every record the log holds.
             applied_lsn: AtomicU64::new(wal.last_lsn()),
-            wal,
+            writes: LoggedWrites::new(wal, "memory engine"),
             map: RwLock::new(map),
-            order: ApplyOrder::new(),
             snapshot_lock: Mutex::new(()),
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
             snapshot_min_wal_bytes: config.wal_segment_bytes.max(64 << 10),
-            closed: AtomicBool::new(false),
-            poison: Poison::labelled("memory engine"),
             counters: Counters::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
@@ -146,91 +128,12 @@ impl MemoryEngine {
     pub fn snapshot(&self) -> Result<()> {
         let _only_one = self.inner.snapshot_lock.lock();
         // Checked under the lock: a close that took it first has closed the log.
-        self.inner.ensure_open()?;
+        self.inner.writes.check_usable()?;
         self.inner.write_snapshot()
-    }
-
-    /// `rmw`: under the log lock, once no write of `key` is pending, the closure's result is
-    /// appended; it is applied after its commit, in log order.
-    fn rmw_and_commit(
-        &self,
-        key: &[u8],
-        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
-        durability: Durability,
-    ) -> Result<Option<Value>> {
-        let inner = &self.inner;
-        let (lsn, ticket, sizes, stored) = loop {
-            let log = inner.order.lock_log();
-            // A write of the key logged but not applied yet: the map does not show it.
-            if let Some(pending) = log.pending_write_of(key) {
-                drop(log);
-                inner.order.wait_done(pending);
-                inner.ensure_open()?;
-                continue;
-            }
-            let new = f(inner.map.read().get(key).flatten().map(Vec::as_slice));
-            let batch = WriteBatch::single(key, new.as_deref());
-            let payload = encode_batch(&batch);
-            let sizes = WriteSizes::of(&batch, &payload);
-            let lsn = inner.wal.append(&payload)?;
-            break (lsn, log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch }), sizes, new);
-        };
-        inner.commit_then_apply(lsn, ticket, sizes, durability)?;
-        Ok(stored)
     }
 }
 
 impl Inner {
-    /// Not closed and not poisoned: every read and write starts here.
-    fn ensure_open(&self) -> Result<()> {
-        if self.closed.load(Relaxed) {
-            return Err(Error::Closed);
-        }
-        self.poison.check()
-    }
-
-    /// Appends `batch` to the WAL, waits for the requested durability (concurrent writers share
-    /// one fsync), then applies it in log order. Any failure poisons the engine before it is
-    /// returned: the log may hold the record (or later ones) that was never applied.
-    fn commit_batch(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        self.ensure_open()?;
-        self.append_and_commit(batch, durability).map_err(|e| self.poison.poison(e))
-    }
-
-    fn append_and_commit(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        let payload = encode_batch(&batch);
-        let keys = Keys::of(&batch);
-        let sizes = WriteSizes::of(&batch, &payload);
-        let (lsn, ticket) = {
-            let log = self.order.lock_log();
-            let lsn = self.wal.append(&payload)?;
-            (lsn, log.enqueue(keys, lsn, durability, Logged { lsn, batch }))
-        };
-        self.commit_then_apply(lsn, ticket, sizes, durability)
-    }
-
-    /// Write path steps 3–5: `Wal::commit`, then the apply in log order (after every earlier
-    /// write; by this writer or another, `apply_run`), then a snapshot if one is due. A failed
-    /// commit poisons the engine first, then stops the order at this write unless the log had
-    /// accepted it already (then it was or is applied like any other).
-    fn commit_then_apply(
-        &self,
-        lsn: u64,
-        ticket: Ticket<'_, Logged>,
-        sizes: WriteSizes,
-        durability: Durability,
-    ) -> Result<()> {
-        self.counters.user_bytes_written.fetch_add(sizes.user_bytes, Relaxed);
-        let mut apply = |run: &mut Vec<Logged>| self.apply_run(run);
-        let committed = self
-            .wal
-            .commit_then(lsn, durability, &mut || self.order.apply_appliable(&self.wal, &mut apply))
-            .map_err(|e| self.poison.poison(e));
-        ticket.finish(committed, &self.wal, &mut apply)?;
-        self.snapshot_if_due(sizes.payload_bytes);
-        Ok(())
-    }
-
     /// Write path step 5: a snapshot once the WAL since the last one passed the trigger. The
     /// write that triggers it is committed and visible already, so a failed snapshot is not its
     /// failure: it is counted (`snapshots_failed`) and the next one is due after another
@@ -243,7 +146,7 @@ impl Inner {
             return;
         }
         let Some(_only_one) = self.snapshot_lock.try_lock() else { return };
-        if self.closed.load(Relaxed)
+        if self.writes.state().is_closed()
             || self.wal_bytes_since_snapshot.load(Relaxed) < self.snapshot_trigger_bytes()
         {
             return;
@@ -251,21 +154,6 @@ impl Inner {
         if self.write_snapshot().is_err() {
             self.counters.snapshots_failed.fetch_add(1, Relaxed);
         }
-    }
-
-    /// Write path step 4, by whichever writer applies: a run of committed batches (whose
-    /// records the log accepted), in log order, under one write lock of the map. A poisoned
-    /// engine applies nothing more.
-    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
-        self.poison.check()?;
-        let mut map = self.map.write();
-        for Logged { lsn, batch } in run.drain(..) {
-            for op in batch.into_ops() {
-                map.apply_without_tombstones(op);
-            }
-            self.applied_lsn.store(lsn, Release);
-        }
-        Ok(())
     }
 
     /// A snapshot pays off once the WAL since the last one is as large as the data itself (bounding
@@ -322,9 +210,42 @@ impl Inner {
             }
         }
         self.storage.sync_dir()?;
-        self.wal.truncate_before(lsn + 1)?;
+        self.writes.wal().truncate_before(lsn + 1)?;
         self.counters.snapshots_written.fetch_add(1, Relaxed);
         Ok(())
+    }
+}
+
+/// Write path steps 4 and 5 (strata_kit::logged_writes): the apply under the map's write lock,
+/// then a snapshot when due.
+impl ApplyLogged for Inner {
+    /// A run of committed batches, in log order, under one write lock of the map.
+    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
+        let mut map = self.map.write();
+        for Logged { lsn, batch } in run.drain(..) {
+            for op in batch.into_ops() {
+                map.apply_without_tombstones(op);
+            }
+            self.applied_lsn.store(lsn, Release);
+        }
+        Ok(())
+    }
+
+    fn after_apply(&self, sizes: WriteSizes) -> Result<()> {
+        self.snapshot_if_due(sizes.payload_bytes);
+        Ok(())
+    }
+}
+
+/// An rmw reads the map: it holds every applied write.
+struct MapRead<'a> {
+    inner: &'a Inner,
+    key: &'a [u8],
+}
+
+impl ReadCurrent for MapRead<'_> {
+    fn current(&mut self) -> Current {
+        Current::Value(self.inner.map.read().get(self.key).flatten().cloned())
     }
 }
 
@@ -374,7 +295,7 @@ impl Engine for MemoryEngine {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        self.inner.ensure_open()?;
+        self.inner.writes.check_usable()?;
         let value = self.inner.map.read().get(key).flatten().cloned();
         if let Some(v) = &value {
             self.inner.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
@@ -383,7 +304,7 @@ impl Engine for MemoryEngine {
     }
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        self.inner.commit_batch(batch, durability)
+        self.inner.writes.write(batch, durability, self.inner.as_ref())
     }
 
     fn rmw(
@@ -392,32 +313,31 @@ impl Engine for MemoryEngine {
         f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
         durability: Durability,
     ) -> Result<Option<Value>> {
-        self.inner.ensure_open()?;
-        // As in `commit_batch`: after a failure the map may hold the result; hide it.
-        self.rmw_and_commit(key, f, durability).map_err(|e| self.inner.poison.poison(e))
+        let inner = self.inner.as_ref();
+        inner.writes.rmw(key, &mut MapRead { inner, key }, f, durability, inner)
     }
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
-        self.inner.ensure_open()?;
+        self.inner.writes.check_usable()?;
         Ok(Box::new(iter::ChunkedRange::new(self.inner.clone(), range, direction)))
     }
 
     fn flush(&self) -> Result<()> {
-        self.inner.ensure_open()?;
-        self.inner.wal.sync().map(|_| ()).map_err(|e| self.inner.poison.poison(e))
+        self.inner.writes.flush()
     }
 
     /// Closes the log; a poisoned engine reports its poison: the log did not accept all of its
     /// writes, so the close vouches for nothing.
     fn close(&self) -> Result<()> {
-        if self.inner.closed.swap(true, Relaxed) {
+        let writes = &self.inner.writes;
+        if !writes.state().mark_closed() {
             return Ok(());
         }
         // A snapshot in progress finishes first: after close returns, the directory (and its
         // lock) may belong to another opener, and the snapshot renames and removes files there.
         let _no_snapshot = self.inner.snapshot_lock.lock();
-        let closed = self.inner.wal.close();
-        self.inner.poison.check()?;
+        let closed = writes.wal().close();
+        writes.state().check_not_poisoned()?;
         closed
     }
 
@@ -431,7 +351,7 @@ impl Engine for MemoryEngine {
         Stats {
             engine: "memory".into(),
             live_keys: Some(live_keys),
-            user_bytes_written: c.user_bytes_written.load(Relaxed),
+            user_bytes_written: inner.writes.user_bytes_written(),
             user_bytes_read: c.user_bytes_read.load(Relaxed),
             io: inner.storage.io_stats(),
             cache_hits: 0,
@@ -447,13 +367,13 @@ impl Engine for MemoryEngine {
             ]
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
-            .chain(inner.wal.stats().counters())
+            .chain(inner.writes.wal().stats().counters())
             .collect(),
         }
     }
 
     fn verify(&self) -> Result<VerifyReport> {
-        self.inner.ensure_open()?;
+        self.inner.writes.check_usable()?;
         let inner = &self.inner;
         // Hold the snapshot lock so no snapshot is renamed or removed under us.
         let _no_snapshot = inner.snapshot_lock.lock();

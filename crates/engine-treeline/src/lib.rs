@@ -1,4 +1,4 @@
-//! Engine `treeline` (issue #18): TreeLine (Yu et al., VLDB 2022) on Strata — an update-in-place
+//! Engine `treeline`: TreeLine (Yu et al., VLDB 2022) on Strata — an update-in-place
 //! store with a record cache, page grouping by learned linear models, and insert forecasting.
 //!
 //! Write, write-back, reorganization and recovery paths: docs/ARCHITECTURE.md, section "Engine
@@ -158,26 +158,25 @@ impl Engine for TreelineEngine {
     }
 
     fn flush(&self) -> Result<()> {
-        self.store.check_usable()?;
-        self.store.wal.sync().map(|_| ()).map_err(|e| self.store.poison.poison(e))
+        self.store.writes.flush()
     }
 
     /// Checkpoints (so the next open replays nothing) and closes the WAL. A poisoned store only
     /// closes its WAL: recovery starts from the last good checkpoint.
     fn close(&self) -> Result<()> {
         let store = &self.store;
-        if store.closed.swap(true, Relaxed) {
+        if !store.writes.state().mark_closed() {
             return Ok(());
         }
         self.write_back.stop_and_join();
-        let checkpointed = match store.poison.check() {
+        let checkpointed = match store.writes.state().check_not_poisoned() {
             Ok(()) => {
                 let mut maint = store.maint.lock();
                 store.maintain(|| store.checkpoint(&mut maint, Sweep::All))
             }
             Err(e) => Err(e),
         };
-        let closed = store.wal.close();
+        let closed = store.writes.wal().close();
         checkpointed.and(closed)
     }
 

@@ -1,4 +1,4 @@
-//! Apply after commit, in log order (issue #19 item 4).
+//! Apply after commit, in log order: the ordering core of [`crate::logged_writes`].
 //!
 //! An engine that applies a write to its in-memory structure (map, MemTable, record cache)
 //! before the log accepted it lets a concurrent reader see a write that may still fail. With
@@ -68,20 +68,6 @@ impl CommitProgress for Wal {
             Durability::Sync => self.durable_lsn() >= lsn,
             Durability::Buffered | Durability::None => self.written_lsn() >= lsn,
         }
-    }
-}
-
-/// A logged write's sizes: its encoded WAL payload (for a log-size trigger such as a checkpoint
-/// or snapshot) and its user bytes (for the written-bytes counter).
-#[derive(Clone, Copy, Debug)]
-pub struct WriteSizes {
-    pub payload_bytes: u64,
-    pub user_bytes: u64,
-}
-
-impl WriteSizes {
-    pub fn of(batch: &WriteBatch, payload: &[u8]) -> WriteSizes {
-        WriteSizes { payload_bytes: payload.len() as u64, user_bytes: batch.payload_bytes() as u64 }
     }
 }
 
@@ -271,7 +257,7 @@ impl<T> ApplyOrder<T> {
         apply: ApplyRun<'_, T>,
     ) -> Result<()> {
         // Applied by another writer (a group's first to run applies the whole group): its
-        // commit's result no longer matters, the log had accepted the record.
+        // commit's result does not matter, the log had accepted the record.
         if self.turn.load(Acquire) > number {
             return Ok(());
         }

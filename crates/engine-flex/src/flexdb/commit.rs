@@ -55,7 +55,7 @@ impl FlexDb {
         // sync returns would otherwise find both MemTables full before the first step.
         self.commit_done.store(0, Relaxed);
         self.commit_total.store(imm.len().max(1) as u64, Relaxed);
-        let applied = self.wal.sync().map(|_| ()).map_err(|e| self.poison(e)).and_then(|()| {
+        let applied = self.writes.wal().sync().map(|_| ()).map_err(|e| self.poison(e)).and_then(|()| {
             let entries: Vec<Entry<'_>> = imm.iter().collect();
             self.apply_steps(&entries)
         });
@@ -82,7 +82,7 @@ impl FlexDb {
             self.imm_drops.fetch_add(1, SeqCst);
         }
         self.signals.notify_progress();
-        self.wal.truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
+        self.writes.wal().truncate_before(frozen_lsn + 1).map_err(|e| self.poison(e))?;
         self.resize_cache();
         self.counters.commits.fetch_add(1, Relaxed);
         self.counters.committed_entries.fetch_add(imm.len() as u64, Relaxed);

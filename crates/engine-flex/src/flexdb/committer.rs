@@ -21,19 +21,21 @@ use super::db::FlexDb;
 /// How long a writer waits for the committer before it checks the engine's state again.
 const BACKPRESSURE_RECHECK: Duration = Duration::from_millis(20);
 
-/// Starts the committer of `db`.
-pub(crate) fn spawn(db: &Arc<FlexDb>) -> Result<Worker> {
-    let step_db = db.clone();
-    let poison_db = db.clone();
-    Worker::spawn(
-        "flexdb-commit",
-        db.signals.clone(),
-        move || step_db.commit_frozen(),
-        move |e| poison_db.poison(e),
-    )
-}
-
 impl FlexDb {
+    /// Starts this engine's committer (recovery path, last step).
+    pub(super) fn start_committer(self: &Arc<FlexDb>) -> Result<()> {
+        let step_db = self.clone();
+        let poison_db = self.clone();
+        let worker = Worker::spawn(
+            "flexdb-commit",
+            self.signals.clone(),
+            move || step_db.commit_frozen(),
+            move |e| poison_db.poison(e),
+        )?;
+        *self.committer.lock() = Some(worker);
+        Ok(())
+    }
+
     /// Waits until `imm_drops` moves past `drops_seen`, the committer stops, or a short time
     /// passes (the caller re-checks everything in a loop).
     pub(crate) fn wait_for_commit_progress(&self, drops_seen: u64) {

@@ -5,9 +5,9 @@
 //! Commits run on a background thread (`committer.rs`); writers only freeze a full MemTable.
 //! Locks, never taken in the other order: `commit_lock` (one committer), then `mem`, then `table`.
 //! The committer never holds `mem` while it waits for `table`. Readers hold `mem` and `table`
-//! one after the other, never together. Writers take the apply order's log lock (`order`) alone
-//! to append, and `rmw` takes `mem` (read) under it; the committer never takes it. A writer
-//! applies (under `mem`) only after its WAL commit, in log order (`strata_kit::apply_order`).
+//! one after the other, never together. Writers take the log lock of `writes` alone to append,
+//! and `rmw` takes `mem` (read) under it; the committer never takes it. A writer's batch is
+//! applied (under `mem`) only after its WAL commit, in log order (`strata_kit::logged_writes`).
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -15,15 +15,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{BatchOp, EngineConfig, Error, Poison, Result, Value};
+use strata_core::{BatchOp, EngineConfig, Error, Result, Value};
 use strata_io::Storage;
-use strata_kit::apply_order::ApplyOrder;
+use strata_kit::logged_writes::LoggedWrites;
 use strata_kit::memtable::MemTable;
 use strata_kit::replay::{self, ReplayedWal};
 use strata_kit::worker::{Worker, WorkerSignals};
-use strata_wal::{Wal, WalOptions};
+use strata_wal::WalOptions;
 
-use super::committer;
 use super::memory_budget::MemoryBudget;
 use super::meta::{self, Meta};
 use super::table::{Table, TableConfig};
@@ -68,10 +67,8 @@ impl MemState {
 pub(crate) struct FlexDb {
     pub(super) storage: Arc<dyn Storage>,
     pub(super) wal_options: WalOptions,
-    pub(super) wal: Wal,
-    /// Writers append under its log lock; their batches are applied to `mem` in its order, a
-    /// run at a time, after their commit.
-    pub(super) order: ApplyOrder<super::write::Logged>,
+    /// The WAL, the closed flag and the poison; batches reach `mem` through it (write.rs).
+    pub(super) writes: LoggedWrites,
     pub(crate) mem: RwLock<MemState>,
     pub(crate) table: RwLock<Table>,
     /// Times a committed immutable MemTable was dropped; changed only under the `mem` write lock.
@@ -82,7 +79,7 @@ pub(crate) struct FlexDb {
     pub(crate) signals: Arc<WorkerSignals>,
     /// Set when the engine is dropped: a running commit stops between steps.
     pub(super) aborting: AtomicBool,
-    committer: Mutex<Option<Worker>>,
+    pub(super) committer: Mutex<Option<Worker>>,
     pub(super) memtable_bytes: u64,
     pub(super) memory: MemoryBudget,
     /// MemTable memory the interval cache's size leaves room for (see `MemoryBudget`): raised by
@@ -96,14 +93,11 @@ pub(crate) struct FlexDb {
     pub(super) commit_total: AtomicU64,
     pub(super) step_entries: usize,
     pub(super) table_kind: TableFileKind,
-    poison: Poison,
-    pub(super) closed: AtomicBool,
     pub(super) counters: Counters,
 }
 
 #[derive(Default)]
 pub(super) struct Counters {
-    pub(super) user_bytes_written: AtomicU64,
     pub(super) user_bytes_read: AtomicU64,
     pub(super) commits: AtomicU64,
     pub(super) committed_entries: AtomicU64,
@@ -158,8 +152,7 @@ impl FlexDb {
         let db = FlexDb {
             storage,
             wal_options,
-            wal,
-            order: ApplyOrder::new(),
+            writes: LoggedWrites::new(wal, ""),
             mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, applied_lsn, version: 0 }),
             table: RwLock::new(table),
             imm_drops: AtomicU64::new(0),
@@ -175,8 +168,6 @@ impl FlexDb {
             commit_total: AtomicU64::new(0),
             step_entries: options.commit_step_entries.max(1),
             table_kind: options.table_file,
-            poison: Poison::new(),
-            closed: AtomicBool::new(false),
             counters: Counters::default(),
         };
         db.counters.records_replayed.store(report.records_replayed, Relaxed);
@@ -184,31 +175,19 @@ impl FlexDb {
         db.resize_cache();
         // 5. Start the committer.
         let db = Arc::new(db);
-        *db.committer.lock() = Some(committer::spawn(&db)?);
+        db.start_committer()?;
         Ok(db)
     }
 
+    /// `Err` once closed or poisoned.
     pub(crate) fn check_usable(&self) -> Result<()> {
-        if self.closed.load(Relaxed) {
-            return Err(Error::Closed);
-        }
-        self.poison.check()
-    }
-
-    /// `Err` once poisoned (whether or not closed): an apply in flight during `close` still
-    /// lands, a poisoned engine applies nothing more.
-    pub(super) fn check_not_poisoned(&self) -> Result<()> {
-        self.poison.check()
+        self.writes.check_usable()
     }
 
     /// Makes the engine refuse every later operation: the table file and its index may disagree,
     /// or the WAL holds a record no MemTable will hold (its commit failed, write.rs).
     pub(super) fn poison(&self, e: Error) -> Error {
-        self.poison.poison(e)
-    }
-
-    pub(super) fn is_poisoned(&self) -> bool {
-        self.poison.is_poisoned()
+        self.writes.poison(e)
     }
 
     pub(crate) fn note_read(&self, bytes: u64) {
@@ -249,8 +228,7 @@ impl FlexDb {
 
     /// Makes every acknowledged write durable in the WAL.
     pub(crate) fn flush(&self) -> Result<()> {
-        self.check_usable()?;
-        self.wal.sync().map(|_| ()).map_err(|e| self.poison(e))
+        self.writes.flush()
     }
 
     /// Close: stop the committer thread (`commit`: after its current commit; otherwise between
@@ -258,7 +236,7 @@ impl FlexDb {
     /// little; the WAL covers them anyway), then close the WAL. Later calls return
     /// `Error::Closed`.
     pub(crate) fn shutdown(&self, commit: bool) -> Result<()> {
-        if self.closed.load(Relaxed) {
+        if self.writes.state().is_closed() {
             return Ok(());
         }
         if !commit {
@@ -271,10 +249,10 @@ impl FlexDb {
         }
         // A commit the thread ran may have failed and poisoned the engine: close reports it.
         let committed = if commit { self.check_usable().and_then(|()| self.commit_now()) } else { Ok(()) };
-        if self.closed.swap(true, Relaxed) {
+        if !self.writes.state().mark_closed() {
             return committed;
         }
-        let closed = self.wal.close();
+        let closed = self.writes.wal().close();
         committed.and(closed)
     }
 }
@@ -296,7 +274,7 @@ fn load_meta(storage: &dyn Storage, kind: TableFileKind) -> Result<Option<Meta>>
 
 /// After a commit (`committed_lsn > 0`) the table file's files exist: the commit synced them
 /// before `flexdb-meta` named it. One that is missing now was deleted, and opening would create
-/// an empty one in its place — every committed key gone without an error (issue #19).
+/// an empty one in its place — every committed key gone without an error.
 fn require_table_files(storage: &dyn Storage, kind: TableFileKind, committed_lsn: u64) -> Result<()> {
     if committed_lsn == 0 {
         return Ok(());

@@ -31,7 +31,7 @@ impl FlexDb {
         Stats {
             engine: "flex".into(),
             live_keys: None,
-            user_bytes_written: c.user_bytes_written.load(Relaxed),
+            user_bytes_written: self.writes.user_bytes_written(),
             user_bytes_read: c.user_bytes_read.load(Relaxed),
             io: self.storage.io_stats(),
             cache_hits: cache.hits,
@@ -66,7 +66,7 @@ impl FlexDb {
             .into_iter()
             .chain(file_counters)
             .map(|(name, value)| (name.to_string(), value))
-            .chain(self.wal.stats().counters())
+            .chain(self.writes.wal().stats().counters())
             .collect(),
         }
     }

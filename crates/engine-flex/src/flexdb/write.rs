@@ -1,23 +1,17 @@
-//! FlexDB's write path (steps numbered in docs/ARCHITECTURE.md, section `flex`): append to the
-//! WAL under the apply order's log lock; commit; then, in log order, apply to the active
-//! MemTable under `mem` and freeze a full MemTable for the committer; pace writers that run
-//! ahead of a commit; wait for room when both MemTables are full.
+//! FlexDB's write path (steps numbered in docs/ARCHITECTURE.md, section `flex`): the kit's
+//! logged writes (`strata_kit::logged_writes`: append under the log lock, commit, apply in log
+//! order) with FlexDB's apply step — the active MemTable under `mem`, freezing a full one for
+//! the committer — and its follow-up: memory reservation, pacing writers that run ahead of a
+//! commit, waiting for room when both MemTables are full.
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_core::batch_codec::encode_batch;
 use strata_core::{Durability, Result, Value, WriteBatch};
-use strata_kit::apply_order::{Keys, Ticket};
+use strata_kit::logged_writes::{ApplyLogged, Current, Logged, ReadCurrent, WriteSizes};
 
 use super::db::{FlexDb, MemState};
-
-/// A logged batch waiting in the apply order for its commit and its turn.
-pub(super) struct Logged {
-    lsn: u64,
-    batch: WriteBatch,
-}
 
 /// The MemTables' room: what a run's apply found after a batch (`freeze_if_full`, under the
 /// `mem` write lock), or what a writer finds once its batch is applied (`room_after_apply`).
@@ -35,127 +29,57 @@ pub(super) enum Room {
     Full,
 }
 
-impl FlexDb {
-    /// Write path steps 1–5: append under the log lock, wait for durability, then apply in log
-    /// order.
-    ///
-    /// Every failure from the append on poisons the engine before it is returned (issue #19
-    /// item 4): the log may hold the record (and later ones) that no MemTable will hold, and a
-    /// group commit that failed may have failed other writers' batches too; readers check the
-    /// poison (`check_usable`, also before each scan window). A batch is in the active MemTable
-    /// only once its commit succeeded, so no reader sees a write that may still fail.
-    pub(crate) fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        self.check_usable()?;
-        let payload = encode_batch(&batch);
-        let keys = Keys::of(&batch);
-        let user_bytes = batch.payload_bytes() as u64;
-        let (lsn, ticket) = {
-            let log = self.order.lock_log();
-            let lsn = self.wal.append(&payload).map_err(|e| self.poison(e))?;
-            (lsn, log.enqueue(keys, lsn, durability, Logged { lsn, batch }))
-        };
-        self.commit_then_apply(lsn, ticket, user_bytes, durability).map_err(|e| self.poison(e))
+/// How an rmw reads its key: the table is read with no lock held (`prepare`), since waiting
+/// under the log lock for the table's read lock (held for writing by a commit step) would stall
+/// every writer behind it. The value read stays current unless a commit finished in between
+/// (the same argument as a scan window's, iter.rs): a commit changes only keys of the immutable
+/// MemTable, which `mem` shows until the commit drops it and bumps `imm_drops` under the `mem`
+/// write lock; if that counter moved, read again.
+struct TableRead<'a> {
+    db: &'a FlexDb,
+    key: &'a [u8],
+    drops_seen: u64,
+    /// The table's value, read by `prepare` when no MemTable held the key.
+    table_value: Option<Option<Value>>,
+}
+
+impl ReadCurrent for TableRead<'_> {
+    fn prepare(&mut self) -> Result<()> {
+        self.drops_seen = self.db.imm_drops.load(SeqCst);
+        let in_mem = self.db.mem.read().get(self.key).is_some();
+        self.table_value = if in_mem { None } else { Some(self.db.table.read().get(self.key)?) };
+        #[cfg(test)]
+        super::rmw_tests::after_table_read();
+        Ok(())
     }
 
-    /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it.
-    ///
-    /// The table is read before taking any lock: waiting under a lock for the table's read lock
-    /// (held for writing by a commit step) would stall every writer behind it. The value read
-    /// stays current unless a commit finished in between (the same argument as a scan window's,
-    /// iter.rs): a commit changes only keys of the immutable MemTable, which `mem` shows until
-    /// the commit drops it and bumps `imm_drops` under the `mem` write lock; if that counter
-    /// moved, read again. Under the log lock no write of `key` may be logged and not applied
-    /// yet (else wait for it and read again), so `f` sees every write logged before it.
+    fn current(&mut self) -> Current {
+        match (self.db.mem.read().get(self.key), self.table_value.take()) {
+            (Some(v), _) => Current::Value(v.cloned()),
+            (None, Some(v)) if self.db.imm_drops.load(SeqCst) == self.drops_seen => Current::Value(v),
+            (None, _) => Current::Stale, // a commit moved the key into the table meanwhile
+        }
+    }
+}
+
+impl FlexDb {
+    /// Write path steps 1–5 (`strata_kit::logged_writes`): a batch is in the active MemTable
+    /// only once its commit succeeded, so no reader sees a write that may still fail; every
+    /// failure from the append on poisons the engine before it is returned.
+    pub(crate) fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.writes.write(batch, durability, self)
+    }
+
+    /// Read-modify-write of `key`: stores `f(current value)` (`None`: delete) and returns it;
+    /// `f` sees every write logged before it (`TableRead` says how the value is read).
     pub(crate) fn rmw(
         &self,
         key: &[u8],
         f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
         durability: Durability,
     ) -> Result<Option<Value>> {
-        self.check_usable()?;
-        loop {
-            let drops_seen = self.imm_drops.load(SeqCst);
-            let in_mem = self.mem.read().get(key).is_some();
-            let table_value = if in_mem { None } else { Some(self.table.read().get(key)?) };
-            #[cfg(test)]
-            super::rmw_tests::after_table_read();
-            let log = self.order.lock_log();
-            if let Some(pending) = log.pending_write_of(key) {
-                drop(log);
-                self.order.wait_done(pending);
-                self.check_usable()?;
-                continue;
-            }
-            let current = match (self.mem.read().get(key), table_value) {
-                (Some(v), _) => v.cloned(),
-                (None, Some(v)) if self.imm_drops.load(SeqCst) == drops_seen => v,
-                (None, _) => continue, // a commit moved the key into the table meanwhile
-            };
-            let new = f(current.as_deref());
-            let batch = WriteBatch::single(key, new.as_deref());
-            let user_bytes = batch.payload_bytes() as u64;
-            let lsn = self.wal.append(&encode_batch(&batch)).map_err(|e| self.poison(e))?;
-            let ticket = log.enqueue(Keys::one(key), lsn, durability, Logged { lsn, batch });
-            drop(log);
-            self.commit_then_apply(lsn, ticket, user_bytes, durability).map_err(|e| self.poison(e))?;
-            return Ok(new);
-        }
-    }
-
-    /// Write path steps 3–5, with no lock held: commit at `durability`; in log order (after
-    /// every earlier write) apply to the active MemTable, freezing it if full (`apply_run`, by
-    /// this writer or another); then the reservation, pacing or backpressure. A failed commit
-    /// poisons the engine first, then stops the order at this write unless the log had accepted
-    /// it already (then it was or is applied like any other).
-    fn commit_then_apply(
-        &self,
-        lsn: u64,
-        ticket: Ticket<'_, Logged>,
-        user_bytes: u64,
-        durability: Durability,
-    ) -> Result<()> {
-        self.counters.user_bytes_written.fetch_add(user_bytes, Relaxed);
-        let mut apply = |run: &mut Vec<Logged>| self.apply_run(run);
-        let committed = self
-            .wal
-            .commit_then(lsn, durability, &mut || self.order.apply_appliable(&self.wal, &mut apply))
-            .map_err(|e| self.poison(e));
-        ticket.finish(committed, &self.wal, &mut apply)?;
-        let (room, mem_in_use) = {
-            let mem = self.mem.read();
-            (self.room_after_apply(&mem), Self::mem_in_use_bytes(&mem))
-        };
-        self.reserve_mem(mem_in_use);
-        match room {
-            Room::Free | Room::Frozen => Ok(()),
-            Room::Paced(fill) => {
-                self.pace(fill);
-                Ok(())
-            }
-            Room::Full => self.wait_for_room(),
-        }
-    }
-
-    /// Write path step 4: a run of committed batches (whose records the log accepted), in log
-    /// order, under one `mem` write lock; a full active MemTable is frozen at the batch that
-    /// filled it (and the committer woken). A poisoned engine applies nothing more.
-    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
-        self.check_not_poisoned()?;
-        let mut froze = false;
-        {
-            let mut mem = self.mem.write();
-            for Logged { lsn, batch } in run.drain(..) {
-                for op in batch.into_ops() {
-                    mem.apply(op);
-                }
-                mem.applied_lsn = lsn;
-                froze |= self.freeze_if_full(&mut mem) == Room::Frozen;
-            }
-        }
-        if froze {
-            self.signals.request();
-        }
-        Ok(())
+        let mut read = TableRead { db: self, key, drops_seen: 0, table_value: None };
+        self.writes.rmw(key, &mut read, f, durability, self)
     }
 
     /// What a writer whose batch was applied does next (write path step 5): pace against a
@@ -185,7 +109,8 @@ impl FlexDb {
             if total == 0 || fill <= done as f64 / total as f64 + PACE_SLACK {
                 break;
             }
-            if self.is_poisoned() || self.closed.load(Relaxed) || self.signals.is_stopping() {
+            let state = self.writes.state();
+            if state.is_poisoned() || state.is_closed() || self.signals.is_stopping() {
                 break;
             }
             waiting_since.get_or_insert_with(Instant::now);
@@ -240,13 +165,54 @@ impl FlexDb {
                 }
                 Room::Full => {}
             }
-            if self.is_poisoned() {
+            let state = self.writes.state();
+            if state.is_poisoned() {
                 return self.check_usable();
             }
-            if self.closed.load(Relaxed) || self.signals.is_stopping() {
+            if state.is_closed() || self.signals.is_stopping() {
                 return Ok(());
             }
             self.wait_for_commit_progress(drops_seen);
+        }
+    }
+}
+
+/// Write path steps 4 and 5.
+impl ApplyLogged for FlexDb {
+    /// A run of committed batches, in log order, under one `mem` write lock; a full active
+    /// MemTable is frozen at the batch that filled it (and the committer woken).
+    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
+        let mut froze = false;
+        {
+            let mut mem = self.mem.write();
+            for Logged { lsn, batch } in run.drain(..) {
+                for op in batch.into_ops() {
+                    mem.apply(op);
+                }
+                mem.applied_lsn = lsn;
+                froze |= self.freeze_if_full(&mut mem) == Room::Frozen;
+            }
+        }
+        if froze {
+            self.signals.request();
+        }
+        Ok(())
+    }
+
+    /// The memory reservation, then pacing against a running commit or backpressure.
+    fn after_apply(&self, _sizes: WriteSizes) -> Result<()> {
+        let (room, mem_in_use) = {
+            let mem = self.mem.read();
+            (self.room_after_apply(&mem), Self::mem_in_use_bytes(&mem))
+        };
+        self.reserve_mem(mem_in_use);
+        match room {
+            Room::Free | Room::Frozen => Ok(()),
+            Room::Paced(fill) => {
+                self.pace(fill);
+                Ok(())
+            }
+            Room::Full => self.wait_for_room(),
         }
     }
 }

@@ -34,10 +34,10 @@ impl Store {
     pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
         let cut_lsn = {
             let _cache = self.cache.lock();
-            self.writes.applied_lsn()
+            self.applied.lsn()
         };
         if cut_lsn > 0 {
-            self.wal.commit(cut_lsn, Durability::Sync)?;
+            self.writes.wal().commit(cut_lsn, Durability::Sync)?;
         }
         self.wal_bytes_since_checkpoint.store(0, Relaxed);
         let below_lsn = match sweep {
@@ -67,7 +67,7 @@ impl Store {
         maint.imaged_since_checkpoint.clear();
         self.store_forecasts(maint, &checkpoint)?;
         self.double_write_bytes.store(0, Relaxed);
-        self.wal.truncate_before(replay_from_lsn)?;
+        self.writes.wal().truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
         Ok(())
     }

@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub user_bytes_written: AtomicU64,
     pub user_bytes_read: AtomicU64,
     /// Pages written back in place (each a base page, plus its overflow page when it changed).
     pub pages_written_back: AtomicU64,

@@ -9,7 +9,6 @@
 //! step has poisoned the store (`Store::maintain`); the worker then exits and writers waiting
 //! for it see the poison.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ pub(crate) fn spawn(store: &Arc<Store>) -> Result<Worker> {
         "treeline-write-back",
         store.signals.clone(),
         move || step_store.background_step(),
-        move |e| poison_store.poison.poison(e),
+        move |e| poison_store.writes.poison(e),
     )
 }
 
@@ -60,7 +59,7 @@ impl Store {
     /// checkpoint if one is due; asks for another step while the cache is still over capacity
     /// (bounding the eviction lets a due checkpoint run although writers keep the cache full).
     fn background_step(&self) -> Result<()> {
-        if self.closed.load(Relaxed) {
+        if self.writes.state().is_closed() {
             return Ok(());
         }
         self.evict_to(low_watermark_bytes, BATCHES_PER_STEP)?;

@@ -25,18 +25,19 @@ pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use strata_core::{EngineConfig, Error, Poison, Result};
+use strata_core::{EngineConfig, Error, Result};
 use strata_io::Storage;
+use strata_kit::logged_writes::LoggedWrites;
 use strata_kit::worker::WorkerSignals;
-use strata_wal::{Wal, WalOptions};
+use strata_wal::WalOptions;
 
 pub use self::counters::Counters;
 pub use self::scan::RangeIter;
-use self::writes::WriteOrder;
+use self::writes::AppliedWrites;
 use crate::checkpoint_file::{self, Checkpoint};
 use crate::data_file::{self, DataFile};
 use crate::double_write::DoubleWrite;
@@ -94,10 +95,12 @@ pub(crate) struct Store {
     pub options: TreelineOptions,
     pub page_size: PageSize,
     pub data: DataFile,
-    pub wal: Wal,
     pub wal_options: WalOptions,
-    /// Writes reach `cache` in log order, after their commit (writes.rs).
-    pub(crate) writes: WriteOrder,
+    /// The WAL, the closed flag and the poison; writes reach `cache` through it, in log order
+    /// after their commit (writes.rs).
+    pub writes: LoggedWrites,
+    /// How far writes reached the cache, and its pressure after the last run (writes.rs).
+    pub(crate) applied: AppliedWrites,
     pub maint: Mutex<MaintState>,
     pub index: RwLock<Index>,
     latches: [RwLock<()>; LATCH_STRIPES],
@@ -111,8 +114,6 @@ pub(crate) struct Store {
     pub record_cache_bytes: AtomicU64,
     pub index_memory_bytes: AtomicU64,
     pub double_write_bytes: AtomicU64,
-    pub poison: Poison,
-    pub closed: AtomicBool,
     /// The write-back worker's signals (eviction.rs).
     pub signals: Arc<WorkerSignals>,
     pub counters: Counters,
@@ -150,8 +151,8 @@ impl Store {
         let store = Store {
             page_size: checkpoint.page_size,
             data,
-            writes: WriteOrder::after_replay(replayed.wal.last_lsn()),
-            wal: replayed.wal,
+            applied: AppliedWrites::after_replay(replayed.wal.last_lsn()),
+            writes: LoggedWrites::new(replayed.wal, "treeline"),
             wal_options,
             maint: Mutex::new(MaintState {
                 free,
@@ -174,8 +175,6 @@ impl Store {
             record_cache_bytes: AtomicU64::new(cache_bytes),
             index_memory_bytes: AtomicU64::new(index_memory_bytes),
             double_write_bytes: AtomicU64::new(0),
-            poison: Poison::labelled("treeline"),
-            closed: AtomicBool::new(false),
             signals: Arc::default(),
             counters: Counters::default(),
             storage,
@@ -192,10 +191,7 @@ impl Store {
 
     /// `Err` once closed or poisoned.
     pub fn check_usable(&self) -> Result<()> {
-        if self.closed.load(Relaxed) {
-            return Err(Error::Closed);
-        }
-        self.poison.check()
+        self.writes.check_usable()
     }
 
     /// The latch of the segment whose first page is `first_page`.
@@ -235,8 +231,8 @@ impl Store {
     /// Runs a maintenance step; any failure poisons the engine (pages, index and cache may
     /// disagree with the disk until a reopen recovers from the checkpoint and the WAL).
     pub fn maintain<T>(&self, step: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.poison.check()?;
-        step().map_err(|e| self.poison.poison(e))
+        self.writes.state().check_not_poisoned()?;
+        step().map_err(|e| self.writes.poison(e))
     }
 }
 

@@ -63,7 +63,7 @@ impl Store {
         // page may hold a write the WAL could lose: they are made durable first.
         let pending = self.cache.lock().dirty_in(&lower, upper.as_deref());
         if let Some(newest_lsn) = pending.iter().map(|r| r.lsn).max() {
-            self.wal.commit(newest_lsn, Durability::Sync)?;
+            self.writes.wal().commit(newest_lsn, Durability::Sync)?;
         }
         let records = self.reorganization_set(maint, &pre, &pending)?;
         // Phases II and III.
@@ -395,9 +395,9 @@ impl Store {
 mod tests {
     use super::Sizing;
 
-    /// Regression: a goal lowered for forecast inserts used to get the ε of the lowered goal,
-    /// `(cap - goal) / 2`, so the model could fill a page up to the cap and the room was gone
-    /// (at 2M × 64 B, 8× the overflow pages with forecasting on).
+    /// Regression: a goal lowered for forecast inserts keeps the ε of the full goal; with the
+    /// lowered goal's, `(cap - goal) / 2`, the model could fill a page up to the cap and the
+    /// room was gone (at 2M × 64 B, 8× the overflow pages with forecasting on).
     #[test]
     fn a_lowered_goal_keeps_its_epsilon_and_at_most_half_the_goal() {
         let sizing = Sizing { goal: 38, epsilon: 8, max_records_per_page: 55 };

@@ -201,7 +201,7 @@ mod tests {
     }
 
     /// Regression (one rule for a key held twice): a point read takes the base page's record,
-    /// and so does a scan; it used to take the overflow page's.
+    /// and so must a scan, not the overflow page's.
     #[test]
     fn a_key_in_both_pages_of_a_pair_is_returned_once_from_the_base_page() {
         let base = page(head(), &[(b"k1", b"base")]);

@@ -96,11 +96,11 @@ impl Store {
             ("double_write_bytes".to_string(), self.double_write_bytes.load(Relaxed)),
             ("wal_bytes_since_checkpoint".to_string(), self.wal_bytes_since_checkpoint.load(Relaxed)),
         ]);
-        counters.extend(self.wal.stats().counters());
+        counters.extend(self.writes.wal().stats().counters());
         Stats {
             engine: ENGINE_NAME.into(),
             live_keys: None,
-            user_bytes_written: self.counters.user_bytes_written.load(Relaxed),
+            user_bytes_written: self.writes.user_bytes_written(),
             user_bytes_read: self.counters.user_bytes_read.load(Relaxed),
             io: self.storage.io_stats(),
             cache_hits: hits,

@@ -281,7 +281,7 @@ impl Store {
             batch.pages_read.clear();
             return Ok(());
         };
-        self.wal.commit(newest_lsn, Durability::Sync)?;
+        self.writes.wal().commit(newest_lsn, Durability::Sync)?;
         let images: Vec<(PageId, &[u8])> = batch
             .pairs
             .iter()
