@@ -14,6 +14,7 @@ mod committer;
 pub(crate) mod db;
 mod interval;
 pub(crate) mod iter;
+mod mem_reservation;
 mod memory_budget;
 pub(crate) mod meta;
 pub mod naive_file;
@@ -68,7 +69,7 @@ pub struct FlexOptions {
     /// paper's experiments use 8 with an interval cache as large as the data. Under a budget of
     /// ~1/5 of the data, larger intervals mean fewer loads per scan and a smaller sparse index,
     /// for slower point reads and more bytes rewritten per commit. 64 by default, chosen side by
-    /// side against 32 and 48 (docs/benchmarks.md, session 9).
+    /// side against 32 and 48 (docs/benchmarks.md, "64-record intervals").
     pub max_interval_records: u32,
     /// A scan's cache miss also reads the uncached intervals after it, up to this many bytes in
     /// all, with one table-file read (0: none). Off by default: it cost scans more than it saved
@@ -77,7 +78,7 @@ pub struct FlexOptions {
     /// Recovery samples the table file every this many bytes (§5.4); sampled intervals are split
     /// on first access. A larger stride moves cost from the open to the first reads (a first
     /// access loads the whole sampled interval); 8 KiB by default (32 KiB compared in
-    /// docs/benchmarks.md, session 7).
+    /// docs/benchmarks.md).
     pub rebuild_interval_bytes: u64,
     /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
     /// a reader can wait for a commit.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::{Error, Poison, Result};
-use strata_io::{Storage, StorageFile};
+use strata_io::StorageFile;
 
 use super::format::{LogOp, MAX_ENTRY_LEN};
 use super::options::FlexFileOptions;
@@ -100,25 +100,6 @@ pub(crate) fn apply_to_tree(tree: &mut FlexTree, op: &LogOp) -> Result<()> {
 }
 
 impl FlexFile {
-    /// Opens (creating if needed) the FlexFile `name` in `storage`: files `{name}.data`,
-    /// `{name}.tree`, `{name}.log`. Recovers the last durable state.
-    pub fn open(storage: Arc<dyn Storage>, name: &str, opts: FlexFileOptions) -> Result<FlexFile> {
-        super::recover::open(storage, name, opts, None)
-    }
-
-    /// Like `open`, but refuses (`Error::Corruption` naming the log, the expected and the found
-    /// length) a log for `synced.tree_version` that is shorter than `synced.synced_bytes` or whose
-    /// valid blocks end before it, and a tree older than that version: `synced` is a mark the
-    /// caller recorded from `synced_log` (FlexDB: in `flexdb-meta`, issue #19).
-    pub fn open_checked(
-        storage: Arc<dyn Storage>,
-        name: &str,
-        opts: FlexFileOptions,
-        synced: Option<LogMark>,
-    ) -> Result<FlexFile> {
-        super::recover::open(storage, name, opts, synced)
-    }
-
     pub fn stats(&self) -> FlexFileStats {
         let st = self.state.read();
         let mut stats = st.stats;

@@ -26,9 +26,30 @@ fn read_slot(file: &dyn StorageFile, slot: u64) -> Result<Option<TreeHeader>> {
     Ok(page::decode_header(&buf))
 }
 
+impl FlexFile {
+    /// Opens (creating if needed) the FlexFile `name` in `storage`: files `{name}.data`,
+    /// `{name}.tree`, `{name}.log`. Recovers the last durable state.
+    pub fn open(storage: Arc<dyn Storage>, name: &str, opts: FlexFileOptions) -> Result<FlexFile> {
+        open(storage, name, opts, None)
+    }
+
+    /// Like `open`, but refuses (`Error::Corruption` naming the log, the expected and the found
+    /// length) a log for `synced.tree_version` that is shorter than `synced.synced_bytes` or whose
+    /// valid blocks end before it, and a tree older than that version: `synced` is a mark the
+    /// caller recorded from `synced_log` (FlexDB: in `flexdb-meta`).
+    pub fn open_checked(
+        storage: Arc<dyn Storage>,
+        name: &str,
+        opts: FlexFileOptions,
+        synced: Option<LogMark>,
+    ) -> Result<FlexFile> {
+        open(storage, name, opts, synced)
+    }
+}
+
 /// Opens the FlexFile `name`; `synced`: the caller's record of how far the log was durable
 /// (`FlexFile::open_checked`), checked before the tree or the log is changed.
-pub(crate) fn open(
+fn open(
     storage: Arc<dyn Storage>,
     name: &str,
     mut opts: FlexFileOptions,
@@ -190,7 +211,7 @@ fn settle_header_slot(tree_file: &dyn StorageFile, slot: u64) -> Result<()> {
 
 /// No valid tree header: creation never finished, unless the log holds entries or the caller
 /// recorded a synced log mark (a commit point saw a committed tree): then the tree file lost its
-/// headers, and creating an empty one would drop every committed byte silently (issue #19).
+/// headers, and creating an empty one would drop every committed byte silently.
 fn refuse_lost_tree(log_bytes: &[u8], synced: Option<LogMark>, tree_name: &str) -> Result<()> {
     let block_at = log_bytes.get(LOG_HEADER_BYTES..).unwrap_or(&[]);
     if let Some(version) = format::decode_log_header(log_bytes) {
@@ -231,7 +252,7 @@ fn check_tree_not_older(synced: Option<LogMark>, tree_version: u64, tree_name: &
 
 /// The log of `tree_version` must reach the length a commit recorded as synced for that version
 /// (a mark of an older version says nothing: a tree commit since absorbed that log). Shorter is
-/// damage, not a torn tail: a crash only drops bytes that were never synced (issue #19).
+/// damage, not a torn tail: a crash only drops bytes that were never synced.
 fn check_synced_length(
     synced: Option<LogMark>,
     tree_version: u64,
@@ -257,7 +278,7 @@ fn check_synced_length(
 /// The log's header is durable before any tree header (`create` writes it first; a tree
 /// commit's reset rewrites it in place, never shortening the file below it), so a log shorter
 /// than its header beside a valid tree header was emptied or cut after the fact: its synced
-/// blocks are gone (issue #19), not a torn tail.
+/// blocks are gone, not a torn tail.
 fn check_log_not_emptied(log_bytes: &[u8], log_name: &str, tree_version: u64) -> Result<()> {
     if log_bytes.len() >= LOG_HEADER_BYTES {
         return Ok(());
@@ -274,7 +295,7 @@ fn check_log_not_emptied(log_bytes: &[u8], log_name: &str, tree_version: u64) ->
 }
 
 /// A page the committed tree refers to lies past the end of the tree file: the file was cut
-/// after the commit (issue #19), which is corruption of it, not an I/O failure.
+/// after the commit, which is corruption of it, not an I/O failure.
 fn short_file_is_corruption(e: Error, name: &str, offset: u64) -> Error {
     match &e {
         Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => Error::corruption(
