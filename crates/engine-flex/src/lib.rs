@@ -1,8 +1,9 @@
-//! Engine `flex` (being written): FlexTree, FlexFile and FlexDB from the FlexFile paper
+//! Engine `flex`: FlexTree, FlexFile and FlexDB from the FlexFile paper
 //! (`shared/papers/flexfile.txt`).
 
 mod contract;
 mod engine;
+#[cfg(feature = "experiments")]
 pub mod experiments;
 pub mod flexdb;
 pub mod flexfile;
