@@ -116,8 +116,11 @@ impl F2Engine {
 }
 
 /// Registers engine `f2` with the facade (`crates/strata/src/registry.rs`).
-pub const FACTORY: EngineFactory =
-    EngineFactory { name: "f2", open: |storage, config| Ok(Box::new(F2Engine::open(storage, config)?)) };
+pub const FACTORY: EngineFactory = EngineFactory {
+    name: "f2",
+    open: |storage, config| Ok(Box::new(F2Engine::open(storage, config)?)),
+    file_patterns: &[("f2-", ""), ("f2wal-", "")],
+};
 
 impl Maintenance for F2Engine {
     fn set_option(&self, name: &str, _value: &str) -> Result<()> {

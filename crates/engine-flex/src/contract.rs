@@ -6,8 +6,11 @@ use strata_kit::EngineFactory;
 use crate::FlexEngine;
 
 /// Registers engine `flex` with the facade (`crates/strata/src/registry.rs`).
-pub const FACTORY: EngineFactory =
-    EngineFactory { name: "flex", open: |storage, config| Ok(Box::new(FlexEngine::open(storage, config)?)) };
+pub const FACTORY: EngineFactory = EngineFactory {
+    name: "flex",
+    open: |storage, config| Ok(Box::new(FlexEngine::open(storage, config)?)),
+    file_patterns: &[("flexdb-", "")],
+};
 
 pub(crate) const CAPABILITIES: Capabilities = Capabilities {
     ordered: true,

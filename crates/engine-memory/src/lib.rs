@@ -253,6 +253,7 @@ impl ReadCurrent for MapRead<'_> {
 pub const FACTORY: EngineFactory = EngineFactory {
     name: "memory",
     open: |storage, config| Ok(Box::new(MemoryEngine::open(storage, config)?)),
+    file_patterns: &[("wal-", ".log"), ("wal-", ".free"), ("wal-state", ""), ("snapshot-", ".snap")],
 };
 
 impl Maintenance for MemoryEngine {

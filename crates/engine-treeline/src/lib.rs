@@ -50,6 +50,7 @@ use crate::store::{BulkLoad, RangeIter, Store, Sweep};
 pub const FACTORY: EngineFactory = EngineFactory {
     name: ENGINE_NAME,
     open: |storage, config| Ok(Box::new(TreelineEngine::open(storage, config)?)),
+    file_patterns: &[("treeline-", "")],
 };
 
 /// The treeline engine; cheap handles share one store.

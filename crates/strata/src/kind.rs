@@ -42,28 +42,10 @@ impl EngineKind {
         }
     }
 
-    /// (prefix, suffix) of the file names this engine writes (docs/format/), so a directory whose
-    /// manifest is gone can still be told from one that never held a database. Specific enough
-    /// that a user's `snapshot-2024.png` or `wal-notes` is not taken for one.
-    pub fn file_patterns(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            EngineKind::Memory => {
-                &[("wal-", ".log"), ("wal-", ".free"), ("wal-state", ""), ("snapshot-", ".snap")]
-            }
-            EngineKind::Treeline => &[("treeline-", "")],
-            EngineKind::Turtle | EngineKind::Laser => &[],
-            EngineKind::Flex => &[("flexdb-", "")],
-            EngineKind::F2 => &[("f2-", ""), ("f2wal-", "")],
-        }
-    }
-
-    /// The engine whose files `name` looks like, if any.
+    /// The engine of this build whose files `name` looks like, if any (each engine's factory
+    /// names its file patterns; an engine this build does not hold recognises none).
     pub fn owning_file(name: &str) -> Option<EngineKind> {
-        EngineKind::ALL.into_iter().find(|kind| {
-            kind.file_patterns()
-                .iter()
-                .any(|(prefix, suffix)| name.starts_with(prefix) && name.ends_with(suffix))
-        })
+        crate::registry::factory_owning_file(name).and_then(|factory| factory.name.parse().ok())
     }
 
     /// True when this build can open the engine (its crate is registered: `registry.rs`).

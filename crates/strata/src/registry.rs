@@ -22,6 +22,11 @@ pub(crate) fn factory(kind: EngineKind) -> Option<&'static EngineFactory> {
     ENGINES.iter().copied().find(|f| f.name == kind.name())
 }
 
+/// The factory whose engine writes files named like `file_name`, if this build holds one.
+pub(crate) fn factory_owning_file(file_name: &str) -> Option<&'static EngineFactory> {
+    ENGINES.iter().copied().find(|f| f.owns_file(file_name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +38,20 @@ mod tests {
             assert!(kind.is_available());
             assert_eq!(ENGINES.iter().filter(|g| g.name == f.name).count(), 1, "{} registered twice", f.name);
         }
+    }
+
+    #[test]
+    fn every_engine_s_files_belong_to_it_alone() {
+        for f in ENGINES {
+            assert!(!f.file_patterns.is_empty(), "{} names no file patterns", f.name);
+            for (prefix, suffix) in f.file_patterns {
+                let name = format!("{prefix}0000000000000001{suffix}");
+                let owners: Vec<&str> =
+                    ENGINES.iter().filter(|g| g.owns_file(&name)).map(|g| g.name).collect();
+                assert_eq!(owners, [f.name], "{name} is claimed by {owners:?}");
+                assert_eq!(EngineKind::owning_file(&name).map(EngineKind::name), Some(f.name));
+            }
+        }
+        assert_eq!(EngineKind::owning_file("snapshot-2024.png"), None);
     }
 }
