@@ -198,11 +198,10 @@ mod tests {
         assert!(DoubleWrite::recover(&storage, PageSize::DEFAULT, 1).unwrap_err().is_corruption());
     }
 
-    /// Regression (found by review): the entries of one write reach a real disk in any order
-    /// when a crash interrupts it (SimStorage keeps a prefix, so the kit could not show it); a
-    /// valid entry after a damaged one of the same write was reported as corruption, and the
-    /// store did not open after an ordinary power cut. No in-place write had started: they wait
-    /// for the sync.
+    /// Regression: the entries of one write reach a real disk in any order when a crash
+    /// interrupts it (SimStorage keeps a prefix, so the kit cannot show it); a valid entry after
+    /// a damaged one of the same write is a torn write, not corruption, or the store would not
+    /// open after an ordinary power cut. No in-place write has started: they wait for the sync.
     #[test]
     fn entries_of_the_interrupted_write_persisted_out_of_order_are_a_torn_tail() {
         let storage = MemStorage::new();

@@ -471,8 +471,8 @@ impl Iterator for Iter {
 
 /// After this open created the store and its engine failed to open (options the engine
 /// refuses, an I/O error): removes every file but the lock, so the directory is empty again and
-/// can be created with other options or another engine (found by review: the durable manifest
-/// stayed, and the directory then held a database of an engine that never opened). Best effort:
+/// can be created with other options or another engine (a durable manifest left behind would
+/// make it a database of an engine that never opened). Best effort:
 /// the caller reports the engine's error, and the directory held nothing else before.
 fn undo_creation(storage: &dyn Storage) {
     let Ok(names) = storage.list() else { return };

@@ -1,7 +1,6 @@
 //! `flexdb-meta`: the commit record (docs/format/flexdb.md): which table file kind the store uses,
 //! up to which WAL lsn the table file holds every write, and (version 2) how far the FlexFile's
-//! logical log was synced at that commit, so recovery can tell a cut log from a torn tail
-//! (issue #19).
+//! logical log was synced at that commit, so recovery can tell a cut log from a torn tail.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 use strata_core::le_bytes::{u32_at, u64_at};

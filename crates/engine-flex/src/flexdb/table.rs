@@ -418,9 +418,9 @@ impl Table {
     /// Splits the interval with index key `owner` (holding `records`) into the fewest pieces of
     /// about equal size within the limits, cutting from the right so the left part keeps its key
     /// and cursor. A right part's index key is the shortest separator between the records on both
-    /// sides of its cut. Equal pieces, not pieces of half the limit plus a remainder: an interval
-    /// of 33 records used to become 16 + 16 + 1, and a table loaded by large commits averaged 13
-    /// records per interval of 32 (each scan visits and misses more intervals).
+    /// sides of its cut. Equal pieces, not pieces of half the limit plus a remainder: halving
+    /// would make 33 records 16 + 16 + 1, and a table loaded by large commits would average 13
+    /// records per interval of 32 (each scan visiting and missing more intervals).
     /// Returns where the pieces start (record indexes after the first piece's 0), ascending.
     fn split(&mut self, owner: &[u8], records: &IntervalData) -> Vec<usize> {
         let (max_records, max_bytes) =

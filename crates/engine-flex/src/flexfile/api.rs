@@ -1,6 +1,6 @@
 use strata_core::Result;
 
-/// How far a table file's log was durable at some point (issue #19): the FlexFile log for tree
+/// How far a table file's log was durable at some point: the FlexFile log for tree
 /// version `tree_version` held at least `synced_bytes` valid bytes (its 32-byte header included).
 /// FlexDB records the mark in `flexdb-meta` at every commit; recovery refuses a log of that tree
 /// version that is shorter, or whose valid blocks end earlier. A tree commit (which resets the

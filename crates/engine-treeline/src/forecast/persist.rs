@@ -221,9 +221,9 @@ mod tests {
         }
     }
 
-    /// Regression (found by review): the checksum vouches for the bytes, not for the counts, so a
-    /// damaged file that verifies may hold counts at `u64::MAX`; the next counted insert then
-    /// overflowed (a panic in builds with overflow checks, as the tests and fuzz builds are).
+    /// Regression: the checksum vouches for the bytes, not for the counts, so a damaged file
+    /// that verifies may hold counts at `u64::MAX`; the next counted insert must saturate, not
+    /// overflow (a panic in builds with overflow checks, as the tests and fuzz builds are).
     #[test]
     fn counts_at_their_maximum_in_a_stored_state_saturate_instead_of_overflowing() {
         let config = super::super::ForecastConfig {

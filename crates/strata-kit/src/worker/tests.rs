@@ -104,9 +104,8 @@ fn a_failing_step_ends_the_thread_and_wakes_waiters() {
     worker.stop_and_join();
 }
 
-/// Regression (found by review): a panic in flex's committer step ended the thread without
-/// poisoning the engine, so writes went on being acknowledged and `close` committed over the
-/// half-applied table. A panic now reaches the engine's `poison`.
+/// Regression: a panic in a step must reach the engine's `poison`; a thread that just ended
+/// left flex acknowledging writes and `close` committing over a half-applied table.
 #[test]
 fn a_panicking_step_poisons_the_engine_and_marks_the_thread_exited() {
     let signals = Arc::new(WorkerSignals::default());
