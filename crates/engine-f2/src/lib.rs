@@ -59,9 +59,8 @@ impl F2Engine {
     pub fn open_with(
         storage: Arc<dyn Storage>,
         config: &EngineConfig,
-        mut options: F2Options,
+        options: F2Options,
     ) -> Result<F2Engine> {
-        options.apply_engine_options(config)?;
         let inner = Arc::new(Inner::open(storage, config, &options)?);
         let worker = if inner.opts.background_maintenance {
             Some(engine::worker::spawn(inner.clone())?)
