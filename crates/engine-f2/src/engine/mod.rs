@@ -11,6 +11,7 @@ mod ops;
 mod race_tests;
 #[cfg(test)]
 mod single_log_tests;
+mod stats;
 #[cfg(test)]
 pub(crate) mod test_engines;
 pub(crate) mod worker;
