@@ -196,8 +196,8 @@ impl Engine for F2Engine {
 
     fn close(&self) -> Result<()> {
         let inner = &self.inner;
-        // Poison is sticky: a poisoned engine's close reports it, every time (issue #19: it
-        // returned Ok, skipping the final checkpoint without a word).
+        // Poison is sticky: a poisoned engine's close reports it, every time, because it skips
+        // the final checkpoint, and a close that skipped it must not look like a clean one.
         if inner.closed.load(Relaxed) {
             return inner.poison.check();
         }

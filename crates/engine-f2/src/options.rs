@@ -44,7 +44,7 @@ pub struct F2Options {
     /// records whose cold-index chunk it owns, so their disk reads overlap. Single-log mode
     /// uses one. 1..=64. Default 1 (plus the frame buffer's read-ahead thread and 8 reads in
     /// flight per round): on a 2-core machine more workers were not faster and cost peak RSS
-    /// (malloc arenas of the extra threads; docs/benchmarks.md, session 5).
+    /// (malloc arenas of the extra threads; measured in docs/benchmarks.md).
     pub compaction_threads: usize,
     /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
     /// workers and released in page order). Part of the memory reserve. 1..=64.

@@ -453,7 +453,7 @@ impl Scan<'_, '_> {
     /// Makes the records this recovery keeps (segments `start..kept_len`) durable, as the log's
     /// writer assumes when it continues the last segment:
     /// - The last segment's records past what the state file records as synced are written again
-    ///   before the sync. After a failed fdatasync (in an earlier session of this boot) the kernel
+    ///   before the sync. After a failed fdatasync (by an earlier open of the log since the machine booted) the kernel
     ///   may have marked their pages clean without writing them: a sync alone would leave a hole
     ///   that a power loss exposes, cutting off every record appended after it. For the same
     ///   reason the segment is cut right after its records: a lost write may have extended the
