@@ -16,8 +16,6 @@ use crate::Lsn;
 
 mod torn_tail;
 
-use torn_tail::Break;
-
 /// A `.log` segment that exists after recovery.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SegmentMeta {
@@ -110,6 +108,14 @@ struct SegmentScan {
     bad: Option<String>,
     /// Valid records (data and markers) in the chain.
     records_checked: u64,
+}
+
+/// Where the chain of records broke.
+enum Break {
+    /// Bad record at `offset` of segment `index`, where the chain's next lsn should be.
+    Record { index: usize, offset: usize, what: String },
+    /// Bad header on segment `index`.
+    Header { index: usize, what: String },
 }
 
 pub(crate) fn recover(storage: &dyn Storage, opts: &WalOptions, params: ScanParams<'_>) -> Result<Recovered> {

@@ -8,18 +8,10 @@ use std::ops::RangeInclusive;
 use strata_core::{Error, RecoveryMode, Result};
 use strata_io::Storage;
 
-use super::{Scan, SegmentFile};
+use super::{Break, Scan, SegmentFile};
 use crate::format::{RecordSlot, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use crate::segment_reader::SegmentReader;
 use crate::Lsn;
-
-/// Where the chain of records broke.
-pub(super) enum Break {
-    /// Bad record at `offset` of segment `index`, where the chain's next lsn should be.
-    Record { index: usize, offset: usize, what: String },
-    /// Bad header on segment `index`.
-    Header { index: usize, what: String },
-}
 
 impl Scan<'_, '_> {
     /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.
