@@ -29,6 +29,16 @@ fn format() -> SmallFileFormat {
     }
 }
 
+/// The layout fields a checkpoint fixes when the store is created (every later open uses them
+/// whatever its options say), and where they start in its file.
+#[derive(Clone, Copy, Debug)]
+pub struct StoredLayout {
+    pub page_size_bytes: u64,
+    pub segment_bytes: u64,
+    pub chunk_count: u64,
+    pub field_offset: u64,
+}
+
 /// What a checkpoint records: the WAL position it covers and each log's live range.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -115,9 +125,9 @@ impl Checkpoint {
         Ok(c)
     }
 
-    /// The layout fields (from `page_size_bytes` on), for `F2Options::resolve_for_layout`.
-    pub fn layout(&self) -> crate::options::StoredLayout {
-        crate::options::StoredLayout {
+    /// The layout fields (from `page_size_bytes` on), which the options are resolved against.
+    pub fn layout(&self) -> StoredLayout {
+        StoredLayout {
             page_size_bytes: self.page_size_bytes,
             segment_bytes: self.segment_bytes,
             chunk_count: self.chunk_count,

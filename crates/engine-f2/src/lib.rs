@@ -59,9 +59,8 @@ impl F2Engine {
     pub fn open_with(
         storage: Arc<dyn Storage>,
         config: &EngineConfig,
-        mut options: F2Options,
+        options: F2Options,
     ) -> Result<F2Engine> {
-        options.apply_engine_options(config)?;
         let inner = Arc::new(Inner::open(storage, config, &options)?);
         let worker = if inner.opts.background_maintenance {
             Some(engine::worker::spawn(inner.clone())?)
@@ -200,8 +199,8 @@ impl Engine for F2Engine {
 
     fn close(&self) -> Result<()> {
         let inner = &self.inner;
-        // Poison is sticky: a poisoned engine's close reports it, every time (issue #19: it
-        // returned Ok, skipping the final checkpoint without a word).
+        // Poison is sticky: a poisoned engine's close reports it, every time, because it skips
+        // the final checkpoint, and a close that skipped it must not look like a clean one.
         if inner.closed.load(Relaxed) {
             return inner.poison.check();
         }
@@ -222,114 +221,7 @@ impl Engine for F2Engine {
     }
 
     fn stats(&self) -> Stats {
-        let inner = &self.inner;
-        let c = &inner.counters;
-        let [hot_index_budget, hot_log_budget, read_cache_budget, cold_index_budget] = inner.opts.split_bytes;
-        let hot_index_bytes = inner.hot_index.memory_bytes();
-        let hot_log_bytes = inner.hot.memory_bytes();
-        let cold_index_bytes = inner.cold_index.memory_bytes();
-        let cold_log_memory_bytes = inner.cold.memory_bytes();
-        let read_cache_bytes = inner.read_cache.as_ref().map_or(0, |c| c.memory_bytes());
-        let wal_buffer_bytes = options::wal_buffer_bytes();
-        let memory_bytes = hot_index_bytes
-            + hot_log_bytes
-            + read_cache_bytes
-            + cold_index_bytes
-            + cold_log_memory_bytes
-            + wal_buffer_bytes;
-        let disk_bytes = inner.disk_bytes();
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-        let counters: Vec<(&str, u64)> = vec![
-            ("memory.hot_index_bytes", hot_index_bytes),
-            ("memory.hot_index_budget_bytes", hot_index_budget),
-            ("memory.hot_log_bytes", hot_log_bytes),
-            ("memory.hot_log_budget_bytes", hot_log_budget),
-            ("memory.read_cache_bytes", read_cache_bytes),
-            ("memory.read_cache_budget_bytes", read_cache_budget),
-            ("memory.cold_index_bytes", cold_index_bytes),
-            ("memory.cold_index_budget_bytes", cold_index_budget),
-            ("memory.cold_log_bytes", cold_log_memory_bytes),
-            ("memory.wal_buffer_bytes", wal_buffer_bytes),
-            ("memory.reserved_budget_bytes", inner.opts.reserved_bytes),
-            ("memory.hot_log_lent_bytes", inner.hot_index.overrun_bytes()),
-            ("memory.hot_log_window_pages", inner.hot.window_pages() as u64),
-            ("memory.total_bytes", memory_bytes),
-            ("memory.budget_bytes", inner.memory_budget_bytes),
-            ("hot_log.size_bytes", inner.hot.size_bytes()),
-            ("hot_log.begin", inner.hot.begin()),
-            ("hot_log.read_only", inner.hot.read_only()),
-            ("hot_log.head", inner.hot.head()),
-            ("hot_log.tail", inner.hot.tail()),
-            ("hot_log.truncations", inner.hot.truncations()),
-            ("hot_index.entries", inner.hot_index.entry_count()),
-            ("cold_log.size_bytes", inner.cold.size_bytes()),
-            ("cold_log.begin", inner.cold.begin()),
-            ("cold_log.tail", inner.cold.tail()),
-            ("cold_log.truncations", inner.cold.truncations()),
-            ("cold_log.live_estimate_bytes", inner.cold_live_estimate_bytes.load(Relaxed)),
-            ("cold_index.chunks", inner.cold_index.chunk_count()),
-            ("cold_index.chunks_in_use", inner.cold_index.chunks_in_use()),
-            ("chunk_log.size_bytes", inner.cold_index.log.size_bytes()),
-            ("hot_log.point_reads", inner.hot.file.point_reads.load(Relaxed)),
-            ("cold_log.point_reads", inner.cold.file.point_reads.load(Relaxed)),
-            ("chunk_log.point_reads", inner.cold_index.log.file.point_reads.load(Relaxed)),
-            ("ops.in_place_updates", load(&c.in_place_updates)),
-            ("ops.appends", load(&c.appends)),
-            ("ops.hot_hits", load(&c.hot_hits)),
-            ("read_cache.hits", load(&c.read_cache_hits)),
-            ("read_cache.inserts", load(&c.read_cache_inserts)),
-            ("read_cache.second_chances", load(&c.read_cache_second_chances)),
-            (
-                "read_cache.evicted_records",
-                inner.read_cache.as_ref().map_or(0, |c| c.evicted_records.load(Relaxed)),
-            ),
-            (
-                "read_cache.skipped_inserts",
-                inner.read_cache.as_ref().map_or(0, |c| c.skipped_inserts.load(Relaxed)),
-            ),
-            ("hot_log.frame_waits", inner.hot.frame_waits()),
-            ("ops.cold_hits", load(&c.cold_hits)),
-            ("ops.misses", load(&c.misses)),
-            ("ops.cold_lookups", load(&c.cold_lookups)),
-            ("ops.false_absence_retries", load(&c.false_absence_retries)),
-            ("ops.hot_truncation_retries", load(&c.hot_truncation_retries)),
-            ("ops.rmw_retries", load(&c.rmw_retries)),
-            ("ops.rmw_cold_reads", load(&c.rmw_cold_reads)),
-            ("compaction.hot_to_cold_runs", load(&c.hot_compactions)),
-            ("compaction.hot_to_cold_records", load(&c.hot_records_to_cold)),
-            ("compaction.hot_to_hot_tail_records", load(&c.hot_records_to_hot_tail)),
-            ("compaction.bytes_written", load(&c.compaction_bytes_written)),
-            ("compaction.cold_to_cold_runs", load(&c.cold_compactions)),
-            ("compaction.cold_to_cold_records", load(&c.cold_records_copied)),
-            ("compaction.chunks_collected", load(&c.chunks_collected)),
-            ("checkpoints", load(&c.checkpoints)),
-            ("open.records_replayed", load(&c.records_replayed)),
-            ("open.hot_records_scanned", load(&c.hot_records_scanned_at_open)),
-            ("open.hot_index_entries_loaded", load(&c.hot_index_entries_loaded)),
-            ("checkpoint.hot_index_snapshot_failures", load(&c.hot_index_snapshot_failures)),
-            ("backpressure_waits", load(&c.backpressure_waits)),
-            ("backpressure_max_wait_us", load(&c.backpressure_max_wait_us)),
-            ("compaction.hot_to_cold_max_us", load(&c.hot_round_max_us)),
-            ("compaction.cold_to_cold_max_us", load(&c.cold_round_max_us)),
-            ("compaction.chunk_gc_max_us", load(&c.chunk_gc_max_us)),
-            ("checkpoint_max_us", load(&c.checkpoint_max_us)),
-        ];
-        Stats {
-            engine: "f2".into(),
-            live_keys: None,
-            user_bytes_written: load(&c.user_bytes_written),
-            user_bytes_read: load(&c.user_bytes_read),
-            io: inner.storage.io_stats(),
-            cache_hits: load(&c.hot_hits) + load(&c.read_cache_hits),
-            cache_misses: load(&c.cold_hits),
-            memory_bytes,
-            disk_bytes,
-            engine_counters: counters
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), v))
-                .chain(inner.wal.stats().counters())
-                .collect(),
-        }
+        self.inner.stats()
     }
 
     fn verify(&self) -> Result<VerifyReport> {

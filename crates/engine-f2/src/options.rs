@@ -2,6 +2,7 @@
 
 use strata_core::{EngineConfig, EngineOptionReader, Error, Result};
 
+use crate::checkpoint::{self, StoredLayout, MAX_PAGE_BYTES};
 use crate::log::RELEASED_PADDING_REGION_BYTES;
 
 /// Engine-specific knobs. `None` fields are derived from `EngineConfig::memory_budget_bytes` the
@@ -43,7 +44,7 @@ pub struct F2Options {
     /// records whose cold-index chunk it owns, so their disk reads overlap. Single-log mode
     /// uses one. 1..=64. Default 1 (plus the frame buffer's read-ahead thread and 8 reads in
     /// flight per round): on a 2-core machine more workers were not faster and cost peak RSS
-    /// (malloc arenas of the extra threads; docs/benchmarks.md, session 5).
+    /// (malloc arenas of the extra threads; measured in docs/benchmarks.md).
     pub compaction_threads: usize,
     /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
     /// workers and released in page order). Part of the memory reserve. 1..=64.
@@ -176,9 +177,33 @@ fn floor_pow2(x: u64) -> u64 {
 }
 
 impl F2Options {
+    /// The options an open runs with, resolved in one step: the fields named in
+    /// `EngineConfig::engine_options` override these, every field is checked, and each derived
+    /// size is computed from the memory budget. `stored` is what an existing store's checkpoint
+    /// fixed (`None` for a new store): its page size, segment size and chunk count override the
+    /// configured ones and every page-derived size is computed for them. The stored layout may
+    /// not need more memory than both the budget and this configuration's own layout: a
+    /// checksum-valid but damaged field would otherwise allocate gigabytes at open.
+    pub(crate) fn resolve(&self, config: &EngineConfig, stored: Option<&StoredLayout>) -> Result<Resolved> {
+        let mut options = self.clone();
+        options.apply_engine_options(config)?;
+        options.validate()?;
+        let configured = options.derive_sizes(config);
+        let Some(layout) = stored else { return Ok(configured) };
+        options.page_size_bytes = layout.page_size_bytes;
+        options.segment_bytes = layout.segment_bytes;
+        // The checkpoint's own checks cover the stored fields; these are checked again with them
+        // in place, so a layout the options could not have produced is refused either way.
+        options.validate()?;
+        let mut resolved = options.derive_sizes(config);
+        resolved.chunk_count = layout.chunk_count;
+        check_layout_memory(config, configured.layout_memory_bytes(), &resolved, layout)?;
+        Ok(resolved)
+    }
+
     /// Overrides the fields named in `EngineConfig::engine_options` (each by its field name;
     /// sizes take `64MiB`-style suffixes, `None` fields become explicit); refuses unknown names.
-    pub fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
+    fn apply_engine_options(&mut self, config: &EngineConfig) -> Result<()> {
         let mut r = EngineOptionReader::new("f2", &config.engine_options)?;
         // Memory shares stay within the budget; disk budgets and files within 1 PiB.
         let memory = 0..=config.memory_budget_bytes.max(4 << 10);
@@ -187,7 +212,7 @@ impl F2Options {
             *field = r.bytes(name, range)?.unwrap_or(*field);
             Ok(())
         };
-        bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=crate::checkpoint::MAX_PAGE_BYTES)?;
+        bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=MAX_PAGE_BYTES)?;
         bytes(&mut self.segment_bytes, "segment_bytes", 4 << 10..=1 << 50)?;
         let mut optional_bytes = |field: &mut Option<u64>, name, range| -> Result<()> {
             *field = r.bytes(name, range)?.or(*field);
@@ -222,9 +247,10 @@ impl F2Options {
         r.finish()
     }
 
-    pub fn resolve(&self, config: &EngineConfig) -> Result<Resolved> {
+    /// Refuses sizes, fractions and counts outside their ranges.
+    fn validate(&self) -> Result<()> {
         let page = self.page_size_bytes;
-        if page < 4096 || !page.is_power_of_two() || page > crate::checkpoint::MAX_PAGE_BYTES {
+        if page < 4096 || !page.is_power_of_two() || page > MAX_PAGE_BYTES {
             return Err(Error::invalid(format!(
                 "f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB"
             )));
@@ -248,6 +274,12 @@ impl F2Options {
                 self.compaction_frame_pages
             )));
         }
+        Ok(())
+    }
+
+    /// The budget split and every size derived from it (the fields are valid: [`Self::validate`]).
+    fn derive_sizes(&self, config: &EngineConfig) -> Resolved {
+        let page = self.page_size_bytes;
         let budget = config.memory_budget_bytes;
         let hot_index = self.hot_index_bytes.unwrap_or(budget / 6);
         let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
@@ -268,7 +300,7 @@ impl F2Options {
             ),
             None => ColdTrigger::SpaceAmplification { slack_bytes: COLD_SLACK_PAGES * page },
         };
-        Ok(Resolved {
+        Resolved {
             page_size_bytes: page,
             segment_bytes: self.segment_bytes,
             hot_index_buckets: floor_pow2((hot_index / 64).max(2)),
@@ -288,7 +320,7 @@ impl F2Options {
             single_log: self.single_log,
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
             reserved_bytes: reserved,
-        })
+        }
     }
 }
 
@@ -302,50 +334,30 @@ impl Resolved {
     }
 }
 
-impl F2Options {
-    /// The options of a store whose checkpoint fixed its layout (page and segment size, chunk
-    /// count): every page-derived size is computed again for that page size. The checkpoint may
-    /// not ask for more layout memory than both the memory budget and this configuration's own
-    /// layout (`configured`, this configuration resolved): a checksum-valid but damaged field
-    /// would otherwise allocate gigabytes at open.
-    pub fn resolve_for_layout(
-        &self,
-        config: &EngineConfig,
-        configured: &Resolved,
-        layout: StoredLayout,
-        file_name: &str,
-    ) -> Result<Resolved> {
-        let configured = configured.layout_memory_bytes();
-        let mut fixed = self.clone();
-        fixed.page_size_bytes = layout.page_size_bytes;
-        fixed.segment_bytes = layout.segment_bytes;
-        let mut resolved = fixed.resolve(config)?;
-        resolved.chunk_count = layout.chunk_count;
-        let needed = resolved.layout_memory_bytes();
-        if needed > configured.max(config.memory_budget_bytes) {
-            return Err(Error::corruption(
-                file_name,
-                layout.field_offset,
-                format!(
-                    "its layout (page {} bytes, {} cold-index chunks) needs {needed} bytes of memory, more than \
-                     the memory budget of {} bytes: a damaged checkpoint, or a store created with a larger \
-                     budget or page size than this configuration's (reopen it with a budget of at least \
-                     {needed} bytes)",
-                    layout.page_size_bytes, layout.chunk_count, config.memory_budget_bytes
-                ),
-            ));
-        }
-        Ok(resolved)
+/// Refuses a stored layout (`resolved` computed for it) that needs more memory than both the
+/// budget and the configured layout (`configured_bytes`): `Corruption` of the checkpoint, whose
+/// message names the budget that would open the store.
+fn check_layout_memory(
+    config: &EngineConfig,
+    configured_bytes: u64,
+    resolved: &Resolved,
+    layout: &StoredLayout,
+) -> Result<()> {
+    let needed = resolved.layout_memory_bytes();
+    if needed <= configured_bytes.max(config.memory_budget_bytes) {
+        return Ok(());
     }
-}
-
-/// The layout fields a checkpoint fixes, and where they start in its file.
-#[derive(Clone, Copy, Debug)]
-pub struct StoredLayout {
-    pub page_size_bytes: u64,
-    pub segment_bytes: u64,
-    pub chunk_count: u64,
-    pub field_offset: u64,
+    Err(Error::corruption(
+        checkpoint::FILE_NAME,
+        layout.field_offset,
+        format!(
+            "its layout (page {} bytes, {} cold-index chunks) needs {needed} bytes of memory, more than \
+             the memory budget of {} bytes: a damaged checkpoint, or a store created with a larger \
+             budget or page size than this configuration's (reopen it with a budget of at least \
+             {needed} bytes)",
+            layout.page_size_bytes, layout.chunk_count, config.memory_budget_bytes
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -374,24 +386,24 @@ mod tests {
         }
     }
 
-    /// An explicit cold budget is today's fixed trigger; the default is the space-amplification
-    /// trigger, and an explicit value is still accepted by name.
+    /// An explicit cold budget is a fixed trigger; the default is the space-amplification
+    /// trigger; the budget is accepted by name.
     #[test]
     fn cold_trigger_is_the_budget_when_set_and_space_amplification_by_default() {
         let config = EngineConfig::default();
         let page = F2Options::default().page_size_bytes;
-        let default_trigger = F2Options::default().resolve(&config).unwrap().cold_trigger;
+        let default_trigger = F2Options::default().resolve(&config, None).unwrap().cold_trigger;
         assert_eq!(default_trigger, ColdTrigger::SpaceAmplification { slack_bytes: COLD_SLACK_PAGES * page });
         let mut o = F2Options::default();
         let named = EngineConfig::default().with_engine_options([("cold_log_disk_budget_bytes", "10MiB")]);
         o.apply_engine_options(&named).unwrap();
         assert_eq!(o.cold_log_disk_budget_bytes, Some(10 << 20));
         let fixed = ((10u64 << 20) as f64 * o.compaction_trigger_fraction) as u64;
-        assert_eq!(o.resolve(&config).unwrap().cold_trigger, ColdTrigger::SizeBytes(fixed));
-        // A tiny budget is raised to two pages, as before.
+        assert_eq!(o.resolve(&config, None).unwrap().cold_trigger, ColdTrigger::SizeBytes(fixed));
+        // A tiny budget is raised to two pages.
         let tiny = F2Options { cold_log_disk_budget_bytes: Some(1), ..F2Options::default() };
         let two_pages = ((2 * page) as f64 * tiny.compaction_trigger_fraction) as u64;
-        assert_eq!(tiny.resolve(&config).unwrap().cold_trigger, ColdTrigger::SizeBytes(two_pages));
+        assert_eq!(tiny.resolve(&config, None).unwrap().cold_trigger, ColdTrigger::SizeBytes(two_pages));
     }
 
     #[test]
@@ -407,7 +419,7 @@ mod tests {
     #[test]
     fn default_split_follows_the_paper() {
         let config = EngineConfig { memory_budget_bytes: 3 << 30, ..EngineConfig::default() };
-        let r = F2Options::default().resolve(&config).unwrap();
+        let r = F2Options::default().resolve(&config, None).unwrap();
         assert_eq!(r.split_bytes[0], 512 << 20);
         assert_eq!(r.split_bytes[3], 64 << 20);
         assert_eq!(r.chunk_count, 8 << 20);
@@ -421,17 +433,44 @@ mod tests {
     fn bad_options_are_rejected() {
         let config = EngineConfig::default();
         let bad = F2Options { page_size_bytes: 1000, ..F2Options::default() };
-        assert!(bad.resolve(&config).is_err());
+        assert!(bad.resolve(&config, None).is_err());
         let bad = F2Options { compaction_fraction: 0.0, ..F2Options::default() };
-        assert!(bad.resolve(&config).is_err());
+        assert!(bad.resolve(&config, None).is_err());
         for (compaction_threads, compaction_frame_pages) in [(0, 4), (65, 4), (2, 0), (2, 65)] {
             let bad = F2Options { compaction_threads, compaction_frame_pages, ..F2Options::default() };
             assert!(
-                bad.resolve(&config).is_err(),
+                bad.resolve(&config, None).is_err(),
                 "{compaction_threads} threads, {compaction_frame_pages} frames"
             );
         }
         let one = F2Options { compaction_threads: 1, compaction_frame_pages: 1, ..F2Options::default() };
-        assert_eq!(one.resolve(&config).unwrap().compaction_threads, 1);
+        assert_eq!(one.resolve(&config, None).unwrap().compaction_threads, 1);
+    }
+
+    /// A stored layout overrides the configured page size, segment size and chunk count (sizes
+    /// derived from the page are computed for it); one needing more memory than both the budget
+    /// and the configured layout is corruption of the checkpoint.
+    #[test]
+    fn a_stored_layout_overrides_the_configured_one_within_the_memory_bound() {
+        let config = EngineConfig { memory_budget_bytes: 64 << 20, ..EngineConfig::default() };
+        let options = F2Options { page_size_bytes: 8 << 10, segment_bytes: 64 << 10, ..F2Options::default() };
+        let stored = StoredLayout {
+            page_size_bytes: 4 << 10,
+            segment_bytes: 32 << 10,
+            chunk_count: 1 << 10,
+            field_offset: 24,
+        };
+        let resolved = options.resolve(&config, Some(&stored)).unwrap();
+        let mut expected = F2Options { page_size_bytes: 4 << 10, segment_bytes: 32 << 10, ..options.clone() }
+            .resolve(&config, None)
+            .unwrap();
+        expected.chunk_count = 1 << 10;
+        assert_eq!(resolved, expected);
+        let huge = StoredLayout { chunk_count: 1 << 32, ..stored };
+        let err = options.resolve(&config, Some(&huge)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corruption { file, offset: 24, .. } if file.as_str() == checkpoint::FILE_NAME),
+            "{err:?}"
+        );
     }
 }

@@ -259,8 +259,8 @@ mod tests {
         assert_eq!((v.value, v.prev_address), (&b"value2"[..], 99));
     }
 
-    /// Regression (fuzzing, `f2_hot_log`): bytes moved within a log segment left whole,
-    /// checksum-valid records at other records' addresses, and reads followed them.
+    /// A record's checksum covers its address: bytes moved within a log segment leave whole,
+    /// checksum-valid records at other records' addresses, which a read must refuse.
     #[test]
     fn a_record_read_at_another_address_fails_its_checksum() {
         let mut bytes = encode(b"key", Some(b"value"), 0);

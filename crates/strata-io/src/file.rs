@@ -103,7 +103,8 @@ impl FileStorage {
 
     /// Refuses to open a lock file this process holds: closing that second descriptor would drop
     /// the process's POSIX lock (`lock`), and another process could then open the store too
-    /// (found by review: `Stats::disk_bytes` opened every listed file, `LOCK` included).
+    /// (`total_file_bytes`, behind every engine's `Stats::disk_bytes`, opens every listed file,
+    /// `LOCK` included).
     fn refuse_held_lock_file(&self, name: &str) -> Result<()> {
         if held_locks().is_empty() {
             return Ok(());

@@ -164,7 +164,7 @@ impl SimStorage {
 
     /// Power loss. Applies `mode` to every file, then invalidates every handle and lock taken before the
     /// crash: later calls on old `StorageFile` handles return `Error::Io` ("simulated crash: stale handle"),
-    /// and old lock guards no longer hold the lock (dropping them later must not release a new holder's lock).
+    /// and old lock guards stop holding the lock (dropping them later must not release a new holder's lock).
     /// The storage stays usable: open files again to "reboot".
     pub fn crash(&self, mode: CrashMode) {
         self.shared.state.lock().disk.crash(mode);

@@ -288,8 +288,8 @@ mod tests {
 
     use super::*;
 
-    /// Regression (found by review): a checksum-valid header whose first lsn is `u64::MAX` was
-    /// accepted; an empty such segment continued at that lsn and the next append overflowed.
+    /// A checksum-valid header whose first lsn is past the lsn space is refused: an empty such
+    /// segment would be continued at that lsn, and the next append would overflow.
     #[test]
     fn a_header_first_lsn_past_the_lsn_space_is_refused() {
         for (first_lsn, ok) in

@@ -3,20 +3,18 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
-use std::ops::RangeInclusive;
 use std::sync::Arc;
 
-use strata_core::{Error, RecoveryMode, Result};
+use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
-use crate::format::{
-    RecordSlot, SegmentHeader, RECORD_ALIGNMENT_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
-    STATE_KEEPING_VERSION,
-};
+use crate::format::{RecordSlot, SegmentHeader, SEGMENT_HEADER_BYTES, STATE_KEEPING_VERSION};
 use crate::options::{RecoveryReport, WalOptions};
 use crate::segment_reader::{SegmentReader, RECOVERY_READ_WINDOW_BYTES};
 use crate::state::{self, WalState};
 use crate::Lsn;
+
+mod torn_tail;
 
 /// A `.log` segment that exists after recovery.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +112,7 @@ struct SegmentScan {
 
 /// Where the chain of records broke.
 enum Break {
-    /// Bad record at `offset` of segment `index`, where lsn `expected` should be.
+    /// Bad record at `offset` of segment `index`, where the chain's next lsn should be.
     Record { index: usize, offset: usize, what: String },
     /// Bad header on segment `index`.
     Header { index: usize, what: String },
@@ -352,12 +350,7 @@ impl Scan<'_, '_> {
     /// the lsn after the last record the log accounts for, and where the last segment ends when it
     /// remains.
     fn run(&mut self, storage: &dyn Storage) -> Result<(usize, Option<Lsn>, Option<LogTail>)> {
-        let required = self.params.required_from.unwrap_or(0);
-        let start = self
-            .segments
-            .iter()
-            .rposition(|s| s.header.as_ref().is_ok_and(|h| h.first_lsn <= required))
-            .unwrap_or(0);
+        let start = self.first_needed_segment();
         let mut expected: Option<Lsn> = None;
         let mut broken = None;
         let mut tail = None;
@@ -371,32 +364,7 @@ impl Scan<'_, '_> {
                 }
                 Ok(header) => header.first_lsn,
             };
-            match expected {
-                None => {
-                    if let Some(required) = self.params.required_from.filter(|&r| first_lsn > r) {
-                        return Err(Error::corruption(
-                            &segment.name,
-                            0,
-                            format!(
-                                "the log starts at lsn {first_lsn} but records from lsn {required} are needed \
-                                 (missing segment, or min_lsn is below an earlier truncate_before)"
-                            ),
-                        ));
-                    }
-                }
-                // Verify (no lsn required) checks each run of segments on its own.
-                Some(expected) if expected != first_lsn && self.params.required_from.is_some() => {
-                    return Err(Error::corruption(
-                        &segment.name,
-                        0,
-                        format!(
-                            "segment starts at lsn {first_lsn} but the previous segment ends before lsn \
-                             {expected} (missing or out-of-place segment)"
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
+            self.check_segment_start(segment, first_lsn, expected)?;
             let mut reader = SegmentReader::new(segment.file.as_ref(), self.read_window_bytes)?;
             let scanned =
                 replay_segment(&mut reader, &segment.name, first_lsn, &mut self.params, &mut self.report)?;
@@ -440,10 +408,58 @@ impl Scan<'_, '_> {
         Ok((kept_len, expected, tail))
     }
 
+    /// The last segment whose first lsn is at or below the first lsn the caller needs (the
+    /// first segment when none is, or when the caller needs none): where the scan starts.
+    fn first_needed_segment(&self) -> usize {
+        let required = self.params.required_from.unwrap_or(0);
+        self.segments
+            .iter()
+            .rposition(|s| s.header.as_ref().is_ok_and(|h| h.first_lsn <= required))
+            .unwrap_or(0)
+    }
+
+    /// A segment starting at `first_lsn` must continue the log where the segment before ended
+    /// (`expected`), and the first one scanned must start at or below the first lsn the caller
+    /// needs.
+    fn check_segment_start(
+        &self,
+        segment: &SegmentFile,
+        first_lsn: Lsn,
+        expected: Option<Lsn>,
+    ) -> Result<()> {
+        match expected {
+            None => {
+                if let Some(required) = self.params.required_from.filter(|&r| first_lsn > r) {
+                    return Err(Error::corruption(
+                        &segment.name,
+                        0,
+                        format!(
+                            "the log starts at lsn {first_lsn} but records from lsn {required} are needed \
+                             (missing segment, or min_lsn is below an earlier truncate_before)"
+                        ),
+                    ));
+                }
+            }
+            // Verify (no lsn required) checks each run of segments on its own.
+            Some(expected) if expected != first_lsn && self.params.required_from.is_some() => {
+                return Err(Error::corruption(
+                    &segment.name,
+                    0,
+                    format!(
+                        "segment starts at lsn {first_lsn} but the previous segment ends before lsn \
+                         {expected} (missing or out-of-place segment)"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
     /// Makes the records this recovery keeps (segments `start..kept_len`) durable, as the log's
     /// writer assumes when it continues the last segment:
     /// - The last segment's records past what the state file records as synced are written again
-    ///   before the sync. After a failed fdatasync (in an earlier session of this boot) the kernel
+    ///   before the sync. After a failed fdatasync (by an earlier open of the log since the machine booted) the kernel
     ///   may have marked their pages clean without writing them: a sync alone would leave a hole
     ///   that a power loss exposes, cutting off every record appended after it. For the same
     ///   reason the segment is cut right after its records: a lost write may have extended the
@@ -502,111 +518,6 @@ impl Scan<'_, '_> {
         Ok(())
     }
 
-    /// Classifies a break (see the recovery rules) and, for a tolerated one, drops what follows it.
-    /// Returns how many segments remain.
-    fn resolve_break(
-        &mut self,
-        storage: &dyn Storage,
-        broken: Break,
-        expected: Option<Lsn>,
-    ) -> Result<usize> {
-        let broken_lsn = expected.or(self.params.required_from).unwrap_or(1).max(1);
-        if broken_lsn <= self.state_durable_lsn {
-            let (index, offset, what) = match &broken {
-                Break::Header { index, what } => (*index, 0, what),
-                Break::Record { index, offset, what } => (*index, *offset, what),
-            };
-            return Err(Error::corruption(
-                self.segment_name(index),
-                offset as u64,
-                format!(
-                    "{what}; lsn {broken_lsn} had been made durable ({} records every lsn up to {} as synced), \
-                     so this is corruption, not a torn tail",
-                    self.opts.state_file_name(),
-                    self.state_durable_lsn
-                ),
-            ));
-        }
-        let last_index = self.segments.len().saturating_sub(1);
-        let mode = self.opts.recovery_mode;
-        let (index, offset, what) = match broken {
-            Break::Header { index, what } if index != last_index => {
-                let name = self.segment_name(index);
-                return Err(Error::corruption(name, 0, format!("{what} (not the last segment)")));
-            }
-            Break::Header { index, what } => {
-                let mut reader =
-                    SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
-                let nonzero = reader.nonzero_prefix_bytes(0)?;
-                let plausible = self.plausible_lsns(broken_lsn);
-                let body = scan_records(&mut reader, SEGMENT_HEADER_BYTES, nonzero as usize, &plausible)?;
-                let name = self.segment_name(index);
-                if let Some(found) = body.iter().find(|r| r.synced_lsn >= broken_lsn) {
-                    return Err(Error::corruption(&name, 0, found.evidence(&what, broken_lsn, &name)));
-                }
-                let holds_records = body.iter().any(|r| r.lsn >= broken_lsn);
-                if holds_records && mode == RecoveryMode::AbsoluteConsistency {
-                    return Err(Error::corruption(name, 0, format!("torn tail: {what}")));
-                }
-                self.report.torn_tail_bytes_dropped += nonzero;
-                if self.params.repair {
-                    storage.remove(&name)?;
-                    storage.sync_dir()?;
-                }
-                return Ok(index);
-            }
-            Break::Record { index, offset, what } => (index, offset, what),
-        };
-        let name = self.segment_name(index);
-        let mut reader = SegmentReader::new(self.segment(index)?.file.as_ref(), self.read_window_bytes)?;
-        let mut dropped_bytes = reader.nonzero_prefix_bytes(offset)?;
-        let plausible = self.plausible_lsns(broken_lsn);
-        let nonzero_end = offset + dropped_bytes as usize;
-        let same_segment =
-            scan_records(&mut reader, offset + RECORD_ALIGNMENT_BYTES, nonzero_end, &plausible)?;
-        if let Some(found) = same_segment.iter().find(|r| r.synced_lsn >= broken_lsn) {
-            return Err(Error::corruption(&name, offset as u64, found.evidence(&what, broken_lsn, &name)));
-        }
-        for later in self.segments.iter().skip(index + 1) {
-            let mut later_reader = SegmentReader::new(later.file.as_ref(), self.read_window_bytes)?;
-            let nonzero = later_reader.nonzero_prefix_bytes(0)?;
-            let records =
-                scan_records(&mut later_reader, SEGMENT_HEADER_BYTES, nonzero as usize, &plausible)?;
-            if let Some(found) = records.iter().find(|r| r.synced_lsn >= broken_lsn) {
-                return Err(Error::corruption(
-                    &name,
-                    offset as u64,
-                    found.evidence(&what, broken_lsn, &later.name),
-                ));
-            }
-            dropped_bytes += nonzero;
-        }
-        if mode == RecoveryMode::AbsoluteConsistency {
-            return Err(Error::corruption(
-                &name,
-                offset as u64,
-                format!("torn tail at lsn {broken_lsn}: {what}"),
-            ));
-        }
-        self.report.torn_tail_bytes_dropped += dropped_bytes;
-        if self.params.repair {
-            let later: Vec<&SegmentFile> = self.segments.iter().skip(index + 1).collect();
-            for segment in &later {
-                storage.remove(&segment.name)?;
-            }
-            if !later.is_empty() {
-                storage.sync_dir()?;
-            }
-            let segment = self.segment(index)?;
-            segment.file.set_len(offset as u64)?;
-            segment.file.sync()?;
-        }
-        if let Some(segment) = self.segments.get_mut(index) {
-            segment.len_bytes = offset as u64;
-        }
-        Ok(index + 1)
-    }
-
     /// A log that ends cleanly (no bad record) must still reach every lsn the state file records
     /// as synced: a segment cut at a record boundary, or whose records were replaced by zeros,
     /// ends cleanly too.
@@ -650,13 +561,6 @@ impl Scan<'_, '_> {
                 self.state_durable_lsn
             ),
         ))
-    }
-
-    /// Lsns a real record at or after the break can have: each record takes at least a header's
-    /// bytes, so the log's size bounds how far past `broken_lsn` they go.
-    fn plausible_lsns(&self, broken_lsn: Lsn) -> RangeInclusive<Lsn> {
-        let log_bytes: u64 = self.segments.iter().map(|s| s.len_bytes).sum();
-        broken_lsn..=broken_lsn.saturating_add(log_bytes / RECORD_HEADER_BYTES as u64 + 1)
     }
 
     fn segment(&self, index: usize) -> Result<&SegmentFile> {
@@ -705,47 +609,4 @@ fn replay_segment(
         }
     };
     Ok(SegmentScan { next_lsn: expected, end_offset: offset, bad, records_checked })
-}
-
-/// A valid record found by scanning aligned offsets.
-struct FoundRecord {
-    offset: usize,
-    lsn: Lsn,
-    synced_lsn: Lsn,
-}
-
-impl FoundRecord {
-    fn evidence(&self, what: &str, broken_lsn: Lsn, file: &str) -> String {
-        format!(
-            "{what}; lsn {broken_lsn} had been made durable (the record with lsn {} at offset {} of {file} \
-             says lsn {} was synced), so this is corruption, not a torn tail",
-            self.lsn, self.offset, self.synced_lsn
-        )
-    }
-}
-
-/// Every valid record with an lsn in `lsns` starting at an 8-byte aligned offset from `from` up
-/// to `nonzero_end` (where the segment's trailing zeros begin: a record with an lsn of 1 or more
-/// has a non-zero byte in its header, so none starts in the zeros, and the caller has read them
-/// once already). Cheap on garbage and on payload bytes: the lsn field must be in range before
-/// the record's checksum is computed.
-fn scan_records(
-    reader: &mut SegmentReader<'_>,
-    from: usize,
-    nonzero_end: usize,
-    lsns: &RangeInclusive<Lsn>,
-) -> Result<Vec<FoundRecord>> {
-    debug_assert!(!lsns.contains(&0), "lsn 0 would match the zeros");
-    let mut found = Vec::new();
-    let mut offset = from.next_multiple_of(RECORD_ALIGNMENT_BYTES);
-    while offset < nonzero_end && offset.saturating_add(RECORD_HEADER_BYTES) <= reader.file_len() {
-        let lsn = reader.lsn_field_at(offset)?;
-        if lsn.is_some_and(|lsn| lsns.contains(&lsn)) {
-            if let RecordSlot::Valid { lsn, synced_lsn, .. } = reader.decode_record(offset)? {
-                found.push(FoundRecord { offset, lsn, synced_lsn });
-            }
-        }
-        offset += RECORD_ALIGNMENT_BYTES;
-    }
-    Ok(found)
 }

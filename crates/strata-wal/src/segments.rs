@@ -108,8 +108,8 @@ impl SegmentWriter {
     }
 
     /// At `close`, once every record written is durable (`durable_lsn` covers them): records the
-    /// active segment's full length of records in the state file. A session that wrote nothing
-    /// writes nothing.
+    /// active segment's full length of records in the state file. A log that wrote no record
+    /// since it was opened writes nothing.
     pub fn record_close(&mut self, durable_lsn: Lsn) -> Result<()> {
         let Some(active) = &self.active else { return Ok(()) };
         let end = active.write_offset;
@@ -378,7 +378,7 @@ impl SegmentWriter {
     /// Preallocation (when on) of `segment_bytes`, or of what fits: on a no-space error it halves
     /// the request down to [`MIN_PREALLOCATION_BYTES`], then gives up preallocating. A segment is
     /// only a size target — writes extend the file — so a nearly full disk still takes the
-    /// records that fit instead of refusing every write because 64 MiB do not (issue #19).
+    /// records that fit instead of refusing every write because 64 MiB do not.
     fn allocate_what_fits(&self, file: &dyn StorageFile) -> Result<()> {
         if !self.opts.preallocate {
             return Ok(());

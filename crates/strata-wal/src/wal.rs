@@ -81,7 +81,7 @@ struct AppendBuffer {
     /// Lsn of the first record in `records` (meaningless while it is empty).
     first_lsn: Lsn,
     next_lsn: Lsn,
-    /// The previous write round's emptied buffer, reused to avoid reallocating.
+    /// The last write round's emptied buffer, kept so the next round does not reallocate.
     spare: Vec<u8>,
     /// `close` has begun: no more appends.
     closing: bool,
@@ -106,7 +106,7 @@ impl Wal {
     /// replayed lsns can have gaps.
     ///
     /// `min_lsn` must not be below an lsn passed to `truncate_before` earlier: records the caller
-    /// needs but the log no longer holds are reported as corruption. When `open` fails, `replay`
+    /// needs but the log released are reported as corruption. When `open` fails, `replay`
     /// may already have seen a prefix of the records; discard what it built.
     ///
     /// Engines replaying write batches use `strata_kit::replay` instead, which decodes each
@@ -173,7 +173,8 @@ impl Wal {
             written_lsn: AtomicU64::new(next_lsn - 1),
             durable_lsn: AtomicU64::new(next_lsn - 1),
             poison: Poison::labelled("WAL"),
-            // Recovery made every record it kept durable; a read-only session writes nothing.
+            // Recovery made every record it kept durable, so none needs a marker: an open that
+            // appends nothing writes nothing.
             marked_lsn: Mutex::new(next_lsn - 1),
             closed: AtomicBool::new(false),
             counters,
@@ -364,7 +365,7 @@ impl Wal {
     /// A marker vouches for the records up to its own `synced_lsn` (the `durable_lsn` when it was
     /// appended), not up to its own lsn: a record appended by another thread between that moment
     /// and the marker is made durable by the marker's sync but not vouched for, and a later
-    /// `sync` must write another marker for it (regression test
+    /// `sync` must write another marker for it (test
     /// `a_record_appended_before_a_marker_but_after_its_synced_lsn_gets_a_marker_later`).
     fn write_durability_marker(&self, target: Lsn) -> Result<()> {
         let mut marked_lsn = self.marked_lsn.lock();
@@ -432,7 +433,7 @@ impl Wal {
         self.closed.store(true, Release);
         let mut writer = self.writer.lock();
         // Everything written is durable now: the state file records the active segment's full
-        // length, so a later shortening of it is caught (issue #19).
+        // length, so recovery refuses a later shortening of it as corruption.
         let recorded = match synced {
             Ok(()) => writer.record_close(self.durable_lsn()).map_err(|e| self.poison(e)),
             Err(e) => Err(e),

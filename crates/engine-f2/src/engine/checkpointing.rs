@@ -58,7 +58,8 @@ impl Inner {
         self.wal.truncate_before(wal_lsn + 1)?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         // After the checkpoint is durable: a crash before the snapshot is in place leaves the
-        // previous one, which no longer matches, so the next open scans the hot log instead.
+        // previous one, which does not match this checkpoint, so the next open scans the hot
+        // log instead.
         if self.write_hot_index_snapshot().is_err() {
             self.counters.hot_index_snapshot_failures.fetch_add(1, Relaxed);
             // Best effort: a leftover file would not match the new checkpoint anyway.
@@ -130,11 +131,12 @@ mod tests {
     use crate::checkpoint::FILE_NAME;
     use crate::engine::test_engines::{manual_options, open_in_memory};
 
-    /// Regression (found by review): a caller that passed the poison check before it waited for
-    /// the maintenance lock (`checkpoint`, `compact_now`, `close` beside a failing one), or the
-    /// worker after a failure in the middle of its round, stored a checkpoint over what the
-    /// failure left: a batch half-applied by a failed hot-log write, or hot-log pages a failed
-    /// fsync marked clean without writing (the failed flush had already moved past them).
+    /// A poisoned engine stores no checkpoint, even for a caller that passed the poison check
+    /// before it waited for the maintenance lock (`checkpoint`, `compact_now`, `close` beside a
+    /// failing one) or the worker after a failure in the middle of its round: the checkpoint
+    /// would cover what the failure left, a batch half-applied by a failed hot-log write or
+    /// hot-log pages a failed fsync marked clean without writing (the failed flush had already
+    /// moved past them).
     #[test]
     fn a_poisoned_engine_stores_no_checkpoint() {
         let engine = open_in_memory(manual_options());

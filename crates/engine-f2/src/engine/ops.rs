@@ -380,8 +380,8 @@ impl Inner {
         self.key_locks[key_stripe(&self.hot_index, hash)].lock()
     }
 
-    /// Logs `batch` to the WAL, commits it, and only then applies it (issue #19 item 4: a
-    /// reader never sees a write that may still fail). Caller holds the latches of its keys
+    /// Logs `batch` to the WAL, commits it, and only then applies it (so a reader never sees a
+    /// write that may still fail). Caller holds the latches of its keys
     /// (`key_latches`: `lock_hashes` or `lock_hash` guards) and passes `hashes[i] =
     /// key_hash(key of op i)`; the latches are held from the append through the commit to the
     /// end of the apply, so per key the apply order is the WAL order (a later write of a key
@@ -576,10 +576,10 @@ pub(crate) mod test_hooks {
 mod stripe_tests {
     use super::*;
 
-    /// Regression (review of the parallel write path): stripes were `hash % 1024`, so two keys
-    /// sharing a hot-index entry (same home bucket and tag) could write concurrently; one whose
-    /// entry CAS lost re-linked its record behind the rival's newer head — a chain going
-    /// forward, read back as corruption.
+    /// Keys sharing a hot-index entry (same home bucket and tag) share a latch stripe. Were they
+    /// written concurrently, the one whose entry CAS lost would re-link its record behind the
+    /// rival's newer head — a chain going forward, read back as corruption. Striping by
+    /// `hash % 1024` alone would split such keys.
     #[test]
     fn keys_sharing_a_hot_index_entry_share_a_latch_stripe() {
         let index = HotIndex::with_budget_bytes(32, 1 << 20);
@@ -594,6 +594,6 @@ mod stripe_tests {
                 }
             }
         }
-        assert!(shared_with_different_hash_stripes > 0, "no pair the old striping would have split");
+        assert!(shared_with_different_hash_stripes > 0, "no pair that striping by hash alone would split");
     }
 }

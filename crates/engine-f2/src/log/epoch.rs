@@ -54,7 +54,7 @@ pub struct Protection<'a, T> {
 
 impl<T> Protection<'_, T> {
     /// Gives the slot back now; dropping afterwards does nothing more. For owners that must act
-    /// after the release (a ring reclaiming frames this protection no longer holds back).
+    /// after the release (a ring reclaiming frames once this protection stops holding them back).
     pub fn release(&mut self) {
         if let Some(slot) = self.slot.take() {
             self.epoch.unprotect(slot);

@@ -430,10 +430,10 @@ mod tests {
 mod epoch_tests {
     use super::tests::{empty_log, encoded, PAGE};
 
-    /// Regression (review of the concurrent hot log): compaction took `read_only` as "everything
-    /// below is final", but a page turn publishes `read_only` before it has waited out the
-    /// writers that checked the old value — one may still update a record in place or copy in
-    /// bytes it reserved. `safe_read_only` moves only after that wait.
+    /// Compaction may not take `read_only` as "everything below is final": a page turn publishes
+    /// `read_only` before it has waited out the writers that checked the old value — one may
+    /// still update a record in place or copy in bytes it reserved. `safe_read_only` moves only
+    /// after that wait.
     #[test]
     fn a_page_turn_waiting_for_a_writer_does_not_advance_safe_read_only() {
         let log = empty_log(0.34);

@@ -4,7 +4,7 @@
 //! Memory safety: a reader calls [`PageRing::protect`] and then finds a page with
 //! [`PageRing::page`], which checks the frame's `page_start` and hands out a [`PageRef`] that
 //! borrows the guard. The owner evicts a page by [`PageRing::retire`]: the frame's `page_start`
-//! is cleared (new readers no longer find it) and the frame index is bumped into the epoch; its
+//! is cleared (new readers do not find it) and the frame index is bumped into the epoch; its
 //! buffer is reclaimed (kept as the one spare or freed) only once every protection taken before
 //! the retire is released (`take_safe`, see `epoch.rs` for the ordering argument), and only a
 //! reclaimed frame can be installed again. So a `PageRef` never points at freed or reused memory.
@@ -195,7 +195,7 @@ impl PageRing {
         }
     }
 
-    /// Unlinks the page starting at `page_start` (new lookups no longer find it); its buffer is
+    /// Unlinks the page starting at `page_start` (new lookups do not find it); its buffer is
     /// reclaimed once every reader that could hold it has left.
     pub fn retire(&self, page_start: u64) {
         let Some((index, frame)) = self.frame_of(page_start) else { return };
@@ -463,7 +463,7 @@ mod tests {
         let page = ring.page(&reader, 0).unwrap();
         assert!(page.write(8, &[5u8; 16]));
         ring.retire(0);
-        assert!(ring.page(&ring.protect(), 0).is_none(), "new readers no longer find it");
+        assert!(ring.page(&ring.protect(), 0).is_none(), "new readers do not find it");
         assert!(!ring.install(128), "page 128 shares frame 0, still held by the reader");
         assert_eq!(page.to_bytes().get(8..24), Some(&[5u8; 16][..]), "the reader's page is intact");
         assert_eq!(ring.retired_frames(), 1);

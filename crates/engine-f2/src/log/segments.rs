@@ -123,8 +123,9 @@ impl SegmentedFile {
     /// Reads `buf.len()` bytes at `address`; the range must not cross a segment boundary. The
     /// engine reads only addresses below a log's tail, which its checkpoint or its own writes say
     /// exist: a missing segment file, or one too short to hold them, is `Corruption` of that
-    /// file (issue #19: it was an `Io` error, "No such file or directory" or "failed to fill
-    /// whole buffer").
+    /// file at that address (data the log vouches for is gone, which no retry mends), not the
+    /// bare `Io` error ("No such file or directory", "failed to fill whole buffer") that names
+    /// neither.
     pub fn read_at(&self, address: u64, buf: &mut [u8]) -> Result<()> {
         let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
         let len = buf.len();

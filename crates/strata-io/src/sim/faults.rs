@@ -70,8 +70,9 @@ impl FaultPlan {
         self.armed.retain(|armed| {
             let reached = |index: Option<u64>| index.is_some_and(|i| i >= armed.first_failing);
             let (hit, kind, sticky, loses_unsynced) = match armed.fault {
-                // Whatever fails a sync, Linux marks the pages clean without writing them
-                // (found by review: a retried sync used to make them durable here).
+                // Whatever fault fails a sync (this one or `FailSync`), the unsynced writes are
+                // lost: Linux marks their pages clean without writing them, so a retried sync
+                // does not make them durable.
                 Fault::FailOp { kind, sticky, .. } => {
                     (reached(Some(op)), kind, sticky, class == OpClass::Sync)
                 }

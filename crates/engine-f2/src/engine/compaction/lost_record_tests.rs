@@ -15,8 +15,9 @@ use crate::{F2Engine, F2Options};
 const PAGE_BYTES: u64 = 4 << 10;
 const SEGMENT_BYTES: u64 = 16 << 10;
 
-/// Regression: the round truncated the lost record, and a read of its key walked the newer
-/// record's chain to below `begin`, took that for the chain's end and returned nothing.
+/// A round truncates the lost record away; a read of its key then walks the newer record's
+/// chain into the released padding below `begin`, which is corruption, not the chain's end
+/// (that would read the key as absent).
 #[test]
 fn a_chain_link_into_released_padding_is_corruption_not_the_end_of_the_chain() {
     let storage = Arc::new(MemStorage::new());
