@@ -29,7 +29,6 @@ pub mod internals {
     pub use crate::record::{encode as encode_record, parse_slot, seal as seal_record, Slot};
 }
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use engine::Inner;
@@ -184,7 +183,7 @@ impl Engine for F2Engine {
     fn range(&self, _range: KeyRange, _direction: Direction) -> Result<KvIter> {
         // Unsupported whatever the engine's state — except closed — even when the background
         // worker poisoned it meanwhile (the caller did nothing that failed).
-        if self.inner.closed.load(Relaxed) {
+        if self.inner.state.is_closed() {
             return Err(Error::Closed);
         }
         Err(Error::unsupported(
@@ -201,20 +200,20 @@ impl Engine for F2Engine {
         let inner = &self.inner;
         // Poison is sticky: a poisoned engine's close reports it, every time, because it skips
         // the final checkpoint, and a close that skipped it must not look like a clean one.
-        if inner.closed.load(Relaxed) {
-            return inner.poison.check();
+        if inner.state.is_closed() {
+            return inner.state.check_not_poisoned();
         }
         // The worker is gone before the final checkpoint (and before a crashed engine's handle
         // is dropped), so it never touches storage after close.
         engine::worker::stop_and_join(inner, self.worker.as_ref());
-        let checkpointed = if !inner.poison.is_poisoned() {
+        let checkpointed = if !inner.state.is_poisoned() {
             let _only_one = inner.maintenance.lock();
             inner.checkpoint_locked().map_err(|e| inner.poisoned(e))
         } else {
-            inner.poison.check()
+            inner.state.check_not_poisoned()
         };
-        if inner.closed.swap(true, Relaxed) {
-            return inner.poison.check();
+        if !inner.state.mark_closed() {
+            return inner.state.check_not_poisoned();
         }
         let closed = inner.wal.close();
         checkpointed.and(closed)

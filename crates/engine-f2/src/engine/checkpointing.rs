@@ -44,7 +44,7 @@ impl Inner {
             // Set only under the maintenance lock, like the cold range above, so it describes it.
             cold_live_estimate_bytes: self.cold_live_estimate_bytes.load(Relaxed),
         };
-        self.poison.check()?;
+        self.state.check_not_poisoned()?;
         ck.store(self.storage.as_ref())?;
         *self.last_checkpoint.lock() = ck;
         for (file, begin) in [

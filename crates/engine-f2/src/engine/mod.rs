@@ -16,12 +16,13 @@ mod stats;
 pub(crate) mod test_engines;
 pub(crate) mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{Error, Poison, Result};
+use strata_core::{Error, Result};
 use strata_io::Storage;
+use strata_kit::open_state::OpenState;
 use strata_wal::{Wal, WalOptions};
 
 use crate::checkpoint::Checkpoint;
@@ -65,9 +66,8 @@ pub(crate) struct Inner {
     pub read_cache: Option<ReadCache>,
     pub last_checkpoint: Mutex<Checkpoint>,
     pub wal_bytes_since_checkpoint: AtomicU64,
-    pub closed: AtomicBool,
-    /// Sticky after a failed write, sync, compaction or checkpoint.
-    pub poison: Poison,
+    /// Closed flag, and the poison: sticky after a failed write, sync, compaction or checkpoint.
+    pub state: OpenState,
     pub counters: Counters,
     /// Signals between writers and the background maintenance thread.
     pub worker: Arc<strata_kit::worker::WorkerSignals>,
@@ -121,10 +121,7 @@ pub(crate) struct Counters {
 
 impl Inner {
     pub fn ensure_usable(&self) -> Result<()> {
-        if self.closed.load(Relaxed) {
-            return Err(Error::Closed);
-        }
-        self.poison.check()
+        self.state.check()
     }
 
     /// Bytes of every file in the directory (logs, checkpoint, WAL).
@@ -134,6 +131,6 @@ impl Inner {
 
     /// Records the first write-path failure; every later operation returns `Error::Poisoned`.
     pub fn poisoned(&self, e: Error) -> Error {
-        self.poison.poison(e)
+        self.state.poison(e)
     }
 }

@@ -1,12 +1,13 @@
 //! How a store opens: the recovery path of docs/ARCHITECTURE.md, section `f2`, whose numbered
 //! steps the comments of [`Inner::open`] follow.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{EngineConfig, Error, Poison, Result};
+use strata_core::{EngineConfig, Error, Result};
 use strata_io::Storage;
+use strata_kit::open_state::OpenState;
 use strata_kit::replay::ReplayedWal;
 use strata_wal::WalOptions;
 
@@ -282,8 +283,7 @@ impl Recovered {
             read_cache,
             last_checkpoint: Mutex::new(checkpoint),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
-            closed: AtomicBool::new(false),
-            poison: Poison::new(),
+            state: OpenState::labelled(""),
             counters: Counters::default(),
             worker: Arc::default(),
         };

@@ -524,7 +524,7 @@ impl Inner {
     /// and a cut after it would make the half-applied batch durable.
     pub fn seal_for_checkpoint(&self) -> Result<(u64, u64)> {
         let _no_writer = self.write_lock.write();
-        self.poison.check()?;
+        self.state.check_not_poisoned()?;
         Ok((self.wal.last_lsn(), self.hot.seal_to_tail()))
     }
 

@@ -61,7 +61,7 @@ impl Drop for WaitTimer<'_> {
 impl Inner {
     /// True while the worker should keep going (engine open, not poisoned, not stopping).
     pub fn worker_may_continue(&self) -> bool {
-        !self.closed.load(Relaxed) && !self.poison.is_poisoned() && !self.worker.stop_requested()
+        !self.state.is_closed() && !self.state.is_poisoned() && !self.worker.stop_requested()
     }
 
     /// Backpressure: blocks while the hot log is over its whole disk budget, until compaction
