@@ -62,13 +62,7 @@ fn open(
     let tree_name = format!("{name}.tree");
     let log_name = format!("{name}.log");
 
-    let slots = [read_slot(&*tree_file, 0)?, read_slot(&*tree_file, 1)?];
-    let (in_use, header): (Option<u64>, Option<TreeHeader>) = slots
-        .into_iter()
-        .zip(0u64..)
-        .filter_map(|(header, slot)| Some((slot, header?)))
-        .max_by_key(|(_, header)| header.version)
-        .unzip();
+    let (in_use, header) = newest_header(&*tree_file)?;
     let log_bytes = strata_io::read_all(&*log_file)?;
     let header = match header {
         Some(h) => {
@@ -95,14 +89,7 @@ fn open(
     }
     settle_log(&*log_file, &log_bytes, log_end, header.version)?;
 
-    let mut space = Space::new(segment_bytes, opts.max_segments());
-    let mut extents = Vec::new();
-    tree.for_each(|e| {
-        if !e.is_hole() {
-            extents.push((e.addr, e.len));
-        }
-    });
-    space.rebuild(data.len()?, &extents, &format!("{name}.data"))?;
+    let space = rebuild_space(&tree, segment_bytes, &opts, data.len()?, &format!("{name}.data"))?;
 
     let state = State {
         tree,
@@ -127,6 +114,36 @@ fn open(
         writer: Mutex::new(()),
         state: RwLock::new(state),
     })
+}
+
+/// The valid tree header of the higher version and its slot, if either slot holds one.
+fn newest_header(tree_file: &dyn StorageFile) -> Result<(Option<u64>, Option<TreeHeader>)> {
+    let slots = [read_slot(tree_file, 0)?, read_slot(tree_file, 1)?];
+    Ok(slots
+        .into_iter()
+        .zip(0u64..)
+        .filter_map(|(header, slot)| Some((slot, header?)))
+        .max_by_key(|(_, header)| header.version)
+        .unzip())
+}
+
+/// The data file's segment accounting, rebuilt from the extents the recovered tree maps.
+fn rebuild_space(
+    tree: &FlexTree,
+    segment_bytes: u64,
+    opts: &FlexFileOptions,
+    data_file_bytes: u64,
+    data_name: &str,
+) -> Result<Space> {
+    let mut space = Space::new(segment_bytes, opts.max_segments());
+    let mut extents = Vec::new();
+    tree.for_each(|e| {
+        if !e.is_hole() {
+            extents.push((e.addr, e.len));
+        }
+    });
+    space.rebuild(data_file_bytes, &extents, data_name)?;
+    Ok(space)
 }
 
 /// The segment size the tree header names must fit the options' extents and stay sane.
