@@ -3,8 +3,7 @@
 use std::fmt::Write as _;
 
 use super::summary::Spread;
-use super::{fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, PhaseResult};
-use crate::driver::LatencySummary;
+use super::{fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, LatencySummary, PhaseResult};
 
 /// Left-aligned first column, right-aligned others.
 struct Table {

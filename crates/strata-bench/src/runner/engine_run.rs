@@ -7,12 +7,10 @@ use std::time::Instant;
 
 use super::{checkpoint_start, ms, say, settings, BenchConfig};
 use crate::adapter::{KvAdapter, OpenParams};
-use crate::driver::{
-    run_bulk_load, run_phase, LatencySummary, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource,
-};
+use crate::driver::{run_bulk_load, run_phase, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource};
 use crate::engines::{self, EngineSource, OpenError};
 use crate::metrics::{self, DiskUsage, ProcIo, Rss};
-use crate::report::{EngineIo, EngineReport, PhaseResult};
+use crate::report::{EngineIo, EngineReport, LatencySummary, PhaseResult};
 use crate::workload::trace::{ops_for_thread, value_pool, LoadTrace, TraceParams};
 use crate::workload::{ThreadTrace, Workload};
 
