@@ -12,8 +12,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::BenchConfig;
 use crate::engines;
-use crate::runner::{self, BenchConfig};
+use crate::runner;
 use crate::workload::keys::{self, MAX_NATURAL_STRING_KEY_BYTES};
 use crate::workload::zipfian::DEFAULT_THETA;
 use crate::workload::{ClusteredInserts, DistributionKind, KeyFormat, KeySpec, OpMix, ValueSpec, Workload};

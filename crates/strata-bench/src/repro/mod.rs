@@ -25,8 +25,9 @@ use std::time::Instant;
 
 use clap::Parser;
 
+use crate::config::BenchConfig;
 use crate::report::BenchReport;
-use crate::runner::{self, BenchConfig};
+use crate::runner;
 use crate::workload::{DistributionKind, KeyFormat, KeySpec, ValueSpec, Workload};
 use papers::PaperShape;
 

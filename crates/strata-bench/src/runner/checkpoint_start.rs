@@ -9,8 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use super::engine_run::{numbered_phases, EngineRun, Progress, Reopen};
-use super::{say, BenchConfig};
+use super::say;
 use crate::adapter::KvAdapter;
+use crate::config::BenchConfig;
 use crate::engines::{self, OpenError};
 use crate::metrics;
 use crate::report::PhaseResult;

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::{checkpoint_start, ms, say, settings, BenchConfig};
+use super::{checkpoint_start, ms, say, settings};
 use crate::adapter::{KvAdapter, OpenParams};
+use crate::config::BenchConfig;
 use crate::driver::{run_bulk_load, run_phase, PhaseInputs, PhaseLimit, PhaseMeasurement, RunSource};
 use crate::engines::{self, EngineSource, OpenError};
 use crate::metrics::{self, DiskUsage, ProcIo, Rss};
