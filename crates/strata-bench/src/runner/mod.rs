@@ -3,6 +3,7 @@
 
 mod checkpoint_start;
 mod engine_run;
+mod phases;
 
 use std::collections::BTreeMap;
 use std::path::Path;
