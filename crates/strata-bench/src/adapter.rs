@@ -65,7 +65,7 @@ pub trait KvAdapter: Send + Sync {
     fn engine_stats(&self) -> Option<strata::Stats> {
         None
     }
-    /// Closes the engine, releasing its files (used to measure reopen time).
+    /// Closes the engine, releasing its files (so a reopen of the same directory can be timed).
     fn close(self: Box<Self>) -> anyhow::Result<()>;
 }
 

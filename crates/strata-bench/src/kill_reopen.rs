@@ -16,9 +16,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::adapter::{KvAdapter, OpenParams};
+use crate::config::BenchConfig;
 use crate::driver::{run_phase, OpSource, PhaseInputs, PhaseLimit};
 use crate::engines::{self, EngineSource, OpenError};
-use crate::runner::BenchConfig;
 use crate::workload::trace::{value_pool, LoadTrace};
 
 /// Keys read back after the reopen (spread evenly over every thread's load).

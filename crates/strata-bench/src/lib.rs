@@ -5,11 +5,14 @@
 //!
 //! Layout: `workload/` (what runs: mixes, distributions, keys, traces), `driver/` (threads,
 //! histograms, progress), `metrics/` (/proc, disk, machine facts), `engines.rs` + `baseline.rs` +
-//! `peers/` (what runs it), `runner.rs` (one invocation), `repro/` (`strata repro <paper>`), `kill_reopen.rs` (reopen after SIGKILL), `report/` (table, JSON), `plot.rs`, `cli/`.
+//! `peers/` (what runs it), `config.rs` (one invocation's validated settings), `runner/` (one
+//! invocation), `repro/` (`strata repro <paper>`), `kill_reopen.rs` (reopen after SIGKILL),
+//! `report/` (table, JSON), `plot.rs`, `cli/`.
 
 pub mod adapter;
 pub mod baseline;
 pub mod cli;
+pub mod config;
 pub mod driver;
 pub mod engines;
 pub mod kill_reopen;

@@ -7,7 +7,8 @@ mod timeline;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::ranged1d::{AsRangedCoord, SegmentedCoord, ValueFormatter};
+use plotters::coord::types::RangedCoordusize;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -293,7 +294,6 @@ where
     Y::CoordDescType: ValueFormatter<f64>,
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing '{title}': {e}");
-    let per_cluster = chart.series.len() + 1;
     let slots = chart.slots();
     let mut ctx = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 22))
@@ -315,50 +315,81 @@ where
         .label_style(("sans-serif", 15))
         .draw()
         .map_err(err)?;
+    for series in 0..chart.series.len() {
+        draw_series_bars(&mut ctx, chart, series, title, floor, &pick)?;
+    }
+    draw_workload_names(area, &ctx, chart, title, floor)
+}
+
+/// The bar chart's coordinates: one segment per bar slot, `f64` upwards.
+type BarContext<'a, DB, YC> = ChartContext<'a, DB, Cartesian2d<SegmentedCoord<RangedCoordusize>, YC>>;
+
+/// Series `index`'s bar in every cluster it has a value for, each labelled with its value, and
+/// on throughput charts the min–max whisker over the rounds.
+fn draw_series_bars<DB: DrawingBackend, YC: Ranged<ValueType = f64>>(
+    ctx: &mut BarContext<'_, DB, YC>,
+    chart: &Chart,
+    index: usize,
+    title: &str,
+    floor: f64,
+    pick: &impl Fn((f64, f64, f64)) -> f64,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing '{title}': {e}");
+    let series = &chart.series[index];
+    let per_cluster = chart.series.len() + 1;
+    let color = COLORS[index % COLORS.len()];
+    let points: Vec<(usize, f64)> = series
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(cluster, v)| Some((cluster * per_cluster + index, pick((*v)?))))
+        .filter(|(_, value)| *value > floor)
+        .collect();
+    ctx.draw_series(points.iter().map(|&(slot, value)| {
+        let mut bar = Rectangle::new(
+            [(SegmentValue::Exact(slot), floor), (SegmentValue::Exact(slot + 1), value)],
+            color.filled(),
+        );
+        bar.set_margin(0, 0, 3, 3);
+        bar
+    }))
+    .map_err(err)?;
+    // A value's label sits above its whisker, when it has one.
+    let label_at = |slot: usize, value: f64| {
+        let whisker_top = series.spreads.get(slot / per_cluster).copied().flatten().map_or(0.0, |s| s.1);
+        if title.starts_with("Throughput") {
+            value.max(whisker_top)
+        } else {
+            value
+        }
+    };
     let text_style =
         TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
-    for (i, series) in chart.series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let points: Vec<(usize, f64)> = series
-            .values
-            .iter()
-            .enumerate()
-            .filter_map(|(cluster, v)| Some((cluster * per_cluster + i, pick((*v)?))))
-            .filter(|(_, value)| *value > floor)
-            .collect();
-        ctx.draw_series(points.iter().map(|&(slot, value)| {
-            let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(slot), floor), (SegmentValue::Exact(slot + 1), value)],
-                color.filled(),
-            );
-            bar.set_margin(0, 0, 3, 3);
-            bar
-        }))
-        .map_err(err)?;
-        // A value's label sits above its whisker, when it has one.
-        let label_at = |slot: usize, value: f64| {
-            let whisker_top = series.spreads.get(slot / per_cluster).copied().flatten().map_or(0.0, |s| s.1);
-            if title.starts_with("Throughput") {
-                value.max(whisker_top)
-            } else {
-                value
-            }
-        };
-        ctx.draw_series(points.iter().map(|&(slot, value)| {
-            let at = (SegmentValue::CenterOf(slot), label_at(slot, value));
-            Text::new(short_number(value), at, text_style.clone())
-        }))
-        .map_err(err)?;
-        if title.starts_with("Throughput") {
-            let whiskers = series.spreads.iter().enumerate().filter_map(|(cluster, spread)| {
-                let (lo, hi) = (*spread)?;
-                let at = SegmentValue::CenterOf(cluster * per_cluster + i);
-                (lo < hi).then(|| PathElement::new(vec![(at.clone(), lo), (at, hi)], BLACK.stroke_width(2)))
-            });
-            ctx.draw_series(whiskers).map_err(err)?;
-        }
+    ctx.draw_series(points.iter().map(|&(slot, value)| {
+        let at = (SegmentValue::CenterOf(slot), label_at(slot, value));
+        Text::new(short_number(value), at, text_style.clone())
+    }))
+    .map_err(err)?;
+    if title.starts_with("Throughput") {
+        let whiskers = series.spreads.iter().enumerate().filter_map(|(cluster, spread)| {
+            let (lo, hi) = (*spread)?;
+            let at = SegmentValue::CenterOf(cluster * per_cluster + index);
+            (lo < hi).then(|| PathElement::new(vec![(at.clone(), lo), (at, hi)], BLACK.stroke_width(2)))
+        });
+        ctx.draw_series(whiskers).map_err(err)?;
     }
-    // Workload names centred under each cluster, in the area's pixel space.
+    Ok(())
+}
+
+/// Workload names centred under each cluster, in the area's pixel space.
+fn draw_workload_names<DB: DrawingBackend, YC: Ranged<ValueType = f64>>(
+    area: &DrawingArea<DB, Shift>,
+    ctx: &BarContext<'_, DB, YC>,
+    chart: &Chart,
+    title: &str,
+    floor: f64,
+) -> Result<(), String> {
+    let per_cluster = chart.series.len() + 1;
     let (base_x, base_y) = area.get_base_pixel();
     let name_style = TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (cluster, workload) in chart.workloads.iter().enumerate() {
@@ -366,7 +397,8 @@ where
         let (left, axis_y) = ctx.backend_coord(&(SegmentValue::Exact(first), floor));
         let (right, _) = ctx.backend_coord(&(SegmentValue::Exact(first + chart.series.len()), floor));
         let at = ((left + right) / 2 - base_x, axis_y - base_y + 8);
-        area.draw(&Text::new(workload.clone(), at, name_style.clone())).map_err(err)?;
+        area.draw(&Text::new(workload.clone(), at, name_style.clone()))
+            .map_err(|e| format!("drawing '{title}': {e}"))?;
     }
     Ok(())
 }

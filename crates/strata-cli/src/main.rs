@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{Capabilities, Db, EngineKind, Error, KeyRange, MaintenanceTask, Options};
+use strata::{
+    Capabilities, Db, Direction, EngineKind, Error, KeyRange, MaintenanceTask, Options, VerifyReport,
+};
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Strata: five storage engine designs behind one key-value API.")]
@@ -169,42 +171,21 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
         }
         Command::Scan { dir, prefix, from, to, reverse, limit } => {
             let db = open_existing(&dir)?;
-            let range = scan_range(prefix, from, to);
-            let direction = if reverse { strata::Direction::Reverse } else { strata::Direction::Forward };
-            for item in db.scan(range, direction)?.take(limit.unwrap_or(usize::MAX)) {
-                let (k, v) = item?;
-                writeln!(out, "{}\t{}", escape::bytes(&k), escape::bytes(&v)).map_err(io_err)?;
-            }
+            let direction = if reverse { Direction::Reverse } else { Direction::Forward };
+            print_scan(&db, scan_range(prefix, from, to), direction, limit, &mut out)?;
             db.close()?;
         }
         Command::Stats { dir } => {
             let db = open_existing(&dir)?;
-            let s = db.stats()?;
-            let mut lines = vec![
-                ("engine".to_string(), s.engine.clone()),
-                ("live_keys".into(), s.live_keys.map_or("unknown".into(), |n| n.to_string())),
-                ("memory_bytes".into(), s.memory_bytes.to_string()),
-                ("disk_bytes".into(), s.disk_bytes.to_string()),
-                ("io.bytes_read".into(), s.io.bytes_read.to_string()),
-                ("io.bytes_written".into(), s.io.bytes_written.to_string()),
-                ("io.sync_ops".into(), s.io.sync_ops.to_string()),
-            ];
-            lines.extend(capability_lines(&db.capabilities()));
-            lines.extend(s.engine_counters.iter().map(|(k, v)| (k.clone(), v.to_string())));
-            for (k, v) in lines {
+            for (k, v) in stats_lines(&db)? {
                 writeln!(out, "{k}\t{v}").map_err(io_err)?;
             }
             db.close()?;
         }
         Command::Verify { dir } => {
             let db = open_existing(&dir)?;
-            let r = db.verify()?;
-            writeln!(
-                out,
-                "ok: {} files, {} bytes, {} records checked; every checksum matched",
-                r.files_checked, r.bytes_checked, r.records_checked
-            )
-            .map_err(io_err)?;
+            let summary = verify_summary(&db.verify()?);
+            writeln!(out, "{summary}").map_err(io_err)?;
             db.close()?;
         }
         Command::Maintain { dir, task } => {
@@ -218,6 +199,47 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
         Command::Bench { .. } | Command::Repro { .. } => {}
     }
     Ok(Outcome::Done)
+}
+
+/// `strata scan`: one `key<TAB>value` line per record, escaped, at most `limit` of them.
+fn print_scan(
+    db: &Db,
+    range: KeyRange,
+    direction: Direction,
+    limit: Option<usize>,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    for item in db.scan(range, direction)?.take(limit.unwrap_or(usize::MAX)) {
+        let (k, v) = item?;
+        writeln!(out, "{}\t{}", escape::bytes(&k), escape::bytes(&v))
+            .map_err(|e| Error::io("writing to stdout", e))?;
+    }
+    Ok(())
+}
+
+/// `strata verify`'s line when every checksum matched.
+fn verify_summary(r: &VerifyReport) -> String {
+    format!(
+        "ok: {} files, {} bytes, {} records checked; every checksum matched",
+        r.files_checked, r.bytes_checked, r.records_checked
+    )
+}
+
+/// `strata stats`: the engine's figures, then its capabilities, then its own counters.
+fn stats_lines(db: &Db) -> Result<Vec<(String, String)>, Error> {
+    let s = db.stats()?;
+    let mut lines = vec![
+        ("engine".to_string(), s.engine.clone()),
+        ("live_keys".into(), s.live_keys.map_or("unknown".into(), |n| n.to_string())),
+        ("memory_bytes".into(), s.memory_bytes.to_string()),
+        ("disk_bytes".into(), s.disk_bytes.to_string()),
+        ("io.bytes_read".into(), s.io.bytes_read.to_string()),
+        ("io.bytes_written".into(), s.io.bytes_written.to_string()),
+        ("io.sync_ops".into(), s.io.sync_ops.to_string()),
+    ];
+    lines.extend(capability_lines(&db.capabilities()));
+    lines.extend(s.engine_counters.iter().map(|(k, v)| (k.clone(), v.to_string())));
+    Ok(lines)
 }
 
 /// `stats` lines for what the engine supports.

@@ -23,7 +23,7 @@ impl Backend {
     pub(crate) fn storage(&self) -> Arc<dyn Storage> {
         match self {
             Backend::Mem(mem) => Arc::new(mem.clone()),
-            // One process lifetime: after a crash the old engine can no longer touch the disk.
+            // One process lifetime: after a crash the old engine cannot touch the disk.
             Backend::Sim(sim) => Arc::new(sim.booted()),
         }
     }

@@ -6,55 +6,18 @@
 //! match the model exactly; after a crash the pending-aware oracle decides (see `oracle`). A run
 //! ends with a clean reopen that must return everything acknowledged, and a passing `verify`.
 
-use std::fmt;
-
 use crate::backend::Backend;
 use crate::ops::{Generator, Op, OpMix};
 use crate::runner::Runner;
 use crate::{seed, StorageKind, Target};
 
+pub use crate::runner::Report;
 pub use crate::Failure;
 
 /// Seeds per `check` unless `STRATA_SEEDS` says otherwise.
 pub const DEFAULT_SEEDS: usize = 3;
 /// Operations per seed unless `STRATA_OPS` says otherwise.
 pub const DEFAULT_OPS_PER_SEED: usize = 1500;
-
-/// What a run did; the crash counts show the oracle was exercised.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Report {
-    pub seed: u64,
-    pub ops: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub scans: u64,
-    pub flushes: u64,
-    pub reopens: u64,
-    pub crashes: u64,
-    /// Write units not yet durable when a crash hit, summed over crashes.
-    pub pending_units_at_crashes: u64,
-    /// Of those, units the recovered state kept.
-    pub pending_units_recovered: u64,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ops ({} reads, {} writes, {} scans), {} flushes, {} reopens, {} crashes keeping {} of {} \
-             pending write units",
-            self.ops,
-            self.reads,
-            self.writes,
-            self.scans,
-            self.flushes,
-            self.reopens,
-            self.crashes,
-            self.pending_units_recovered,
-            self.pending_units_at_crashes
-        )
-    }
-}
 
 /// One conformance run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The damage set (issue #19): a store is filled with acknowledged data (puts, overwrites,
+//! The damage set: a store is filled with acknowledged data (puts, overwrites,
 //! deletes, batches), flushed and closed cleanly; then, one at a time on a copy, each of its
 //! files is **cut short** (below its last non-zero byte, where its synced contents end, and to
 //! half of that), **deleted**, or **replaced by an empty file**. Deleting each file in turn also

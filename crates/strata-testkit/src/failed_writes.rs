@@ -1,4 +1,4 @@
-//! Layer 4b (issue #19 item 4): **a write that returned `Err` is never seen by a reader.**
+//! Layer 4b: **a write that returned `Err` is never seen by a reader.**
 //!
 //! On `SimStorage`, after a warm-up, a fault is armed (ENOSPC or EIO on the N-th write, EIO on
 //! the N-th sync, an ENOSPC at the N-th storage op, or a disk that fills up) and puts, deletes,

@@ -160,8 +160,8 @@ impl<'t> Scenario<'t> {
                 let _ = engine.get(&key);
                 let _ = engine.range(KeyRange::all(), Direction::Forward).map(|items| items.take(3).count());
                 // A flush that returns Ok is a durability point, faults or not, unless a failed
-                // call left a write pending (found by review: its result was ignored, so the
-                // power loss below forgave losing those writes).
+                // call left a write pending (whose fate stays open): the power loss below must
+                // then keep every write before the flush instead of forgiving their loss.
                 let flushed = engine.flush().is_ok();
                 let _ = engine.stats();
                 if flushed && !*a_call_failed {
@@ -186,7 +186,7 @@ impl<'t> Scenario<'t> {
     /// holds what a failed fsync never wrote): clear faults, close (may fail), reopen, check; more
     /// ops; then the power loss, and the oracle must hold. A record read back from the page cache
     /// at the reopen that never reaches the disk would vanish here, and with it every write
-    /// acknowledged after it that recovery can no longer reach.
+    /// acknowledged after it, which recovery then cannot reach.
     fn recover_in_the_same_boot(&mut self) -> Result<(), Failure> {
         let Scenario { runner, generator, sim, .. } = self;
         runner.guarded(|r| {

@@ -1,8 +1,8 @@
-//! Layer 5b (issue #19 item 4): **a write in flight is not visible before its log commit
+//! Layer 5b: **a write in flight is not visible before its log commit
 //! succeeded, and writes become visible in log order.**
 //!
 //! `failed_writes` judges reads made after a write returned `Err`; a read made *while* the write
-//! was in flight was exempt there. This check closes that gap deterministically: on
+//! is in flight is not judged there. This check closes that gap deterministically: on
 //! `SimStorage`, behind a storage hook ([`gate`]) that stops one chosen thread at its next file
 //! sync or write (its log commit — group commit runs it on the caller's thread) until the
 //! check releases it:
@@ -135,7 +135,7 @@ pub fn run_one(target: &Target, scenario: Scenario, seed: u64, report: &mut Repo
     let outcome = crate::failure::catch(|| scenario::run(target, scenario, seed))
         .unwrap_or_else(|panic| Err(format!("the engine panicked: {panic}")));
     // A `Sync` write must fsync before it returns; one never held there (the engine does that
-    // I/O on another thread) would pass vacuously (found by review). Every engine holds every
+    // I/O on another thread) would pass vacuously. Every engine holds every
     // scenario; a `Buffered` one may legitimately do no I/O in a test engine (the kit's canary).
     let must_hold = matches!(scenario, Scenario::FailsInFlight { durability: Durability::Sync, .. });
     let outcome = outcome.and_then(|outcome| match (outcome.held, must_hold) {

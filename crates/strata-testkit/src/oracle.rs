@@ -162,8 +162,9 @@ impl Oracle {
     }
 
     /// `check_recovery` after a restart without power loss (a close that failed, a drop): a
-    /// prefix-consistent engine must also keep every unit handed to the operating system (found
-    /// by review: acknowledged `Buffered` writes could vanish here unnoticed).
+    /// prefix-consistent engine must also keep every unit handed to the operating system, since
+    /// the operating system still holds them (otherwise acknowledged `Buffered` writes could
+    /// vanish here unnoticed).
     pub(crate) fn check_restart(
         &self,
         observed: &Observed,

@@ -2,17 +2,54 @@
 //! conformance and fault-injection checks.
 
 use std::collections::BTreeSet;
+use std::fmt;
 
 use strata_core::{Direction, Durability, Engine, Error, Key, KeyRange, Limits, Value};
 
 use crate::backend::Backend;
-use crate::conformance::Report;
 use crate::escape;
 use crate::failure::{catch, Failure, History};
 use crate::keyspace::KeySpace;
 use crate::ops::{rmw_step, CrashKind, Op};
 use crate::oracle::{Observed, Oracle};
 use crate::Target;
+
+/// What a run did, counted as the runner executes ops (`conformance::run` returns it); the crash
+/// counts show the oracle was exercised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub seed: u64,
+    pub ops: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub scans: u64,
+    pub flushes: u64,
+    pub reopens: u64,
+    pub crashes: u64,
+    /// Write units not yet durable when a crash hit, summed over crashes.
+    pub pending_units_at_crashes: u64,
+    /// Of those, units the recovered state kept.
+    pub pending_units_recovered: u64,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ops ({} reads, {} writes, {} scans), {} flushes, {} reopens, {} crashes keeping {} of {} \
+             pending write units",
+            self.ops,
+            self.reads,
+            self.writes,
+            self.scans,
+            self.flushes,
+            self.reopens,
+            self.crashes,
+            self.pending_units_recovered,
+            self.pending_units_at_crashes
+        )
+    }
+}
 
 /// Why an op did not complete as the model says.
 #[derive(Debug)]

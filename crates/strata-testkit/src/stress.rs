@@ -112,8 +112,8 @@ pub fn run(target: &Target, seed: u64, threads: usize, ops_per_thread: usize) ->
     let verdict = catch(|| final_check(&*shared.engine, &counter_totals, &last_versions))
         .unwrap_or_else(|panic| Err(format!("the engine panicked: {panic}")));
     verdict.map_err(fail)?;
-    // What concurrency left must also be what the log replays (found by review: stress never
-    // reopened, so a log order that differs from the apply order under contention passed).
+    // What concurrency left must also be what the log replays: without a reopen, a log order
+    // that differs from the apply order under contention would pass unnoticed.
     drop(shared);
     let reopened = catch(|| (target.open)(storage.clone()).map_err(|e| format!("reopening failed: {e}")))
         .unwrap_or_else(|panic| Err(format!("reopening panicked: {panic}")))

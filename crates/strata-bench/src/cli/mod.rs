@@ -7,14 +7,16 @@ mod parse;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::BenchConfig;
 use crate::engines;
-use crate::runner::{self, BenchConfig};
-use crate::workload::keys::{self, MAX_NATURAL_STRING_KEY_BYTES};
+use crate::runner;
+use crate::workload::keys::{self, Preset, MAX_NATURAL_STRING_KEY_BYTES};
 use crate::workload::zipfian::DEFAULT_THETA;
 use crate::workload::{ClusteredInserts, DistributionKind, KeyFormat, KeySpec, OpMix, ValueSpec, Workload};
 
@@ -255,16 +257,78 @@ fn first_line_of_clap_error(e: &clap::Error) -> String {
     line.trim().trim_start_matches("error:").trim().to_string()
 }
 
-/// Validates the arguments into a run configuration.
+/// Validates the arguments into a run configuration. Flags are checked in the order below, so
+/// with several bad flags the error names the first.
 fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, String> {
-    let engines = parse::list(&a.engines);
+    let engines = engine_names(&a.engines)?;
+    let workloads = workload_list(&a)?;
+    let length = run_length(&a)?;
+    check_ranges(&a)?;
+    let (hot_ops, hot_keys) = parse::hotspot(&a.hotspot)?;
+    let distribution = a.distribution.as_deref().map(DistributionKind::parse).transpose()?;
+    if a.max_scan_length == 0 {
+        return Err("--max-scan-length must be at least 1".into());
+    }
+    let preset = keys::preset(a.preset.as_deref().unwrap_or("default"))?;
+    let key_spec = key_spec(&a, &preset, length.records)?;
+    let values = match &a.value_bytes {
+        Some(v) => ValueSpec::parse(v)?,
+        None => ValueSpec::fixed(preset.value_bytes),
+    };
+    let memory_budget_bytes = memory_budget_bytes(a.memory_budget.as_deref())?;
+    check_json_directory(a.json.as_deref())?;
+    let bulk_load = match a.load_mode.as_str() {
+        "puts" => false,
+        "bulk" => true,
+        other => return Err(format!("unknown --load-mode {other:?}; expected puts or bulk")),
+    };
+    Ok(BenchConfig {
+        engines,
+        workloads,
+        records: length.records,
+        ops: length.ops,
+        duration: length.duration,
+        timeline_interval: length.timeline_interval,
+        threads: a.threads,
+        distribution,
+        zipf_theta: a.zipf_theta,
+        hotspot_keys_fraction: hot_keys,
+        hotspot_ops_fraction: hot_ops,
+        keys: key_spec,
+        values,
+        preset: a.preset,
+        memory_budget_bytes,
+        direct_io: a.direct_io,
+        sync_writes: a.sync_writes,
+        seed: a.seed,
+        max_scan_length: a.max_scan_length,
+        dir: a.dir,
+        quiet: a.quiet,
+        drop_caches: !a.no_drop_caches,
+        reopen_after_kill: a.reopen_after_kill,
+        bulk_load,
+        from_checkpoint: a.from_checkpoint,
+        custom_mix: a.mix,
+        repeat: a.repeat,
+        command_line,
+    })
+}
+
+/// `--engines`: at least one name, each one this build knows.
+fn engine_names(text: &str) -> Result<Vec<String>, String> {
+    let engines = parse::list(text);
     if engines.is_empty() {
         return Err("--engines needs at least one engine name".into());
     }
     for name in &engines {
         engines::resolve(name)?;
     }
+    Ok(engines)
+}
 
+/// `--workload` and `--mix`: the run phases in order (`load` is always first, so it adds none);
+/// under `--from-checkpoint` the aging workloads must all come before the measured ones.
+fn workload_list(a: &BenchArgs) -> Result<Vec<Workload>, String> {
     let custom_mix = a.mix.as_deref().map(OpMix::parse).transpose()?;
     let names = match (&a.workload, &custom_mix) {
         (Some(w), _) => parse::list(w),
@@ -292,14 +356,26 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
     if a.from_checkpoint && workloads.iter().skip(aging_prefix).any(|w| w.aging) {
         return Err("--from-checkpoint: aging workloads (age) must come before every measured one".into());
     }
+    Ok(workloads)
+}
 
+/// How much each phase runs: the records loaded, and the run phases' ops or duration.
+struct RunLength {
+    records: u64,
+    ops: Option<u64>,
+    duration: Option<Duration>,
+    timeline_interval: Option<Duration>,
+}
+
+/// `--records`, `--duration`, `--timeline` and `--ops` (100,000 unless `--duration` is given).
+fn run_length(a: &BenchArgs) -> Result<RunLength, String> {
     let records = parse::count("--records", &a.records)?;
     if records == 0 || records > 1 << 40 {
         return Err(format!("--records {records}: expected 1 to 2^40"));
     }
     let duration = a.duration.as_deref().map(|d| parse::seconds("--duration", d)).transpose()?;
     let timeline_interval = a.timeline.as_deref().map(|t| parse::seconds("--timeline", t)).transpose()?;
-    if timeline_interval.is_some_and(|t| t < std::time::Duration::from_millis(10)) {
+    if timeline_interval.is_some_and(|t| t < Duration::from_millis(10)) {
         return Err("--timeline: the interval must be at least 0.01 s".into());
     }
     let ops = match (&a.ops, duration) {
@@ -310,6 +386,11 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
     if ops == Some(0) {
         return Err("--ops must be at least 1".into());
     }
+    Ok(RunLength { records, ops, duration, timeline_interval })
+}
+
+/// `--repeat`, `--threads` and `--zipf-theta` within the ranges a run can use.
+fn check_ranges(a: &BenchArgs) -> Result<(), String> {
     if a.repeat == 0 || a.repeat > 100 {
         return Err(format!("--repeat {}: expected 1 to 100 rounds", a.repeat));
     }
@@ -319,19 +400,19 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
     if !(a.zipf_theta > 0.0 && a.zipf_theta < 1.0) {
         return Err(format!("--zipf-theta {}: YCSB's zipfian needs 0 < θ < 1", a.zipf_theta));
     }
-    let (hot_ops, hot_keys) = parse::hotspot(&a.hotspot)?;
-    let distribution = a.distribution.as_deref().map(DistributionKind::parse).transpose()?;
-    if a.max_scan_length == 0 {
-        return Err("--max-scan-length must be at least 1".into());
-    }
+    Ok(())
+}
 
-    let preset = keys::preset(a.preset.as_deref().unwrap_or("default"))?;
+/// The keys: `--key-format` and `--key-bytes` over the preset's, `--load-order`, `--insert-keys`.
+fn key_spec(a: &BenchArgs, preset: &Preset, records: u64) -> Result<KeySpec, String> {
     let format = match a.key_format.as_deref() {
         None => preset.format,
         Some("int") => KeyFormat::Int,
         Some("string") => KeyFormat::String,
         Some(other) => return Err(format!("unknown --key-format {other:?}; expected int or string")),
     };
+    // The preset's key size where the chosen format can hold it: a string key needs at least
+    // MAX_NATURAL_STRING_KEY_BYTES, an int key at least 8.
     let key_bytes = match (a.key_bytes, format) {
         (Some(n), _) => Some(n),
         (None, f) if f == preset.format => preset.key_bytes,
@@ -343,70 +424,44 @@ fn build_config(a: BenchArgs, command_line: Vec<String>) -> Result<BenchConfig, 
         "seq" | "sequential" => false,
         other => return Err(format!("unknown --load-order {other:?}; expected seq or random")),
     };
-    let clustered_inserts = match (a.insert_keys.as_str(), a.insert_keys.strip_prefix("clustered:")) {
-        ("spread", _) => None,
-        ("clustered", _) => Some(ClusteredInserts::for_records(records)),
-        (_, Some(n)) => match n.parse::<u64>() {
-            Ok(n) if n >= 1 => Some(ClusteredInserts::with_spacing(records, n)),
-            _ => {
-                return Err(format!("--insert-keys clustered:{n}: N must be a whole number of records >= 1"))
-            }
-        },
-        (other, None) => {
-            return Err(format!("unknown --insert-keys {other:?}; expected spread, clustered or clustered:N"))
-        }
-    };
+    let clustered_inserts = clustered_inserts(&a.insert_keys, records)?;
     let key_spec = KeySpec { format, key_bytes, hashed, clustered_inserts };
     key_spec.validate()?;
-    let values = match &a.value_bytes {
-        Some(v) => ValueSpec::parse(v)?,
-        None => ValueSpec::fixed(preset.value_bytes),
-    };
-    let memory_budget_bytes = match a.memory_budget.as_deref() {
-        None | Some("auto") => None,
-        Some(text) => Some(parse::bytes("--memory-budget", text)?),
-    };
-    if let Some(path) = &a.json {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    Ok(key_spec)
+}
+
+/// `--insert-keys spread|clustered|clustered:N`.
+fn clustered_inserts(text: &str, records: u64) -> Result<Option<ClusteredInserts>, String> {
+    match (text, text.strip_prefix("clustered:")) {
+        ("spread", _) => Ok(None),
+        ("clustered", _) => Ok(Some(ClusteredInserts::for_records(records))),
+        (_, Some(n)) => match n.parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(Some(ClusteredInserts::with_spacing(records, n))),
+            _ => Err(format!("--insert-keys clustered:{n}: N must be a whole number of records >= 1")),
+        },
+        (other, None) => {
+            Err(format!("unknown --insert-keys {other:?}; expected spread, clustered or clustered:N"))
+        }
+    }
+}
+
+/// `--memory-budget`: `None` (or `auto`) derives it from the data size.
+fn memory_budget_bytes(text: Option<&str>) -> Result<Option<u64>, String> {
+    match text {
+        None | Some("auto") => Ok(None),
+        Some(text) => Ok(Some(parse::bytes("--memory-budget", text)?)),
+    }
+}
+
+/// `--json`: the file's directory must exist before the run, not only when it ends.
+fn check_json_directory(path: Option<&Path>) -> Result<(), String> {
+    if let Some(path) = path {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {
             return Err(format!("--json {}: directory {} does not exist", path.display(), parent.display()));
         }
     }
-
-    Ok(BenchConfig {
-        engines,
-        workloads,
-        records,
-        ops,
-        duration,
-        timeline_interval,
-        threads: a.threads,
-        distribution,
-        zipf_theta: a.zipf_theta,
-        hotspot_keys_fraction: hot_keys,
-        hotspot_ops_fraction: hot_ops,
-        keys: key_spec,
-        values,
-        preset: a.preset,
-        memory_budget_bytes,
-        direct_io: a.direct_io,
-        sync_writes: a.sync_writes,
-        seed: a.seed,
-        max_scan_length: a.max_scan_length,
-        dir: a.dir,
-        quiet: a.quiet,
-        drop_caches: !a.no_drop_caches,
-        reopen_after_kill: a.reopen_after_kill,
-        bulk_load: match a.load_mode.as_str() {
-            "puts" => false,
-            "bulk" => true,
-            other => return Err(format!("unknown --load-mode {other:?}; expected puts or bulk")),
-        },
-        from_checkpoint: a.from_checkpoint,
-        custom_mix: a.mix,
-        repeat: a.repeat,
-        command_line,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -56,34 +56,10 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("constant histogram bounds are valid")
 }
 
-/// Percentiles of one histogram, in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p99: f64,
-    pub p99_9: f64,
-    pub max: f64,
-}
-
-impl LatencySummary {
-    pub fn of(hist: &Histogram<u64>) -> LatencySummary {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        LatencySummary {
-            count: hist.len(),
-            mean: hist.mean() / 1000.0,
-            p50: us(hist.value_at_quantile(0.5)),
-            p99: us(hist.value_at_quantile(0.99)),
-            p99_9: us(hist.value_at_quantile(0.999)),
-            max: us(hist.max()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::LatencySummary;
 
     #[test]
     fn merge_and_percentiles() {

@@ -12,7 +12,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 pub use bulk::run_bulk_load;
-pub use latency::{LatencySet, LatencySummary};
+pub use latency::LatencySet;
 use progress::Progress;
 
 use crate::adapter::KvAdapter;

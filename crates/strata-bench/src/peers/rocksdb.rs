@@ -7,9 +7,10 @@
 //!   Basic Tuning"): partitioned index and filters so only small top-level indexes must stay in
 //!   memory, metadata cached at high priority with the top level pinned, a hash index inside each
 //!   data block for point lookups, dynamic level sizes. Each setting's reason is at its line.
-//! - `rocksdb-weak`: the configuration `rocksdb` had before issue 17: whole-file index and filter
-//!   blocks in the block cache (L0's pinned). Under a small budget they thrash (a 10M-record YCSB C
-//!   measured read amplification 1,357); kept to compare against.
+//! - `rocksdb-weak`: whole-file index and filter blocks in the block cache (L0's pinned). Under a
+//!   small budget they thrash (a 10M-record YCSB C measured read amplification 1,357); it shows
+//!   what `rocksdb`'s partitioned metadata is worth, and keeps ratios quoted against this
+//!   configuration in docs/benchmarks.md reproducible.
 //! - `rocksdb-point`: `rocksdb-weak` plus `OptimizeForPointLookup`'s settings (the F2 paper's
 //!   RocksDB baseline), with the cache still sized by the budget.
 
@@ -39,8 +40,8 @@ const BYTES_PER_SYNC: u64 = 1 << 20;
 pub(super) enum Tuning {
     /// `rocksdb`: the tuning guide's memory-bounded configuration.
     Tuned,
-    /// `rocksdb-weak`: the pre-issue-17 `rocksdb` (defaults plus bloom filters and a budgeted
-    /// cache holding whole-file index and filter blocks).
+    /// `rocksdb-weak`: defaults plus bloom filters and a budgeted cache holding whole-file index
+    /// and filter blocks.
     Weak,
     /// `rocksdb-point`: `Weak` plus what `OptimizeForPointLookup` turns on — a hash index inside
     /// each data block and a whole-key bloom filter on the memtable — without its fixed-size cache.

@@ -6,9 +6,9 @@ pub mod table;
 
 use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::driver::LatencySummary;
 use crate::metrics::machine::{GitInfo, MachineInfo};
 use crate::metrics::DiskUsage;
 
@@ -161,6 +161,32 @@ pub struct PhaseResult {
     /// one may be shorter; its rate is over its own length).
     pub timeline_interval_secs: Option<f64>,
     pub timeline_ops_per_sec: Vec<f64>,
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+}
+
+impl LatencySummary {
+    /// `hist` holds nanoseconds (the driver's `LatencySet`).
+    pub fn of(hist: &Histogram<u64>) -> LatencySummary {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        LatencySummary {
+            count: hist.len(),
+            mean: hist.mean() / 1000.0,
+            p50: us(hist.value_at_quantile(0.5)),
+            p99: us(hist.value_at_quantile(0.99)),
+            p99_9: us(hist.value_at_quantile(0.999)),
+            max: us(hist.max()),
+        }
+    }
 }
 
 /// Deltas of `strata::Stats` over a phase.

@@ -3,8 +3,9 @@
 use std::fmt::Write as _;
 
 use super::summary::Spread;
-use super::{fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, PhaseResult};
-use crate::driver::LatencySummary;
+use super::{
+    fmt_bytes, fmt_count, fmt_ratio, fmt_us, BenchReport, LatencySummary, PhaseResult, WorkloadConfig,
+};
 
 /// Left-aligned first column, right-aligned others.
 struct Table {
@@ -50,32 +51,35 @@ impl Table {
 
 pub fn render(report: &BenchReport) -> String {
     let mut out = String::new();
+    render_header(report, &mut out);
+    render_engines(report, &mut out);
+    for workload in &workload_order(&report.results) {
+        render_workload(report, workload, &mut out);
+    }
+    render_latency_by_op(report, &mut out);
+    render_io_and_space(report, &mut out);
+    render_summary(report, &mut out);
+    render_timelines(report, &mut out);
+    render_open_close_reopen(report, &mut out);
+    let _ = writeln!(out, "\n{}", report.peak_rss_note);
+    out
+}
+
+/// What ran where: version and machine, commit, trace shape, memory budget, I/O modes, rounds.
+fn render_header(report: &BenchReport, out: &mut String) {
     let w = &report.workload;
     let _ = writeln!(out, "strata bench {} — {}", report.version, report.machine.one_line());
-    let git = match (&report.git.commit, report.git.dirty) {
-        (Some(c), Some(true)) => format!("git {} (with local changes)", c.get(..12).unwrap_or(c)),
-        (Some(c), _) => format!("git {}", c.get(..12).unwrap_or(c)),
-        _ => "git commit unknown".into(),
-    };
     let ops = match (w.ops_per_workload, w.duration_secs) {
         (_, Some(d)) => format!("{d} s per workload"),
         (Some(n), None) => format!("{} ops per workload", fmt_count(n)),
         _ => String::new(),
     };
-    let keys = match w.key_bytes {
-        Some(n) => format!("{n} B {} keys", w.key_format),
-        None => format!("{} keys", w.key_format),
-    };
-    let values = if w.value_bytes_min == w.value_bytes_max {
-        format!("{} B values", w.value_bytes_min)
-    } else {
-        format!("{}..={} B values", w.value_bytes_min, w.value_bytes_max)
-    };
-    let _ = writeln!(out, "{git}; seed {}; {} thread(s); {ops}", w.seed, w.threads);
+    let _ = writeln!(out, "{}; seed {}; {} thread(s); {ops}", git_description(report), w.seed, w.threads);
     let _ = writeln!(
         out,
-        "{} records of {keys} + {values}, load order {}; memory budget {}{} ({:.1}x data/budget{})",
+        "{} records of {}, load order {}; memory budget {}{} ({:.1}x data/budget{})",
         fmt_count(w.records),
+        record_shape(w),
         w.load_order,
         fmt_bytes(w.memory_budget_bytes),
         if w.memory_budget_auto { " (auto: data/4)" } else { "" },
@@ -98,7 +102,34 @@ pub fn render(report: &BenchReport) -> String {
             report.repeats, report.repeats
         );
     }
+}
 
+/// `git 0123456789ab (with local changes)`: the first 12 digits of the commit the binary was
+/// built from.
+fn git_description(report: &BenchReport) -> String {
+    match (&report.git.commit, report.git.dirty) {
+        (Some(c), Some(true)) => format!("git {} (with local changes)", c.get(..12).unwrap_or(c)),
+        (Some(c), _) => format!("git {}", c.get(..12).unwrap_or(c)),
+        _ => "git commit unknown".into(),
+    }
+}
+
+/// `8 B int keys + 120 B values`.
+fn record_shape(w: &WorkloadConfig) -> String {
+    let keys = match w.key_bytes {
+        Some(n) => format!("{n} B {} keys", w.key_format),
+        None => format!("{} keys", w.key_format),
+    };
+    let values = if w.value_bytes_min == w.value_bytes_max {
+        format!("{} B values", w.value_bytes_min)
+    } else {
+        format!("{}..={} B values", w.value_bytes_min, w.value_bytes_max)
+    };
+    format!("{keys} + {values}")
+}
+
+/// Each engine of the first round: its status, settings, page-cache note and RSS before open.
+fn render_engines(report: &BenchReport, out: &mut String) {
     let _ = writeln!(out, "\nengines:");
     for e in report.engines.iter().filter(|e| e.repeat == 1) {
         let settings: Vec<String> = e.config.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
@@ -115,61 +146,65 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(out, "  {:<10} page cache: {}; RSS before open: {rss}", "", e.page_cache_note);
         }
     }
+}
 
-    let workloads = workload_order(&report.results);
-    for workload in &workloads {
-        let rows: Vec<&PhaseResult> = report.results.iter().filter(|r| &r.workload == workload).collect();
-        let Some(first) = rows.first() else { continue };
-        let _ = writeln!(out, "\n{workload}: {}", first.description);
-        if let Some(skew) = report.skew.iter().find(|s| &s.workload == workload) {
-            let _ = writeln!(
-                out,
-                "skew ({}, measured on the trace): {} ({} ops over {} keys, {} touched)",
-                skew.distribution,
-                skew.describe(),
-                fmt_count(skew.ops),
-                fmt_count(skew.keys),
-                fmt_count(skew.keys_touched)
-            );
-        }
-        let first_engine = report.engines.first().map(|e| e.name.as_str()).unwrap_or("first");
-        let vs = format!("vs {first_engine}");
-        let mut t = Table::new(&[
-            "engine",
-            if report.repeats > 1 { "round" } else { "status" },
-            "ops/s",
-            &vs,
-            "p50 µs",
-            "p99 µs",
-            "p99.9 µs",
-            "max µs",
-            "dev read",
-            "dev write",
-            "disk",
-            "peak RSS",
-        ]);
-        for r in &rows {
-            t.row(vec![
-                r.engine.clone(),
-                if report.repeats > 1 { format!("{} {}", r.repeat, r.status) } else { r.status.clone() },
-                fmt_count(r.throughput_ops_per_sec.round() as u64),
-                r.throughput_vs_first.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
-                latency_cell(&r.latency_us, r.latency_us.p50),
-                latency_cell(&r.latency_us, r.latency_us.p99),
-                latency_cell(&r.latency_us, r.latency_us.p99_9),
-                latency_cell(&r.latency_us, r.latency_us.max),
-                r.read_bytes.map_or_else(|| "-".into(), fmt_bytes),
-                r.write_bytes.map_or_else(|| "-".into(), fmt_bytes),
-                fmt_bytes(r.disk_bytes),
-                r.peak_rss_bytes.map_or_else(|| "-".into(), fmt_bytes),
-            ]);
-        }
-        t.render(&mut out);
-        for r in rows.iter().filter(|r| r.error.is_some()) {
-            let _ = writeln!(out, "  {} {}: {}", r.engine, r.status, r.error.as_deref().unwrap_or_default());
-        }
+/// One workload: its description, the trace's measured skew, and a row per engine and round
+/// (throughput, ratio, latency percentiles, device I/O, disk, peak RSS), then the errors.
+fn render_workload(report: &BenchReport, workload: &str, out: &mut String) {
+    let rows: Vec<&PhaseResult> = report.results.iter().filter(|r| r.workload == workload).collect();
+    let Some(first) = rows.first() else { return };
+    let _ = writeln!(out, "\n{workload}: {}", first.description);
+    if let Some(skew) = report.skew.iter().find(|s| s.workload == workload) {
+        let _ = writeln!(
+            out,
+            "skew ({}, measured on the trace): {} ({} ops over {} keys, {} touched)",
+            skew.distribution,
+            skew.describe(),
+            fmt_count(skew.ops),
+            fmt_count(skew.keys),
+            fmt_count(skew.keys_touched)
+        );
     }
+    let first_engine = report.engines.first().map(|e| e.name.as_str()).unwrap_or("first");
+    let vs = format!("vs {first_engine}");
+    let mut t = Table::new(&[
+        "engine",
+        if report.repeats > 1 { "round" } else { "status" },
+        "ops/s",
+        &vs,
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "dev read",
+        "dev write",
+        "disk",
+        "peak RSS",
+    ]);
+    for r in &rows {
+        t.row(vec![
+            r.engine.clone(),
+            if report.repeats > 1 { format!("{} {}", r.repeat, r.status) } else { r.status.clone() },
+            fmt_count(r.throughput_ops_per_sec.round() as u64),
+            r.throughput_vs_first.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+            latency_cell(&r.latency_us, r.latency_us.p50),
+            latency_cell(&r.latency_us, r.latency_us.p99),
+            latency_cell(&r.latency_us, r.latency_us.p99_9),
+            latency_cell(&r.latency_us, r.latency_us.max),
+            r.read_bytes.map_or_else(|| "-".into(), fmt_bytes),
+            r.write_bytes.map_or_else(|| "-".into(), fmt_bytes),
+            fmt_bytes(r.disk_bytes),
+            r.peak_rss_bytes.map_or_else(|| "-".into(), fmt_bytes),
+        ]);
+    }
+    t.render(out);
+    for r in rows.iter().filter(|r| r.error.is_some()) {
+        let _ = writeln!(out, "  {} {}: {}", r.engine, r.status, r.error.as_deref().unwrap_or_default());
+    }
+}
 
+/// Per phase and operation type: count, mean and percentiles.
+fn render_latency_by_op(report: &BenchReport, out: &mut String) {
     let _ = writeln!(out, "\nlatency by operation (µs):");
     let mut t = Table::new(&["engine", "workload", "op", "count", "mean", "p50", "p99", "p99.9", "max"]);
     for r in &report.results {
@@ -187,8 +222,11 @@ pub fn render(report: &BenchReport) -> String {
             ]);
         }
     }
-    t.render(&mut out);
+    t.render(out);
+}
 
+/// Per phase: user and device bytes, amplification, disk use and misses.
+fn render_io_and_space(report: &BenchReport, out: &mut String) {
     let _ = writeln!(
         out,
         "\nI/O and space (amplification = device bytes / user bytes; space = allocated / live data):"
@@ -226,11 +264,11 @@ pub fn render(report: &BenchReport) -> String {
             fmt_count(r.not_found),
         ]);
     }
-    t.render(&mut out);
+    t.render(out);
+}
 
-    render_summary(report, &mut out);
-    render_timelines(report, &mut out);
-
+/// Open, close and reopen times of every engine that ran, and the reopen after a kill.
+fn render_open_close_reopen(report: &BenchReport, out: &mut String) {
     let _ = writeln!(out, "\nopen / close / reopen:");
     for e in report.engines.iter().filter(|e| e.status != "unsupported") {
         let name = if report.repeats > 1 { format!("{} #{}", e.name, e.repeat) } else { e.name.clone() };
@@ -249,8 +287,6 @@ pub fn render(report: &BenchReport) -> String {
             let _ = writeln!(out, "  {:<10} reopen after kill {} ({note})", "", ms(e.kill_reopen_ms));
         }
     }
-    let _ = writeln!(out, "\n{}", report.peak_rss_note);
-    out
 }
 
 /// An engine's name in the I/O table, with its round under `--repeat`.

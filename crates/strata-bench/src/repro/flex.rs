@@ -24,7 +24,7 @@ use crate::metrics::machine::MachineInfo;
 use crate::report::{fmt_bytes, fmt_count};
 use crate::workload::{KeySpec, ValueSpec};
 
-/// The full YCSB shape: 10M UDB records.
+/// The full-scale YCSB run: 10M UDB records.
 const FLEX_FULL: Scale = Scale { records: 10_000_000, ops: 1_000_000 };
 
 /// Sizes of the two data-structure experiments.

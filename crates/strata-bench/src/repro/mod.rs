@@ -25,8 +25,9 @@ use std::time::Instant;
 
 use clap::Parser;
 
+use crate::config::BenchConfig;
 use crate::report::BenchReport;
-use crate::runner::{self, BenchConfig};
+use crate::runner;
 use crate::workload::{DistributionKind, KeyFormat, KeySpec, ValueSpec, Workload};
 use papers::PaperShape;
 
@@ -73,7 +74,7 @@ struct Scale {
 }
 
 const QUICK: Scale = Scale { records: 400_000, ops: 200_000 };
-/// The full f2 shape: 20M x (8 + 100) B (flex's is in `flex`).
+/// The full-scale f2 run: 20M x (8 + 100) B (flex's is in `flex`).
 const F2_FULL: Scale = Scale { records: 20_000_000, ops: 2_000_000 };
 
 /// The F2 paper's memory sweep, as fractions of the data (Fig 13: 750 MiB – 7.5 GiB of 30 GiB).
@@ -345,7 +346,7 @@ mod tests {
             bulk_load: false,
             from_checkpoint: false,
         };
-        // 20M x 108 B x 10% = 216 MB, the 220 MiB shape.
+        // 20M x 108 B x 10% = 216 MB, the full-scale f2 run's budget.
         assert_eq!(run.budget_bytes(), 216_000_000);
         let config = run.config().unwrap();
         assert!(config.direct_io && config.distribution == Some(DistributionKind::ZipfianPlain));

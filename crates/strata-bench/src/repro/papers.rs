@@ -152,7 +152,8 @@ pub fn treeline_fig5(record_bytes: u64) -> fn(&str) -> &'static str {
     }
 }
 
-/// The targets: (geometric mean over A, B, C, F; E uniform) as multiples of RocksDB.
+/// What treeline should reach in `strata repro treeline`: (geometric mean over A, B, C, F;
+/// E uniform) as multiples of RocksDB's throughput.
 pub fn treeline_targets(record_bytes: u64) -> (f64, f64) {
     if record_bytes <= 64 {
         (1.5, 1.2)

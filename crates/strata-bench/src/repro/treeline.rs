@@ -3,8 +3,8 @@
 //! 1. Fig 5 / Fig 7 and Table 4: YCSB A, B, C, F and E on a store loaded with uniformly spread
 //!    8-byte keys and then aged with one uniform update per record (§5.1's checkpoints), requests
 //!    from ycsbr's scattered zipfian θ 0.99 (E also uniform), 64 B and 1024 B records, memory a
-//!    third of the data, direct I/O; ratios against RocksDB with the targets, and device
-//!    bytes per operation.
+//!    third of the data, direct I/O; ratios against RocksDB beside the targets
+//!    (`papers::treeline_targets`), and device bytes per operation.
 //! 2. Fig 8's factor analysis (1024 B): the full system, then page grouping off, then page grouping
 //!    and the record cache off (a 4 KiB record cache, its minimum), relative to the full system.
 //! 3. §5.5: insert forecasting on 50% reads / 50% inserts at 64 B, on and off, with new keys
@@ -29,8 +29,9 @@ struct RecordShape {
     quick_records: u64,
 }
 
-/// The paper's two configurations at a tenth of its 20M-record synthetic dataset (5M at 1024 B in
-/// the shape), so that a full run takes about half an hour on the 2-core machine.
+/// The paper's two configurations scaled down: a tenth of its 20M-record synthetic dataset at 64 B
+/// and a tenth of 5M records at 1024 B, so that a full run takes about half an hour on the 2-core
+/// machine.
 const SMALL: RecordShape =
     RecordShape { record_bytes: 64, value_bytes: 56, full_records: 2_000_000, quick_records: 400_000 };
 const LARGE: RecordShape =
@@ -109,7 +110,7 @@ fn ratio_vs_first(report: &BenchReport, engine: &str, workload: &str) -> Vec<(u3
 }
 
 /// The geometric mean over A, B, C, F of treeline / RocksDB per round, its median, and E uniform,
-/// beside the targets.
+/// beside the targets.
 fn targets(report: &BenchReport, rocksdb: &str, record_bytes: u64) {
     let (point_target, scan_target) = papers::treeline_targets(record_bytes);
     let rounds: Vec<u32> = ratio_vs_first(report, rocksdb, "a").into_iter().map(|(r, _)| r).collect();

@@ -8,10 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::engine_run::{numbered_phases, EngineRun, Progress, Reopen};
-use super::{say, BenchConfig};
-use crate::adapter::KvAdapter;
-use crate::engines::{self, OpenError};
+use super::phases::{numbered_phases, EngineRun, Progress};
+use super::say;
+use crate::adapter::{KvAdapter, OpenParams};
+use crate::config::BenchConfig;
+use crate::engines::{self, EngineSource, OpenError};
 use crate::metrics;
 use crate::report::PhaseResult;
 use crate::workload::Workload;
@@ -53,6 +54,13 @@ pub(super) fn run_workloads(
         close(adapter)?;
     }
     copy.run(last, results)
+}
+
+/// How to open the engine again (`--from-checkpoint` reopens it for every measured workload).
+pub(super) struct Reopen<'a> {
+    pub name: &'a str,
+    pub source: EngineSource,
+    pub params: &'a OpenParams,
 }
 
 /// One measured workload on a fresh copy of the checkpoint.

@@ -3,103 +3,19 @@
 
 mod checkpoint_start;
 mod engine_run;
+mod phases;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::adapter::OpenParams;
+use crate::config::BenchConfig;
 use crate::engines;
 use crate::kill_reopen::{self, KillReopen};
 use crate::metrics::machine::{GitInfo, MachineInfo};
-use crate::report::{summary, BenchReport, PhaseResult, Setting, WorkloadConfig};
+use crate::report::{summary, BenchReport, EngineReport, PhaseResult, Setting, WorkloadConfig};
 use crate::workload::skew::{PhaseReplay, Skew};
-use crate::workload::trace::TraceParams;
-use crate::workload::{Distribution, DistributionKind, KeySpec, ValueSpec, Workload};
-
-/// Everything a run needs, validated (see `cli`).
-#[derive(Clone, Debug)]
-pub struct BenchConfig {
-    pub engines: Vec<String>,
-    /// Run phases after the load, in order (empty: load only).
-    pub workloads: Vec<Workload>,
-    pub records: u64,
-    /// Operations per run phase over all threads; `None` with `duration`.
-    pub ops: Option<u64>,
-    pub duration: Option<Duration>,
-    /// `--timeline`: also record throughput per interval of this length.
-    pub timeline_interval: Option<Duration>,
-    pub threads: u32,
-    pub distribution: Option<DistributionKind>,
-    pub zipf_theta: f64,
-    pub hotspot_keys_fraction: f64,
-    pub hotspot_ops_fraction: f64,
-    pub keys: KeySpec,
-    pub values: ValueSpec,
-    pub preset: Option<String>,
-    /// `None`: a quarter of the loaded data (so the default run is larger than memory).
-    pub memory_budget_bytes: Option<u64>,
-    pub direct_io: bool,
-    pub sync_writes: bool,
-    pub seed: u64,
-    pub max_scan_length: u32,
-    /// Parent of the run's temporary directory (default: the system temp dir).
-    pub dir: Option<PathBuf>,
-    pub quiet: bool,
-    pub drop_caches: bool,
-    /// `--reopen-after-kill`: also time a reopen after a SIGKILL that follows the load.
-    pub reopen_after_kill: bool,
-    /// `--load-mode bulk`: the records sorted by key through each adapter's `bulk_load` (one
-    /// thread) instead of puts from every thread.
-    pub bulk_load: bool,
-    /// `--from-checkpoint`: each measured workload starts from a copy of the store as the load
-    /// and the aging workloads left it, closed (TreeLine §5, "Checkpoints"); otherwise the
-    /// workloads run one after another on one open store.
-    pub from_checkpoint: bool,
-    pub custom_mix: Option<String>,
-    /// `--repeat`: rounds of every engine (≥ 1).
-    pub repeat: u32,
-    pub command_line: Vec<String>,
-}
-
-impl BenchConfig {
-    /// Estimated key + value bytes the load writes.
-    pub fn loaded_bytes_estimate(&self) -> u64 {
-        self.records.saturating_mul(self.record_bytes_estimate())
-    }
-
-    pub fn effective_memory_budget_bytes(&self) -> u64 {
-        self.memory_budget_bytes.unwrap_or_else(|| (self.loaded_bytes_estimate() / 4).max(1 << 20))
-    }
-
-    pub(crate) fn trace_params(&self) -> TraceParams {
-        TraceParams {
-            seed: self.seed,
-            records: self.records,
-            threads: self.threads,
-            values: self.values,
-            max_scan_length: self.max_scan_length,
-        }
-    }
-
-    fn distribution_for(&self, workload: &Workload) -> Distribution {
-        match workload.fixed_distribution.or(self.distribution).unwrap_or(workload.default_distribution) {
-            DistributionKind::Uniform => Distribution::Uniform,
-            DistributionKind::Zipfian => Distribution::Zipfian { theta: self.zipf_theta },
-            DistributionKind::ZipfianPlain => Distribution::ZipfianPlain { theta: self.zipf_theta },
-            DistributionKind::Scattered => Distribution::Scattered { theta: self.zipf_theta },
-            DistributionKind::Latest => Distribution::Latest { theta: self.zipf_theta },
-            DistributionKind::Hotspot => Distribution::Hotspot {
-                keys_fraction: self.hotspot_keys_fraction,
-                ops_fraction: self.hotspot_ops_fraction,
-            },
-        }
-    }
-
-    pub(crate) fn record_bytes_estimate(&self) -> u64 {
-        (self.keys.typical_key_bytes() as f64 + self.values.mean_bytes()).round() as u64
-    }
-}
 
 /// Status lines on stderr (the table goes to stdout).
 fn say(config: &BenchConfig, text: &str) {
@@ -111,17 +27,7 @@ fn say(config: &BenchConfig, text: &str) {
 /// Runs every engine. Errors only for problems with the run itself (e.g. the data directory);
 /// engine failures are recorded in the report.
 pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
-    let parent = match &config.dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|e| format!("cannot create --dir {}: {e}", d.display()))?;
-            d.clone()
-        }
-        None => std::env::temp_dir(),
-    };
-    let base = tempfile::Builder::new()
-        .prefix("strata-bench-")
-        .tempdir_in(&parent)
-        .map_err(|e| format!("cannot create a data directory under {}: {e}", parent.display()))?;
+    let base = data_dir(config)?;
     let machine = MachineInfo::collect(base.path());
     if machine.data_dir.fs_type.as_deref() == Some("tmpfs") {
         say(config, "note: the data directory is on tmpfs: no device I/O will happen; use --dir on a disk");
@@ -138,7 +44,6 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             ),
         );
     }
-
     let mut report = BenchReport {
         tool: "strata bench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -159,26 +64,67 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         if config.reopen_after_kill { kill_reopen_all(config, base.path(), budget) } else { Vec::new() };
     let mut peak_reset_everywhere = true;
     for (round, index) in summary::schedule(config.engines.len(), config.repeat) {
+        let entry = Entry { round, index, base: base.path(), budget, kill_reopens: &kill_reopens };
+        let (engine, results, reset) = entry.run(config);
+        peak_reset_everywhere &= reset;
+        report.engines.push(engine);
+        report.results.extend(results);
+    }
+    report.peak_rss_note = peak_rss_note(peak_reset_everywhere).into();
+    set_ratios(&mut report);
+    report.summary = summary::summarise(&report.results);
+    report.skew = measure_skew(config, &report.results);
+    Ok(report)
+}
+
+/// A fresh directory for the run's stores under `--dir` (default: the system temp dir), removed
+/// when dropped.
+fn data_dir(config: &BenchConfig) -> Result<tempfile::TempDir, String> {
+    let parent = match &config.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("cannot create --dir {}: {e}", d.display()))?;
+            d.clone()
+        }
+        None => std::env::temp_dir(),
+    };
+    tempfile::Builder::new()
+        .prefix("strata-bench-")
+        .tempdir_in(&parent)
+        .map_err(|e| format!("cannot create a data directory under {}: {e}", parent.display()))
+}
+
+/// What `--reopen-after-kill` measured, per distinct persistent engine name.
+type KillReopens = Vec<(String, Result<KillReopen, String>)>;
+
+/// One engine entry (`--engines` position `index`) in one `--repeat` round.
+struct Entry<'a> {
+    round: u32,
+    index: usize,
+    /// The run's data directory; the entry's store is a subdirectory, removed after it ran.
+    base: &'a Path,
+    budget: u64,
+    kill_reopens: &'a KillReopens,
+}
+
+impl Entry<'_> {
+    /// Runs the engine; returns its report, its phases' results, and whether its peak RSS was
+    /// reset before it opened.
+    fn run(&self, config: &BenchConfig) -> (EngineReport, Vec<PhaseResult>, bool) {
+        let (round, index) = (self.round, self.index);
         let name = &config.engines[index];
         if config.repeat > 1 {
             say(config, &format!("round {round} of {}: {name}", config.repeat));
         }
-        let dir = base.path().join(format!("{index}-{}", dir_name(name)));
-        let (mut engine, mut results, reset) = engine_run::run_engine(config, name, &dir, budget);
+        let dir = self.base.join(format!("{index}-{}", dir_name(name)));
+        let (mut engine, mut results, reset) = engine_run::run_engine(config, name, &dir, self.budget);
         engine.repeat = round;
         for r in &mut results {
             r.repeat = round;
         }
-        let kill_reopen = kill_reopens.iter().find(|(n, _)| n == name).filter(|_| round == 1);
+        // The kill-and-reopen runs once per engine name, before round 1, and is reported with it.
+        let kill_reopen = self.kill_reopens.iter().find(|(n, _)| n == name).filter(|_| round == 1);
         if let Some((_, measured)) = kill_reopen {
-            match measured {
-                Ok(k) => {
-                    engine.kill_reopen_ms = Some(k.reopen_ms);
-                    engine.kill_reopen_sampled_reads_ms = Some(k.sampled_reads_ms);
-                    engine.kill_reopen_note = Some(k.note());
-                }
-                Err(e) => engine.kill_reopen_note = Some(format!("failed: {e}")),
-            }
+            note_kill_reopen(&mut engine, measured);
         }
         // An engine named twice (to see run-to-run noise) is reported as `name#2`, `name#3`, ...
         let earlier = config.engines[..index].iter().filter(|n| *n == name).count();
@@ -188,25 +134,32 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport, String> {
                 r.engine.clone_from(&engine.name);
             }
         }
-        peak_reset_everywhere &= reset;
         let _ = std::fs::remove_dir_all(&dir);
         return_freed_memory();
-        report.engines.push(engine);
-        report.results.extend(results);
+        (engine, results, reset)
     }
-    report.peak_rss_note = if peak_reset_everywhere {
+}
+
+fn note_kill_reopen(engine: &mut EngineReport, measured: &Result<KillReopen, String>) {
+    match measured {
+        Ok(k) => {
+            engine.kill_reopen_ms = Some(k.reopen_ms);
+            engine.kill_reopen_sampled_reads_ms = Some(k.sampled_reads_ms);
+            engine.kill_reopen_note = Some(k.note());
+        }
+        Err(e) => engine.kill_reopen_note = Some(format!("failed: {e}")),
+    }
+}
+
+/// How to read `peak_rss_bytes`: whether the kernel let every engine start from a reset peak.
+fn peak_rss_note(peak_reset_everywhere: bool) -> &'static str {
+    if peak_reset_everywhere {
         "peak RSS: process-wide VmHWM, reset (clear_refs) before each engine opened; it includes the harness \
          (trace state, histograms, value pools) — baseline_rss_bytes in the JSON is that share"
-            .into()
     } else {
         "peak RSS: process-wide VmHWM; the kernel refused to reset it, so each engine's peak also includes the \
          engines before it in this invocation"
-            .into()
-    };
-    set_ratios(&mut report);
-    report.summary = summary::summarise(&report.results);
-    report.skew = measure_skew(config, &report.results);
-    Ok(report)
+    }
 }
 
 /// Replays the traces of the first engine that ran the most phases (in round 1) for the op counts
@@ -242,12 +195,8 @@ fn measure_skew(config: &BenchConfig, results: &[PhaseResult]) -> Vec<Skew> {
 }
 
 /// `--reopen-after-kill` for every distinct persistent engine, in order.
-fn kill_reopen_all(
-    config: &BenchConfig,
-    base: &Path,
-    budget: u64,
-) -> Vec<(String, Result<KillReopen, String>)> {
-    let mut measured: Vec<(String, Result<KillReopen, String>)> = Vec::new();
+fn kill_reopen_all(config: &BenchConfig, base: &Path, budget: u64) -> KillReopens {
+    let mut measured: KillReopens = Vec::new();
     for (index, name) in config.engines.iter().enumerate() {
         let Ok(source) = engines::resolve(name) else { continue };
         if !source.is_persistent() || measured.iter().any(|(n, _)| n == name) {
@@ -327,7 +276,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Returns the engine's report, its phase results, and whether the RSS peak could be reset.
 /// Throughput of each engine divided by the first engine's on the same workload in the same round.
 fn set_ratios(report: &mut BenchReport) {
     let Some(first) = report.engines.first().map(|e| e.name.clone()) else { return };

@@ -1,6 +1,7 @@
-//! The three failed-write scenarios issue #19 reported (memory, flex) and the kit's check found
-//! (treeline), as fixed scenarios an engine's regression tests call with its own open function:
-//! each engine keeps named tests, the scenarios are written once.
+//! Three fixed failed-write scenarios that an engine's regression tests call with its own open
+//! function: each engine keeps named tests, the scenarios are written once. Each is a way a
+//! write that returned `Err` can show: to a scan, get or rmw on the same handle, to a scan begun
+//! before the failure, or from a group commit whose fsync failed.
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@ pub struct BitFlipCounts {
     /// Open or a read returned an error; or reads were legal and `verify` reported the damage.
     pub detected: u64,
     /// Nothing noticed, and every read returned exactly the written data (the flip hit bytes
-    /// that no longer matter, e.g. a dead record).
+    /// nothing reads, e.g. a dead record).
     pub undetected_intact: u64,
     /// Nothing noticed; some of the writes after the last Sync are gone: the flip hit the log's
     /// unsynced-until-flush tail, which recovery cannot tell from a torn write. Older data and
@@ -56,10 +56,9 @@ pub(super) fn run(target: &Target, seed: u64, counts: &mut BitFlipCounts) -> Res
         let variant = 100 + trial;
         let mut scenario =
             Scenario::start(target, &format!("bit flip #{trial}"), seed, variant, OpMix::WRITES)?;
-        // A last unsynced write, then flush and a clean close: every write is durable, and a
-        // flip may drop none of them silently (found by review: they stayed "pending", so a flip
-        // could drop the writes since the last Sync like a torn tail, which `RecoveryMode`
-        // allows only after a crash). No engine did in 6 seeds of every engine.
+        // A last unsynced write, then flush and a clean close: every write is durable, so a flip
+        // may drop none of them silently. Left pending, the writes since the last Sync could
+        // vanish like a torn tail and pass, which `RecoveryMode` allows only after a crash.
         scenario.runner.guarded(|r| {
             let key = r.keys.write_key(scenario.generator.rng());
             r.exec(&Op::Put { key, value: b"last".to_vec(), durability: Durability::Buffered })?;

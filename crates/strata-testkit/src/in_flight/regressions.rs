@@ -1,6 +1,7 @@
-//! The in-flight scenarios that failed on `memory`, `flex`, `treeline` and `f2` before they
-//! applied writes after their log commit (issue #19 item 4), as named tests each engine
-//! declares with [`in_flight_regressions!`](crate::in_flight_regressions).
+//! Deterministic in-flight scenarios, as named tests each engine declares with
+//! [`in_flight_regressions!`](crate::in_flight_regressions): a write becomes visible only after
+//! its log commit succeeded, in log order. An engine that applies a write before its log commit
+//! fails them.
 
 use strata_core::Durability;
 use strata_io::FaultKind;
@@ -25,14 +26,14 @@ fn fails_in_flight(target: &Target, kind: WriteKind, durability: Durability) {
     expect_pass(target, Scenario::FailsInFlight { kind, durability, point, fault });
 }
 
-/// A `Sync` put held at its WAL fsync was already in the engine's memory: a reader saw it, then
-/// the fsync failed and the put returned `Err`.
+/// A reader must not see a `Sync` put held at its WAL fsync: the fsync then fails and the put
+/// returns `Err`, so the put never took effect.
 pub fn a_reader_does_not_see_a_sync_put_whose_fsync_is_in_flight_and_fails(target: &Target) {
     fails_in_flight(target, WriteKind::Put, Durability::Sync);
 }
 
-/// The same for a `Buffered` batch held at its WAL write (ENOSPC): the reader saw its puts and
-/// missed its deleted key.
+/// The same for a `Buffered` batch held at its WAL write (ENOSPC): the reader must see neither
+/// its puts nor its deleted key gone.
 pub fn a_reader_does_not_see_a_buffered_batch_whose_log_write_is_in_flight_and_fails(target: &Target) {
     fails_in_flight(target, WriteKind::Batch, Durability::Buffered);
 }
