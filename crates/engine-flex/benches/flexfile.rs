@@ -5,7 +5,7 @@
 //! runs). Prints throughput and write amplification: bytes the storage layer wrote / user bytes,
 //! and bytes this process sent to the block layer (/proc/self/io `write_bytes`) / user bytes.
 //!
-//! `FLEXFILE_BENCH_BYTES=$((1<<30)) cargo bench -p engine-flex --bench flexfile`
+//! `FLEXFILE_BENCH_BYTES=$((1<<30)) cargo bench -p engine-flex --features experiments --bench flexfile`
 //! FLEXFILE_BENCH_DIR: where the files go (default: a temp dir under the system temp dir; it
 //! must be ext4 or XFS for INSERT_RANGE). FLEXFILE_BENCH_REWRITE_BYTES caps the rewrite-shifting
 //! file (default 16 MiB; it is O(N) per insert). Sizes are multiples of 4 KiB.

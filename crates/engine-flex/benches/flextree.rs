@@ -3,7 +3,7 @@
 //! `engine_flex::experiments::run_table1`, the function `strata repro flex` runs), then runs
 //! criterion microbenchmarks.
 //!
-//! `cargo bench -p engine-flex --bench flextree`
+//! `cargo bench -p engine-flex --features experiments --bench flextree`
 //! Sizes: FLEXTREE_BENCH_APPEND (default 100000; paper 10^8/10^9, issue 10^7),
 //! FLEXTREE_BENCH_FRONT (default 10000; issue 10^6), FLEXTREE_BENCH_BASELINE_FRONT (front inserts
 //! for the O(N)-per-insert baselines, default FRONT capped at 20000; their total for FRONT is

@@ -125,7 +125,8 @@ fn demo_runs_end_to_end() {
 
 #[test]
 fn every_available_engine_works_through_the_cli() {
-    for engine in ["memory", "flex", "f2", "treeline"] {
+    let available = strata::EngineKind::ALL.into_iter().filter(|k| k.is_available());
+    for engine in available.map(strata::EngineKind::name) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
         let d = p(&dir);

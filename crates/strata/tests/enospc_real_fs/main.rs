@@ -44,6 +44,20 @@ const THREADS: usize = 4;
 /// Acknowledged payload past which the disk is taken as never filling up: 8× the filesystem.
 const WRITE_LIMIT: u64 = 8 * (FS_MIB << 20);
 
+/// The engines the tests below run, one test each.
+const ENGINES_WITH_A_TEST: [EngineKind; 4] =
+    [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline];
+
+#[test]
+fn every_engine_of_this_build_has_a_full_disk_test() {
+    for kind in EngineKind::ALL.into_iter().filter(|k| k.is_available()) {
+        assert!(
+            ENGINES_WITH_A_TEST.contains(&kind),
+            "add `{kind}_on_a_full_tmpfs_keeps_every_acknowledged_write` here"
+        );
+    }
+}
+
 #[test]
 fn memory_on_a_full_tmpfs_keeps_every_acknowledged_write() {
     run(EngineKind::Memory, "memory_on_a_full_tmpfs_keeps_every_acknowledged_write");
