@@ -10,9 +10,9 @@
 //! `cargo test -p engine-f2 --test disk_use -- --ignored --nocapture`.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use engine_f2::{F2Engine, F2Options, COLD_SLACK_PAGES, COLD_SPACE_AMPLIFICATION};
 use rand::rngs::SmallRng;
@@ -71,7 +71,7 @@ const LARGE: Scale = Scale {
 impl Scale {
     fn config(&self) -> EngineConfig {
         EngineConfig {
-            wal_segment_bytes: self.wal_segment_bytes,
+            wal_segment_bytes: Some(self.wal_segment_bytes),
             memory_budget_bytes: 64 * self.page_bytes,
             ..EngineConfig::default()
         }
@@ -134,8 +134,9 @@ fn key(i: u64) -> Vec<u8> {
     format!("key-{i:06}").into_bytes()
 }
 
-/// Writes until `stop` is set or a write fails (the disk crashed under it).
-fn writer(engine: &F2Engine, scale: Scale, stop: &AtomicBool, seed: u64) {
+/// Writes until `stop` is set or a write fails (the disk crashed under it), counting the writes
+/// that succeeded in `written`.
+fn writer(engine: &F2Engine, scale: Scale, stop: &AtomicBool, written_count: &AtomicU64, seed: u64) {
     let mut rng = SmallRng::seed_from_u64(seed);
     while !stop.load(SeqCst) {
         let durability = if rng.gen_bool(0.2) { Durability::Sync } else { Durability::Buffered };
@@ -157,6 +158,7 @@ fn writer(engine: &F2Engine, scale: Scale, stop: &AtomicBool, seed: u64) {
         if written.is_err() {
             return;
         }
+        written_count.fetch_add(1, SeqCst);
     }
 }
 
@@ -165,14 +167,25 @@ fn run_writers(
     engine: &Arc<F2Engine>,
     scale: Scale,
     stop: &Arc<AtomicBool>,
+    written_count: &Arc<AtomicU64>,
     seed: u64,
 ) -> Vec<std::thread::JoinHandle<()>> {
     (0..4)
         .map(|t| {
-            let (engine, stop) = (engine.clone(), stop.clone());
-            std::thread::spawn(move || writer(&engine, scale, &stop, seed * 4 + t))
+            let (engine, stop, written_count) = (engine.clone(), stop.clone(), written_count.clone());
+            std::thread::spawn(move || writer(&engine, scale, &stop, &written_count, seed * 4 + t))
         })
         .collect()
+}
+
+/// Waits until `written_count` reaches `target` (or a generous time passed: writes that fail
+/// stop counting). A crash point measured in writes, not in time, gives every cycle the same
+/// work however loaded the machine is.
+fn wait_for_writes(written_count: &AtomicU64, target: u64) {
+    let started = Instant::now();
+    while written_count.load(SeqCst) < target && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 fn live_bytes(engine: &F2Engine) -> u64 {
@@ -198,9 +211,8 @@ fn check_bound(what: &str, disk: u64, live: u64, scale: &Scale, storage: &dyn St
 }
 
 /// At least 200 SimStorage crashes of four writers on one store of `scale`, more (up to 400)
-/// until the cycles reached 200 checkpoints and 200 hot→cold rounds (how much a cycle writes
-/// before its crash depends on the machine's load: a loaded CI run reached 196 checkpoints in
-/// 200 cycles). Checks the bound after each crash, before and after recovery. Returns the cold→cold
+/// until the cycles reached 200 checkpoints and 200 hot→cold rounds; each cycle crashes after
+/// a random number of writes, so the coverage does not depend on the machine's load. Checks the bound after each crash, before and after recovery. Returns the cold→cold
 /// rounds run.
 fn crash_cycles(scale: Scale) -> u64 {
     let sim = SimStorage::new(5);
@@ -219,8 +231,11 @@ fn crash_cycles(scale: Scale) -> u64 {
         check_bound(&format!("after crash {cycle}"), left, live, &scale, storage.as_ref());
         max_disk = max_disk.max(left);
         let stop = Arc::new(AtomicBool::new(false));
-        let writers = run_writers(&engine, scale, &stop, cycle);
-        std::thread::sleep(Duration::from_millis(rng.gen_range(1..30)));
+        let written_count = Arc::new(AtomicU64::new(0));
+        let writers = run_writers(&engine, scale, &stop, &written_count, cycle);
+        // About 1.5 checkpoints' worth of WAL per cycle on average (a checkpoint per
+        // `checkpoint_wal_bytes`, ~130 B of WAL per write at SMALL).
+        wait_for_writes(&written_count, rng.gen_range(1..1_500));
         sim.crash(CrashMode::Random);
         stop.store(true, SeqCst);
         writers.into_iter().for_each(|w| w.join().unwrap());
@@ -264,7 +279,8 @@ fn child(dir: &Path) {
     std::fs::write(dir.join(LIVE_FILE), live_bytes(&engine).to_string()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     // Never stops: the parent kills this process.
-    run_writers(&engine, scale, &stop, seed).into_iter().for_each(|w| w.join().unwrap());
+    let written_count = Arc::new(AtomicU64::new(0));
+    run_writers(&engine, scale, &stop, &written_count, seed).into_iter().for_each(|w| w.join().unwrap());
 }
 
 /// `kills` SIGKILLs of a child (this test binary re-run as `test_name`) writing to one store,
