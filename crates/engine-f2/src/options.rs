@@ -315,7 +315,10 @@ impl F2Options {
             compaction_fraction: self.compaction_fraction,
             compaction_threads: self.compaction_threads,
             compaction_frame_pages: self.compaction_frame_pages,
-            checkpoint_wal_bytes: self.checkpoint_wal_bytes.unwrap_or(config.wal_segment_bytes).max(4096),
+            checkpoint_wal_bytes: self
+                .checkpoint_wal_bytes
+                .unwrap_or(default_checkpoint_wal_bytes(config))
+                .max(4096),
             background_maintenance: self.background_maintenance,
             single_log: self.single_log,
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
@@ -358,6 +361,13 @@ fn check_layout_memory(
             layout.page_size_bytes, layout.chunk_count, config.memory_budget_bytes
         ),
     ))
+}
+
+/// Without `checkpoint_wal_bytes`: a checkpoint per WAL segment set explicitly, else every
+/// 64 MiB of log (the checkpoint writes the whole hot-index snapshot, so a segment sized to a
+/// small budget would make them far more frequent).
+fn default_checkpoint_wal_bytes(config: &EngineConfig) -> u64 {
+    config.wal_segment_bytes.unwrap_or(64 << 20)
 }
 
 #[cfg(test)]

@@ -11,7 +11,11 @@ use strata_core::{Engine, EngineConfig};
 use strata_testkit::{faults, Target};
 
 fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
+    EngineConfig {
+        wal_segment_bytes: Some(16 << 10),
+        memory_budget_bytes: 256 << 10,
+        ..EngineConfig::default()
+    }
 }
 
 fn options(table_file: TableFileKind) -> FlexOptions {

@@ -70,7 +70,7 @@ impl MemoryEngine {
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<MemoryEngine> {
         EngineOptionReader::new("memory", &config.engine_options)?.finish()?; // it has no knobs
         let wal_options = WalOptions {
-            segment_bytes: config.wal_segment_bytes,
+            segment_bytes: config.effective_wal_segment_bytes(),
             recovery_mode: config.recovery_mode,
             ..WalOptions::default()
         };
@@ -117,7 +117,7 @@ impl MemoryEngine {
             map: RwLock::new(map),
             snapshot_lock: Mutex::new(()),
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
-            snapshot_min_wal_bytes: config.wal_segment_bytes.max(64 << 10),
+            snapshot_min_wal_bytes: config.effective_wal_segment_bytes().max(64 << 10),
             counters: Counters::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);

@@ -9,7 +9,7 @@ use strata_testkit::Target;
 
 /// Small WAL segments so rollover, recycling and snapshots happen within a short test.
 fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, ..EngineConfig::default() }
+    EngineConfig { wal_segment_bytes: Some(16 << 10), ..EngineConfig::default() }
 }
 
 fn target() -> Target {

@@ -7,7 +7,7 @@ use strata_core::{Durability, Engine, EngineConfig};
 use strata_io::{CrashMode, Fault, FaultKind, SimStorage, Storage};
 
 fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, ..EngineConfig::default() }
+    EngineConfig { wal_segment_bytes: Some(16 << 10), ..EngineConfig::default() }
 }
 
 fn counter(engine: &MemoryEngine, name: &str) -> u64 {

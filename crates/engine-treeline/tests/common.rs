@@ -12,15 +12,19 @@ use strata_io::Storage;
 /// average ~700 bytes, 5 to a page, and its keys are far from linear, so these make multi-page
 /// segments), 24 KiB of WAL trigger a checkpoint, and forecasting epochs are 8 inserts.
 pub fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
-        .with_engine_options([
-            ("record_cache_bytes", "4KiB"),
-            ("checkpoint_wal_bytes", "24KiB"),
-            ("goal", "6"),
-            ("epsilon", "4"),
-            ("forecast_epoch_inserts", "8"),
-            ("reorg_radius", "2"),
-        ])
+    EngineConfig {
+        wal_segment_bytes: Some(16 << 10),
+        memory_budget_bytes: 256 << 10,
+        ..EngineConfig::default()
+    }
+    .with_engine_options([
+        ("record_cache_bytes", "4KiB"),
+        ("checkpoint_wal_bytes", "24KiB"),
+        ("goal", "6"),
+        ("epsilon", "4"),
+        ("forecast_epoch_inserts", "8"),
+        ("reorg_radius", "2"),
+    ])
 }
 
 pub fn open(storage: Arc<dyn Storage>) -> TreelineEngine {

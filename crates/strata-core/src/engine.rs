@@ -57,8 +57,9 @@ pub struct EngineConfig {
     /// Total memory the engine may use for caches, buffers and indexes.
     pub memory_budget_bytes: u64,
     pub recovery_mode: RecoveryMode,
-    /// Size of one write-ahead-log segment file.
-    pub wal_segment_bytes: u64,
+    /// Size of one write-ahead-log segment file; `None`: sized to the memory budget
+    /// ([`EngineConfig::effective_wal_segment_bytes`]).
+    pub wal_segment_bytes: Option<u64>,
     /// Open data files with O_DIRECT where the engine supports it.
     pub direct_io: bool,
     /// Engine-specific knobs by name and value text (`max_interval_records` = `64`): each engine
@@ -66,7 +67,28 @@ pub struct EngineConfig {
     pub engine_options: Vec<(String, String)>,
 }
 
+/// The WAL segment size a budget gets when none is set: a quarter of the budget, in whole MiB,
+/// within 1–64 MiB. A segment is preallocated and up to two spare ones are kept for reuse, so a
+/// fixed 64 MiB would be several times the data of a small store; a quarter of the budget keeps
+/// the log's files in proportion to the memory whose contents they protect.
+pub const fn wal_segment_bytes_for_budget(memory_budget_bytes: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let quarter_mib = memory_budget_bytes / 4 / MIB * MIB;
+    if quarter_mib < MIB {
+        MIB
+    } else if quarter_mib > 64 * MIB {
+        64 * MIB
+    } else {
+        quarter_mib
+    }
+}
+
 impl EngineConfig {
+    /// The WAL segment size: the one set, else the budget's ([`wal_segment_bytes_for_budget`]).
+    pub fn effective_wal_segment_bytes(&self) -> u64 {
+        self.wal_segment_bytes.unwrap_or(wal_segment_bytes_for_budget(self.memory_budget_bytes))
+    }
+
     /// Sets one engine knob (`engine_options`); setting a name again replaces its value.
     pub fn engine_option(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         let (name, value) = (name.into(), value.into());
@@ -88,7 +110,7 @@ impl Default for EngineConfig {
         EngineConfig {
             memory_budget_bytes: 256 << 20,
             recovery_mode: RecoveryMode::default(),
-            wal_segment_bytes: 64 << 20,
+            wal_segment_bytes: None,
             direct_io: false,
             engine_options: Vec::new(),
         }
@@ -208,5 +230,24 @@ pub trait Engine: Send + Sync {
         let mut batch = WriteBatch::new();
         batch.delete(key);
         self.write(batch, durability)
+    }
+}
+
+#[cfg(test)]
+mod wal_segment_tests {
+    use super::*;
+
+    #[test]
+    fn an_unset_wal_segment_is_a_quarter_of_the_budget_in_whole_mib_within_1_to_64_mib() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(wal_segment_bytes_for_budget(0), MIB);
+        assert_eq!(wal_segment_bytes_for_budget(5 * MIB), MIB);
+        assert_eq!(wal_segment_bytes_for_budget(15 * MIB + 300_000), 3 * MIB);
+        assert_eq!(wal_segment_bytes_for_budget(256 * MIB), 64 * MIB);
+        assert_eq!(wal_segment_bytes_for_budget(u64::MAX), 64 * MIB);
+        let config = EngineConfig { memory_budget_bytes: 16 * MIB, ..EngineConfig::default() };
+        assert_eq!(config.effective_wal_segment_bytes(), 4 * MIB);
+        let set = EngineConfig { wal_segment_bytes: Some(100), ..config };
+        assert_eq!(set.effective_wal_segment_bytes(), 100, "a size set is taken as it is");
     }
 }

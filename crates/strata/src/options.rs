@@ -68,7 +68,7 @@ impl Options {
     }
 
     pub fn wal_segment_bytes(mut self, bytes: u64) -> Self {
-        self.engine_config.wal_segment_bytes = bytes;
+        self.engine_config.wal_segment_bytes = Some(bytes);
         self
     }
 

@@ -195,7 +195,7 @@ fn rebuild_hot_index(
 /// The WAL's options: the configuration's segment size and recovery mode, f2's file prefix.
 fn wal_options(config: &EngineConfig) -> WalOptions {
     WalOptions {
-        segment_bytes: config.wal_segment_bytes,
+        segment_bytes: config.effective_wal_segment_bytes(),
         recovery_mode: config.recovery_mode,
         file_prefix: WAL_PREFIX.to_string(),
         ..WalOptions::default()

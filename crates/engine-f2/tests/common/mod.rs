@@ -5,7 +5,11 @@ use engine_f2::{F2Engine, F2Options};
 use strata_core::{Engine, EngineConfig};
 
 pub fn config() -> EngineConfig {
-    EngineConfig { wal_segment_bytes: 16 << 10, memory_budget_bytes: 256 << 10, ..EngineConfig::default() }
+    EngineConfig {
+        wal_segment_bytes: Some(16 << 10),
+        memory_budget_bytes: 256 << 10,
+        ..EngineConfig::default()
+    }
 }
 
 /// Tiny budgets: every few hundred writes move records hot→cold, compact the cold log, collect

@@ -134,7 +134,7 @@ impl FlexDb {
         // 3. Replay the WAL after the last completed commit into the MemTable. The table file may
         //    hold a prefix of the interrupted commit; the MemTable shadows every key it touched.
         let wal_options = WalOptions {
-            segment_bytes: config.wal_segment_bytes,
+            segment_bytes: config.effective_wal_segment_bytes(),
             recovery_mode: config.recovery_mode,
             file_prefix: WAL_FILE_PREFIX.to_string(),
             ..WalOptions::default()

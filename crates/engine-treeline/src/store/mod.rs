@@ -124,7 +124,7 @@ impl Store {
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<Arc<Store>> {
         let options = TreelineOptions::from_config(config)?;
         let wal_options = WalOptions {
-            segment_bytes: config.wal_segment_bytes,
+            segment_bytes: config.effective_wal_segment_bytes(),
             recovery_mode: config.recovery_mode,
             buffer_bytes: (config.memory_budget_bytes / 16).clamp(4 << 10, 1 << 20) as usize,
             file_prefix: WAL_FILE_PREFIX.to_string(),
