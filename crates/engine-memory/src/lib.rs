@@ -49,7 +49,10 @@ struct Inner {
     snapshot_lock: Mutex<()>,
     /// WAL payload bytes appended since the last snapshot.
     wal_bytes_since_snapshot: AtomicU64,
-    /// Minimum WAL growth before a snapshot is considered.
+    /// Minimum WAL growth before a snapshot is considered: the WAL segment size when set,
+    /// else 64 MiB. Not the budget's segment size: this engine holds all its data whatever the
+    /// budget, and a snapshot stalls appliers while it streams the map, so small stores are not
+    /// snapshotted more often than a 64 MiB log asks.
     snapshot_min_wal_bytes: u64,
     counters: Counters,
 }
@@ -117,7 +120,7 @@ impl MemoryEngine {
             map: RwLock::new(map),
             snapshot_lock: Mutex::new(()),
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
-            snapshot_min_wal_bytes: config.effective_wal_segment_bytes().max(64 << 10),
+            snapshot_min_wal_bytes: config.wal_segment_bytes.unwrap_or(64 << 20).max(64 << 10),
             counters: Counters::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);
