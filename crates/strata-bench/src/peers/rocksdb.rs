@@ -217,7 +217,7 @@ fn variant_description(tuning: Tuning) -> &'static str {
     match tuning {
         Tuning::Tuned => "tuned for a bounded memory budget (RocksDB wiki); the default `rocksdb`",
         Tuning::Weak => {
-            "weak: the pre-issue-17 `rocksdb` (whole-file index/filter blocks thrash a small cache)"
+            "weak: one index and one filter block per file, unpartitioned (whole-file index/filter blocks thrash a small cache)"
         }
         Tuning::WeakPointLookup => {
             "rocksdb-weak + OptimizeForPointLookup's settings (the F2 paper's baseline)"
