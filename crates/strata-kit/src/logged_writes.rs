@@ -166,6 +166,12 @@ impl LoggedWrites {
                 drop(log);
                 self.order.wait_done(pending);
                 self.check_usable()?;
+                if self.order.is_stopped() {
+                    // The write it waited for will never be applied (its apply panicked: no
+                    // writer saw an error to poison with), so the key's current value is unknown.
+                    let cause = "a write logged before this rmw was never applied";
+                    return Err(self.poison(Error::Poisoned(cause.to_string())));
+                }
                 continue;
             }
             let Current::Value(current) = read.current() else { continue };

@@ -24,6 +24,7 @@ struct MapApplier {
     fail_after_apply: AtomicBool,
     /// While set, `apply_run` waits until it is cleared.
     hold_apply: AtomicBool,
+    panic_apply: AtomicBool,
 }
 
 impl ApplyLogged for MapApplier {
@@ -34,6 +35,7 @@ impl ApplyLogged for MapApplier {
         if self.fail_apply.load(SeqCst) {
             return Err(Error::invalid("apply failed"));
         }
+        assert!(!self.panic_apply.load(SeqCst), "a bug in the engine's apply step");
         let mut map = self.map.lock();
         for Logged { lsn, batch } in run.drain(..) {
             for op in batch.into_ops() {
@@ -209,6 +211,33 @@ fn an_rmw_waits_for_an_unapplied_write_of_its_key() {
         release.join().unwrap();
     });
     assert_eq!(applier.map.lock().get(&b"k"[..]).map(Vec::as_slice), Some(&b"1+"[..]));
+}
+
+/// Regression: a write whose apply panicked stops the order but poisons nothing (its writer
+/// unwound), and an rmw of its key waited for it in a loop that never ended.
+#[test]
+fn an_rmw_behind_a_write_whose_apply_panicked_fails_instead_of_spinning() {
+    let writes = Arc::new(writes_on(Arc::new(MemStorage::new())));
+    let applier = Arc::new(MapApplier::default());
+    applier.panic_apply.store(true, SeqCst);
+    let writer = {
+        let (writes, applier) = (writes.clone(), applier.clone());
+        std::thread::spawn(move || writes.write(put(b"k", b"1"), Durability::None, applier.as_ref()))
+    };
+    assert!(writer.join().is_err(), "the apply step was meant to panic");
+    applier.panic_apply.store(false, SeqCst);
+    let (done, result) = std::sync::mpsc::channel();
+    {
+        let (writes, applier) = (writes.clone(), applier.clone());
+        std::thread::spawn(move || {
+            let mut read = MapRead { applier: &applier, key: b"k", stale_first: 0, prepares: 0 };
+            let _ =
+                done.send(writes.rmw(b"k", &mut read, &mut append_one, Durability::None, applier.as_ref()));
+        });
+    }
+    let rmw = result.recv_timeout(Duration::from_secs(10)).expect("the rmw is still waiting");
+    assert!(matches!(rmw, Err(Error::Poisoned(_))), "{rmw:?}");
+    assert!(writes.state().is_poisoned());
 }
 
 #[test]
