@@ -44,9 +44,14 @@ impl Poison {
         error
     }
 
-    /// [`Poison::poison`] for an error the caller keeps.
+    /// [`Poison::poison`] for an error the caller keeps. A `Poisoned` error (a lower layer's,
+    /// such as the WAL's) gives its own cause, so the text does not nest "poisoned by an earlier
+    /// failure" twice.
     pub fn record(&self, error: &Error) {
-        self.record_text(|| error.to_string());
+        self.record_text(|| match error {
+            Error::Poisoned(cause) => cause.clone(),
+            other => other.to_string(),
+        });
     }
 
     /// Records a cause given as text (unless one is recorded already).
@@ -106,6 +111,15 @@ mod tests {
         assert!(matches!(&err, Error::Poisoned(m) if m == "WAL: invalid argument: first"), "{err}");
         assert_eq!(p.cause(), Some("invalid argument: first"));
         assert!(p.is_poisoned());
+    }
+
+    #[test]
+    fn a_poisoned_error_as_the_cause_does_not_nest() {
+        let wal = Poison::labelled("WAL");
+        wal.record_text(|| "disk full".into());
+        let engine = Poison::labelled("engine");
+        engine.record(&wal.error().unwrap());
+        assert!(matches!(engine.error(), Some(Error::Poisoned(m)) if m == "engine: WAL: disk full"));
     }
 
     #[test]
