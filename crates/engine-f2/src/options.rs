@@ -367,7 +367,7 @@ fn check_layout_memory(
 /// 64 MiB of log (the checkpoint writes the whole hot-index snapshot, so a segment sized to a
 /// small budget would make them far more frequent).
 fn default_checkpoint_wal_bytes(config: &EngineConfig) -> u64 {
-    config.wal_segment_bytes.unwrap_or(64 << 20)
+    config.wal_segment_bytes.unwrap_or(strata_core::LARGEST_DEFAULT_WAL_SEGMENT_BYTES)
 }
 
 #[cfg(test)]

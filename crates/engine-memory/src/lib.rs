@@ -16,6 +16,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::{
     Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
     Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+    LARGEST_DEFAULT_WAL_SEGMENT_BYTES,
 };
 use strata_io::Storage;
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
@@ -120,7 +121,10 @@ impl MemoryEngine {
             map: RwLock::new(map),
             snapshot_lock: Mutex::new(()),
             wal_bytes_since_snapshot: AtomicU64::new(replayed_bytes),
-            snapshot_min_wal_bytes: config.wal_segment_bytes.unwrap_or(64 << 20).max(64 << 10),
+            snapshot_min_wal_bytes: config
+                .wal_segment_bytes
+                .unwrap_or(LARGEST_DEFAULT_WAL_SEGMENT_BYTES)
+                .max(64 << 10),
             counters: Counters::default(),
         };
         inner.counters.records_replayed.store(report.records_replayed, Relaxed);

@@ -67,20 +67,19 @@ pub struct EngineConfig {
     pub engine_options: Vec<(String, String)>,
 }
 
+/// The largest WAL segment a budget gets by default (from a 256 MiB budget up), and the log
+/// distance that engines whose own triggers must not follow a small budget's segment keep by
+/// default (memory's snapshot floor, f2's checkpoint distance).
+pub const LARGEST_DEFAULT_WAL_SEGMENT_BYTES: u64 = 64 << 20;
+
 /// The WAL segment size a budget gets when none is set: a quarter of the budget, in whole MiB,
-/// within 1–64 MiB. A segment is preallocated and up to two spare ones are kept for reuse, so a
-/// fixed 64 MiB would be several times the data of a small store; a quarter of the budget keeps
-/// the log's files in proportion to the memory whose contents they protect.
-pub const fn wal_segment_bytes_for_budget(memory_budget_bytes: u64) -> u64 {
+/// within 1 MiB..=[`LARGEST_DEFAULT_WAL_SEGMENT_BYTES`]. A segment is preallocated and up to two
+/// spare ones are kept for reuse, so a fixed 64 MiB would be several times the data of a small
+/// store; a quarter of the budget keeps the log's files in proportion to the memory whose
+/// contents they protect.
+pub fn wal_segment_bytes_for_budget(memory_budget_bytes: u64) -> u64 {
     const MIB: u64 = 1 << 20;
-    let quarter_mib = memory_budget_bytes / 4 / MIB * MIB;
-    if quarter_mib < MIB {
-        MIB
-    } else if quarter_mib > 64 * MIB {
-        64 * MIB
-    } else {
-        quarter_mib
-    }
+    (memory_budget_bytes / 4 / MIB * MIB).clamp(MIB, LARGEST_DEFAULT_WAL_SEGMENT_BYTES)
 }
 
 impl EngineConfig {

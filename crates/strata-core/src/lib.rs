@@ -17,8 +17,8 @@ pub use batch::{BatchOp, WriteBatch};
 pub use capabilities::{Capabilities, Maintenance, MaintenanceTask, NoMaintenance};
 pub use columnar::{Column, ColumnarTable, Projection, RowEncodedTable, Schema};
 pub use engine::{
-    bulk_load_by_writes, Durability, Engine, EngineConfig, KvIter, Limits, RecoveryMode, VerifyReport,
-    BULK_LOAD_BATCH_BYTES,
+    bulk_load_by_writes, wal_segment_bytes_for_budget, Durability, Engine, EngineConfig, KvIter, Limits,
+    RecoveryMode, VerifyReport, BULK_LOAD_BATCH_BYTES, LARGEST_DEFAULT_WAL_SEGMENT_BYTES,
 };
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
