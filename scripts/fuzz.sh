@@ -24,7 +24,8 @@ for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
     echo "fuzz: $t for ${seconds}s"
     if ! cargo +nightly fuzz run -O "$t" "corpus/$t" -- -max_total_time="$seconds" >"$log" 2>&1; then
-        tail -n 60 "$log" >&2
+        # The whole log: the panic message stands before the stack trace, far from the end.
+        cat "$log" >&2
         echo "fuzz: target $t failed; reproducer under fuzz/artifacts/$t/" >&2
         exit 1
     fi
