@@ -218,10 +218,17 @@ impl<T> ApplyOrder<T> {
         LogGuard { order: self, _log: self.log.lock() }
     }
 
-    /// Waits until `pending` is applied, or will never be (the order stopped at or before it).
-    pub fn wait_done(&self, pending: PendingWrite) {
+    /// Waits until `pending` is applied (`Ok`), or will never be: the order stopped at or before
+    /// it, and the error is that refusal.
+    pub fn wait_done(&self, pending: PendingWrite) -> Result<()> {
         let mut state = self.state.lock();
-        while state.turn <= pending.0 && state.refusal(pending.0).is_none() {
+        loop {
+            if state.turn > pending.0 {
+                return Ok(());
+            }
+            if let Some(refused) = state.refusal(pending.0) {
+                return Err(refused);
+            }
             state = self.park(state, pending.0);
         }
     }

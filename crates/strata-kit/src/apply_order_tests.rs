@@ -265,7 +265,7 @@ fn an_rmw_finds_the_pending_write_of_its_key_and_waits_for_it() {
         let (done, waited) = mpsc::channel();
         let order = &order;
         scope.spawn(move || {
-            order.wait_done(pending);
+            order.wait_done(pending).unwrap();
             done.send(()).unwrap();
         });
         finish_ok(first, &runs).unwrap();
@@ -276,7 +276,8 @@ fn an_rmw_finds_the_pending_write_of_its_key_and_waits_for_it() {
     assert!(order.lock_log().pending_write_of(b"k").is_none());
     let pending_other = order.lock_log().pending_write_of(b"other").unwrap();
     assert!(other.finish(Err(Error::invalid("failed")), &NOTHING_ACCEPTED, &mut recording(&runs)).is_err());
-    order.wait_done(pending_other); // returns: the order stopped at it
+    // Returns the refusal: the order stopped at it.
+    assert!(matches!(order.wait_done(pending_other), Err(Error::Poisoned(_))));
 }
 
 /// A batch wider than `WIDE_BATCH_OPS` is pending for every key.

@@ -164,14 +164,10 @@ impl LoggedWrites {
             // A write of the key logged but not applied yet: the structure does not show it.
             if let Some(pending) = log.pending_write_of(key) {
                 drop(log);
-                self.order.wait_done(pending);
+                // A write that will never be applied leaves the key's value unknown; when its
+                // apply panicked no writer saw an error to poison with, so this one does.
+                self.order.wait_done(pending).map_err(|e| self.poison(e))?;
                 self.check_usable()?;
-                if self.order.is_stopped() {
-                    // The write it waited for will never be applied (its apply panicked: no
-                    // writer saw an error to poison with), so the key's current value is unknown.
-                    let cause = "a write logged before this rmw was never applied";
-                    return Err(self.poison(Error::Poisoned(cause.to_string())));
-                }
                 continue;
             }
             let Current::Value(current) = read.current() else { continue };
