@@ -176,6 +176,15 @@ impl<'t> Runner<'t> {
         self.history.push(format!("#{:<5} {op}", self.next_op_index));
         self.next_op_index += 1;
         self.report.ops += 1;
+        let result = self.exec_unrecorded(op);
+        if let Err(failed @ ExecError::Engine { .. }) = &result {
+            // Which calls failed is what a fault check's report needs to be read at all.
+            self.history.push(format!("         -> {}", failed.describe()));
+        }
+        result
+    }
+
+    fn exec_unrecorded(&mut self, op: &Op) -> Result<(), ExecError> {
         match op {
             Op::Get { key } => self.get(key),
             Op::Put { .. } | Op::Delete { .. } | Op::Batch { .. } | Op::Rmw { .. } => self.write(op),
