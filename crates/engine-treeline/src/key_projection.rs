@@ -46,6 +46,21 @@ impl KeyMap {
             u64::MAX
         }
     }
+
+    /// The projection bound for the keys below `key`: every key `k < key` maps below it
+    /// (`None`: some may map to `u64::MAX`). It is `project(key)` only when `key` is the
+    /// smallest key with that projection (its fence); a longer key, or one with trailing zero
+    /// bytes, has smaller keys mapping to its own projection, so the bound is one more. (Bounding
+    /// by `project(key)` alone makes a range of keys that share their 8 projected bytes empty.)
+    pub fn project_upper_exclusive(&self, key: &[u8]) -> Option<u64> {
+        let projection = self.project(key);
+        // Projection 0 is shared with every key below the prefix (clamped to 0).
+        let is_fence = key.starts_with(&self.prefix) && key == fence_for_projection(&self.prefix, projection);
+        if projection > 0 && is_fence {
+            return Some(projection);
+        }
+        projection.checked_add(1)
+    }
 }
 
 /// Length of the longest common prefix of `a` and `b`.
@@ -85,6 +100,46 @@ pub fn fence_for_projection(prefix: &[u8], x: u64) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    /// Every key below a bound maps below its `project_upper_exclusive`, and the bound is tight:
+    /// a fence bounds exactly, keys sharing their 8 projected bytes (the hex keys of the
+    /// forecasting test) make a non-empty range.
+    #[test]
+    fn keys_below_a_key_map_below_its_upper_bound() {
+        let map = KeyMap::new(b"user:");
+        let mut keys: Vec<Vec<u8>> = [
+            &b""[..],
+            b"a",
+            b"user",
+            b"user:",
+            b"user:\x00",
+            b"user:ab",
+            b"user:ab\x00",
+            b"user:abcdefgh",
+            b"user:abcdefgh\x00",
+            b"user:abcdefghij",
+            b"user:abcdefgi",
+            b"user:\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"user:\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+            b"user;",
+            b"v",
+        ]
+        .iter()
+        .map(|k| k.to_vec())
+        .collect();
+        keys.sort();
+        for (i, bound) in keys.iter().enumerate() {
+            let upper = map.project_upper_exclusive(bound);
+            for below in &keys[..i] {
+                assert!(upper.is_none_or(|u| map.project(below) < u), "{below:?} < {bound:?}");
+            }
+        }
+        assert_eq!(map.project_upper_exclusive(b"user:ab"), Some(0x6162_0000_0000_0000));
+        assert_eq!(map.project_upper_exclusive(b"user:ab\x00"), Some(0x6162_0000_0000_0001));
+        assert_eq!(map.project_upper_exclusive(b"user:abcdefghij"), Some(map.project(b"user:abcdefgh") + 1));
+        assert_eq!(map.project_upper_exclusive(b"zzz"), None);
+        assert_eq!(map.project_upper_exclusive(b"aaa"), Some(1), "keys below the prefix map to 0");
+    }
+
     #[test]
     fn key_map_skips_the_prefix_and_clamps_keys_outside_it() {
         let map = KeyMap::new(b"user:");

@@ -44,7 +44,8 @@ pub struct TreelineOptions {
     /// Histogram partitions *b*; default a fifth of the epoch (the paper's 20,000 for 100,000),
     /// at most 2^20. The reservoir sample holds `10·b` keys.
     pub forecast_partitions: Option<usize>,
-    /// Epochs ahead a reorganization leaves room for (the paper's *f*, 100).
+    /// Most epochs of forecast inserts a reorganization leaves room for (the paper's *f*, 100);
+    /// fewer while the forecaster has completed fewer epochs (`store/forecast_room.rs`).
     pub forecast_future_epochs: u32,
     /// WAL growth that triggers a checkpoint; default the record cache size (at least 256 KiB),
     /// so replaying the log after a crash refills about one cache.

@@ -103,7 +103,7 @@ impl Forecaster {
 
     /// `forecast` over the keys `lower .. upper_exclusive` (through the key map).
     pub fn forecast_keys(&self, lower: &[u8], upper_exclusive: Option<&[u8]>, epochs_ahead: u32) -> f64 {
-        let upper = upper_exclusive.map(|u| self.key_map.project(u));
+        let upper = upper_exclusive.and_then(|u| self.key_map.project_upper_exclusive(u));
         self.forecast(self.key_map.project(lower), upper, epochs_ahead)
     }
 

@@ -126,7 +126,7 @@ impl Store {
             // An I/O error poisons the store: the failed call's reserved slots are lost to the
             // free list, and one at the end of the file would make the next checkpoint store a
             // data end past the file. Reopening recovers the empty checkpoint.
-            let built = self.maintain(|| self.build_post_segments(maint, &lower, upper, &chunk))?;
+            let built = self.maintain(|| self.build_post_segments(maint, &lower, upper, &chunk, false))?;
             written.extend(self.maintain(|| self.write_post_segments(maint, built))?);
             loaded += chunk.len() as u64;
             lower = upper.map(<[u8]>::to_vec).unwrap_or_default();

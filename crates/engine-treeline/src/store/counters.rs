@@ -20,7 +20,7 @@ pub struct Counters {
     pub post_segments_written: AtomicU64,
     /// Post segments of more than one page (page grouping at work).
     pub multi_page_segments_written: AtomicU64,
-    /// Reorganizations whose goal the insert forecast lowered.
+    /// Planned segments given room for forecast inserts (planned again at a lowered goal).
     pub forecast_lowered_goals: AtomicU64,
     pub checkpoints: AtomicU64,
     /// Pages scans read (base and overflow).

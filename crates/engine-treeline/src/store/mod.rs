@@ -12,6 +12,7 @@ mod bulk_load;
 mod checkpoint;
 mod counters;
 mod eviction;
+mod forecast_room;
 mod reads;
 mod reorg;
 mod scan;

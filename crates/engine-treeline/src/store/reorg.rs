@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use strata_core::{Durability, Error, Key, Result, Value};
 
+use super::forecast_room::InsertOutlook;
 use super::{Counters, MaintState, Store};
 use crate::forecast::{epsilon_for, goal_for};
 use crate::free_space::{PageId, SegmentSlot};
@@ -27,6 +28,29 @@ pub(super) struct BuiltSegment {
     plan: SegmentPlan,
     base: Vec<Page>,
     overflow: Vec<Option<Page>>,
+}
+
+/// The key range and records a reorganization plans segments over.
+struct SegmentBounds<'a> {
+    lower: &'a [u8],
+    upper: Option<&'a [u8]>,
+    records: &'a [(Key, Value)],
+    projections: &'a [u64],
+}
+
+impl<'a> SegmentBounds<'a> {
+    /// The keys planned segment `i` of `plans` covers: from its first record (the range's lower
+    /// bound for the first) to the next segment's first record (the range's upper bound for the
+    /// last).
+    fn of(&self, plans: &[SegmentPlan], i: usize) -> (&'a [u8], Option<&'a [u8]>) {
+        let first_key = |plan: &SegmentPlan| self.records.get(plan.first_index).map(|(k, _)| k.as_slice());
+        let lower = if i == 0 { self.lower } else { plans.get(i).and_then(first_key).unwrap_or(self.lower) };
+        let upper = match plans.get(i + 1) {
+            Some(next) => first_key(next),
+            None => self.upper,
+        };
+        (lower, upper)
+    }
 }
 
 /// Goal, error bound and count cap of one reorganization.
@@ -67,7 +91,7 @@ impl Store {
         }
         let records = self.reorganization_set(maint, &pre, &pending)?;
         // Phases II and III.
-        let built = self.build_post_segments(maint, &lower, upper.as_deref(), &records)?;
+        let built = self.build_post_segments(maint, &lower, upper.as_deref(), &records, true)?;
         let post = self.write_post_segments(maint, built)?;
         // Phase IV: the index swap (readers of pre segments finish first: they hold the lock).
         {
@@ -202,16 +226,8 @@ impl Store {
     }
 
     /// The goal (from the knob or 70% of what fits a page at the set's average record size), its
-    /// ε (the knob's, or half the room the goal leaves) and the hard per-page record cap. With
-    /// forecasting, the goal is then lowered so that the records plus the inserts forecast for
-    /// the range fill the pages to it; ε stays (`Sizing::epsilon`).
-    fn sizing(
-        &self,
-        maint: &MaintState,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-        records: &[(Key, Value)],
-    ) -> Sizing {
+    /// ε (the knob's, or half the room the goal leaves) and the hard per-page record cap.
+    fn sizing(&self, lower: &[u8], upper: Option<&[u8]>, records: &[(Key, Value)]) -> Sizing {
         let prefix_len = self.model_prefix(lower, upper, records).len();
         let count = records.len().max(1);
         let record_bytes: usize =
@@ -222,36 +238,34 @@ impl Store {
         let cap = (usable / per_record).clamp(1, self.page_size.max_records());
         let goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
         let epsilon = self.options.epsilon.unwrap_or_else(|| epsilon_for(goal, cap));
-        let sizing = Sizing { goal, epsilon, max_records_per_page: cap };
-        if let Some(forecaster) = &maint.forecaster {
-            // The goal is the fill the pages should reach once the inserts forecast for the next
-            // `forecast_future_epochs` epochs arrive: spread the records over the pages that
-            // records plus forecast need at `goal`.
-            let epochs = self.options.forecast_future_epochs;
-            let forecast = forecaster.forecast_keys(lower, upper, epochs);
-            let forecast_goal = goal_for(records.len(), forecast, goal);
-            if forecast_goal < goal {
-                Counters::add(&self.counters.forecast_lowered_goals, 1);
-                return sizing.with_goal(forecast_goal);
-            }
-        }
-        sizing
+        Sizing { goal, epsilon, max_records_per_page: cap }
     }
 
-    /// Phases II/III in memory: plans segments and places the records on their pages. A page
-    /// whose records overflow its bytes gets an overflow page; if even that is full, the plan is
-    /// redone with half the goal (at goal 1 the cap is 1 record per page, which always fits).
+    /// Base and overflow pages the index references.
+    fn index_pages(&self) -> u64 {
+        let index = self.index.read();
+        index
+            .iter()
+            .map(|(_, e)| u64::from(e.pages) + e.overflow.iter().filter(|&&o| o != 0).count() as u64)
+            .sum()
+    }
+
+    /// Phases II/III in memory: plans segments (with `forecast`, room for forecast inserts where
+    /// `forecast_room.rs` finds some) and places the records on their pages. A page whose records overflow its
+    /// bytes gets an overflow page; if even that is full, the plan is redone with half the goal
+    /// (at goal 1 the cap is 1 record per page, which always fits).
     pub(super) fn build_post_segments(
         &self,
         maint: &mut MaintState,
         lower: &[u8],
         upper: Option<&[u8]>,
         records: &[(Key, Value)],
+        forecast: bool,
     ) -> Result<Vec<BuiltSegment>> {
         let prefix = self.model_prefix(lower, upper, records);
         let prefix_len = prefix.len();
         let projections: Vec<u64> = records.iter().map(|(k, _)| project(k, prefix_len)).collect();
-        let mut sizing = self.sizing(maint, lower, upper, records);
+        let mut sizing = self.sizing(lower, upper, records);
         loop {
             let config = PlanConfig {
                 goal: sizing.goal,
@@ -260,7 +274,17 @@ impl Store {
                 prefix_len: prefix_len as u16,
                 max_segment_pages: if self.options.page_grouping { 16 } else { 1 },
             };
-            let plans = plan_segments(&projections, config)?;
+            let mut plans = plan_segments(&projections, config)?;
+            let outlook = maint.forecaster.as_ref().filter(|_| forecast).and_then(|forecaster| {
+                // Pages are filled to about the goal (between it and the cap, less where room
+                // was left), so the store holds about its pages times the goal records.
+                let store_records = (self.index_pages() * sizing.goal as u64) as f64;
+                InsertOutlook::new(forecaster, store_records, self.options.forecast_future_epochs)
+            });
+            if let Some(outlook) = outlook {
+                let bounds = SegmentBounds { lower, upper, records, projections: &projections };
+                plans = self.with_forecast_room(plans, &outlook, &bounds, sizing, config)?;
+            }
             if let Some(built) = self.place_records(maint, &plans, records, lower, upper, prefix)? {
                 return Ok(built);
             }
@@ -276,6 +300,39 @@ impl Store {
                 sizing.max_records_per_page = 1;
             }
         }
+    }
+
+    /// Plans each segment that `outlook` forecasts excess inserts for again, on its own, at the
+    /// goal that leaves room for them; the others stay as planned.
+    fn with_forecast_room(
+        &self,
+        plans: Vec<SegmentPlan>,
+        outlook: &InsertOutlook<'_>,
+        bounds: &SegmentBounds<'_>,
+        sizing: Sizing,
+        config: PlanConfig,
+    ) -> Result<Vec<SegmentPlan>> {
+        let mut out = Vec::with_capacity(plans.len());
+        for (i, plan) in plans.iter().enumerate() {
+            let (lower, upper) = bounds.of(&plans, i);
+            let excess = outlook.excess_inserts(lower, upper, plan.record_count);
+            let goal = goal_for(plan.record_count, excess, sizing.goal);
+            let keys = bounds.projections.get(plan.first_index..plan.first_index + plan.record_count);
+            let (true, Some(keys)) = (goal < sizing.goal, keys) else {
+                out.push(*plan);
+                continue;
+            };
+            Counters::add(&self.counters.forecast_lowered_goals, 1);
+            let lowered = sizing.with_goal(goal);
+            let config = PlanConfig { goal, epsilon: lowered.epsilon, ..config };
+            let replanned = plan_segments(keys, config)?;
+            out.extend(
+                replanned
+                    .into_iter()
+                    .map(|p| SegmentPlan { first_index: p.first_index + plan.first_index, ..p }),
+            );
+        }
+        Ok(out)
     }
 
     /// Builds every planned segment's pages; `None` when some base and overflow page pair cannot
