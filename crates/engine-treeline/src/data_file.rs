@@ -132,6 +132,16 @@ impl DataFile {
     pub fn len_bytes(&self) -> Result<u64> {
         self.file.len()
     }
+
+    /// Gives the pages from `end` on back to the file system, if the file reaches past it. The
+    /// caller guarantees no page there is referenced by the index or by the durable checkpoint.
+    pub fn give_back_pages_from(&self, end: PageId) -> Result<()> {
+        let end_bytes = self.offset_of(end)?;
+        if self.file.len()? > end_bytes {
+            self.file.set_len(end_bytes)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

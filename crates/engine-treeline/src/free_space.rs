@@ -4,13 +4,17 @@
 //! id 1 and 0 can mean "no page" (docs/format/treeline.md). A *slot* is 1, 2, 4, 8 or 16
 //! contiguous pages, the space of one segment (or, with 1 page, an overflow page).
 //!
-//! Reorganization frees its pre segments (paper §4.5 Phase IV) and allocates post segments from
-//! the free list of the exact size class first (lowest page id first, so the file stays dense and
-//! allocation is deterministic), then by splitting the smallest larger free slot (the rest goes
-//! back as power-of-two pieces), and only then grows the file at its end. Free slots are not
-//! merged: segments come in few sizes and reorganizations reuse them.
+//! Reorganization frees its pre segments (paper §4.5 Phase IV). Free pages are kept as maximal
+//! *runs* of contiguous pages: a released slot merges with the free runs on either side, and a
+//! run that reaches the file's end moves the end down instead (the checkpoint then gives those
+//! pages back to the file system: `Store::checkpoint`). A slot is allocated from the smallest run
+//! that holds it (the lowest such run among equals, so the file stays dense and allocation is
+//! deterministic), its rest staying free, and only when no run is large enough from the file's
+//! end. Merging matters: reorganizations free slots of every size, and a store filled by puts
+//! frees thousands of small ones that, never merged, could not take the 8- and 16-page segments
+//! planned later, so the file grew at its end while 30% of it was free.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{Error, Result};
 
@@ -52,22 +56,21 @@ impl SegmentSlot {
         self.first_page + u64::from(self.pages)
     }
 
+    #[cfg(test)]
     fn overlaps(&self, other: &SegmentSlot) -> bool {
         self.first_page < other.end() && other.first_page < self.end()
     }
 }
 
-fn class(pages: u8) -> Option<usize> {
-    SEGMENT_PAGE_COUNTS.iter().position(|&p| p == pages)
-}
-
-/// Free slots by size class over one data file, plus the file's end.
+/// Free runs over one data file, plus the file's end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FreeSpace {
     /// First page id past the end of the file.
     end: PageId,
-    /// `free[c]`: first page ids of the free slots of `SEGMENT_PAGE_COUNTS[c]` pages.
-    free: [BTreeSet<PageId>; 5],
+    /// Free runs, first page → pages. Maximal (no two adjacent) and none reaches `end`.
+    runs: BTreeMap<PageId, u64>,
+    /// The same runs by (pages, first page): the smallest run that fits, lowest first.
+    by_size: BTreeSet<(u64, PageId)>,
 }
 
 impl Default for FreeSpace {
@@ -79,13 +82,13 @@ impl Default for FreeSpace {
 impl FreeSpace {
     /// An empty file (only the reserved header page).
     pub fn new() -> FreeSpace {
-        FreeSpace { end: RESERVED_PAGES, free: Default::default() }
+        FreeSpace::with_end(RESERVED_PAGES)
     }
 
-    /// A file of `end` pages (as found by recovery), with no free slots yet; recovery then
-    /// [`release`](FreeSpace::release)s the slots of invalidated segments.
+    /// A file of `end` pages (as found by recovery), with no free pages yet; recovery then
+    /// [`release_run`](FreeSpace::release_run)s the pages no segment holds.
     pub fn with_end(end: PageId) -> FreeSpace {
-        FreeSpace { end: end.max(RESERVED_PAGES), free: Default::default() }
+        FreeSpace { end: end.max(RESERVED_PAGES), runs: BTreeMap::new(), by_size: BTreeSet::new() }
     }
 
     /// First page id past the end of the file.
@@ -93,69 +96,96 @@ impl FreeSpace {
         self.end
     }
 
-    /// Free slots of `pages` pages.
-    pub fn free_slots(&self, pages: u8) -> usize {
-        class(pages).and_then(|c| self.free.get(c)).map_or(0, BTreeSet::len)
+    /// Free runs (maximal runs of contiguous free pages below the end).
+    pub fn free_runs(&self) -> usize {
+        self.runs.len()
     }
 
-    /// Total pages in free slots.
+    /// Total free pages below the end.
     pub fn free_pages(&self) -> u64 {
-        SEGMENT_PAGE_COUNTS.iter().zip(&self.free).map(|(&p, set)| u64::from(p) * set.len() as u64).sum()
+        self.runs.values().sum()
     }
 
-    /// A slot of `pages` (1, 2, 4, 8, 16) pages: reused exactly, split from a larger free slot,
-    /// or appended at the file's end.
+    /// A slot of `pages` (1, 2, 4, 8, 16) pages: the head of the smallest free run that holds
+    /// it, or appended at the file's end.
     pub fn allocate(&mut self, pages: u8) -> Result<SegmentSlot> {
-        let c = class(pages).ok_or_else(|| Error::invalid(format!("treeline slot of {pages} pages")))?;
-        if let Some(first) = self.free.get_mut(c).and_then(BTreeSet::pop_first) {
-            return Ok(SegmentSlot { first_page: first, pages });
+        if !SEGMENT_PAGE_COUNTS.contains(&pages) {
+            return Err(Error::invalid(format!("treeline slot of {pages} pages")));
         }
-        for larger in c + 1..SEGMENT_PAGE_COUNTS.len() {
-            if let Some(first) = self.free.get_mut(larger).and_then(BTreeSet::pop_first) {
-                // Keep the head, return the tail as halves: 16 → used 2 + free 2, 4, 8.
-                for piece in c..larger {
-                    let size = SEGMENT_PAGE_COUNTS.get(piece).copied().unwrap_or(1);
-                    if let Some(set) = self.free.get_mut(piece) {
-                        set.insert(first + u64::from(size));
-                    }
-                }
-                return Ok(SegmentSlot { first_page: first, pages });
+        let wanted = u64::from(pages);
+        if let Some(&(run_pages, first)) = self.by_size.range((wanted, 0)..).next() {
+            self.remove_run(first, run_pages);
+            if run_pages > wanted {
+                self.insert_run(first + wanted, run_pages - wanted);
             }
+            return Ok(SegmentSlot { first_page: first, pages });
         }
         let first = self.end;
         self.end = first
-            .checked_add(u64::from(pages))
+            .checked_add(wanted)
             .ok_or_else(|| Error::invalid("treeline data file page ids exhausted"))?;
         Ok(SegmentSlot { first_page: first, pages })
     }
 
-    /// Returns a slot to its free list. Refused (nothing changes) if the page count is not a
+    /// Returns a slot to the free pages. Refused (nothing changes) if the page count is not a
     /// segment size, the slot reaches into the reserved pages or past the file's end, or it
-    /// overlaps a slot that is already free (a double free).
+    /// overlaps free pages (a double free).
     pub fn release(&mut self, slot: SegmentSlot) -> Result<()> {
-        let c = class(slot.pages)
-            .ok_or_else(|| Error::invalid(format!("treeline slot of {} pages", slot.pages)))?;
-        if slot.first_page < RESERVED_PAGES || slot.end() > self.end {
-            return Err(Error::invalid(format!("treeline slot {slot:?} is outside the data pages")));
+        if !SEGMENT_PAGE_COUNTS.contains(&slot.pages) {
+            return Err(Error::invalid(format!("treeline slot of {} pages", slot.pages)));
         }
-        if let Some(other) = self.overlapping_free(&slot) {
-            return Err(Error::invalid(format!("treeline slot {slot:?} overlaps free slot {other:?}")));
+        self.release_run(slot.first_page, u64::from(slot.pages))
+    }
+
+    /// Returns `pages` (>= 1) contiguous pages from `first` to the free pages, merged with the
+    /// free runs beside them; a run reaching the end moves the end down. Refused like `release`.
+    pub fn release_run(&mut self, first: PageId, pages: u64) -> Result<()> {
+        let end = first.checked_add(pages).filter(|_| pages > 0);
+        let Some(end) = end.filter(|&e| first >= RESERVED_PAGES && e <= self.end) else {
+            return Err(Error::invalid(format!(
+                "treeline pages {first}+{pages} are outside the data pages (end {})",
+                self.end
+            )));
+        };
+        if let Some((other, other_pages)) = self.overlapping_run(first, end) {
+            return Err(Error::invalid(format!(
+                "treeline pages {first}+{pages} overlap free pages {other}+{other_pages}"
+            )));
         }
-        if let Some(set) = self.free.get_mut(c) {
-            set.insert(slot.first_page);
+        let (mut first, mut end) = (first, end);
+        if let Some((&before, &before_pages)) = self.runs.range(..first).next_back() {
+            if before + before_pages == first {
+                self.remove_run(before, before_pages);
+                first = before;
+            }
+        }
+        if let Some(&after_pages) = self.runs.get(&end) {
+            self.remove_run(end, after_pages);
+            end += after_pages;
+        }
+        if end == self.end {
+            self.end = first;
+        } else {
+            self.insert_run(first, end - first);
         }
         Ok(())
     }
 
-    /// A free slot sharing a page with `slot`, if any. Free slots are at most 16 pages, so only
-    /// starts in `first − 15 .. end` can overlap.
-    fn overlapping_free(&self, slot: &SegmentSlot) -> Option<SegmentSlot> {
-        let from = slot.first_page.saturating_sub(15);
-        SEGMENT_PAGE_COUNTS.iter().zip(&self.free).find_map(|(&pages, set)| {
-            set.range(from..slot.end())
-                .map(|&first_page| SegmentSlot { first_page, pages })
-                .find(|free| free.overlaps(slot))
-        })
+    /// A free run sharing a page with `first .. end`, if any.
+    fn overlapping_run(&self, first: PageId, end: PageId) -> Option<(PageId, u64)> {
+        let before = self.runs.range(..=first).next_back().filter(|(&f, &p)| f + p > first);
+        let inside = self.runs.range(first..end).next();
+        before.or(inside).map(|(&f, &p)| (f, p))
+    }
+
+    fn insert_run(&mut self, first: PageId, pages: u64) {
+        self.runs.insert(first, pages);
+        self.by_size.insert((pages, first));
+    }
+
+    fn remove_run(&mut self, first: PageId, pages: u64) {
+        self.runs.remove(&first);
+        self.by_size.remove(&(pages, first));
     }
 }
 
@@ -176,33 +206,55 @@ mod tests {
     }
 
     #[test]
-    fn grows_then_reuses_exact_class_lowest_first() {
+    fn grows_then_reuses_the_smallest_run_lowest_first() {
         let mut fs = FreeSpace::new();
         let a = fs.allocate(4).unwrap();
         let b = fs.allocate(1).unwrap();
         let c = fs.allocate(4).unwrap();
-        assert_eq!((a.first_page, b.first_page, c.first_page, fs.end()), (1, 5, 6, 10));
+        let d = fs.allocate(1).unwrap();
+        assert_eq!((a.first_page, b.first_page, c.first_page, d.first_page, fs.end()), (1, 5, 6, 10, 11));
         fs.release(c).unwrap();
         fs.release(a).unwrap();
-        assert_eq!(fs.free_pages(), 8);
+        assert_eq!((fs.free_pages(), fs.free_runs()), (8, 2));
         assert_eq!(fs.allocate(4).unwrap(), a, "lowest id first");
-        assert_eq!(fs.allocate(4).unwrap(), c);
-        assert_eq!(fs.allocate(4).unwrap().first_page, 10, "then growth");
+        assert_eq!(fs.allocate(2).unwrap().first_page, 6, "the head of a larger run");
+        assert_eq!(fs.allocate(2).unwrap().first_page, 8, "its rest");
+        assert_eq!(fs.allocate(4).unwrap().first_page, 11, "then growth");
+    }
+
+    /// Released neighbours merge into one run that takes a larger slot; a run reaching the end
+    /// moves the end down (those pages go back to the file system at the next checkpoint).
+    #[test]
+    fn neighbours_merge_and_the_tail_is_given_back() {
+        let mut fs = FreeSpace::new();
+        let slots: Vec<SegmentSlot> = (0..8).map(|_| fs.allocate(2).unwrap()).collect();
+        let tail = fs.allocate(1).unwrap();
+        for slot in &slots[..4] {
+            fs.release(*slot).unwrap();
+        }
+        assert_eq!((fs.free_pages(), fs.free_runs()), (8, 1));
+        assert_eq!(fs.allocate(8).unwrap().first_page, 1, "four 2-page slots make one 8-page slot");
+        fs.release(slots[7]).unwrap();
+        fs.release(tail).unwrap();
+        assert_eq!((fs.end(), fs.free_pages()), (slots[7].first_page, 0), "the tail run moved the end");
+        fs.release(slots[5]).unwrap();
+        fs.release(slots[6]).unwrap();
+        assert_eq!(fs.end(), slots[5].first_page);
+        assert_eq!(fs.free_runs(), 0);
     }
 
     #[test]
-    fn splits_a_larger_slot_before_growing() {
+    fn splits_a_larger_run_before_growing() {
         let mut fs = FreeSpace::new();
         let big = fs.allocate(16).unwrap();
+        let _keep_the_end = fs.allocate(1).unwrap();
         fs.release(big).unwrap();
-        let s = fs.allocate(2).unwrap();
-        assert_eq!(s, SegmentSlot { first_page: 1, pages: 2 });
-        assert_eq!((fs.free_slots(2), fs.free_slots(4), fs.free_slots(8), fs.free_slots(16)), (1, 1, 1, 0));
+        assert_eq!(fs.allocate(2).unwrap(), SegmentSlot { first_page: 1, pages: 2 });
         assert_eq!(fs.free_pages(), 14);
-        assert_eq!(fs.allocate(8).unwrap().first_page, 9);
-        assert_eq!(fs.allocate(4).unwrap().first_page, 5);
-        assert_eq!(fs.allocate(2).unwrap().first_page, 3);
-        assert_eq!(fs.end(), 17, "no growth needed");
+        assert_eq!(fs.allocate(8).unwrap().first_page, 3);
+        assert_eq!(fs.allocate(4).unwrap().first_page, 11);
+        assert_eq!(fs.allocate(2).unwrap().first_page, 15);
+        assert_eq!(fs.end(), 18, "no growth needed");
     }
 
     #[test]
@@ -212,12 +264,14 @@ mod tests {
         assert!(fs.release(SegmentSlot { first_page: 0, pages: 1 }).is_err(), "reserved page");
         assert!(fs.release(SegmentSlot { first_page: 18, pages: 4 }).is_err(), "past the end");
         assert!(fs.release(SegmentSlot { first_page: 4, pages: 5 }).is_err());
+        assert!(fs.release_run(4, 0).is_err(), "no pages");
         fs.release(SegmentSlot { first_page: 4, pages: 8 }).unwrap();
         assert!(fs.release(SegmentSlot { first_page: 4, pages: 8 }).is_err(), "double free");
         assert!(fs.release(SegmentSlot { first_page: 11, pages: 2 }).is_err(), "overlaps the tail");
         assert!(fs.release(SegmentSlot { first_page: 2, pages: 4 }).is_err(), "overlaps the head");
         fs.release(SegmentSlot { first_page: 12, pages: 4 }).unwrap();
-        assert_eq!(fs.free_pages(), 12);
+        assert_eq!((fs.free_pages(), fs.free_runs()), (12, 1));
+        assert_eq!(fs.end(), 20);
     }
 
     proptest! {

@@ -26,8 +26,10 @@ impl Store {
     ///    durable up to it. 2. Write back the dirty records `sweep` names (batched). 3. Sync the
     ///    data file. 4. The replay lsn: the oldest lsn still dirty in the cache, at most
     ///    `cut_lsn + 1` — every record whose last write is older is in the synced pages.
-    ///    5. Store the checkpoint file (index, replay lsn, the next generation) atomically.
-    ///    6. Slots freed since the last checkpoint become reusable; the double-write area starts
+    ///    5. Release the slots freed since the last checkpoint (merged with the free pages beside
+    ///    them; a free run at the file's end moves the end down); store the checkpoint file
+    ///    (index, replay lsn, that data end, the next generation) atomically.
+    ///    6. Cut the data file at its end; the double-write area starts
     ///    the new generation; the forecaster's key map follows the index's key prefix and its
     ///    histograms are stored (`treeline-forecast`) when they changed.
     ///    7. Release the WAL before the replay lsn.
@@ -47,6 +49,13 @@ impl Store {
         self.write_back_older_than(maint, below_lsn)?;
         self.data.sync()?;
         let replay_from_lsn = self.cache.lock().min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1));
+        // Slots freed since the last checkpoint are in no index from this one on: release them
+        // now (merged with their free neighbours; a free run at the file's end moves the end
+        // down), so the end this checkpoint stores is the one after them. Nothing allocates
+        // before it is stored (`maint` is held; a failure poisons the store).
+        for slot in maint.freed_since_checkpoint.drain(..) {
+            maint.free.release(slot)?;
+        }
         let generation = maint.generation + 1;
         let checkpoint = Checkpoint {
             generation,
@@ -60,9 +69,9 @@ impl Store {
         maint.generation = generation;
         maint.checkpoint_production_id = maint.next_production_id;
         maint.last_cut_lsn = cut_lsn;
-        for slot in maint.freed_since_checkpoint.drain(..) {
-            maint.free.release(slot)?;
-        }
+        // The file still holds every page the previous checkpoint references; from here on the
+        // one just stored is the recovery point, and no page at or past its end is in its index.
+        self.data.give_back_pages_from(maint.free.end())?;
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
         self.store_forecasts(maint, &checkpoint)?;

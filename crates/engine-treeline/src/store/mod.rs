@@ -369,7 +369,7 @@ fn restore_double_written_pages(
 }
 
 /// The data file holds every page below the checkpoint's end: the pages were synced before the
-/// checkpoint was written, and the file never shrinks. A larger end is a damaged checkpoint (and
+/// checkpoint was written, and the file is cut only at the end of a checkpoint already stored. A larger end is a damaged checkpoint (and
 /// would make the free list of billions of pages that are not there: the `treeline_checkpoint`
 /// fuzz target ran out of memory on one).
 fn check_data_end(checkpoint: &Checkpoint, data: &DataFile) -> Result<()> {
@@ -388,8 +388,7 @@ fn check_data_end(checkpoint: &Checkpoint, data: &DataFile) -> Result<()> {
     Ok(())
 }
 
-/// Free slots: the pages below the checkpoint's end that its index does not reference, in
-/// power-of-two pieces. Two segments sharing a page is corruption of the checkpoint.
+/// Free pages: the runs below the checkpoint's end that its index does not reference. Two segments sharing a page is corruption of the checkpoint.
 fn derive_free_space(checkpoint: &Checkpoint) -> Result<FreeSpace> {
     let mut used = BTreeSet::new();
     for id in checkpoint.index.used_pages() {
@@ -409,10 +408,8 @@ fn derive_free_space(checkpoint: &Checkpoint) -> Result<FreeSpace> {
             continue;
         }
         let run_end = used.range(page..).next().copied().unwrap_or(checkpoint.data_end_page);
-        let pieces = [16u8, 8, 4, 2, 1];
-        let pages = pieces.into_iter().find(|&p| page + u64::from(p) <= run_end).unwrap_or(1);
-        free.release(SegmentSlot { first_page: page, pages })?;
-        page += u64::from(pages);
+        free.release_run(page, run_end - page)?;
+        page = run_end;
     }
     Ok(free)
 }
