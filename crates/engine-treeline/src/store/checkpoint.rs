@@ -72,6 +72,8 @@ impl Store {
         // The file still holds every page the previous checkpoint references; from here on the
         // one just stored is the recovery point, and no page at or past its end is in its index.
         self.data.give_back_pages_from(maint.free.end())?;
+        let data_bytes = maint.free.end() * self.page_size.bytes() as u64;
+        self.checkpoint_wal_bytes.store(self.options.checkpoint_wal_bytes(&self.config, data_bytes), Relaxed);
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
         self.store_forecasts(maint, &checkpoint)?;
@@ -97,8 +99,9 @@ impl Store {
     /// Whether the WAL grew by `checkpoint_wal_bytes` or the double-write area by as much (at
     /// least 64 pages) since the last checkpoint.
     pub(crate) fn checkpoint_due(&self) -> bool {
-        let dwb_limit = self.checkpoint_wal_bytes.max(64 * self.page_size.bytes() as u64);
-        self.wal_bytes_since_checkpoint.load(Relaxed) >= self.checkpoint_wal_bytes
+        let distance = self.checkpoint_wal_bytes.load(Relaxed);
+        let dwb_limit = distance.max(64 * self.page_size.bytes() as u64);
+        self.wal_bytes_since_checkpoint.load(Relaxed) >= distance
             || self.double_write_bytes.load(Relaxed) >= dwb_limit
     }
 

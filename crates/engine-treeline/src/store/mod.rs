@@ -110,7 +110,8 @@ pub(crate) struct Store {
     /// reader that saw it unchanged across its page read may cache what it read.
     pub page_write_epoch: AtomicU64,
     pub wal_bytes_since_checkpoint: AtomicU64,
-    pub checkpoint_wal_bytes: u64,
+    /// The checkpoint distance, re-derived from the data file's size at every checkpoint.
+    pub checkpoint_wal_bytes: AtomicU64,
     /// The record cache capacity asked for (the budget may leave less; `effective_cache_bytes`).
     pub record_cache_bytes: AtomicU64,
     pub index_memory_bytes: AtomicU64,
@@ -149,6 +150,7 @@ impl Store {
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
         let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &mut cache)?;
         let index_memory_bytes = checkpoint.index.memory_bytes();
+        let data_bytes = free.end() * checkpoint.page_size.bytes() as u64;
         let store = Store {
             page_size: checkpoint.page_size,
             data,
@@ -172,7 +174,7 @@ impl Store {
             cache: Mutex::new(cache),
             page_write_epoch: AtomicU64::new(0),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
-            checkpoint_wal_bytes: options.checkpoint_wal_bytes(config),
+            checkpoint_wal_bytes: AtomicU64::new(options.checkpoint_wal_bytes(config, data_bytes)),
             record_cache_bytes: AtomicU64::new(cache_bytes),
             index_memory_bytes: AtomicU64::new(index_memory_bytes),
             double_write_bytes: AtomicU64::new(0),
