@@ -251,9 +251,9 @@ impl Store {
     }
 
     /// Phases II/III in memory: plans segments (with `forecast`, room for forecast inserts where
-    /// `forecast_room.rs` finds some) and places the records on their pages. A page whose records overflow its
-    /// bytes gets an overflow page; if even that is full, the plan is redone with half the goal
-    /// (at goal 1 the cap is 1 record per page, which always fits).
+    /// `forecast_room.rs` finds some) and places the records on their pages. A page whose
+    /// records overflow its bytes gets an overflow page; if even that is full, the plan is
+    /// redone with half the goal (at goal 1 the cap is 1 record per page, which always fits).
     pub(super) fn build_post_segments(
         &self,
         maint: &mut MaintState,
@@ -317,8 +317,11 @@ impl Store {
             let (lower, upper) = bounds.of(&plans, i);
             let excess = outlook.excess_inserts(lower, upper, plan.record_count);
             let goal = goal_for(plan.record_count, excess, sizing.goal);
+            // Room means more pages: a goal lowered only as far as the records' own rounding (17
+            // records on 1 page "at goal 17") changes nothing.
+            let more_pages = plan.record_count.div_ceil(goal) > plan.record_count.div_ceil(sizing.goal);
             let keys = bounds.projections.get(plan.first_index..plan.first_index + plan.record_count);
-            let (true, Some(keys)) = (goal < sizing.goal, keys) else {
+            let (true, Some(keys)) = (more_pages, keys) else {
                 out.push(*plan);
                 continue;
             };
