@@ -150,6 +150,19 @@ impl TreelineOptions {
     }
 }
 
+/// The WAL segment size for checkpoint distance `distance_bytes`: a quarter of it in whole MiB
+/// (at least 1 MiB), at most the budget's default (`EngineConfig::effective_wal_segment_bytes`);
+/// `None` when the configuration sets the size. The log keeps about two distances plus the
+/// active segment and two recycled ones, so segments of a quarter distance keep it near 2.75
+/// distances where budget-sized ones (4 MiB at 16 MiB) made a 30 MB store's log 16 MB.
+pub fn wal_segment_bytes_for_distance(config: &EngineConfig, distance_bytes: u64) -> Option<u64> {
+    if config.wal_segment_bytes.is_some() {
+        return None;
+    }
+    let quarter_mib = (distance_bytes / 4).div_ceil(1 << 20).max(1);
+    Some((quarter_mib << 20).min(config.effective_wal_segment_bytes()))
+}
+
 /// Record cache sizes the budget allows: what is left after the buffer reserve.
 pub fn cache_range(config: &EngineConfig) -> std::ops::RangeInclusive<u64> {
     MIN_RECORD_CACHE_BYTES
@@ -164,6 +177,29 @@ pub fn parse_record_cache_bytes(config: &EngineConfig, value: &str) -> Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checkpoint_distance_and_wal_segments_follow_the_data() {
+        let config = EngineConfig { memory_budget_bytes: 16 << 20, ..EngineConfig::default() };
+        let options = TreelineOptions::from_config(&config).unwrap();
+        let mib = 1u64 << 20;
+        assert_eq!(options.checkpoint_wal_bytes(&config, 0), mib, "a new store: 1 MiB");
+        assert_eq!(options.checkpoint_wal_bytes(&config, 64 * mib), 4 * mib, "a sixteenth of the data");
+        assert_eq!(options.checkpoint_wal_bytes(&config, 1 << 40), 16 * mib, "at most the cache");
+        assert_eq!(wal_segment_bytes_for_distance(&config, mib), Some(mib));
+        assert_eq!(wal_segment_bytes_for_distance(&config, 12 * mib), Some(3 * mib));
+        assert_eq!(
+            wal_segment_bytes_for_distance(&config, 64 * mib),
+            Some(4 * mib),
+            "the budget's default caps it"
+        );
+        let set = EngineConfig { wal_segment_bytes: Some(8 * mib), ..config.clone() };
+        assert_eq!(wal_segment_bytes_for_distance(&set, mib), None, "a configured size stays");
+        let knob =
+            TreelineOptions::from_config(&config.clone().engine_option("checkpoint_wal_bytes", "5MiB"))
+                .unwrap();
+        assert_eq!(knob.checkpoint_wal_bytes(&config, 0), 5 * mib);
+    }
 
     #[test]
     fn knobs_are_read_and_unknown_ones_refused() {

@@ -86,6 +86,14 @@ impl SegmentWriter {
         }
     }
 
+    pub fn set_segment_bytes(&mut self, segment_bytes: u64) {
+        self.opts.segment_bytes = segment_bytes;
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        self.opts.segment_bytes
+    }
+
     /// Writes the WAL state file: the segments from `segments[keep_from..]` with their synced
     /// bytes, and `durable_lsn` (raised to the caller's `durable_lsn` first). Durable on return.
     fn store_state(&mut self, durable_lsn: Lsn, keep_from: usize) -> Result<()> {
@@ -302,6 +310,10 @@ impl SegmentWriter {
             Some(free) => {
                 self.counters.disk_bytes.fetch_sub(free.len_bytes, Relaxed);
                 let file = self.storage.open(&free.name, OpenOptions::existing())?;
+                // Kept under a larger segment size (`set_segment_bytes`): its tail is stale bytes.
+                if free.len_bytes > self.opts.segment_bytes {
+                    file.set_len(self.opts.segment_bytes)?;
+                }
                 self.allocate_what_fits(file.as_ref())?;
                 file.write_at(0, &start)?;
                 file.sync()?;

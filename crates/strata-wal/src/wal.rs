@@ -390,6 +390,23 @@ impl Wal {
         self.writer.lock().truncate_before(lsn, self.durable_lsn())
     }
 
+    /// Sizes the segments created from now on (the active one rolls over once it holds that
+    /// many bytes, or goes on to it if it was made smaller). For an engine whose log grows and
+    /// shrinks with its data: a segment sized at `open` for a small store would stay small (one
+    /// file and fsync per segment) as it grows, one sized for the budget makes a small store's
+    /// log several times its data. `.free` files larger than this are cut to it when reused and
+    /// not kept when released. Below [`MIN_SEGMENT_BYTES`](crate::MIN_SEGMENT_BYTES): refused.
+    pub fn set_segment_bytes(&self, segment_bytes: u64) -> Result<()> {
+        WalOptions { segment_bytes, ..self.opts.clone() }.validate()?;
+        self.writer.lock().set_segment_bytes(segment_bytes);
+        Ok(())
+    }
+
+    /// The size of segments created from now on.
+    pub fn segment_bytes(&self) -> u64 {
+        self.writer.lock().segment_bytes()
+    }
+
     /// The last lsn handed out, to a record or a durability marker; right after `open`, the last
     /// lsn the log accounts for (0 if none).
     pub fn last_lsn(&self) -> Lsn {

@@ -263,6 +263,45 @@ fn recycled_segments_left_from_an_earlier_run_are_reused() {
     assert_replayed_from(&replayed, &appended, last);
 }
 
+/// `Wal::set_segment_bytes` while open: segments started later roll over at the new size, the
+/// `.free` files kept under the old one are cut to it when reused, a size below the minimum is
+/// refused, and the log replays whole across the change.
+#[test]
+fn segments_take_a_size_set_while_open() {
+    let storage = mem();
+    let opts = WalOptions { recycle_segments: 2, ..small_opts(16 << 10) };
+    let (wal, _, _) = open(&storage, &opts, 1).unwrap();
+    let mut appended = Vec::new();
+    let mut append = |wal: &strata_wal::Wal, i: u64| {
+        let lsn = wal.append(&payload(i, MAX_PAYLOAD)).unwrap();
+        appended.push((lsn, payload(i, MAX_PAYLOAD)));
+    };
+    for i in 1..=400u64 {
+        append(&wal, i);
+    }
+    let synced = wal.sync().unwrap();
+    wal.truncate_before(synced).unwrap();
+    let big_free = free_names(storage.as_ref(), &opts);
+    assert_eq!(big_free.len(), 2);
+    assert!(big_free.iter().all(|n| read_file(storage.as_ref(), n).len() > 4096));
+    assert!(wal.set_segment_bytes(strata_wal::MIN_SEGMENT_BYTES - 1).is_err());
+    wal.set_segment_bytes(4096).unwrap();
+    assert_eq!(wal.segment_bytes(), 4096);
+    for i in 401..=800u64 {
+        append(&wal, i);
+    }
+    wal.sync().unwrap();
+    assert_eq!(wal.stats().segments_recycled, 2, "the kept files were reused");
+    let names = segment_names(storage.as_ref(), &opts);
+    let larger: Vec<&String> =
+        names.iter().filter(|n| read_file(storage.as_ref(), n).len() > 4096 + MAX_PAYLOAD).collect();
+    assert!(larger.len() <= 1, "only the segment active at the change may be larger: {larger:?}");
+    assert!(names.len() > 10, "4 KiB segments rolled over: {names:?}");
+    wal.close().unwrap();
+    let (_wal, _, replayed) = open(&storage, &opts, synced).unwrap();
+    assert_replayed_from(&replayed, &appended, synced);
+}
+
 #[test]
 fn a_replay_error_aborts_open() {
     let storage = mem();

@@ -72,8 +72,7 @@ impl Store {
         // The file still holds every page the previous checkpoint references; from here on the
         // one just stored is the recovery point, and no page at or past its end is in its index.
         self.data.give_back_pages_from(maint.free.end())?;
-        let data_bytes = maint.free.end() * self.page_size.bytes() as u64;
-        self.checkpoint_wal_bytes.store(self.options.checkpoint_wal_bytes(&self.config, data_bytes), Relaxed);
+        self.follow_data_size(maint.free.end())?;
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
         self.store_forecasts(maint, &checkpoint)?;
@@ -94,6 +93,18 @@ impl Store {
             maint.forecast_stored = Some(progress);
         }
         Ok(())
+    }
+
+    /// Re-derives the checkpoint distance from the data file's `data_pages`, and the WAL's
+    /// segment size from it (`options::wal_segment_bytes_for_distance`).
+    pub(crate) fn follow_data_size(&self, data_pages: u64) -> Result<()> {
+        let data_bytes = data_pages * self.page_size.bytes() as u64;
+        let distance = self.options.checkpoint_wal_bytes(&self.config, data_bytes);
+        self.checkpoint_wal_bytes.store(distance, Relaxed);
+        match crate::options::wal_segment_bytes_for_distance(&self.config, distance) {
+            Some(segment_bytes) => self.writes.wal().set_segment_bytes(segment_bytes),
+            None => Ok(()),
+        }
     }
 
     /// Whether the WAL grew by `checkpoint_wal_bytes` or the double-write area by as much (at

@@ -110,7 +110,8 @@ pub(crate) struct Store {
     /// reader that saw it unchanged across its page read may cache what it read.
     pub page_write_epoch: AtomicU64,
     pub wal_bytes_since_checkpoint: AtomicU64,
-    /// The checkpoint distance, re-derived from the data file's size at every checkpoint.
+    /// The checkpoint distance, re-derived from the data file's size at open and at every
+    /// checkpoint (`follow_data_size`).
     pub checkpoint_wal_bytes: AtomicU64,
     /// The record cache capacity asked for (the budget may leave less; `effective_cache_bytes`).
     pub record_cache_bytes: AtomicU64,
@@ -150,7 +151,7 @@ impl Store {
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
         let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &mut cache)?;
         let index_memory_bytes = checkpoint.index.memory_bytes();
-        let data_bytes = free.end() * checkpoint.page_size.bytes() as u64;
+        let data_pages = free.end();
         let store = Store {
             page_size: checkpoint.page_size,
             data,
@@ -174,7 +175,7 @@ impl Store {
             cache: Mutex::new(cache),
             page_write_epoch: AtomicU64::new(0),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
-            checkpoint_wal_bytes: AtomicU64::new(options.checkpoint_wal_bytes(config, data_bytes)),
+            checkpoint_wal_bytes: AtomicU64::new(0),
             record_cache_bytes: AtomicU64::new(cache_bytes),
             index_memory_bytes: AtomicU64::new(index_memory_bytes),
             double_write_bytes: AtomicU64::new(0),
@@ -186,6 +187,7 @@ impl Store {
         };
         store.counters.records_replayed_at_open.store(replayed.report.records_replayed, Relaxed);
         store.counters.pages_restored_at_open.store(restored, Relaxed);
+        store.follow_data_size(data_pages)?;
         let store = Arc::new(store);
         // 5. Bring the cache back under its capacity (write-backs need the open WAL).
         store.evict_while_over_capacity()?;
