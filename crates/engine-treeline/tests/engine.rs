@@ -92,15 +92,17 @@ fn write_back_overflow_reorganization_and_checkpoints_run_at_kit_sizes() {
 }
 
 /// Recovery after a power cut: the checkpoint's segments plus the WAL after it; in-place page
-/// writes torn by the crash are repaired from the double-write area.
+/// writes torn by the crash are repaired from the double-write area. Each process lifetime
+/// opens its own `booted` view: the crashed engine is forgotten, not dropped, so its write-back
+/// worker runs on, and through a shared view it renamed the next lifetime's WAL segments
+/// (regression: CI failed with "renaming treeline-wal-…025.log to …025.free: no such file").
 #[test]
 fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
     let sim = SimStorage::new(7);
-    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
     let mut model = BTreeMap::new();
     let mut restored = 0;
     for cycle in 0..12u64 {
-        let engine = open(storage.clone());
+        let engine = open(Arc::new(sim.booted()));
         check_all(&engine, &model);
         restored += counter(&engine, "pages_restored_at_open");
         workload(&engine, &mut model, 400, 100 + cycle);
@@ -108,7 +110,7 @@ fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
         sim.crash(CrashMode::Random);
         std::mem::forget(engine); // a crashed process runs no destructors
     }
-    let engine = open(storage);
+    let engine = open(Arc::new(sim.booted()));
     check_all(&engine, &model);
     engine.verify().unwrap();
     assert!(restored > 0, "no torn page was repaired in 12 crashes");
