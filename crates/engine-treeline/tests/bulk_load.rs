@@ -103,12 +103,15 @@ fn the_free_tail_of_the_data_file_is_given_back_at_a_checkpoint() {
 /// Regression (found by review): a page write that failed inside a bulk load left the slot it
 /// had reserved at the end of the data file unreleased and the store usable, so the next
 /// checkpoint (the close's) stored a data end past the file's last page, and every later open
-/// refused the store as corrupt. A failed page write now poisons the store: the close reports it,
-/// the reopen finds the empty checkpoint, and the load can be run again.
+/// refused the store as corrupt. A failed write now poisons the store: the close reports it, and
+/// the reopen finds the checkpoint before the load (empty; the load can be run again) or, when
+/// the failed write came after the load's checkpoint was stored (the double-write area's reset),
+/// the whole load. The segments go out in writes of up to 4 MiB, so 20,000 records (~14 MB) make
+/// several data writes before the checkpoint's.
 #[test]
-fn a_page_write_failing_in_a_bulk_load_leaves_a_store_that_reopens_empty() {
-    let records = records(5_000);
-    for after_writes in [0, 1, 2, 5, 10, 20] {
+fn a_write_failing_in_a_bulk_load_leaves_a_store_that_reopens_empty_or_whole() {
+    let records = records(20_000);
+    for after_writes in 0..6 {
         let sim = SimStorage::new(after_writes);
         let engine = open(Arc::new(sim.booted()));
         sim.inject(Fault::FailWrite { after_writes, kind: FaultKind::Enospc, sticky: false });
@@ -118,9 +121,13 @@ fn a_page_write_failing_in_a_bulk_load_leaves_a_store_that_reopens_empty() {
         let _ = engine.close();
         drop(engine);
         let engine = open(Arc::new(sim.booted()));
-        assert!(scan_all(&engine).is_empty(), "write {after_writes}: all or nothing");
-        assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 5_000);
-        assert_eq!(scan_all(&engine), records);
+        let found = scan_all(&engine);
+        assert!(found.is_empty() || found == records, "write {after_writes}: {} records", found.len());
+        if found.is_empty() {
+            assert_eq!(engine.bulk_load(&mut records.iter().cloned().map(Ok)).unwrap(), 20_000);
+            assert_eq!(scan_all(&engine), records);
+        }
+        engine.verify().unwrap();
         engine.close().unwrap();
     }
 }

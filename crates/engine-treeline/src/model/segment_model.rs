@@ -104,21 +104,64 @@ impl SegmentPlan {
 }
 
 /// Smallest projection `x >= base` with `page_for(x) >= page`, by binary search (page_for is
-/// monotone in `x`); `None` if even `u64::MAX` maps below `page`.
+/// monotone in `x`); `None` if even `u64::MAX` maps below `page`. The search is bracketed
+/// around the model's inverse (`base + (page − intercept) / slope`), which float rounding puts
+/// within a few units of the answer, by doubling steps from it: a few `page_for` calls instead
+/// of 64 per page (it was an eighth of a 1 KiB bulk load's CPU).
 fn first_projection_on_or_after(model: &SegmentModel, page: usize) -> Option<u64> {
     if model.page_for(u64::MAX) < page {
         return None;
     }
-    let (mut lo, mut hi) = (model.base, u64::MAX);
+    let reaches = |x: u64| model.page_for(x) >= page;
+    // Invariant: `reaches(hi)`, and no x in `base .. lo` reaches.
+    let (mut lo, mut hi) = bracket(model, page, &reaches);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if model.page_for(mid) >= page {
+        if reaches(mid) {
             hi = mid;
         } else {
             lo = mid + 1;
         }
     }
     Some(lo)
+}
+
+/// `(lo, hi)` with `reaches(hi)` and no `x` in `base .. lo` reaching: from the inverse guess,
+/// steps of 1, 2, 4, .. down (while the guess reaches) or up (while it does not).
+fn bracket(model: &SegmentModel, page: usize, reaches: &dyn Fn(u64) -> bool) -> (u64, u64) {
+    let guess = inverse_guess(model, page);
+    let mut step = 1u64;
+    if reaches(guess) {
+        let mut hi = guess;
+        loop {
+            let below = hi.saturating_sub(step).max(model.base);
+            if below == hi || !reaches(below) {
+                return (if below == hi { hi } else { below + 1 }, hi);
+            }
+            hi = below;
+            step = step.saturating_mul(2);
+        }
+    }
+    let mut lo = guess;
+    loop {
+        let above = lo.saturating_add(step);
+        if reaches(above) {
+            return (lo + 1, above);
+        }
+        lo = above;
+        step = step.saturating_mul(2);
+    }
+}
+
+/// `base + (page − intercept) / slope`, clamped to `base ..= u64::MAX` (the base itself when the
+/// slope is 0 or the numbers are not finite).
+fn inverse_guess(model: &SegmentModel, page: usize) -> u64 {
+    let offset = (page as f64 - model.intercept) / model.slope;
+    if !offset.is_finite() || offset <= 0.0 {
+        return model.base;
+    }
+    // `as` saturates at u64::MAX.
+    model.base.saturating_add(offset as u64)
 }
 
 /// TreeLine's reorganization Phases II/III as a pure function over the sorted key projections

@@ -168,3 +168,47 @@ fn page_grouping_off_plans_only_one_page_segments() {
     assert!(single.iter().all(|p| p.page_count == 1 && p.model.is_none()));
     assert_eq!(single.iter().map(|p| p.record_count).sum::<usize>(), keys.len());
 }
+
+/// The plain binary search over `base ..= u64::MAX` that the bracketed one must agree with.
+fn first_projection_by_plain_search(model: &SegmentModel, page: usize) -> Option<u64> {
+    if model.page_for(u64::MAX) < page {
+        return None;
+    }
+    let (mut lo, mut hi) = (model.base, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if model.page_for(mid) >= page {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
+}
+
+proptest! {
+    /// The search bracketed around the model's inverse finds exactly what a search over the
+    /// whole projection space finds, for slopes from 2^-64 to 2^4 pages per unit, any base and
+    /// intercept.
+    #[test]
+    fn page_boundaries_bracketed_match_a_plain_search(
+        base in any::<u64>(),
+        slope_log2 in -64i32..4,
+        slope_mantissa in 1.0f64..2.0,
+        intercept in -40.0f64..40.0,
+        pages in prop::sample::select(vec![2u8, 4, 8, 16]),
+    ) {
+        let slope = slope_mantissa * 2f64.powi(slope_log2);
+        let m = SegmentModel { prefix_len: 0, base, slope, intercept, pages };
+        for page in 1..usize::from(pages) {
+            prop_assert_eq!(first_projection_on_or_after(&m, page), first_projection_by_plain_search(&m, page));
+        }
+    }
+}
+
+#[test]
+fn page_boundaries_of_a_flat_model_are_the_base_or_absent() {
+    let flat = SegmentModel { prefix_len: 0, base: 7, slope: 0.0, intercept: 1.5, pages: 4 };
+    assert_eq!(first_projection_on_or_after(&flat, 1), Some(7));
+    assert_eq!(first_projection_on_or_after(&flat, 2), None);
+}
