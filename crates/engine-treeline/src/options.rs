@@ -163,6 +163,22 @@ pub fn wal_segment_bytes_for_distance(config: &EngineConfig, distance_bytes: u64
     Some((quarter_mib << 20).min(config.effective_wal_segment_bytes()))
 }
 
+/// The record cache never gets less than this share of the budget (1/4), however much the index
+/// takes: with a fixed cache of a few KiB a store whose index filled its budget read every
+/// record from its pages. The memory then exceeds the budget, which stats report
+/// (`memory.over_budget_bytes`).
+pub const CACHE_FLOOR_BUDGET_DIVISOR: u64 = 4;
+
+/// The record cache capacity: `requested`, within what the budget leaves after the index and the
+/// buffer reserve, but at least a quarter of the budget (`CACHE_FLOOR_BUDGET_DIVISOR`) unless
+/// less was requested, and at least `MIN_RECORD_CACHE_BYTES`.
+pub fn cache_bytes_within_budget(config: &EngineConfig, requested: u64, index_bytes: u64) -> u64 {
+    let budget = config.memory_budget_bytes;
+    let left = budget.saturating_sub(index_bytes + buffer_reserve_bytes(config));
+    let floor = budget / CACHE_FLOOR_BUDGET_DIVISOR;
+    requested.min(left.max(floor)).max(MIN_RECORD_CACHE_BYTES)
+}
+
 /// Record cache sizes the budget allows: what is left after the buffer reserve.
 pub fn cache_range(config: &EngineConfig) -> std::ops::RangeInclusive<u64> {
     MIN_RECORD_CACHE_BYTES
@@ -177,6 +193,18 @@ pub fn parse_record_cache_bytes(config: &EngineConfig, value: &str) -> Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_never_takes_the_cache_below_a_quarter_of_the_budget() {
+        let mib = 1u64 << 20;
+        let config = EngineConfig { memory_budget_bytes: 16 * mib, ..EngineConfig::default() };
+        let reserve = buffer_reserve_bytes(&config);
+        assert_eq!(cache_bytes_within_budget(&config, 16 * mib, 0), 16 * mib - reserve);
+        assert_eq!(cache_bytes_within_budget(&config, 16 * mib, 6 * mib), 10 * mib - reserve);
+        assert_eq!(cache_bytes_within_budget(&config, 16 * mib, 15 * mib), 4 * mib, "the floor");
+        assert_eq!(cache_bytes_within_budget(&config, mib, 15 * mib), mib, "less was asked for");
+        assert_eq!(cache_bytes_within_budget(&config, 0, 0), MIN_RECORD_CACHE_BYTES);
+    }
 
     #[test]
     fn checkpoint_distance_and_wal_segments_follow_the_data() {

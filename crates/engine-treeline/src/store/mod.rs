@@ -46,7 +46,7 @@ use crate::forecast::{ForecastConfig, ForecastState, Forecaster};
 use crate::free_space::{FreeSpace, PageId, SegmentSlot, RESERVED_PAGES};
 use crate::index::Index;
 use crate::key_projection::KeyMap;
-use crate::options::{buffer_reserve_bytes, TreelineOptions, MIN_RECORD_CACHE_BYTES};
+use crate::options::{buffer_reserve_bytes, TreelineOptions};
 use crate::page::PageSize;
 use crate::record_cache::RecordCache;
 
@@ -226,11 +226,21 @@ impl Store {
     /// The record cache capacity: the asked-for size, less whatever the index and the buffer
     /// reserve leave of the memory budget (never below the minimum).
     pub fn effective_cache_bytes(&self) -> u64 {
-        let left = self
-            .config
-            .memory_budget_bytes
-            .saturating_sub(self.index_memory_bytes.load(Relaxed) + buffer_reserve_bytes(&self.config));
-        self.record_cache_bytes.load(Relaxed).min(left).max(MIN_RECORD_CACHE_BYTES)
+        let requested = self.record_cache_bytes.load(Relaxed);
+        crate::options::cache_bytes_within_budget(
+            &self.config,
+            requested,
+            self.index_memory_bytes.load(Relaxed),
+        )
+    }
+
+    /// What the index, the buffer reserve and the record cache's capacity hold beyond the budget
+    /// (the cache's floor: `options::CACHE_FLOOR_BUDGET_DIVISOR`); 0 within it.
+    pub fn over_budget_bytes(&self) -> u64 {
+        let held = self.index_memory_bytes.load(Relaxed)
+            + buffer_reserve_bytes(&self.config)
+            + self.effective_cache_bytes();
+        held.saturating_sub(self.config.memory_budget_bytes)
     }
 
     /// Runs a maintenance step; any failure poisons the engine (pages, index and cache may

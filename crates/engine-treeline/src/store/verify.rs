@@ -89,6 +89,7 @@ impl Store {
             ("cache.dirty_records".to_string(), dirty),
             ("cache.bytes".to_string(), cache_bytes),
             ("cache.capacity_bytes".to_string(), self.effective_cache_bytes()),
+            ("memory.over_budget_bytes".to_string(), self.over_budget_bytes()),
             ("cache.evictions".to_string(), evictions),
             ("index.segments".to_string(), segments),
             ("index.bytes".to_string(), index_bytes),
