@@ -191,12 +191,13 @@ fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
     SeedStore { files, history: model.history, last: model.last, clean: seed == Seed::Clean }
 }
 
-/// Bulk keys of treeline's double-write phase, and their values' length.
-const TREELINE_BULK_KEYS: u32 = 160;
+/// Bulk keys of treeline's double-write phase, and their values' length (two fit a 4 KiB page:
+/// 300 keys fill ~150 pages).
+const TREELINE_BULK_KEYS: u32 = 300;
 const TREELINE_BULK_VALUE_BYTES: u32 = 1_400;
 
-/// Fills more than 128 more pages (1,400-byte values: one a page, as the reorganizations leave
-/// them), closes (a checkpoint: its index references them all), reopens with `seed_options`
+/// Fills more than 128 more pages (1,400-byte values: two a page at most, as the
+/// reorganizations leave them), closes (a checkpoint: its index references them all), reopens with `seed_options`
 /// (checkpoints only every 1 MiB: a checkpoint truncates `treeline-dwb`) and changes every
 /// record, so the write-back that `Commit` starts overwrites each of those pages in place once:
 /// each first in-place write of a page the checkpoint references appends its image to
