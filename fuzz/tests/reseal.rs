@@ -61,8 +61,8 @@ fn checksum_error(e: &Error, name: &str) -> bool {
 /// small file.
 fn payload_byte(target: &Target, name: &str, b: &[u8]) -> usize {
     match target.name {
-        // The last payload byte of the first record.
-        "memory_wal" | "flex_wal" | "f2_wal" | "treeline_wal" => 32 + 24 + u32_at(b, 36) - 1,
+        // The last payload byte of the first data record.
+        "memory_wal" | "flex_wal" | "f2_wal" | "treeline_wal" => last_byte_of_first_wal_payload(b),
         // The first value byte of the first entry of the first block.
         "memory_snapshot" => 32 + 8 + 8 + u32_at(b, 40),
         // `cold_live_estimate_bytes`, a field nothing checks.
@@ -96,6 +96,41 @@ fn payload_byte(target: &Target, name: &str, b: &[u8]) -> usize {
         "treeline_checkpoint" | "treeline_forecast" => 12,
         other => panic!("no payload byte for {other}"),
     }
+}
+
+/// The last payload byte of a WAL segment's first record with a payload, past durability markers
+/// (a 24-byte header whose length field is `0x80000000`, no payload) and empty records.
+/// Regression: the seed's largest flex segment began with a marker once, and its length field
+/// (bit 31 set) was taken for a payload length (CI: "index out of bounds: the len is 16384 but
+/// the index is 2147483703").
+fn last_byte_of_first_wal_payload(b: &[u8]) -> usize {
+    let mut at = 32;
+    loop {
+        let len = u32_at(b, at + 4);
+        assert!(len != 0 || b[at..at + 24].iter().any(|&x| x != 0), "no data record before the end marker");
+        if len & 0x8000_0000 == 0 && len > 0 {
+            return at + 24 + len - 1;
+        }
+        // Records are padded to 8 bytes (docs/format/wal.md).
+        at += (24 + (len & 0x7fff_ffff)).div_ceil(8) * 8;
+    }
+}
+
+#[test]
+fn the_first_wal_payload_is_found_past_markers_and_empty_records() {
+    let mut b = vec![0u8; 32];
+    let mut record = |len: u32, payload: usize| {
+        let mut r = vec![0xab; 24];
+        r[4..8].copy_from_slice(&len.to_le_bytes());
+        r.extend(std::iter::repeat_n(0x11, payload));
+        r.resize(r.len().div_ceil(8) * 8, 0);
+        b.extend(r);
+    };
+    record(0x8000_0000, 0);
+    record(0, 0);
+    record(5, 5);
+    b.extend([0u8; 24]);
+    assert_eq!(last_byte_of_first_wal_payload(&b), 32 + 24 + 24 + 24 + 5 - 1);
 }
 
 fn check(target: &Target) {
