@@ -55,15 +55,20 @@ fn a_bulk_load_into_a_store_with_records_writes_them_as_batches() {
     assert_eq!(scan_all(&engine), records, "the loaded value wins over the earlier write");
 }
 
+/// A bulk load of `records` whose input fails after the last one (past the first 65,536-record
+/// chunk, so segments were written before the error): all or nothing.
+fn load_failing_at_the_end(engine: &dyn Engine, records: &[(Key, Value)]) {
+    let mut input = records.iter().cloned().map(Ok).chain([Err(Error::invalid("stop"))]);
+    assert!(matches!(engine.bulk_load(&mut input), Err(Error::InvalidArgument(m)) if m == "stop"));
+    assert!(scan_all(engine).is_empty(), "all or nothing");
+}
+
 #[test]
 fn a_failed_bulk_load_leaves_the_store_empty_and_its_pages_free() {
     let sim = SimStorage::new(7);
     let engine = open(Arc::new(sim.booted()));
-    // Past the first 65,536-record chunk, so segments were written before the error.
     let records = records(70_000);
-    let mut input = records.iter().cloned().map(Ok).chain([Err(Error::invalid("stop"))]);
-    assert!(matches!(engine.bulk_load(&mut input), Err(Error::InvalidArgument(m)) if m == "stop"));
-    assert!(scan_all(&engine).is_empty(), "all or nothing");
+    load_failing_at_the_end(&engine, &records);
     // The written segments went back: free, and at the file's end, so the end moved back to
     // the header page (a new store has no segment).
     assert_eq!(counter(&engine, "data_pages"), 1, "the written segments went back");
@@ -84,8 +89,7 @@ fn the_free_tail_of_the_data_file_is_given_back_at_a_checkpoint() {
     let sim = SimStorage::new(8);
     let engine = open(Arc::new(sim.booted()));
     let records = records(70_000);
-    let mut input = records.iter().cloned().map(Ok).chain([Err(Error::invalid("stop"))]);
-    assert!(engine.bulk_load(&mut input).is_err());
+    load_failing_at_the_end(&engine, &records);
     let data_bytes = || sim.contents("treeline-data").map_or(0, |c| c.len());
     let written = data_bytes();
     engine.put(b"kept", b"value", Durability::Sync).unwrap();
