@@ -302,6 +302,8 @@ impl Store {
         let prefix_len = prefix.len();
         let projections: Vec<u64> = records.iter().map(|(k, _)| project(k, prefix_len)).collect();
         let mut sizing = self.sizing(lower, upper, records);
+        // Pages the index references, read once (a walk of every segment), only to forecast.
+        let index_pages = (forecast && maint.forecaster.is_some()).then(|| self.index_pages());
         loop {
             let config = PlanConfig {
                 goal: sizing.goal,
@@ -311,10 +313,10 @@ impl Store {
                 max_segment_pages: if self.options.page_grouping { 16 } else { 1 },
             };
             let mut plans = plan_segments(&projections, config)?;
-            let outlook = maint.forecaster.as_ref().filter(|_| forecast).and_then(|forecaster| {
+            let outlook = maint.forecaster.as_ref().zip(index_pages).and_then(|(forecaster, pages)| {
                 // Pages are filled to about the goal (between it and the cap, less where room
                 // was left), so the store holds about its pages times the goal records.
-                let store_records = (self.index_pages() * sizing.goal as u64) as f64;
+                let store_records = (pages * sizing.goal as u64) as f64;
                 InsertOutlook::new(forecaster, store_records, self.options.forecast_future_epochs)
             });
             if let Some(outlook) = outlook {
