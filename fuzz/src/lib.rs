@@ -173,6 +173,15 @@ fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
             model.put(&k, &v);
         }
     }
+    if kind == EngineKind::Treeline {
+        // Values too large for a page: blob runs in `treeline-data` (1 to 3 pages each).
+        for i in 0..TREELINE_BLOB_KEYS {
+            let k = format!("blob{i:03}").into_bytes();
+            let v: Vec<u8> = (0..2_000 + i * 700).map(|j| (i * 17 + j) as u8).collect();
+            db.put(&k, &v).expect("seed blob put");
+            model.put(&k, &v);
+        }
+    }
     if kind == EngineKind::Treeline && seed == Seed::DoubleWrite {
         db = treeline_double_write_phase(db, &mut model, || open(seed_options(kind, seed)));
     }
@@ -190,6 +199,9 @@ fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
     drop(db);
     SeedStore { files, history: model.history, last: model.last, clean: seed == Seed::Clean }
 }
+
+/// Keys whose values treeline keeps in blob runs.
+const TREELINE_BLOB_KEYS: u32 = 12;
 
 /// Bulk keys of treeline's double-write phase, and their values' length (two fit a 4 KiB page:
 /// 300 keys fill ~150 pages).
@@ -594,7 +606,8 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
         let k = format!("k{:02}", input.byte().unwrap_or(0) % 48).into_bytes();
         match op % 8 {
             0..=2 => {
-                let n = usize::from(input.byte().unwrap_or(0)) * 3;
+                // Up to 765 bytes, and up to 6 KiB for one op in three (treeline's blob runs).
+                let n = usize::from(input.byte().unwrap_or(0)) * if op % 8 == 2 { 24 } else { 3 };
                 let v = vec![op; n];
                 db.put(&k, &v).expect("put");
                 model.insert(k, v);
@@ -627,5 +640,24 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
     }
     for (k, v) in &model {
         assert_eq!(db.get(k).expect("final get").as_ref(), Some(v), "final {k:?}");
+    }
+}
+
+/// TreeLine's blob runs decoded straight from the input (docs/format/treeline.md, "Blob runs"):
+/// the first 20 bytes are a reference, the next byte a key length, then the key, then the run's
+/// bytes. Decoding never panics; a run that decodes is exactly what encoding its key, value and
+/// id gives, up to the run's length.
+pub fn treeline_blob(data: &[u8]) {
+    use engine_treeline::blob::{decode_run, encode_run, BlobRef, REF_LEN};
+    use engine_treeline::page::PageSize;
+    let Some((reference, rest)) = data.split_at_checked(REF_LEN) else { return };
+    let Ok(blob) = BlobRef::decode(reference) else { return };
+    assert_eq!(&blob.encode()[..], reference, "a reference re-encodes to its bytes");
+    let Some((&key_len, rest)) = rest.split_first() else { return };
+    let Some((key, run)) = rest.split_at_checked(usize::from(key_len).min(rest.len())) else { return };
+    if let Ok(value) = decode_run(run, key, &blob, "treeline-data", 4096) {
+        let encoded = encode_run(PageSize::DEFAULT, key, &value, blob.blob_id);
+        let covered = 32 + key.len() + value.len();
+        assert_eq!(&encoded[..covered], &run[..covered], "a decoded run re-encodes to its bytes");
     }
 }

@@ -146,3 +146,13 @@ fn every_target_s_checks_pass_on_the_undamaged_store() {
         }
     }
 }
+
+/// `treeline_data` reaches blob runs: the seed's data file holds some (`TB` at byte 4 of a page).
+#[test]
+fn treeline_data_seed_holds_blob_runs() {
+    let seed = seed_of(&targets::TREELINE_DATA);
+    let data = file(seed, "treeline-data");
+    let page = strata_fuzz::reseal::TREELINE_PAGE_BYTES;
+    let runs = data.chunks_exact(page).filter(|p| &p[4..6] == b"TB").count();
+    assert!(runs > 0, "no blob run in the seed's treeline-data");
+}

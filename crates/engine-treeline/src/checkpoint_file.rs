@@ -7,15 +7,20 @@ use strata_core::{Error, Result};
 use strata_io::Storage;
 use strata_kit::small_file::{CrcLayout, SmallFileFormat};
 
+use crate::blob::{BlobSlot, BlobTable};
 use crate::free_space::PageId;
 use crate::index::Index;
 use crate::page::PageSize;
 
 pub const FILE_NAME: &str = "treeline-checkpoint";
-pub const VERSION: u32 = 1;
+/// Version 2 adds the blob table after the index; version 1 is read with an empty one.
+pub const VERSION: u32 = 2;
 
 pub const FORMAT: SmallFileFormat =
-    SmallFileFormat { magic: b"TLCHKPT\0", versions: 1..=1, crc: CrcLayout::Trailing, payload_bytes: None };
+    SmallFileFormat { magic: b"TLCHKPT\0", versions: 1..=2, crc: CrcLayout::Trailing, payload_bytes: None };
+
+/// Bytes of one blob table entry: first page, page count, blob id.
+pub const BLOB_ENTRY_BYTES: usize = 20;
 
 /// Payload offsets.
 pub const GENERATION: usize = 0;
@@ -38,6 +43,8 @@ pub struct Checkpoint {
     pub next_production_id: u64,
     pub page_size: PageSize,
     pub index: Index,
+    /// Live blob runs (docs/format/treeline.md, "Blob runs").
+    pub blobs: BlobTable,
 }
 
 impl Checkpoint {
@@ -49,11 +56,17 @@ impl Checkpoint {
         p.push(self.page_size.log2());
         p.extend_from_slice(&[0; INDEX - RESERVED]);
         self.index.encode(&mut p);
+        p.extend_from_slice(&(self.blobs.len() as u32).to_le_bytes());
+        for (first_page, slot) in &self.blobs {
+            p.extend_from_slice(&first_page.to_le_bytes());
+            p.extend_from_slice(&(slot.pages as u32).to_le_bytes());
+            p.extend_from_slice(&slot.blob_id.to_le_bytes());
+        }
         p
     }
 
-    /// Decodes a payload found at `payload_offset` of `file`.
-    pub fn decode(payload: &[u8], file: &str, payload_offset: u64) -> Result<Checkpoint> {
+    /// Decodes a version-`version` payload found at `payload_offset` of `file`.
+    pub fn decode(payload: &[u8], version: u32, file: &str, payload_offset: u64) -> Result<Checkpoint> {
         let corrupt =
             |at: usize, what: &str| Error::corruption(file, payload_offset + at as u64, what.to_string());
         let u64_at =
@@ -76,8 +89,15 @@ impl Checkpoint {
         }
         let rest = payload.get(INDEX..).unwrap_or_default();
         let (index, used) = Index::decode(rest, file, payload_offset + INDEX as u64, data_end_page)?;
-        if used != rest.len() {
-            return Err(corrupt(INDEX + used, "bytes after the index"));
+        let blobs_at = INDEX + used;
+        let (blobs, end) = match version {
+            1 => (BlobTable::new(), blobs_at),
+            _ => {
+                decode_blob_table(payload, blobs_at, data_end_page).map_err(|(at, what)| corrupt(at, what))?
+            }
+        };
+        if end != payload.len() {
+            return Err(corrupt(end, "bytes after the last table"));
         }
         Ok(Checkpoint {
             generation,
@@ -86,6 +106,7 @@ impl Checkpoint {
             next_production_id,
             page_size,
             index,
+            blobs,
         })
     }
 
@@ -97,13 +118,43 @@ impl Checkpoint {
         let bytes =
             strata_io::read_all(storage.open(FILE_NAME, strata_io::OpenOptions::existing())?.as_ref())?;
         let decoded = FORMAT.decode(FILE_NAME, &bytes)?;
-        Checkpoint::decode(decoded.payload, FILE_NAME, decoded.payload_offset).map(Some)
+        Checkpoint::decode(decoded.payload, decoded.version, FILE_NAME, decoded.payload_offset).map(Some)
     }
 
     /// Durably replaces the checkpoint file (temporary file, fsync, rename, directory fsync).
     pub fn store(&self, storage: &dyn Storage) -> Result<()> {
         FORMAT.store(storage, FILE_NAME, VERSION, &self.encode())
     }
+}
+
+/// The blob table at `at` of `payload`: live runs in increasing, non-overlapping order inside
+/// `1 .. data_end_page`. Returns it and the offset past it; `Err` names the offending offset.
+fn decode_blob_table(
+    payload: &[u8],
+    at: usize,
+    data_end_page: PageId,
+) -> std::result::Result<(BlobTable, usize), (usize, &'static str)> {
+    let u32_at = |at: usize| strata_core::le_bytes::u32_at(payload, at).ok_or((at, "truncated"));
+    let u64_at = |at: usize| strata_core::le_bytes::u64_at(payload, at).ok_or((at, "truncated"));
+    let count = u32_at(at)? as usize;
+    if count.saturating_mul(BLOB_ENTRY_BYTES) > payload.len().saturating_sub(at + 4) {
+        return Err((at, "blob count past the end of the file"));
+    }
+    let mut blobs = BlobTable::new();
+    let mut next_free: PageId = 1;
+    for i in 0..count {
+        let entry = at + 4 + i * BLOB_ENTRY_BYTES;
+        let (first_page, pages, blob_id) =
+            (u64_at(entry)?, u64::from(u32_at(entry + 8)?), u64_at(entry + 12)?);
+        if first_page < next_free || pages == 0 || blob_id == 0 {
+            return Err((entry, "blob run overlaps the one before, is empty or has id 0"));
+        }
+        let end = first_page.checked_add(pages).filter(|&e| e <= data_end_page);
+        let Some(end) = end else { return Err((entry, "blob run past the data end page")) };
+        blobs.insert(first_page, BlobSlot { pages, blob_id });
+        next_free = end;
+    }
+    Ok((blobs, at + 4 + count * BLOB_ENTRY_BYTES))
 }
 
 #[cfg(test)]
@@ -120,10 +171,11 @@ mod tests {
         Checkpoint {
             generation: 7,
             wal_replay_from_lsn: 42,
-            data_end_page: 2,
+            data_end_page: 5,
             next_production_id: 4,
             page_size: PageSize::DEFAULT,
             index,
+            blobs: BlobTable::from([(2, BlobSlot { pages: 3, blob_id: 0xAB })]),
         }
     }
 
@@ -136,12 +188,53 @@ mod tests {
         assert_eq!(&file[..8], b"TLCHKPT\0");
         assert_eq!(p[GENERATION], 7);
         assert_eq!(p[WAL_REPLAY_FROM_LSN], 42);
-        assert_eq!(p[DATA_END_PAGE], 2);
+        assert_eq!(p[DATA_END_PAGE], 5);
         assert_eq!(p[NEXT_PRODUCTION_ID], 4);
         assert_eq!(p[PAGE_SIZE_LOG2], 12);
         assert_eq!(&p[INDEX..INDEX + 4], &1u32.to_le_bytes());
         assert_eq!(&p[INDEX + 4..INDEX + 6], &0u16.to_le_bytes(), "first lower bound: empty");
         assert_eq!(p[INDEX + 6], 1, "first page");
+        // The blob table: the last 4 + 20 bytes of this payload.
+        let table = p.len() - 24;
+        assert_eq!(&p[table..table + 4], &1u32.to_le_bytes());
+        assert_eq!(&p[table + 4..table + 12], &2u64.to_le_bytes(), "first page");
+        assert_eq!(&p[table + 12..table + 16], &3u32.to_le_bytes(), "pages");
+        assert_eq!(&p[table + 16..table + 24], &0xABu64.to_le_bytes(), "blob id");
+    }
+
+    /// A version-1 checkpoint (no blob table) reads as one with none.
+    #[test]
+    fn version_one_has_no_blob_table() {
+        let mut c = sample();
+        c.blobs.clear();
+        let v2 = c.encode();
+        let v1 = &v2[..v2.len() - 4];
+        assert_eq!(Checkpoint::decode(v1, 1, "f", 12).unwrap(), c);
+        assert!(Checkpoint::decode(v1, 2, "f", 12).is_err(), "version 2 needs its table");
+        assert!(Checkpoint::decode(&v2, 1, "f", 12).is_err(), "version 1 has nothing after the index");
+    }
+
+    #[test]
+    fn blob_runs_past_the_end_or_overlapping_are_corruption() {
+        for blobs in [
+            vec![(4, BlobSlot { pages: 2, blob_id: 1 })],
+            vec![(2, BlobSlot { pages: 2, blob_id: 1 }), (3, BlobSlot { pages: 1, blob_id: 2 })],
+            vec![(2, BlobSlot { pages: 0, blob_id: 1 })],
+            vec![(2, BlobSlot { pages: 1, blob_id: 0 })],
+            vec![(0, BlobSlot { pages: 1, blob_id: 1 })],
+        ] {
+            let mut c = sample();
+            c.blobs.clear();
+            let mut p = c.encode();
+            p.truncate(p.len() - 4);
+            p.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
+            for (first, slot) in &blobs {
+                p.extend_from_slice(&(*first as u64).to_le_bytes());
+                p.extend_from_slice(&(slot.pages as u32).to_le_bytes());
+                p.extend_from_slice(&slot.blob_id.to_le_bytes());
+            }
+            assert!(Checkpoint::decode(&p, 2, "f", 12).unwrap_err().is_corruption(), "{blobs:?}");
+        }
     }
 
     #[test]
@@ -152,12 +245,12 @@ mod tests {
         assert_eq!(Checkpoint::load(&storage).unwrap(), Some(sample()));
         let payload = sample().encode();
         for len in 0..payload.len() {
-            assert!(Checkpoint::decode(&payload[..len], "f", 12).is_err(), "{len}");
+            assert!(Checkpoint::decode(&payload[..len], VERSION, "f", 12).is_err(), "{len}");
         }
         for i in 0..payload.len() {
             let mut damaged = payload.clone();
             damaged[i] ^= 0x21;
-            let _ = Checkpoint::decode(&damaged, "f", 12); // never panics
+            let _ = Checkpoint::decode(&damaged, VERSION, "f", 12); // never panics
         }
     }
 
@@ -168,7 +261,7 @@ mod tests {
         let mut checkpoint = sample();
         checkpoint.wal_replay_from_lsn = strata_wal::MAX_LSN + 1;
         let bytes = checkpoint.encode();
-        let err = Checkpoint::decode(&bytes, "treeline-checkpoint", 0).unwrap_err();
+        let err = Checkpoint::decode(&bytes, VERSION, "treeline-checkpoint", 0).unwrap_err();
         assert!(
             matches!(&err, Error::Corruption { file, offset, .. }
                 if file == "treeline-checkpoint" && *offset == WAL_REPLAY_FROM_LSN as u64),

@@ -102,6 +102,15 @@ impl DataFile {
         Ok(buf)
     }
 
+    /// The raw bytes of the `pages`-page run at `first` (a blob run), in one read.
+    pub fn read_run(&self, first: PageId, pages: u64) -> Result<Vec<u8>> {
+        let count = usize::try_from(pages)
+            .ok()
+            .filter(|&n| n <= crate::blob::MAX_VALUE_BYTES / PageSize::MIN + 1)
+            .ok_or_else(|| Error::corruption(FILE_NAME, 0, format!("a run of {pages} pages")))?;
+        self.read_bytes(first, count)
+    }
+
     /// Page `id`, validated.
     pub fn read_page(&self, id: PageId) -> Result<Page> {
         let bytes = self.read_raw(id)?;

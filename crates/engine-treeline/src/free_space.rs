@@ -112,19 +112,27 @@ impl FreeSpace {
         if !SEGMENT_PAGE_COUNTS.contains(&pages) {
             return Err(Error::invalid(format!("treeline slot of {pages} pages")));
         }
-        let wanted = u64::from(pages);
-        if let Some(&(run_pages, first)) = self.by_size.range((wanted, 0)..).next() {
+        Ok(SegmentSlot { first_page: self.allocate_run(u64::from(pages))?, pages })
+    }
+
+    /// `pages` (>= 1) contiguous pages for a blob run: the head of the smallest free run that
+    /// holds them, or appended at the file's end. Returns the first page.
+    pub fn allocate_run(&mut self, pages: u64) -> Result<PageId> {
+        if pages == 0 {
+            return Err(Error::invalid("treeline run of 0 pages"));
+        }
+        if let Some(&(run_pages, first)) = self.by_size.range((pages, 0)..).next() {
             self.remove_run(first, run_pages);
-            if run_pages > wanted {
-                self.insert_run(first + wanted, run_pages - wanted);
+            if run_pages > pages {
+                self.insert_run(first + pages, run_pages - pages);
             }
-            return Ok(SegmentSlot { first_page: first, pages });
+            return Ok(first);
         }
         let first = self.end;
         self.end = first
-            .checked_add(wanted)
+            .checked_add(pages)
             .ok_or_else(|| Error::invalid("treeline data file page ids exhausted"))?;
-        Ok(SegmentSlot { first_page: first, pages })
+        Ok(first)
     }
 
     /// Returns a slot to the free pages. Refused (nothing changes) if the page count is not a

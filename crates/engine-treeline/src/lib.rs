@@ -19,6 +19,7 @@
 //!   scans, recovery.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing))]
 
+pub mod blob;
 pub mod checkpoint_file;
 pub mod data_file;
 pub mod double_write;
@@ -101,14 +102,14 @@ impl Engine for TreelineEngine {
         ENGINE_NAME
     }
 
-    /// From the page size: keys up to `P/16` bytes, key + value up to `max_record_bytes`, so a
-    /// value may be as long as that minus the longest key.
+    /// Keys up to `P/16` bytes (from the page size); values up to 16 MiB at every page size
+    /// (a record too large for a page keeps its value in a blob run); a batch may hold two of
+    /// the largest values.
     fn limits(&self) -> Limits {
-        let size = self.store.page_size;
         Limits {
-            max_key_bytes: size.max_key_bytes(),
-            max_value_bytes: size.max_record_bytes() - size.max_key_bytes(),
-            max_batch_bytes: 16 << 20,
+            max_key_bytes: self.store.page_size.max_key_bytes(),
+            max_value_bytes: blob::MAX_VALUE_BYTES,
+            max_batch_bytes: 2 * blob::MAX_VALUE_BYTES + (1 << 20),
         }
     }
 

@@ -41,6 +41,8 @@ pub const SLOT_OFFSET: usize = 0;
 pub const SLOT_SUFFIX_LEN: usize = 2;
 pub const SLOT_VALUE_LEN: usize = 4;
 pub const SLOT_HEAD: usize = 6;
+/// Bit of the slot's `value_len` field saying the value bytes are a blob reference.
+pub const SLOT_VALUE_BLOB_FLAG: usize = 0x8000;
 
 /// Segment page counts allowed by the format (the paper's 1, 2, 4, 8, 16).
 pub const SEGMENT_PAGE_COUNTS: [u8; 5] = [1, 2, 4, 8, 16];

@@ -12,4 +12,4 @@ mod tests;
 
 pub use iter::Iter;
 pub use layout::PageSize;
-pub use slotted::{Entry, Page, PageKind, PutOutcome};
+pub use slotted::{Entry, Page, PageKind, PutOutcome, Stored, StoredValue};

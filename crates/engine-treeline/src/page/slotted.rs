@@ -16,6 +16,7 @@ use std::cmp::Ordering;
 use strata_core::{Error, Result};
 
 use super::layout::{self as l, PageSize};
+use crate::blob::{self, BlobRef};
 use crate::free_space::PageId;
 use crate::model::SegmentModel;
 
@@ -43,7 +44,10 @@ pub enum PutOutcome {
 pub(super) struct Slot {
     pub offset: usize,
     pub suffix_len: usize,
+    /// Value bytes on the page (without the blob flag).
     pub value_len: usize,
+    /// The value bytes are a blob reference (`value_len`'s bit 15).
+    pub blob: bool,
     pub head: u32,
 }
 
@@ -69,12 +73,69 @@ pub struct Page {
     pub(super) overflow: Option<PageId>,
 }
 
+/// A record's value as its page holds it: the value itself, or the reference to its blob run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored<'a> {
+    Inline(&'a [u8]),
+    Blob(BlobRef),
+}
+
+/// [`Stored`], owned (a reorganization's records, a write-back's prepared values).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredValue {
+    Inline(Vec<u8>),
+    Blob(BlobRef),
+}
+
+impl Stored<'_> {
+    /// Bytes the value takes on the page.
+    pub fn page_bytes(&self) -> usize {
+        match self {
+            Stored::Inline(v) => v.len(),
+            Stored::Blob(_) => blob::REF_LEN,
+        }
+    }
+
+    pub fn to_owned_value(&self) -> StoredValue {
+        match *self {
+            Stored::Inline(v) => StoredValue::Inline(v.to_vec()),
+            Stored::Blob(r) => StoredValue::Blob(r),
+        }
+    }
+
+    pub fn blob(&self) -> Option<BlobRef> {
+        match *self {
+            Stored::Inline(_) => None,
+            Stored::Blob(r) => Some(r),
+        }
+    }
+}
+
+impl<'a> Stored<'a> {
+    /// The value bytes when they are on the page.
+    pub fn inline(self) -> Option<&'a [u8]> {
+        match self {
+            Stored::Inline(v) => Some(v),
+            Stored::Blob(_) => None,
+        }
+    }
+}
+
+impl StoredValue {
+    pub fn as_stored(&self) -> Stored<'_> {
+        match self {
+            StoredValue::Inline(v) => Stored::Inline(v),
+            StoredValue::Blob(r) => Stored::Blob(*r),
+        }
+    }
+}
+
 /// One record of a page: the key is `prefix ++ suffix`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry<'a> {
     pub prefix: &'a [u8],
     pub suffix: &'a [u8],
-    pub value: &'a [u8],
+    pub value: Stored<'a>,
 }
 
 impl Entry<'_> {
@@ -245,10 +306,12 @@ impl Page {
     pub(super) fn slot(&self, i: usize) -> Slot {
         let at = self.fences_end() + i * l::SLOT_LEN;
         let field = |off: usize| usize::from(l::u16_at(&self.buf, at + off).unwrap_or(0));
+        let value_field = field(l::SLOT_VALUE_LEN);
         Slot {
             offset: field(l::SLOT_OFFSET),
             suffix_len: field(l::SLOT_SUFFIX_LEN),
-            value_len: field(l::SLOT_VALUE_LEN),
+            value_len: value_field & !l::SLOT_VALUE_BLOB_FLAG,
+            blob: value_field & l::SLOT_VALUE_BLOB_FLAG != 0,
             head: self
                 .buf
                 .get(at + l::SLOT_HEAD..at + l::SLOT_LEN)
@@ -263,7 +326,8 @@ impl Page {
         // offsets are < P <= 65536 because a record with bytes starts below the page end.
         l::put_bytes(&mut bytes, l::SLOT_OFFSET, &(slot.offset as u16).to_le_bytes());
         l::put_bytes(&mut bytes, l::SLOT_SUFFIX_LEN, &(slot.suffix_len as u16).to_le_bytes());
-        l::put_bytes(&mut bytes, l::SLOT_VALUE_LEN, &(slot.value_len as u16).to_le_bytes());
+        let value_field = slot.value_len | if slot.blob { l::SLOT_VALUE_BLOB_FLAG } else { 0 };
+        l::put_bytes(&mut bytes, l::SLOT_VALUE_LEN, &(value_field as u16).to_le_bytes());
         l::put_bytes(&mut bytes, l::SLOT_HEAD, &slot.head.to_be_bytes());
         l::put_bytes(&mut self.buf, at, &bytes);
     }
@@ -272,9 +336,23 @@ impl Page {
         self.buf.get(slot.offset..slot.offset + slot.suffix_len).unwrap_or(&[])
     }
 
-    fn value_of(&self, slot: &Slot) -> &[u8] {
+    fn value_bytes_of(&self, slot: &Slot) -> &[u8] {
         let start = slot.offset + slot.suffix_len;
         self.buf.get(start..start + slot.value_len).unwrap_or(&[])
+    }
+
+    /// A slot's value. A blob reference that does not decode (only an unvalidated page could
+    /// hold one) becomes a reference to page 0, which no blob read accepts.
+    fn value_of(&self, slot: &Slot) -> Stored<'_> {
+        let bytes = self.value_bytes_of(slot);
+        match slot.blob {
+            false => Stored::Inline(bytes),
+            true => Stored::Blob(BlobRef::decode(bytes).unwrap_or(BlobRef {
+                first_page: 0,
+                value_len: 0,
+                blob_id: 0,
+            })),
+        }
     }
 
     /// The record in slot `i` (`i < record_count()`).
@@ -305,7 +383,7 @@ impl Page {
         key.get(self.prefix_len..).unwrap_or(&[])
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+    pub fn get(&self, key: &[u8]) -> Option<Stored<'_>> {
         if !self.covers(key) {
             return None;
         }
@@ -313,34 +391,48 @@ impl Page {
         Some(self.value_of(&self.slot(i)))
     }
 
-    /// Inserts or replaces `key`'s value. Errors: the key is outside the fences or the record is
-    /// over the page size's limits. `NoRoom` leaves the page unchanged.
+    /// Inserts or replaces `key`'s value, inline. See [`Page::put_stored`].
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<PutOutcome> {
-        l::check_record_size(self.size, key, value)?;
+        self.put_stored(key, Stored::Inline(value))
+    }
+
+    /// Inserts or replaces `key`'s value (inline or a blob reference). Errors: the key is outside
+    /// the fences or the record is over the page size's limits. `NoRoom` leaves the page
+    /// unchanged.
+    pub fn put_stored(&mut self, key: &[u8], value: Stored<'_>) -> Result<PutOutcome> {
+        let encoded_ref;
+        let (bytes, blob) = match value {
+            Stored::Inline(v) => (v, false),
+            Stored::Blob(r) => {
+                encoded_ref = r.encode();
+                (&encoded_ref[..], true)
+            }
+        };
+        l::check_record_size(self.size, key, bytes)?;
         if !self.covers(key) {
             return Err(Error::invalid("treeline page put of a key outside the page's fences"));
         }
         let suffix = self.suffix(key);
-        let need = suffix.len() + value.len();
+        let need = suffix.len() + bytes.len();
         match self.search(suffix) {
             Ok(i) => {
                 let old = self.slot(i);
-                if old.value_len == value.len() {
-                    l::put_bytes(&mut self.buf, old.offset + old.suffix_len, value);
+                if old.value_len == bytes.len() && old.blob == blob {
+                    l::put_bytes(&mut self.buf, old.offset + old.suffix_len, bytes);
                     return Ok(PutOutcome::Updated);
                 }
                 if self.free_bytes() + old.record_len() < need {
                     return Ok(PutOutcome::NoRoom);
                 }
                 self.remove_slot(i);
-                self.insert_at(i, suffix, value);
+                self.insert_at(i, suffix, bytes, blob);
                 Ok(PutOutcome::Updated)
             }
             Err(i) => {
                 if self.free_bytes() < need + l::SLOT_LEN || self.count >= usize::from(u16::MAX) {
                     return Ok(PutOutcome::NoRoom);
                 }
-                self.insert_at(i, suffix, value);
+                self.insert_at(i, suffix, bytes, blob);
                 Ok(PutOutcome::Inserted)
             }
         }
@@ -376,7 +468,7 @@ impl Page {
     }
 
     /// Appends a record and inserts its slot at `i`. The caller checked `free_bytes()` suffices.
-    fn insert_at(&mut self, i: usize, suffix: &[u8], value: &[u8]) {
+    fn insert_at(&mut self, i: usize, suffix: &[u8], value: &[u8], blob: bool) {
         let need = suffix.len() + value.len();
         if self.gap() < need + l::SLOT_LEN {
             self.compact();
@@ -393,8 +485,13 @@ impl Page {
         let end = self.slots_end();
         self.buf.copy_within(start..end, start + l::SLOT_LEN);
         self.count += 1;
-        let slot =
-            Slot { offset, suffix_len: suffix.len(), value_len: value.len(), head: l::key_head(suffix) };
+        let slot = Slot {
+            offset,
+            suffix_len: suffix.len(),
+            value_len: value.len(),
+            blob,
+            head: l::key_head(suffix),
+        };
         self.write_slot(i, slot);
     }
 

@@ -124,10 +124,10 @@ fn put_get_update_delete() {
     assert_eq!(p.fragmented_bytes(), 0);
     assert_eq!(p.put(b"k1", b"eins!").unwrap(), PutOutcome::Updated);
     assert_eq!(p.fragmented_bytes(), 2 + 3, "fences k/l share no prefix: suffix \"k1\" + old value");
-    assert_eq!(p.get(b"k1"), Some(&b"eins!"[..]));
-    assert_eq!(p.get(b"k"), Some(&b""[..]));
-    assert_eq!(p.get(b"k2"), None);
-    assert_eq!(p.get(b"z"), None, "outside the fences");
+    assert_eq!(p.get(b"k1").and_then(Stored::inline), Some(&b"eins!"[..]));
+    assert_eq!(p.get(b"k").and_then(Stored::inline), Some(&b""[..]));
+    assert_eq!(p.get(b"k2").and_then(Stored::inline), None);
+    assert_eq!(p.get(b"z").and_then(Stored::inline), None, "outside the fences");
     assert!(p.put(b"l", b"x").is_err(), "upper fence is exclusive");
     assert!(p.put(b"j", b"x").is_err());
     assert!(p.delete(b"k1"));
@@ -144,8 +144,8 @@ fn empty_key_and_empty_record_round_trip() {
     assert_eq!(p.put(b"", b"").unwrap(), PutOutcome::Inserted);
     assert_eq!(p.put(b"\0", b"v").unwrap(), PutOutcome::Inserted);
     let q = reopen(&mut p);
-    assert_eq!(q.get(b""), Some(&b""[..]));
-    assert_eq!(q.get(b"\0"), Some(&b"v"[..]));
+    assert_eq!(q.get(b"").and_then(Stored::inline), Some(&b""[..]));
+    assert_eq!(q.get(b"\0").and_then(Stored::inline), Some(&b"v"[..]));
     assert_eq!(keys(&q), vec![b"".to_vec(), b"\0".to_vec()]);
 }
 
@@ -209,7 +209,7 @@ fn fills_up_then_no_room_leaves_page_unchanged_and_compaction_reclaims() {
     assert_eq!(p.put(&1u32.to_be_bytes(), &[5u8; 600]).unwrap(), PutOutcome::Updated);
     assert_eq!(p.fragmented_bytes(), 0, "the update compacted the page");
     assert_eq!(p.free_bytes(), free - (600 - 60));
-    assert_eq!(p.get(&1u32.to_be_bytes()), Some(&[5u8; 600][..]));
+    assert_eq!(p.get(&1u32.to_be_bytes()).and_then(Stored::inline), Some(&[5u8; 600][..]));
     let q = reopen(&mut p);
     assert_eq!(q.record_count(), (i / 2) as usize);
 }
@@ -232,7 +232,7 @@ fn iteration_forward_reverse_and_from_keys() {
     assert_eq!(p.iter_from(b"f").count(), 0);
     assert_eq!(p.iter_through(b"a").count(), 0);
     assert_eq!(p.iter_through(b"zz").count(), 5);
-    assert!(p.iter().all(|e| e.value == e.key().as_slice()));
+    assert!(p.iter().all(|e| e.value == Stored::Inline(e.key().as_slice())));
 }
 
 #[test]
@@ -374,11 +374,11 @@ proptest! {
             }
             prop_assert_eq!(p.record_count(), model.len());
         }
-        let got: Vec<(Vec<u8>, Vec<u8>)> = reopen(&mut p).iter().map(|e| (e.key(), e.value.to_vec())).collect();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = reopen(&mut p).iter().map(|e| (e.key(), e.value.inline().unwrap().to_vec())).collect();
         let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
         prop_assert_eq!(&got, &want);
         for (k, v) in &model {
-            prop_assert_eq!(p.get(k), Some(v.as_slice()));
+            prop_assert_eq!(p.get(k).and_then(Stored::inline), Some(v.as_slice()));
         }
         let used: usize = model.iter().map(|(k, v)| l::SLOT_LEN + k.len() - 1 + v.len()).sum();
         prop_assert_eq!(p.free_bytes() + used, 4096 - l::HEADER_LEN - 3);
@@ -402,7 +402,51 @@ proptest! {
             // Whatever survives validation is a consistent page.
             let ks: Vec<Vec<u8>> = q.iter().map(|e| e.key()).collect();
             prop_assert!(ks.windows(2).all(|w| w[0] < w[1]));
-            prop_assert!(ks.iter().all(|k| q.covers(k) && q.get(k).is_some()));
+            prop_assert!(ks.iter().all(|k| q.covers(k) && q.get(k).and_then(Stored::inline).is_some()));
         }
     }
+}
+
+/// docs/format/treeline.md, slot `value_len`: bit 15 marks a blob reference (20 value bytes).
+#[test]
+fn a_blob_reference_sets_bit_15_of_value_len_and_round_trips() {
+    use crate::blob::{BlobRef, REF_FIRST_PAGE, REF_LEN};
+    let kind = PageKind::SegmentHead { pages: 1, production_id: 1, model: None };
+    let mut p = Page::new(PageSize::DEFAULT, kind, b"", None).unwrap();
+    let r = BlobRef { first_page: 7, value_len: 5000, blob_id: 99 };
+    p.put_stored(b"big", Stored::Blob(r)).unwrap();
+    p.put(b"small", b"v").unwrap();
+    let bytes = p.clone().into_sealed_bytes();
+    let slot0 = l::HEADER_LEN; // no fences: slot 0 ("big") starts right after the header
+    assert_eq!(l::u16_at(&bytes, slot0 + l::SLOT_VALUE_LEN), Some(0x8000 | REF_LEN as u16));
+    assert_eq!(l::u16_at(&bytes, slot0 + l::SLOT_LEN + l::SLOT_VALUE_LEN), Some(1));
+    let value_at = usize::from(l::u16_at(&bytes, slot0).unwrap()) + 3;
+    assert_eq!(&bytes[value_at..value_at + REF_LEN], &r.encode());
+    let reopened = Page::open(bytes.clone(), "f", 0).unwrap();
+    assert_eq!(reopened.get(b"big"), Some(Stored::Blob(r)));
+    assert_eq!(reopened.get(b"small"), Some(Stored::Inline(b"v")));
+    // Replacing the reference with an inline value (and back) keeps the page valid.
+    let mut q = reopened.clone();
+    q.put(b"big", b"now inline").unwrap();
+    assert_eq!(q.get(b"big"), Some(Stored::Inline(b"now inline")));
+    q.put_stored(b"big", Stored::Blob(r)).unwrap();
+    assert_eq!(Page::open(q.into_sealed_bytes(), "f", 0).unwrap().get(b"big"), Some(Stored::Blob(r)));
+    // A flagged value of another length, or a reference to page 0, is corruption at its field.
+    let reseal = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[4..]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let mut wrong_len = bytes.clone();
+    wrong_len[slot0 + l::SLOT_VALUE_LEN..slot0 + l::SLOT_VALUE_LEN + 2]
+        .copy_from_slice(&(0x8000u16 | 19).to_le_bytes());
+    let err = Page::open(reseal(wrong_len), "f", 4096).unwrap_err();
+    assert!(err.is_corruption(), "{err:?}");
+    let mut page_zero = bytes;
+    page_zero[value_at + REF_FIRST_PAGE..value_at + REF_FIRST_PAGE + 8].copy_from_slice(&0u64.to_le_bytes());
+    let err = Page::open(reseal(page_zero), "f", 4096).unwrap_err();
+    assert!(
+        matches!(&err, strata_core::Error::Corruption { offset, .. } if *offset == 4096 + value_at as u64),
+        "{err:?}"
+    );
 }

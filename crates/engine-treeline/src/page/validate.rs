@@ -182,6 +182,17 @@ fn check_slots(page: &Page) -> Check<()> {
         {
             return bad(at, format!("slot {i} exceeds the key or record size limit"));
         }
+        if slot.blob {
+            let at_value = at + l::SLOT_VALUE_LEN;
+            if slot.value_len != crate::blob::REF_LEN {
+                return bad(at_value, format!("slot {i}: a blob reference of {} bytes", slot.value_len));
+            }
+            let value_at = slot.offset + slot.suffix_len;
+            let reference = page.buf.get(value_at..value_at + slot.value_len).unwrap_or_default();
+            if let Err((field, what)) = crate::blob::BlobRef::decode(reference) {
+                return bad(value_at + field, format!("slot {i}: {what}"));
+            }
+        }
         if len == 0 && slot.offset != 0 {
             return bad(at, format!("slot {i}: an empty record must have offset 0"));
         }

@@ -12,6 +12,7 @@ use strata_core::{Key, Result, Value};
 use super::{Counters, MaintState, Store, Sweep};
 use crate::free_space::SegmentSlot;
 use crate::index::SegmentEntry;
+use crate::page::StoredValue;
 
 /// Records planned together: large enough that segment boundaries forced at chunk edges are
 /// rare (a chunk spans thousands of pages at small records), small enough to bound memory.
@@ -46,16 +47,22 @@ impl Store {
         if !self.is_empty_for_bulk_load()? {
             return Ok(BulkLoad::NotEmpty);
         }
-        let mut written: Vec<(Key, SegmentEntry)> = Vec::new();
+        let mut written = Written::default();
         let loaded = match self.write_chunks(&mut maint, records, &mut written) {
             Ok(loaded) => loaded,
             Err(e) => {
-                for (_, entry) in &written {
+                for (_, entry) in &written.segments {
                     release_segment(&mut maint, entry)?;
+                }
+                for first_page in &written.blob_runs {
+                    if let Some(slot) = maint.blobs.remove(first_page) {
+                        maint.free.release_run(*first_page, slot.pages)?;
+                    }
                 }
                 return Err(e);
             }
         };
+        let written = written.segments;
         if written.is_empty() {
             return Ok(BulkLoad::Loaded(0));
         }
@@ -104,7 +111,7 @@ impl Store {
         &self,
         maint: &mut MaintState,
         records: &mut dyn Iterator<Item = Result<(Key, Value)>>,
-        written: &mut Vec<(Key, SegmentEntry)>,
+        written: &mut Written,
     ) -> Result<u64> {
         let mut next = records.next().transpose()?;
         let mut lower = Key::new();
@@ -126,12 +133,45 @@ impl Store {
             // An I/O error poisons the store: the failed call's reserved slots are lost to the
             // free list, and one at the end of the file would make the next checkpoint store a
             // data end past the file. Reopening recovers the empty checkpoint.
+            let chunk = self.maintain(|| self.stored_chunk(maint, chunk, &mut written.blob_runs))?;
             let built = self.maintain(|| self.build_post_segments(maint, &lower, upper, &chunk, false))?;
-            written.extend(self.maintain(|| self.write_post_segments(maint, built))?);
+            written.segments.extend(self.maintain(|| self.write_post_segments(maint, built))?);
             loaded += chunk.len() as u64;
             lower = upper.map(<[u8]>::to_vec).unwrap_or_default();
         }
         Ok(loaded)
+    }
+}
+
+/// What a bulk load wrote so far: its segments, and the first pages of its blob runs.
+#[derive(Default)]
+struct Written {
+    segments: Vec<(Key, SegmentEntry)>,
+    blob_runs: Vec<crate::free_space::PageId>,
+}
+
+impl Store {
+    /// `chunk` with each value as a page will hold it: large ones written to blob runs (their
+    /// first pages appended to `blob_runs`).
+    fn stored_chunk(
+        &self,
+        maint: &mut MaintState,
+        chunk: Vec<(Key, Value)>,
+        blob_runs: &mut Vec<crate::free_space::PageId>,
+    ) -> Result<Vec<(Key, StoredValue)>> {
+        let mut stored = Vec::with_capacity(chunk.len());
+        for (key, value) in chunk {
+            let value = match crate::blob::needs_blob(self.page_size, key.len(), value.len()) {
+                false => StoredValue::Inline(value),
+                true => {
+                    let r = self.write_blob(maint, &key, &value)?;
+                    blob_runs.push(r.first_page);
+                    StoredValue::Blob(r)
+                }
+            };
+            stored.push((key, value));
+        }
+        Ok(stored)
     }
 }
 

@@ -56,6 +56,9 @@ impl Store {
         for slot in maint.freed_since_checkpoint.drain(..) {
             maint.free.release(slot)?;
         }
+        for (first_page, pages) in maint.blob_runs_freed_since_checkpoint.drain(..) {
+            maint.free.release_run(first_page, pages)?;
+        }
         let generation = maint.generation + 1;
         let checkpoint = Checkpoint {
             generation,
@@ -64,6 +67,7 @@ impl Store {
             next_production_id: maint.next_production_id,
             page_size: self.page_size,
             index: self.index.read().clone(),
+            blobs: maint.blobs.clone(),
         };
         checkpoint.store(self.storage.as_ref())?;
         maint.generation = generation;

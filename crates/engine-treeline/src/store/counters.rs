@@ -33,6 +33,15 @@ pub struct Counters {
     /// Records `bulk_load` wrote straight into segments.
     pub bulk_loaded_records: AtomicU64,
     pub pages_restored_at_open: AtomicU64,
+    /// Blob runs written (values too large for a page) and their pages.
+    pub blob_runs_written: AtomicU64,
+    pub blob_pages_written: AtomicU64,
+    /// Blob runs read (one sequential read each).
+    pub blob_runs_read: AtomicU64,
+    /// Releases of a blob reference no live run has (stale after a crash; `store/blobs.rs`).
+    pub stale_blob_references: AtomicU64,
+    /// Live runs no page referenced any more, found by the sweep after an unclean open.
+    pub blob_runs_unreferenced_at_open: AtomicU64,
 }
 
 impl Counters {
@@ -56,6 +65,11 @@ impl Counters {
             ("records_replayed_at_open", &self.records_replayed_at_open),
             ("bulk_loaded_records", &self.bulk_loaded_records),
             ("pages_restored_at_open", &self.pages_restored_at_open),
+            ("blob_runs_written", &self.blob_runs_written),
+            ("blob_pages_written", &self.blob_pages_written),
+            ("blob_runs_read", &self.blob_runs_read),
+            ("stale_blob_references", &self.stale_blob_references),
+            ("blob_runs_unreferenced_at_open", &self.blob_runs_unreferenced_at_open),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_string(), value.load(Relaxed)))

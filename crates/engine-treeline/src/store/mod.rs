@@ -8,6 +8,7 @@
 //! segment left the index; segment latches keep a reader from seeing a page while it is
 //! overwritten in place.
 
+mod blobs;
 mod bulk_load;
 mod checkpoint;
 mod counters;
@@ -25,12 +26,12 @@ pub(crate) use self::bulk_load::BulkLoad;
 pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use strata_core::{EngineConfig, Error, Result};
+use strata_core::{EngineConfig, Error, Key, Result};
 use strata_io::Storage;
 use strata_kit::logged_writes::LoggedWrites;
 use strata_kit::worker::WorkerSignals;
@@ -39,6 +40,7 @@ use strata_wal::WalOptions;
 pub use self::counters::Counters;
 pub use self::scan::RangeIter;
 use self::writes::AppliedWrites;
+use crate::blob::{BlobRef, BlobTable};
 use crate::checkpoint_file::{self, Checkpoint};
 use crate::data_file::{self, DataFile};
 use crate::double_write::DoubleWrite;
@@ -61,6 +63,15 @@ pub(crate) struct MaintState {
     /// Slots that left the index since the last checkpoint. The checkpoint's index may still
     /// reference them, so they are reused only after the next checkpoint is durable.
     pub freed_since_checkpoint: Vec<SegmentSlot>,
+    /// Live blob runs (the next checkpoint's blob table; `blobs.rs`).
+    pub blobs: BlobTable,
+    /// Blob runs written for a dirty record (by key, with the record's lsn) that no page has
+    /// taken yet; settled at the end of every write-back (`blobs.rs`).
+    pub unplaced_blobs: HashMap<Key, (strata_wal::Lsn, BlobRef)>,
+    /// Runs (first page, pages) whose last reference left the pages since the last
+    /// checkpoint: reused only after the next one, like `freed_since_checkpoint`.
+    pub blob_runs_freed_since_checkpoint: Vec<(PageId, u64)>,
+    pub next_blob_id: u64,
     pub double_write: DoubleWrite,
     /// Pages with an image in the double-write area's current generation. Later in-place writes
     /// of such a page until the next checkpoint need no image: recovery restores that image and
@@ -161,6 +172,10 @@ impl Store {
             maint: Mutex::new(MaintState {
                 free,
                 freed_since_checkpoint: Vec::new(),
+                blobs: checkpoint.blobs,
+                unplaced_blobs: HashMap::new(),
+                blob_runs_freed_since_checkpoint: Vec::new(),
+                next_blob_id: blobs::first_blob_id_of_this_open(),
                 double_write,
                 imaged_since_checkpoint: HashSet::new(),
                 forecaster,
@@ -188,8 +203,14 @@ impl Store {
         store.counters.records_replayed_at_open.store(replayed.report.records_replayed, Relaxed);
         store.counters.pages_restored_at_open.store(restored, Relaxed);
         store.follow_data_size(data_pages)?;
+        // 5. After an unclean shutdown, free the blob runs no page references any more.
+        if replayed.report.records_replayed > 0 && !store.maint.lock().blobs.is_empty() {
+            let mut maint = store.maint.lock();
+            let freed = store.sweep_unreferenced(&mut maint)?;
+            store.counters.blob_runs_unreferenced_at_open.store(freed, Relaxed);
+        }
         let store = Arc::new(store);
-        // 5. Bring the cache back under its capacity (write-backs need the open WAL).
+        // 6. Bring the cache back under its capacity (write-backs need the open WAL).
         store.evict_while_over_capacity()?;
         Ok(store)
     }
@@ -324,6 +345,7 @@ fn open_or_create(
         next_production_id: 1,
         page_size,
         index: Index::default(),
+        blobs: BlobTable::new(),
     };
     checkpoint.store(storage)?;
     Ok((checkpoint, data))
@@ -402,28 +424,32 @@ fn check_data_end(checkpoint: &Checkpoint, data: &DataFile) -> Result<()> {
     Ok(())
 }
 
-/// Free pages: the runs below the checkpoint's end that its index does not reference. Two segments sharing a page is corruption of the checkpoint.
+/// Free pages: the runs below the checkpoint's end that neither its index nor its blob table
+/// references. Two of them sharing a page is corruption of the checkpoint.
 fn derive_free_space(checkpoint: &Checkpoint) -> Result<FreeSpace> {
-    let mut used = BTreeSet::new();
-    for id in checkpoint.index.used_pages() {
-        if !used.insert(id) {
+    let index = &checkpoint.index;
+    let mut used: Vec<(PageId, u64)> =
+        index.iter().map(|(_, e)| (e.first_page, u64::from(e.pages))).collect();
+    used.extend(index.iter().flat_map(|(_, e)| e.overflow.iter().filter(|&&o| o != 0).map(|&o| (o, 1))));
+    used.extend(checkpoint.blobs.iter().map(|(&first, slot)| (first, slot.pages)));
+    used.sort_unstable();
+    let mut free = FreeSpace::with_end(checkpoint.data_end_page);
+    let mut page = RESERVED_PAGES;
+    for (first, pages) in used {
+        if first < page {
             return Err(Error::corruption(
                 checkpoint_file::FILE_NAME,
                 0,
-                format!("page {id} is referenced twice by the index"),
+                format!("page {first} is referenced twice (by the index or the blob table)"),
             ));
         }
-    }
-    let mut free = FreeSpace::with_end(checkpoint.data_end_page);
-    let mut page = RESERVED_PAGES;
-    while page < checkpoint.data_end_page {
-        if used.contains(&page) {
-            page += 1;
-            continue;
+        if first > page {
+            free.release_run(page, first - page)?;
         }
-        let run_end = used.range(page..).next().copied().unwrap_or(checkpoint.data_end_page);
-        free.release_run(page, run_end - page)?;
-        page = run_end;
+        page = first + pages;
+    }
+    if page < checkpoint.data_end_page {
+        free.release_run(page, checkpoint.data_end_page - page)?;
     }
     Ok(free)
 }

@@ -50,21 +50,21 @@ impl Store {
         }
     }
 
-    /// The value of `key` in the data pages (base page, then overflow page), under the index's
-    /// read lock and the segment's latch.
+    /// The value of `key` in the data pages (base page, then overflow page; a blob run read
+    /// through its reference), under the index's read lock and the segment's latch.
     pub fn read_from_pages(&self, key: &[u8]) -> Result<Option<Value>> {
         let index = self.index.read();
         let Some(location) = index.locate(key) else { return Ok(None) };
         let _latch = self.latch_read(location.entry.first_page);
         let (page_index, base) = self.find_base_page(&location, key)?;
         if let Some(value) = base.get(key) {
-            return Ok(Some(value.to_vec()));
+            return self.resolve(key, value).map(Some);
         }
         match location.entry.overflow_of(page_index) {
             Some(id) => {
                 let overflow = self.data.read_page(id)?;
                 self.check_overflow_identity(&overflow, id, &base)?;
-                Ok(overflow.get(key).map(<[u8]>::to_vec))
+                overflow.get(key).map(|value| self.resolve(key, value)).transpose()
             }
             None => Ok(None),
         }

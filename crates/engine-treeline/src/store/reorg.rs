@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use strata_core::{Durability, Error, Key, Result, Value};
+use strata_core::{Durability, Error, Key, Result};
 
 use super::forecast_room::InsertOutlook;
 use super::{Counters, MaintState, Store};
@@ -20,7 +20,7 @@ use crate::index::SegmentEntry;
 use crate::key_projection::{common_prefix, project};
 use crate::model::{plan_segments, PlanConfig, SegmentPlan};
 use crate::page::layout::{HEADER_LEN, SLOT_LEN};
-use crate::page::{Page, PageKind, PutOutcome};
+use crate::page::{Page, PageKind, PutOutcome, StoredValue};
 use crate::record_cache::DirtyRecord;
 
 /// A post segment built in memory: base pages, and overflow pages by base page index.
@@ -35,7 +35,7 @@ pub(super) struct BuiltSegment {
 struct SegmentBounds<'a> {
     lower: &'a [u8],
     upper: Option<&'a [u8]>,
-    records: &'a [(Key, Value)],
+    records: &'a [(Key, StoredValue)],
     projections: &'a [u64],
 }
 
@@ -212,8 +212,8 @@ impl Store {
         maint: &mut MaintState,
         pre: &[(Key, SegmentEntry)],
         pending: &[DirtyRecord],
-    ) -> Result<Vec<(Key, Value)>> {
-        let mut records = BTreeMap::new();
+    ) -> Result<Vec<(Key, StoredValue)>> {
+        let mut records: BTreeMap<Key, StoredValue> = BTreeMap::new();
         for (_, entry) in pre {
             for i in 0..usize::from(entry.pages) {
                 let id = entry.base_page(i);
@@ -224,16 +224,33 @@ impl Store {
                 // the base page's record wherever both hold a key.
                 for page in std::iter::once(&base).chain(overflow.as_ref()) {
                     for e in page.iter() {
-                        records.entry(e.key()).or_insert_with(|| e.value.to_vec());
+                        match records.entry(e.key()) {
+                            std::collections::btree_map::Entry::Vacant(v) => {
+                                v.insert(e.value.to_owned_value());
+                            }
+                            // The overflow page's copy is dropped: so is its run.
+                            std::collections::btree_map::Entry::Occupied(o) => {
+                                let dropped =
+                                    e.value.blob().filter(|&r| o.get().as_stored().blob() != Some(r));
+                                dropped.into_iter().for_each(|r| self.release(maint, r));
+                            }
+                        }
                     }
                 }
             }
         }
-        for record in pending {
+        for record in self.stored_records(maint, pending)? {
             let replaced = match &record.value {
                 Some(value) => records.insert(record.key.clone(), value.clone()),
                 None => records.remove(&record.key),
             };
+            let replaced_blob = replaced.as_ref().and_then(|v| v.as_stored().blob());
+            if let Some(r) =
+                replaced_blob.filter(|&r| record.value.as_ref().and_then(|v| v.as_stored().blob()) != Some(r))
+            {
+                self.release(maint, r);
+            }
+            Self::placed(maint, &record.key, record.value.as_ref());
             if let (None, Some(_), Some(forecaster)) = (&replaced, &record.value, &mut maint.forecaster) {
                 forecaster.record_insert_key(&record.key);
             }
@@ -250,7 +267,7 @@ impl Store {
         &self,
         lower: &'a [u8],
         upper: Option<&[u8]>,
-        records: &'a [(Key, Value)],
+        records: &'a [(Key, StoredValue)],
     ) -> &'a [u8] {
         let cap = self.page_size.max_key_bytes() - 8;
         let (from, common) = match (upper, records.first(), records.last()) {
@@ -263,11 +280,13 @@ impl Store {
 
     /// The goal (from the knob or 70% of what fits a page at the set's average record size), its
     /// ε (the knob's, or half the room the goal leaves) and the hard per-page record cap.
-    fn sizing(&self, lower: &[u8], upper: Option<&[u8]>, records: &[(Key, Value)]) -> Sizing {
+    fn sizing(&self, lower: &[u8], upper: Option<&[u8]>, records: &[(Key, StoredValue)]) -> Sizing {
         let prefix_len = self.model_prefix(lower, upper, records).len();
         let count = records.len().max(1);
-        let record_bytes: usize =
-            records.iter().map(|(k, v)| k.len().saturating_sub(prefix_len) + v.len()).sum();
+        let record_bytes: usize = records
+            .iter()
+            .map(|(k, v)| k.len().saturating_sub(prefix_len) + v.as_stored().page_bytes())
+            .sum();
         let per_record = record_bytes / count + 1 + SLOT_LEN;
         let usable =
             self.page_size.bytes() - HEADER_LEN - 2 * lower.len().min(self.page_size.max_key_bytes());
@@ -295,7 +314,7 @@ impl Store {
         maint: &mut MaintState,
         lower: &[u8],
         upper: Option<&[u8]>,
-        records: &[(Key, Value)],
+        records: &[(Key, StoredValue)],
         forecast: bool,
     ) -> Result<Vec<BuiltSegment>> {
         let prefix = self.model_prefix(lower, upper, records);
@@ -382,7 +401,7 @@ impl Store {
         &self,
         maint: &mut MaintState,
         plans: &[SegmentPlan],
-        records: &[(Key, Value)],
+        records: &[(Key, StoredValue)],
         lower: &[u8],
         upper: Option<&[u8]>,
         prefix: &[u8],
@@ -422,7 +441,7 @@ impl Store {
         fences: &[Key],
         upper: Option<&[u8]>,
         production_id: u64,
-        records: &[(Key, Value)],
+        records: &[(Key, StoredValue)],
     ) -> Result<Option<(Vec<Page>, Vec<Option<Page>>)>> {
         let pages = plan.page_count as u8;
         let mut base = Vec::with_capacity(fences.len());
@@ -439,14 +458,14 @@ impl Store {
         for (key, value) in records {
             let i = fences.partition_point(|f| f.as_slice() <= key.as_slice()).saturating_sub(1);
             let (Some(page), Some(extra)) = (base.get_mut(i), overflow.get_mut(i)) else { continue };
-            if page.put(key, value)? != PutOutcome::NoRoom {
+            if page.put_stored(key, value.as_stored())? != PutOutcome::NoRoom {
                 continue;
             }
             let extra = match extra {
                 Some(o) => o,
                 None => extra.insert(Page::new_overflow_for(page)?),
             };
-            if extra.put(key, value)? == PutOutcome::NoRoom {
+            if extra.put_stored(key, value.as_stored())? == PutOutcome::NoRoom {
                 return Ok(None);
             }
         }

@@ -28,7 +28,7 @@ use super::scan_chunk::ChunkRecords;
 use super::{Counters, Store};
 use crate::index::{Index, SegmentEntry};
 use crate::page::layout::MAX_SEGMENT_PAGES;
-use crate::page::Page;
+use crate::page::{Page, StoredValue};
 
 /// Pages a forward scan's first chunk reads.
 const FIRST_CHUNK_PAGES: usize = 2;
@@ -49,7 +49,7 @@ pub struct RangeIter {
     range: KeyRange,
     direction: Direction,
     /// A reverse scan's records of the chunk read last, in the order they are returned.
-    buffer: VecDeque<(Key, Value)>,
+    buffer: VecDeque<(Key, StoredValue)>,
     /// A forward scan's chunk read last, decoded as it is taken.
     pending: Option<Pending>,
     /// Forward: keys not yet read are at or after this; reverse: at or before it.
@@ -170,7 +170,7 @@ impl RangeIter {
     /// The next record of a forward scan's read chunk that the scan wants: at or after the
     /// cursor the chunk was read from, in range. A key past the range's end ends the scan (keys
     /// only grow).
-    fn next_pending(&mut self) -> Option<(Key, Value)> {
+    fn next_pending(&mut self) -> Option<(Key, StoredValue)> {
         let pending = self.pending.as_mut()?;
         for (key, value) in pending.records.by_ref() {
             if !self.range.admits_to_end(&key) {
@@ -446,8 +446,15 @@ impl Iterator for RangeIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(record) = self.buffer.pop_front().or_else(|| self.next_pending()) {
-                return Some(Ok(record));
+            if let Some((key, stored)) = self.buffer.pop_front().or_else(|| self.next_pending()) {
+                match self.store.resolve_for_scan(&key, stored) {
+                    Ok(Some(value)) => return Some(Ok((key, value))),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
             }
             if self.done {
                 return None;

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 use strata_core::{Key, Value};
 
-use crate::page::{Entry, Page};
+use crate::page::{Entry, Page, StoredValue};
 
 /// A base page and its overflow page, each with the slot of its next record.
 struct PairCursor {
@@ -137,16 +137,17 @@ impl ChunkRecords {
     }
 }
 
+/// Records as pages hold them (a blob run is read only when the scan returns its record).
 impl Iterator for ChunkRecords {
-    type Item = (Key, Value);
+    type Item = (Key, StoredValue);
 
-    fn next(&mut self) -> Option<(Key, Value)> {
+    fn next(&mut self) -> Option<(Key, StoredValue)> {
         loop {
             match self.next_take() {
                 Take::End => return None,
                 Take::Page(side) => {
                     let pair = self.pairs.front_mut()?;
-                    let record = pair.entry(side).map(|e| (e.key(), e.value.to_vec()));
+                    let record = pair.entry(side).map(|e| (e.key(), e.value.to_owned_value()));
                     pair.advance(side);
                     return record;
                 }
@@ -155,7 +156,7 @@ impl Iterator for ChunkRecords {
                         pair.advance(side);
                     }
                     match self.cached.pop_front()? {
-                        (key, Some(value)) => return Some((key, value)),
+                        (key, Some(value)) => return Some((key, StoredValue::Inline(value))),
                         (_, None) => continue,
                     }
                 }
@@ -192,10 +193,10 @@ mod tests {
         chunk.push_pair(base, Some(overflow), Some(b"k2"));
         chunk.push_cached(vec![(b"k3".to_vec(), Some(b"c3".to_vec())), (b"k4".to_vec(), None)]);
         let got: Vec<_> = chunk.collect();
-        let want: Vec<(Key, Value)> = vec![
-            (b"k2".to_vec(), b"o2".to_vec()),
-            (b"k3".to_vec(), b"c3".to_vec()),
-            (b"k5".to_vec(), b"b5".to_vec()),
+        let want: Vec<(Key, StoredValue)> = vec![
+            (b"k2".to_vec(), StoredValue::Inline(b"o2".to_vec())),
+            (b"k3".to_vec(), StoredValue::Inline(b"c3".to_vec())),
+            (b"k5".to_vec(), StoredValue::Inline(b"b5".to_vec())),
         ];
         assert_eq!(got, want);
     }
@@ -209,6 +210,6 @@ mod tests {
         overflow.put(b"k1", b"overflow").unwrap();
         let mut chunk = ChunkRecords::default();
         chunk.push_pair(base, Some(overflow), None);
-        assert_eq!(chunk.collect::<Vec<_>>(), vec![(b"k1".to_vec(), b"base".to_vec())]);
+        assert_eq!(chunk.collect::<Vec<_>>(), vec![(b"k1".to_vec(), StoredValue::Inline(b"base".to_vec()))]);
     }
 }

@@ -74,13 +74,15 @@ impl Store {
             let c = self.cache.lock();
             (c.used_bytes(), c.len() as u64, c.dirty_entries() as u64, c.hits, c.misses, c.evictions)
         };
-        let (segments, free_pages, data_pages, deferred) = {
+        let (segments, free_pages, data_pages, deferred, blob_runs, blob_pages) = {
             let maint = self.maint.try_lock();
             let index = self.index.read();
             let free = maint.as_ref().map_or(0, |m| m.free.free_pages());
             let data_pages = maint.as_ref().map_or(0, |m| m.free.end());
             let deferred = maint.as_ref().map_or(0, |m| m.freed_since_checkpoint.len() as u64);
-            (index.len() as u64, free, data_pages, deferred)
+            let blob_runs = maint.as_ref().map_or(0, |m| m.blobs.len() as u64);
+            let blob_pages = maint.as_ref().map_or(0, |m| m.blobs.values().map(|b| b.pages).sum());
+            (index.len() as u64, free, data_pages, deferred, blob_runs, blob_pages)
         };
         let index_bytes = self.index_memory_bytes.load(Relaxed);
         let mut counters = self.counters.list();
@@ -95,6 +97,8 @@ impl Store {
             ("index.bytes".to_string(), index_bytes),
             ("free_pages".to_string(), free_pages),
             ("data_pages".to_string(), data_pages),
+            ("blob_runs".to_string(), blob_runs),
+            ("blob_pages".to_string(), blob_pages),
             ("slots_freed_since_checkpoint".to_string(), deferred),
             ("double_write_bytes".to_string(), self.double_write_bytes.load(Relaxed)),
             ("wal_bytes_since_checkpoint".to_string(), self.wal_bytes_since_checkpoint.load(Relaxed)),

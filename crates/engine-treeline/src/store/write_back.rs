@@ -14,9 +14,10 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use strata_core::{Durability, Error, Key, Result};
 
 use super::{Counters, MaintState, Store};
+use crate::blob::BlobRef;
 use crate::free_space::{PageId, SegmentSlot};
 use crate::index::{Location, SegmentEntry};
-use crate::page::{Page, PageKind, PutOutcome};
+use crate::page::{Page, PageKind, PutOutcome, Stored, StoredValue};
 use crate::record_cache::DirtyRecord;
 
 /// Pages in one batched write-back.
@@ -83,12 +84,20 @@ struct Applied {
     overflow_changed: bool,
     /// Keys the pages did not hold before: inserts, for the forecaster.
     inserted: Vec<Key>,
+    /// Blob runs the pages referenced for records now replaced or deleted.
+    replaced_blobs: Vec<BlobRef>,
+}
+
+/// A dirty record with its value as a page holds it (`None`: a delete).
+pub(super) struct StoredRecord {
+    pub key: Key,
+    pub value: Option<StoredValue>,
 }
 
 /// Puts `key` into `page`, or reports that it has no room; a key new to the page is noted in
 /// `inserted`.
-fn put(page: &mut Page, key: &[u8], value: &[u8], inserted: &mut Vec<Key>) -> Result<bool> {
-    match page.put(key, value)? {
+fn put(page: &mut Page, key: &[u8], value: Stored<'_>, inserted: &mut Vec<Key>) -> Result<bool> {
+    match page.put_stored(key, value)? {
         PutOutcome::NoRoom => Ok(false),
         PutOutcome::Updated => Ok(true),
         PutOutcome::Inserted => {
@@ -98,22 +107,33 @@ fn put(page: &mut Page, key: &[u8], value: &[u8], inserted: &mut Vec<Key>) -> Re
     }
 }
 
-/// Applies `dirty` to copies of the page pair: deletes first (they free room), then puts, each
+/// The blob run `page`'s record of `key` references, if it has one.
+fn blob_on(page: Option<&Page>, key: &[u8]) -> Option<BlobRef> {
+    page.and_then(|p| p.get(key)).and_then(|s| s.blob())
+}
+
+/// Applies `records` to copies of the page pair: deletes first (they free room), then puts, each
 /// into the page that holds the key, else the base page, else the overflow page (created when
 /// needed). `None`: the pair cannot take them all (a reorganization is due).
-fn apply_dirty(base: &Page, overflow: Option<&Page>, dirty: &[DirtyRecord]) -> Result<Option<Applied>> {
+fn apply_dirty(base: &Page, overflow: Option<&Page>, records: &[StoredRecord]) -> Result<Option<Applied>> {
     let mut base = base.clone();
     let mut overflow = overflow.cloned();
     let had_overflow = overflow.is_some();
     let mut overflow_changed = false;
     let mut inserted = Vec::new();
-    for record in dirty.iter().filter(|r| r.value.is_none()) {
+    let mut replaced_blobs = Vec::new();
+    for record in records.iter().filter(|r| r.value.is_none()) {
+        replaced_blobs.extend(blob_on(Some(&base), &record.key));
+        replaced_blobs.extend(blob_on(overflow.as_ref(), &record.key));
         base.delete(&record.key);
         overflow_changed |= overflow.as_mut().is_some_and(|o| o.delete(&record.key));
     }
-    for record in dirty {
+    for record in records {
         let Some(value) = &record.value else { continue };
-        let key = record.key.as_slice();
+        let (key, value) = (record.key.as_slice(), value.as_stored());
+        let old =
+            if base.get(key).is_some() { blob_on(Some(&base), key) } else { blob_on(overflow.as_ref(), key) };
+        replaced_blobs.extend(old.filter(|&r| Some(r) != value.blob()));
         if base.get(key).is_some() {
             if put(&mut base, key, value, &mut inserted)? {
                 continue;
@@ -142,7 +162,7 @@ fn apply_dirty(base: &Page, overflow: Option<&Page>, dirty: &[DirtyRecord]) -> R
         }
     }
     let overflow_changed = overflow_changed || (overflow.is_some() && !had_overflow);
-    Ok(Some(Applied { base, overflow, overflow_changed, inserted }))
+    Ok(Some(Applied { base, overflow, overflow_changed, inserted, replaced_blobs }))
 }
 
 impl Store {
@@ -157,7 +177,8 @@ impl Store {
                 self.write_batch(maint, &mut batch)?;
             }
         }
-        self.write_batch(maint, &mut batch)
+        self.write_batch(maint, &mut batch)?;
+        self.settle_unplaced(maint)
     }
 
     /// Writes back every dirty record whose lsn is below `below_lsn` (`u64::MAX`: all), with the
@@ -176,7 +197,8 @@ impl Store {
                 None => break,
             }
         }
-        self.write_batch(maint, &mut batch)
+        self.write_batch(maint, &mut batch)?;
+        self.settle_unplaced(maint)
     }
 
     /// Adds the page that holds `key` to `batch`; returns that page's upper fence (`None`: the
@@ -217,11 +239,14 @@ impl Store {
         if dirty.is_empty() {
             return Ok(upper);
         }
-        match apply_dirty(&base, overflow.as_ref(), &dirty)? {
+        let stored = self.stored_records(maint, &dirty)?;
+        match apply_dirty(&base, overflow.as_ref(), &stored)? {
             Some(applied) => {
                 if let Some(forecaster) = &mut maint.forecaster {
                     applied.inserted.iter().for_each(|key| forecaster.record_insert_key(key));
                 }
+                applied.replaced_blobs.iter().for_each(|&r| self.release(maint, r));
+                stored.iter().for_each(|r| Self::placed(maint, &r.key, r.value.as_ref()));
                 let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
                 batch.pairs.push(pair);
                 batch.base_pages.insert(base_id);
@@ -233,6 +258,23 @@ impl Store {
             }
         }
         Ok(upper)
+    }
+
+    /// `dirty` with each value as a page will hold it (large ones written to blob runs).
+    pub(super) fn stored_records(
+        &self,
+        maint: &mut MaintState,
+        dirty: &[DirtyRecord],
+    ) -> Result<Vec<StoredRecord>> {
+        let mut stored = Vec::with_capacity(dirty.len());
+        for record in dirty {
+            let value = match &record.value {
+                Some(v) => Some(self.stored_for(maint, &record.key, v, record.lsn)?),
+                None => None,
+            };
+            stored.push(StoredRecord { key: record.key.clone(), value });
+        }
+        Ok(stored)
     }
 
     /// The images of an applied pair; a new overflow page gets a free page (linked from the base
