@@ -31,6 +31,7 @@ pub mod model;
 pub mod options;
 pub mod page;
 pub mod record_cache;
+pub mod sharded_cache;
 mod store;
 
 use std::sync::atomic::Ordering::Relaxed;

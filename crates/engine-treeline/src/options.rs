@@ -33,6 +33,9 @@ pub struct TreelineOptions {
     /// reserve then reduce (`Store::effective_cache_bytes`), as the paper gives its record cache
     /// all the memory. Runtime knob.
     pub record_cache_bytes: Option<u64>,
+    /// Shards of the record cache, 1 to 16 (a power of two; fixed at open). Default: one per
+    /// 256 KiB of the cache's size at open, at most 16 (`sharded_cache::default_shards`).
+    pub record_cache_shards: Option<usize>,
     /// Records per page a reorganization aims for (the paper's *goal*); default: 70% of what fits
     /// a page at the reorganized records' average size.
     pub goal: Option<usize>,
@@ -72,6 +75,7 @@ impl Default for TreelineOptions {
         TreelineOptions {
             page_size_bytes: PageSize::DEFAULT.bytes(),
             record_cache_bytes: None,
+            record_cache_shards: None,
             goal: None,
             epsilon: None,
             reorg_radius: 5,
@@ -100,6 +104,7 @@ impl TreelineOptions {
             options.page_size_bytes = size;
         }
         options.record_cache_bytes = r.bytes("record_cache_bytes", cache_range(config))?;
+        options.record_cache_shards = r.count("record_cache_shards", 1..=16)?.map(|n| n as usize);
         options.goal = r.count("goal", 1..=6552)?.map(|g| g as usize);
         options.epsilon = r.count("epsilon", 1..=3276)?.map(|e| e as u32);
         if let Some(radius) = r.count("reorg_radius", 0..=64)? {

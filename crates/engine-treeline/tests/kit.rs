@@ -28,6 +28,24 @@ fn target() -> Target {
 
 strata_testkit::kit_tests!(target(), process_kill_cycles = 24, stress = (8, 2_000));
 
+/// The kit again with the record cache in four shards of 4 KiB each: range reads merging
+/// shards, per-shard eviction and the batch gate under the same checks.
+mod sharded_cache {
+    use super::*;
+
+    fn target() -> Target {
+        let config = common::config()
+            .engine_option("record_cache_bytes", "16KiB")
+            .engine_option("record_cache_shards", "4");
+        Target::new(
+            "treeline",
+            Arc::new(move |storage| Ok(Box::new(TreelineEngine::open(storage, &config)?) as Box<dyn Engine>)),
+        )
+    }
+
+    strata_testkit::kit_tests!(target(), process_kill_cycles = 8, stress = (8, 2_000));
+}
+
 /// Counters summed over every engine a counting target opened (each adds its own when dropped).
 static TOTALS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
 static ENGINES_DROPPED: AtomicU64 = AtomicU64::new(0);

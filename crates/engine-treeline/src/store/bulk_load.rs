@@ -87,7 +87,7 @@ impl Store {
     /// No segment (a new store), or one whose single page holds no record and has no overflow
     /// page; and an empty cache.
     fn is_empty_for_bulk_load(&self) -> Result<bool> {
-        if !self.cache.lock().is_empty() {
+        if !self.cache.is_empty() {
             return Ok(false);
         }
         let only = {

@@ -34,10 +34,7 @@ impl Store {
     ///    histograms are stored (`treeline-forecast`) when they changed.
     ///    7. Release the WAL before the replay lsn.
     pub(crate) fn checkpoint(&self, maint: &mut MaintState, sweep: Sweep) -> Result<()> {
-        let cut_lsn = {
-            let _cache = self.cache.lock();
-            self.applied.lsn()
-        };
+        let cut_lsn = self.applied.lsn();
         if cut_lsn > 0 {
             self.writes.wal().commit(cut_lsn, Durability::Sync)?;
         }
@@ -48,7 +45,7 @@ impl Store {
         };
         self.write_back_older_than(maint, below_lsn)?;
         self.data.sync()?;
-        let replay_from_lsn = self.cache.lock().min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1));
+        let replay_from_lsn = self.cache.min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1));
         // Slots freed since the last checkpoint are in no index from this one on: release them
         // now (merged with their free neighbours; a free run at the file's end moves the end
         // down), so the end this checkpoint stores is the one after them. Nothing allocates

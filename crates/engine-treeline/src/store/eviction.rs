@@ -17,7 +17,6 @@ use strata_kit::worker::Worker;
 
 use super::write_back::MAX_BATCH_PAGES;
 use super::Store;
-use crate::record_cache::RecordCache;
 
 /// How long a writer waits for the worker before it checks the store's state again.
 const BACKPRESSURE_RECHECK: Duration = Duration::from_millis(20);
@@ -94,16 +93,11 @@ impl Store {
         }
     }
 
-    /// How full the cache is (taking the cache lock).
-    fn cache_pressure(&self) -> CachePressure {
-        self.pressure_of(&mut self.cache.lock())
-    }
-
-    /// How full `cache` is; the writer computes it under the cache lock it holds anyway.
-    pub(crate) fn pressure_of(&self, cache: &mut RecordCache) -> CachePressure {
+    /// How full the cache is (its capacity follows the budget first).
+    pub(crate) fn cache_pressure(&self) -> CachePressure {
         let capacity_bytes = self.effective_cache_bytes();
-        cache.set_capacity_bytes(capacity_bytes);
-        let used = cache.used_bytes();
+        self.cache.set_capacity_bytes(capacity_bytes);
+        let used = self.cache.used_bytes();
         CachePressure {
             over_capacity: used > capacity_bytes,
             over_hard_limit: used > hard_limit_bytes(capacity_bytes),
@@ -123,13 +117,12 @@ impl Store {
     fn evict_to(&self, target: impl Fn(u64) -> u64, max_batches: usize) -> Result<()> {
         for _ in 0..max_batches {
             let victims = {
-                let mut cache = self.cache.lock();
                 let capacity_bytes = self.effective_cache_bytes();
-                cache.set_capacity_bytes(capacity_bytes);
-                if cache.used_bytes() <= target(capacity_bytes) {
+                self.cache.set_capacity_bytes(capacity_bytes);
+                if self.cache.used_bytes() <= target(capacity_bytes) {
                     return Ok(());
                 }
-                cache.choose_victims(MAX_BATCH_PAGES, target(capacity_bytes))
+                self.cache.choose_victims(MAX_BATCH_PAGES, target(capacity_bytes))
             };
             if victims.is_empty() {
                 self.signals.notify_progress();
@@ -139,11 +132,9 @@ impl Store {
                 let mut maint = self.maint.lock();
                 self.maintain(|| self.write_back_pages_of(&mut maint, &victims))?;
             }
-            let mut cache = self.cache.lock();
             for key in &victims {
-                cache.evict_if_clean(key);
+                self.cache.evict_if_clean(key);
             }
-            drop(cache);
             self.signals.notify_progress();
         }
         Ok(())

@@ -3,7 +3,8 @@
 //! Locks, always taken in this order (never the reverse): `maint` (one write-back,
 //! reorganization or checkpoint at a time; it owns the free list, the double-write area and the
 //! forecaster, and only its holder changes the index or any page) → `index` → a segment latch →
-//! `cache` (innermost, never held across I/O). Readers hold `index` shared across their page
+//! a cache shard (innermost, never held across I/O; the batch gate, when taken, just before
+//! the shards: `sharded_cache.rs`). Readers hold `index` shared across their page
 //! reads, so a reorganization's index swap waits for them and no reader reaches a page after its
 //! segment left the index; segment latches keep a reader from seeing a page while it is
 //! overwritten in place.
@@ -50,7 +51,7 @@ use crate::index::Index;
 use crate::key_projection::KeyMap;
 use crate::options::{buffer_reserve_bytes, TreelineOptions};
 use crate::page::PageSize;
-use crate::record_cache::RecordCache;
+use crate::sharded_cache::{self, ShardedCache};
 
 /// WAL segment files are `treeline-wal-<id>.log`.
 pub const WAL_FILE_PREFIX: &str = "treeline-wal-";
@@ -116,9 +117,11 @@ pub(crate) struct Store {
     pub maint: Mutex<MaintState>,
     pub index: RwLock<Index>,
     latches: [RwLock<()>; LATCH_STRIPES],
-    pub cache: Mutex<RecordCache>,
-    /// Bumped (under `cache`) after every page write and before its records are marked clean: a
-    /// reader that saw it unchanged across its page read may cache what it read.
+    /// The record cache, in shards by key (`sharded_cache.rs`).
+    pub cache: ShardedCache,
+    /// Bumped after every page write and before any of its records is marked clean: a reader
+    /// that saw it unchanged across its page read (loading it again under the key's shard lock)
+    /// may cache what it read.
     pub page_write_epoch: AtomicU64,
     pub wal_bytes_since_checkpoint: AtomicU64,
     /// The checkpoint distance, re-derived from the data file's size at open and at every
@@ -158,9 +161,11 @@ impl Store {
         };
         let forecast_stored = forecaster.as_ref().map(Forecaster::progress);
         let cache_bytes = options.record_cache_bytes(config);
-        let mut cache = RecordCache::new(cache_bytes);
+        let shards =
+            options.record_cache_shards.unwrap_or_else(|| sharded_cache::default_shards(cache_bytes));
+        let cache = ShardedCache::new(cache_bytes, shards);
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
-        let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &mut cache)?;
+        let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &cache)?;
         let index_memory_bytes = checkpoint.index.memory_bytes();
         let data_pages = free.end();
         let store = Store {
@@ -187,7 +192,7 @@ impl Store {
             }),
             index: RwLock::new(checkpoint.index),
             latches: std::array::from_fn(|_| RwLock::new(())),
-            cache: Mutex::new(cache),
+            cache,
             page_write_epoch: AtomicU64::new(0),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
             checkpoint_wal_bytes: AtomicU64::new(0),
@@ -277,7 +282,7 @@ fn replay_into_cache(
     storage: &Arc<dyn Storage>,
     wal_options: &WalOptions,
     from_lsn: u64,
-    cache: &mut RecordCache,
+    cache: &ShardedCache,
 ) -> Result<strata_kit::replay::ReplayedWal> {
     strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
         for op in batch.into_ops() {

@@ -17,15 +17,14 @@ const ADMISSION_EVICTION_STEPS: usize = 64;
 impl Store {
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.check_usable()?;
-        if let Some(cached) = self.cache.lock().get(key) {
+        if let Some(cached) = self.cache.get(key) {
             self.count_read(key, cached.as_ref());
             return Ok(cached);
         }
         let epoch = self.page_write_epoch.load(Acquire);
         let from_pages = self.read_from_pages(key)?;
-        let mut cache = self.cache.lock();
-        // A write since the miss is newer than the pages.
-        let value = match cache.get(key) {
+        let value = self.cache.with_shard(key, |cache| match cache.get(key) {
+            // A write since the miss is newer than the pages.
             Some(cached) => cached,
             None => {
                 // Cache what the pages said only if no write-back ran meanwhile (it could have
@@ -38,8 +37,7 @@ impl Store {
                 }
                 from_pages
             }
-        };
-        drop(cache);
+        });
         self.count_read(key, value.as_ref());
         Ok(value)
     }

@@ -121,7 +121,7 @@ impl Store {
         let lower = pre.first().map(|(k, _)| k.clone()).unwrap_or_default();
         // Phase II input: the reorganization set, with the range's dirty records applied. No
         // page may hold a write the WAL could lose: they are made durable first.
-        let pending = self.cache.lock().dirty_in(&lower, upper.as_deref());
+        let pending = self.cache.dirty_in(&lower, upper.as_deref());
         if let Some(newest_lsn) = pending.iter().map(|r| r.lsn).max() {
             self.writes.wal().commit(newest_lsn, Durability::Sync)?;
         }

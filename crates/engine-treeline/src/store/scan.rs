@@ -147,7 +147,7 @@ impl RangeIter {
             }
             None => {
                 let mut records = ChunkRecords::default();
-                records.push_cached(store.cache.lock().cached_in(&chunk.lower, chunk.upper.as_deref()));
+                records.push_cached(store.cache.cached_in(&chunk.lower, chunk.upper.as_deref()));
                 (records, chunk)
             }
         };
@@ -377,7 +377,7 @@ fn span_records(store: &Store, span: &Span, base: Vec<Page>, records: &mut Chunk
         let overflow = store.read_checked_overflow(entry, i, &page)?;
         records.push_pair(page, overflow, from);
     }
-    records.push_cached(store.cache.lock().cached_in(from.unwrap_or(&lower), upper.as_deref()));
+    records.push_cached(store.cache.cached_in(from.unwrap_or(&lower), upper.as_deref()));
     Ok(Chunk { lower, upper, entry: None })
 }
 

@@ -70,10 +70,9 @@ impl Store {
     }
 
     pub fn stats(&self) -> Stats {
-        let (cache_bytes, cache_len, dirty, hits, misses, evictions) = {
-            let c = self.cache.lock();
-            (c.used_bytes(), c.len() as u64, c.dirty_entries() as u64, c.hits, c.misses, c.evictions)
-        };
+        let t = self.cache.totals();
+        let (cache_bytes, cache_len, dirty, hits, misses, evictions) =
+            (self.cache.used_bytes(), t.records, t.dirty_records, t.hits, t.misses, t.evictions);
         let (segments, free_pages, data_pages, deferred, blob_runs, blob_pages) = {
             let maint = self.maint.try_lock();
             let index = self.index.read();
@@ -93,6 +92,7 @@ impl Store {
             ("cache.capacity_bytes".to_string(), self.effective_cache_bytes()),
             ("memory.over_budget_bytes".to_string(), self.over_budget_bytes()),
             ("cache.evictions".to_string(), evictions),
+            ("cache.shards".to_string(), self.cache.shard_count() as u64),
             ("index.segments".to_string(), segments),
             ("index.bytes".to_string(), index_bytes),
             ("free_pages".to_string(), free_pages),

@@ -186,8 +186,7 @@ impl Store {
     pub fn write_back_older_than(&self, maint: &mut MaintState, below_lsn: u64) -> Result<()> {
         let mut batch = WriteBackBatch::default();
         let mut from: Key = Vec::new();
-        loop {
-            let Some(key) = self.cache.lock().first_dirty_at_or_after(&from, below_lsn) else { break };
+        while let Some(key) = self.cache.first_dirty_at_or_after(&from, below_lsn) {
             let upper = self.add_page_of(maint, &mut batch, &key)?;
             if batch.is_full() {
                 self.write_batch(maint, &mut batch)?;
@@ -235,7 +234,7 @@ impl Store {
             }
             None => None,
         };
-        let dirty = self.cache.lock().dirty_in(base.lower_fence(), upper.as_deref());
+        let dirty = self.cache.dirty_in(base.lower_fence(), upper.as_deref());
         if dirty.is_empty() {
             return Ok(upper);
         }
@@ -378,9 +377,10 @@ impl Store {
     /// epoch, and the records become clean unless written again meanwhile.
     pub(super) fn mark_written(&self, records: &[DirtyRecord]) {
         Counters::add(&self.counters.records_written_back, records.len() as u64);
-        let mut cache = self.cache.lock();
+        // Bumped before any shard marks a record clean (after which it may be evicted): a
+        // reader that finds the record gone from its shard then sees the new epoch.
         self.page_write_epoch.fetch_add(1, Release);
-        cache.mark_clean(records);
+        self.cache.mark_clean(records);
     }
 
     /// Reads, in parallel, the base page the model picks for each of `keys` and its overflow

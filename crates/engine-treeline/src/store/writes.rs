@@ -11,10 +11,10 @@ use strata_kit::logged_writes::{ApplyLogged, Current, Logged, ReadCurrent, Write
 
 use super::eviction::CachePressure;
 use super::Store;
-use crate::record_cache::RecordCache;
+use crate::sharded_cache::ShardedCache;
 
 /// Applies a batch's ops to the cache as dirty records of `lsn` (the last op on a key wins).
-fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
+fn apply_to_cache(cache: &ShardedCache, batch: WriteBatch, lsn: u64) {
     for op in batch.into_ops() {
         match op {
             BatchOp::Put { key, value } => cache.put_dirty(key, Some(value), lsn),
@@ -25,12 +25,13 @@ fn apply_to_cache(cache: &mut RecordCache, batch: WriteBatch, lsn: u64) {
 
 /// How far writes reached the record cache, and what its last run found.
 pub(crate) struct AppliedWrites {
-    /// The lsn of the last batch applied to the cache; stored under the cache lock, so under
-    /// that lock every batch up to it is in the cache (applies follow the log order, and a
-    /// failed write stops every later apply). Later records may be logged and not applied yet.
+    /// The lsn of the last batch applied to the cache, stored (release) after its ops are in
+    /// the cache: whoever loads it sees every batch up to it there (applies follow the log
+    /// order, and a failed write stops every later apply). Later records may be logged and not
+    /// applied yet.
     lsn: AtomicU64,
     /// The cache's pressure after the last run (`PRESSURE_*` bits), measured by its applier
-    /// under the cache lock and read by each writer of the run.
+    /// and read by each writer of the run.
     pressure_after_run: AtomicU8,
 }
 
@@ -43,7 +44,7 @@ impl AppliedWrites {
         AppliedWrites { lsn: AtomicU64::new(last_lsn), pressure_after_run: AtomicU8::new(0) }
     }
 
-    /// Read it under the cache lock (the checkpoint's cut).
+    /// The checkpoint's cut.
     pub(crate) fn lsn(&self) -> u64 {
         self.lsn.load(Acquire)
     }
@@ -78,8 +79,9 @@ impl ReadCurrent for CacheOrPagesRead<'_> {
     }
 
     fn current(&mut self) -> Current {
-        let mut cache = self.store.cache.lock();
-        match (cache.get(self.key), self.from_pages.take()) {
+        // The epoch is loaded after the shard lock was released: a write-back that marked the
+        // key clean (and so could have let it be evicted) bumped it before.
+        match (self.store.cache.get(self.key), self.from_pages.take()) {
             (Some(cached), _) => Current::Value(cached),
             (None, Some((epoch, value))) if self.store.page_write_epoch.load(Acquire) == epoch => {
                 Current::Value(value)
@@ -115,16 +117,18 @@ impl Store {
 
 /// Write path steps 3 and 4 (docs/ARCHITECTURE.md, treeline).
 impl ApplyLogged for Store {
-    /// A run of committed batches, in log order, under one cache lock, each op a dirty record
-    /// of its batch's lsn; then the cache's pressure, measured under that lock for the run's
-    /// writers.
+    /// A run of committed batches, in log order, each op a dirty record of its batch's lsn in
+    /// its key's shard, behind the batch gate when a batch has several ops (no scan sees half
+    /// of one); then the cache's pressure, for the run's writers.
     fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
-        let mut cache = self.cache.lock();
+        let multi_op = run.iter().any(|l| l.batch.len() > 1);
+        let gate = multi_op.then(|| self.cache.gate_batches());
         for Logged { lsn, batch } in run.drain(..) {
-            apply_to_cache(&mut cache, batch, lsn);
+            apply_to_cache(&self.cache, batch, lsn);
             self.applied.lsn.store(lsn, Release);
         }
-        let pressure = self.pressure_of(&mut cache);
+        drop(gate);
+        let pressure = self.cache_pressure();
         let bits = u8::from(pressure.over_capacity) * PRESSURE_OVER_CAPACITY
             + u8::from(pressure.over_hard_limit) * PRESSURE_OVER_HARD_LIMIT;
         self.applied.pressure_after_run.store(bits, Relaxed);
