@@ -655,7 +655,7 @@ pub fn treeline_blob(data: &[u8]) {
     assert_eq!(&blob.encode()[..], reference, "a reference re-encodes to its bytes");
     let Some((&key_len, rest)) = rest.split_first() else { return };
     let Some((key, run)) = rest.split_at_checked(usize::from(key_len).min(rest.len())) else { return };
-    if let Ok(value) = decode_run(run, key, &blob, "treeline-data", 4096) {
+    if let Ok(value) = decode_run(run.to_vec(), key, &blob, "treeline-data", 4096) {
         let encoded = encode_run(PageSize::DEFAULT, key, &value, blob.blob_id);
         let covered = 32 + key.len() + value.len();
         assert_eq!(&encoded[..covered], &run[..covered], "a decoded run re-encodes to its bytes");

@@ -113,8 +113,28 @@ pub fn encode_run(size: PageSize, key: &[u8], value: &[u8], blob_id: u64) -> Vec
 }
 
 /// The value of a run read as `bytes` from file offset `run_offset` of `file`, checked against
-/// the reference `blob` of record `key`. Never panics on any input.
-pub fn decode_run(bytes: &[u8], key: &[u8], blob: &BlobRef, file: &str, run_offset: u64) -> Result<Value> {
+/// the reference `blob` of record `key`, in `bytes`' own allocation. Never panics on any input.
+pub fn decode_run(
+    mut bytes: Vec<u8>,
+    key: &[u8],
+    blob: &BlobRef,
+    file: &str,
+    run_offset: u64,
+) -> Result<Value> {
+    let (start, end) = check_run(&bytes, key, blob, file, run_offset)?;
+    bytes.truncate(end);
+    bytes.drain(..start);
+    Ok(bytes)
+}
+
+/// Checks a run (see `decode_run`); returns where its value starts and ends in `bytes`.
+fn check_run(
+    bytes: &[u8],
+    key: &[u8],
+    blob: &BlobRef,
+    file: &str,
+    run_offset: u64,
+) -> Result<(usize, usize)> {
     let bad = |at: usize, what: String| Error::corruption(file, run_offset + at as u64, what);
     let u16_at = |at: usize| crate::page::layout::u16_at(bytes, at).unwrap_or(0);
     let u32_at = |at: usize| strata_core::le_bytes::u32_at(bytes, at).unwrap_or(0);
@@ -148,7 +168,7 @@ pub fn decode_run(bytes: &[u8], key: &[u8], blob: &BlobRef, file: &str, run_offs
     if value_len != blob.value_len as usize || u64_at(BLOB_ID) != blob.blob_id {
         return Err(bad(BLOB_ID, "blob run is not the one its reference names (length or id)".into()));
     }
-    Ok(bytes.get(HEADER_LEN + key_len..end).unwrap_or_default().to_vec())
+    Ok((HEADER_LEN + key_len, end))
 }
 
 #[cfg(test)]
@@ -184,7 +204,7 @@ mod tests {
         assert_eq!(&r[8..12], &5000u32.to_le_bytes());
         assert_eq!(&r[12..20], &blob.blob_id.to_le_bytes());
         assert_eq!(BlobRef::decode(&r), Ok(blob));
-        assert_eq!(decode_run(&run, &key, &blob, FILE, 0).unwrap(), value);
+        assert_eq!(decode_run(run.clone(), &key, &blob, FILE, 0).unwrap(), value);
     }
 
     #[test]
@@ -193,23 +213,23 @@ mod tests {
         for at in 0..HEADER_LEN + key.len() + 40 {
             let mut damaged = run.clone();
             damaged[at] ^= 0x40;
-            let err = decode_run(&damaged, &key, &blob, FILE, 8192).unwrap_err();
+            let err = decode_run(damaged, &key, &blob, FILE, 8192).unwrap_err();
             assert!(
                 matches!(&err, Error::Corruption { file, offset, .. } if file == FILE && (8192..8192 + 32).contains(offset)),
                 "byte {at}: {err:?}"
             );
         }
         for len in 0..run.len() / 2 {
-            assert!(decode_run(&run[..len], &key, &blob, FILE, 0).is_err(), "{len}");
+            assert!(decode_run(run[..len].to_vec(), &key, &blob, FILE, 0).is_err(), "{len}");
         }
     }
 
     #[test]
     fn a_run_of_another_key_length_or_id_is_refused() {
         let (key, _, blob, run) = sample();
-        assert!(decode_run(&run, b"key-2", &blob, FILE, 0).is_err());
-        assert!(decode_run(&run, &key, &BlobRef { value_len: 4999, ..blob }, FILE, 0).is_err());
-        assert!(decode_run(&run, &key, &BlobRef { blob_id: 7, ..blob }, FILE, 0).is_err());
+        assert!(decode_run(run.clone(), b"key-2", &blob, FILE, 0).is_err());
+        assert!(decode_run(run.clone(), &key, &BlobRef { value_len: 4999, ..blob }, FILE, 0).is_err());
+        assert!(decode_run(run.clone(), &key, &BlobRef { blob_id: 7, ..blob }, FILE, 0).is_err());
     }
 
     #[test]

@@ -151,7 +151,7 @@ impl Store {
         let pages = r.pages(self.page_size, key.len());
         let bytes = self.data.read_run(r.first_page, pages)?;
         Counters::add(&self.counters.blob_runs_read, 1);
-        blob::decode_run(&bytes, key, r, FILE_NAME, offset)
+        blob::decode_run(bytes, key, r, FILE_NAME, offset)
     }
 
     /// Frees every registered run no page of the index references (what a crash between
