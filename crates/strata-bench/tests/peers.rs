@@ -129,9 +129,10 @@ fn shared_between_threads(name: &str) {
 
 #[test]
 fn compiled_peers_are_listed() {
-    for name in ["rocksdb", "rocksdb-weak", "rocksdb-point", "lmdb", "redb", "fjall", "sled"] {
+    for name in ["rocksdb", "rocksdb-weak", "rocksdb-point", "rocksdb-blob", "lmdb", "redb", "fjall", "sled"]
+    {
         let compiled = match name {
-            "rocksdb" | "rocksdb-weak" | "rocksdb-point" => cfg!(feature = "rocksdb"),
+            "rocksdb" | "rocksdb-weak" | "rocksdb-point" | "rocksdb-blob" => cfg!(feature = "rocksdb"),
             "lmdb" => cfg!(feature = "lmdb"),
             "redb" => cfg!(feature = "redb"),
             "fjall" => cfg!(feature = "fjall"),
@@ -163,6 +164,12 @@ fn rocksdb_weak_round_trip_direct_io() {
 #[test]
 fn rocksdb_point_lookup_tuning_round_trip_direct_io() {
     round_trip("rocksdb-point", true, false);
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_blob_files_round_trip_direct_io() {
+    round_trip("rocksdb-blob", true, false);
 }
 
 #[cfg(feature = "lmdb")]

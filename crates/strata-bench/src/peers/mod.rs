@@ -24,18 +24,19 @@ mod rocksdb;
 mod sled;
 
 /// Every peer this crate knows, with the cargo feature that compiles it in.
-const PEER_FEATURES: [(&str, &str); 7] = [
+const PEER_FEATURES: [(&str, &str); 8] = [
     ("rocksdb", "rocksdb"),
     ("rocksdb-weak", "rocksdb"),
     ("rocksdb-point", "rocksdb"),
+    ("rocksdb-blob", "rocksdb"),
     ("lmdb", "lmdb"),
     ("redb", "redb"),
     ("fjall", "fjall"),
     ("sled", "sled"),
 ];
 
-const ALL_PEER_NAMES: [&str; 7] =
-    ["rocksdb", "rocksdb-weak", "rocksdb-point", "lmdb", "redb", "fjall", "sled"];
+const ALL_PEER_NAMES: [&str; 8] =
+    ["rocksdb", "rocksdb-weak", "rocksdb-point", "rocksdb-blob", "lmdb", "redb", "fjall", "sled"];
 
 const COMPILED_PEER_NAMES: &[&str] = &[
     #[cfg(feature = "rocksdb")]
@@ -44,6 +45,8 @@ const COMPILED_PEER_NAMES: &[&str] = &[
     "rocksdb-weak",
     #[cfg(feature = "rocksdb")]
     "rocksdb-point",
+    #[cfg(feature = "rocksdb")]
+    "rocksdb-blob",
     #[cfg(feature = "lmdb")]
     "lmdb",
     #[cfg(feature = "redb")]
@@ -83,6 +86,8 @@ pub fn open_peer(name: &str, params: &OpenParams) -> Option<anyhow::Result<Box<d
         "rocksdb-point" => {
             Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::WeakPointLookup).map(boxed))
         }
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-blob" => Some(rocksdb::RocksDbAdapter::open(params, rocksdb::Tuning::TunedBlobs).map(boxed)),
         #[cfg(feature = "lmdb")]
         "lmdb" => Some(lmdb::LmdbAdapter::open(params).map(boxed)),
         #[cfg(feature = "redb")]

@@ -13,6 +13,9 @@
 //!   configuration in docs/benchmarks.md reproducible.
 //! - `rocksdb-point`: `rocksdb-weak` plus `OptimizeForPointLookup`'s settings (the F2 paper's
 //!   RocksDB baseline), with the cache still sized by the budget.
+//! - `rocksdb-blob`: `rocksdb` plus integrated BlobDB (wiki "BlobDB"), what its experts use for
+//!   large values: values of 4 KiB and more go to blob files, so compactions move only their
+//!   references; blob garbage collection on (its defaults: the oldest 25% of blob files).
 
 use ::rocksdb::{
     BlockBasedIndexType, BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options,
@@ -46,7 +49,12 @@ pub(super) enum Tuning {
     /// `rocksdb-point`: `Weak` plus what `OptimizeForPointLookup` turns on — a hash index inside
     /// each data block and a whole-key bloom filter on the memtable — without its fixed-size cache.
     WeakPointLookup,
+    /// `rocksdb-blob`: `Tuned` plus blob files for values of `MIN_BLOB_BYTES` and more.
+    TunedBlobs,
 }
+
+/// `rocksdb-blob`'s `min_blob_size`: a value of a data block's size or more goes to a blob file.
+const MIN_BLOB_BYTES: u64 = 4 << 10;
 
 impl Tuning {
     pub(super) fn engine_name(self) -> &'static str {
@@ -54,11 +62,17 @@ impl Tuning {
             Tuning::Tuned => "rocksdb",
             Tuning::Weak => "rocksdb-weak",
             Tuning::WeakPointLookup => "rocksdb-point",
+            Tuning::TunedBlobs => "rocksdb-blob",
         }
     }
 
     fn point_lookup_settings(self) -> bool {
-        matches!(self, Tuning::Tuned | Tuning::WeakPointLookup)
+        matches!(self, Tuning::Tuned | Tuning::WeakPointLookup | Tuning::TunedBlobs)
+    }
+
+    /// The tuning guide's settings (partitioned metadata, dynamic levels, ...).
+    fn tuned(self) -> bool {
+        matches!(self, Tuning::Tuned | Tuning::TunedBlobs)
     }
 }
 
@@ -89,7 +103,7 @@ fn table_options(tuning: Tuning, cache: &Cache) -> (BlockBasedOptions, Vec<(Stri
     // partitioned-index wiki recommends it for leveled compaction; it extends to partitions).
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     let mut described = vec![setting("block size", format_bytes(BLOCK_SIZE_BYTES as u64))];
-    if tuning == Tuning::Tuned {
+    if tuning.tuned() {
         // Partitioned index: a whole-file index block (hundreds of KiB per SST) competes with data
         // blocks for a small cache and is re-read whole after each eviction; 4 KiB partitions
         // are cached like data blocks and only the top level must stay in memory.
@@ -159,7 +173,22 @@ fn db_options(
             ),
         ));
     }
-    if tuning == Tuning::Tuned {
+    if tuning == Tuning::TunedBlobs {
+        // Integrated BlobDB (RocksDB wiki "BlobDB"): large values are written once to blob files
+        // at flush and compactions rewrite only the keys and blob references; garbage collection
+        // relocates the live values of the oldest blob files during compaction.
+        options.set_enable_blob_files(true);
+        options.set_min_blob_size(MIN_BLOB_BYTES);
+        options.set_enable_blob_gc(true);
+        described.push(setting(
+            "blob files",
+            format!(
+                "on: values of {} or more in blob files (256 MiB each), blob GC on (age cutoff 0.25)",
+                format_bytes(MIN_BLOB_BYTES)
+            ),
+        ));
+    }
+    if tuning.tuned() {
         // Dynamic level sizes (tuning guide, "Setup Options and Basic Tuning"): level targets follow
         // the last level's actual size, so ~90% of the data sits in the last level, space
         // amplification stays near 1.11 and a lookup probes no half-empty levels.
@@ -222,6 +251,7 @@ fn variant_description(tuning: Tuning) -> &'static str {
         Tuning::WeakPointLookup => {
             "rocksdb-weak + OptimizeForPointLookup's settings (the F2 paper's baseline)"
         }
+        Tuning::TunedBlobs => "rocksdb + integrated BlobDB for large values (RocksDB wiki \"BlobDB\")",
     }
 }
 
