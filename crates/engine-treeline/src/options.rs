@@ -33,8 +33,9 @@ pub struct TreelineOptions {
     /// reserve then reduce (`Store::effective_cache_bytes`), as the paper gives its record cache
     /// all the memory. Runtime knob.
     pub record_cache_bytes: Option<u64>,
-    /// Shards of the record cache, 1 to 16 (a power of two; fixed at open). Default: one per
-    /// 256 KiB of the cache's size at open, at most 16 (`sharded_cache::default_shards`).
+    /// Shards of the record cache, 1 to 16 (a power of two; fixed at open). Default: two per
+    /// core, one per 256 KiB of the cache's size at open, at most 16
+    /// (`sharded_cache::default_shards`).
     pub record_cache_shards: Option<usize>,
     /// Records per page a reorganization aims for (the paper's *goal*); default: 70% of what fits
     /// a page at the reorganized records' average size.

@@ -11,9 +11,9 @@
 //! its share of the target. Each shard's bytes are mirrored in an atomic after every change under
 //! its lock, so the cache's pressure is a sum of loads, not of locks.
 //!
-//! Shard count: fixed at open from the capacity (one shard per 256 KiB, at most 16, a power of
-//! two) or by the `record_cache_shards` knob; a shard far below a few records' size would make
-//! its CLOCK meaningless, which is why small caches keep one shard.
+//! Shard count: fixed at open (`default_shards`: two per core, one per 256 KiB of capacity, at
+//! most 16, a power of two) or by the `record_cache_shards` knob; a shard far below a few
+//! records' size would make its CLOCK meaningless, which is why small caches keep one shard.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -29,9 +29,13 @@ pub const MAX_SHARDS: usize = 16;
 /// Capacity per shard below which a cache keeps fewer shards.
 const MIN_SHARD_BYTES: u64 = 256 << 10;
 
-/// Shards for a cache of `capacity_bytes`: a power of two, one per `MIN_SHARD_BYTES`, 1 to 16.
-pub fn default_shards(capacity_bytes: u64) -> usize {
-    let wanted = (capacity_bytes / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS as u64) as usize;
+/// Shards for a cache of `capacity_bytes` on a machine running `cores` threads at once: a power
+/// of two, at most two per core (contention grows with the threads that can run together, not
+/// with the cache) and one per `MIN_SHARD_BYTES`, 1 to 16. Every shard costs each range read a
+/// lookup: 16 shards on 2 cores made YCSB E's scans 0.61x one shard's (docs/benchmarks.md).
+pub fn default_shards(capacity_bytes: u64, cores: usize) -> usize {
+    let by_size = (capacity_bytes / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS as u64) as usize;
+    let wanted = by_size.min(2 * cores.max(1));
     1 << wanted.ilog2()
 }
 
@@ -246,11 +250,13 @@ mod tests {
     }
 
     #[test]
-    fn shard_counts_follow_the_capacity() {
-        assert_eq!(default_shards(4 << 10), 1);
-        assert_eq!(default_shards(600 << 10), 2);
-        assert_eq!(default_shards(3 << 20), 8);
-        assert_eq!(default_shards(1 << 30), 16);
+    fn shard_counts_follow_the_capacity_and_the_cores() {
+        assert_eq!(default_shards(4 << 10, 64), 1);
+        assert_eq!(default_shards(600 << 10, 64), 2);
+        assert_eq!(default_shards(3 << 20, 64), 8);
+        assert_eq!(default_shards(1 << 30, 64), 16);
+        assert_eq!(default_shards(1 << 30, 2), 4);
+        assert_eq!(default_shards(1 << 30, 3), 4);
         assert_eq!(ShardedCache::new(1 << 20, 5).shard_count(), 4);
     }
 

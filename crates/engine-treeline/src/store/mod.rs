@@ -161,8 +161,9 @@ impl Store {
         };
         let forecast_stored = forecaster.as_ref().map(Forecaster::progress);
         let cache_bytes = options.record_cache_bytes(config);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let shards =
-            options.record_cache_shards.unwrap_or_else(|| sharded_cache::default_shards(cache_bytes));
+            options.record_cache_shards.unwrap_or_else(|| sharded_cache::default_shards(cache_bytes, cores));
         let cache = ShardedCache::new(cache_bytes, shards);
         // 4. Replay the WAL after the checkpoint into the cache, as dirty records.
         let replayed = replay_into_cache(&storage, &wal_options, checkpoint.wal_replay_from_lsn, &cache)?;
