@@ -644,11 +644,11 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
 }
 
 /// TreeLine's blob runs decoded straight from the input (docs/format/treeline.md, "Blob runs"):
-/// the first 20 bytes are a reference, the next byte a key length, then the key, then the run's
-/// bytes. Decoding never panics; a run that decodes is exactly what encoding its key, value and
-/// id gives, up to the run's length.
+/// the first 24 bytes are a reference, the next byte a key length, then the key, then the run's
+/// bytes. Decoding never panics; a value that decodes has the reference's length and checksum
+/// and is the run's first bytes.
 pub fn treeline_blob(data: &[u8]) {
-    use engine_treeline::blob::{decode_run, encode_run, BlobRef, REF_LEN};
+    use engine_treeline::blob::{checksum, decode_run, encode_run, BlobRef, REF_LEN};
     use engine_treeline::page::PageSize;
     let Some((reference, rest)) = data.split_at_checked(REF_LEN) else { return };
     let Ok(blob) = BlobRef::decode(reference) else { return };
@@ -656,8 +656,9 @@ pub fn treeline_blob(data: &[u8]) {
     let Some((&key_len, rest)) = rest.split_first() else { return };
     let Some((key, run)) = rest.split_at_checked(usize::from(key_len).min(rest.len())) else { return };
     if let Ok(value) = decode_run(run.to_vec(), key, &blob, "treeline-data", 4096) {
-        let encoded = encode_run(PageSize::DEFAULT, key, &value, blob.blob_id);
-        let covered = 32 + key.len() + value.len();
-        assert_eq!(&encoded[..covered], &run[..covered], "a decoded run re-encodes to its bytes");
+        assert_eq!(value.len(), blob.value_len as usize);
+        assert_eq!(checksum(key, &value), blob.crc);
+        let encoded = encode_run(PageSize::DEFAULT, &value);
+        assert_eq!(&encoded[..value.len()], &run[..value.len()], "the value is the run's first bytes");
     }
 }

@@ -342,8 +342,9 @@ fn treeline_page(page: &mut [u8]) -> usize {
     1
 }
 
-/// `treeline-data`: the header (page 0: `TLDATA`, CRC at 20 of bytes 0..20), every page and
-/// every blob run.
+/// `treeline-data`: the header (page 0: `TLDATA`, CRC at 20 of bytes 0..20) and every page.
+/// Blob runs hold bare values (their checksum is in the referencing record), so damage to them
+/// is never resealed.
 pub fn treeline_data(_: &str, b: &mut [u8]) -> usize {
     let mut written = 0;
     if b.len() >= 24 && &b[..6] == b"TLDATA" {
@@ -353,34 +354,10 @@ pub fn treeline_data(_: &str, b: &mut [u8]) -> usize {
     }
     let mut at = TREELINE_PAGE_BYTES;
     while at + TREELINE_PAGE_BYTES <= b.len() {
-        let pages = treeline_blob_run(&mut b[at..]);
-        if pages > 0 {
-            written += 1;
-            at += pages * TREELINE_PAGE_BYTES;
-            continue;
-        }
         written += treeline_page(&mut b[at..at + TREELINE_PAGE_BYTES]);
         at += TREELINE_PAGE_BYTES;
     }
     written
-}
-
-/// A treeline blob run at the start of `b` (`TB` at 4): its CRC at 0 of bytes 4 .. 32 + key_len
-/// (u16 at 8) + value_len (u32 at 12), resealed when the run fits in `b`. Returns its pages (0:
-/// no run there).
-fn treeline_blob_run(b: &mut [u8]) -> usize {
-    if b.len() < 32 || &b[4..6] != b"TB" {
-        return 0;
-    }
-    let key_len = usize::from(u16::from_le_bytes([b[8], b[9]]));
-    let value_len = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
-    let end = 32 + key_len + value_len;
-    if end > b.len() {
-        return 0;
-    }
-    let crc = crc32c(&b[4..end]);
-    put_u32(b, 0, crc);
-    end.div_ceil(TREELINE_PAGE_BYTES)
 }
 
 /// `treeline-dwb`: entries of 32 + P bytes from 0; in each (`TLDW` at 4) the page image at 32

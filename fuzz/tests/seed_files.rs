@@ -147,12 +147,17 @@ fn every_target_s_checks_pass_on_the_undamaged_store() {
     }
 }
 
-/// `treeline_data` reaches blob runs: the seed's data file holds some (`TB` at byte 4 of a page).
+/// `treeline_data` reaches blob runs: the seed's store holds some (its `blob_runs` counter).
 #[test]
 fn treeline_data_seed_holds_blob_runs() {
     let seed = seed_of(&targets::TREELINE_DATA);
-    let data = file(seed, "treeline-data");
-    let page = strata_fuzz::reseal::TREELINE_PAGE_BYTES;
-    let runs = data.chunks_exact(page).filter(|p| &p[4..6] == b"TB").count();
-    assert!(runs > 0, "no blob run in the seed's treeline-data");
+    let storage = std::sync::Arc::new(MemStorage::new());
+    for (name, bytes) in &seed.files {
+        storage.open(name, OpenOptions::create()).unwrap().write_at(0, bytes).unwrap();
+    }
+    let db = Db::open("fuzz", seed_options(targets::TREELINE_DATA.kind, targets::TREELINE_DATA.seed).storage(storage))
+        .expect("seed opens");
+    let runs = db.stats().unwrap().counter("blob_runs").expect("treeline counts its blob runs");
+    assert!(runs > 0, "no blob run in the seed store");
+    db.close().unwrap();
 }

@@ -111,12 +111,13 @@ fn the_space_of_replaced_runs_is_reused() {
     assert!(data_bytes <= 8 * 4096, "every run was given back: {data_bytes} bytes left");
 }
 
-/// Page offsets of the blob runs in `treeline-data` (a run's first page has `TB` at byte 4).
-fn blob_run_offsets(storage: &dyn Storage) -> Vec<u64> {
+/// Page offsets in `treeline-data` where a run of `value` starts (runs hold the bare value).
+fn blob_run_offsets(storage: &dyn Storage, value: &[u8]) -> Vec<u64> {
     let file = storage.open("treeline-data", OpenOptions::existing()).unwrap();
     let bytes = strata_io::read_all(file.as_ref()).unwrap();
+    let head = &value[..64];
     (0..bytes.len() / 4096)
-        .filter(|p| &bytes[p * 4096 + 4..p * 4096 + 6] == b"TB")
+        .filter(|p| &bytes[p * 4096..p * 4096 + 64] == head)
         .map(|p| (p * 4096) as u64)
         .collect()
 }
@@ -128,7 +129,7 @@ fn a_damaged_blob_run_is_corruption_naming_the_file_and_the_run() {
     engine.put(b"large", &big(50_000, 1), Durability::Buffered).unwrap();
     engine.put(b"small", b"v", Durability::Buffered).unwrap();
     engine.close().unwrap();
-    let runs = blob_run_offsets(storage.as_ref());
+    let runs = blob_run_offsets(storage.as_ref(), &big(50_000, 1));
     assert_eq!(runs.len(), 1);
     let file = storage.open("treeline-data", OpenOptions::existing()).unwrap();
     file.write_at(runs[0] + 30_000, &[0x5A; 4]).unwrap();

@@ -350,6 +350,7 @@ impl Page {
             true => Stored::Blob(BlobRef::decode(bytes).unwrap_or(BlobRef {
                 first_page: 0,
                 value_len: 0,
+                crc: 0,
                 blob_id: 0,
             })),
         }

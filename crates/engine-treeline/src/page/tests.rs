@@ -407,13 +407,13 @@ proptest! {
     }
 }
 
-/// docs/format/treeline.md, slot `value_len`: bit 15 marks a blob reference (20 value bytes).
+/// docs/format/treeline.md, slot `value_len`: bit 15 marks a blob reference (24 value bytes).
 #[test]
 fn a_blob_reference_sets_bit_15_of_value_len_and_round_trips() {
     use crate::blob::{BlobRef, REF_FIRST_PAGE, REF_LEN};
     let kind = PageKind::SegmentHead { pages: 1, production_id: 1, model: None };
     let mut p = Page::new(PageSize::DEFAULT, kind, b"", None).unwrap();
-    let r = BlobRef { first_page: 7, value_len: 5000, blob_id: 99 };
+    let r = BlobRef { first_page: 7, value_len: 5000, crc: 0xDEAD, blob_id: 99 };
     p.put_stored(b"big", Stored::Blob(r)).unwrap();
     p.put(b"small", b"v").unwrap();
     let bytes = p.clone().into_sealed_bytes();

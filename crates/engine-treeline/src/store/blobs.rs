@@ -3,7 +3,7 @@
 //! reorganization, a bulk load), read back in one sequential read.
 //!
 //! Lifecycle, all under `maint`:
-//! 1. `stored_for` writes the run and registers it in `MaintState::blobs` (live runs, the
+//! 1. `blob_for` writes the run and registers it in `MaintState::blobs` (live runs, the
 //!    checkpoint's blob table), remembered as *unplaced* until a page takes its reference.
 //! 2. A page that takes it (`placed`) makes it an ordinary live run. A write-back whose pair
 //!    cannot take its records hands them to a reorganization, which finds the run written for
@@ -32,6 +32,7 @@ use crate::blob::{self, BlobRef, BlobSlot};
 use crate::data_file::FILE_NAME;
 use crate::free_space::{page_offset, PageId};
 use crate::page::{Stored, StoredValue};
+use crate::record_cache::DirtyRecord;
 
 /// The first blob id of this open: a random high half (see the format doc), counter from 1.
 pub(crate) fn first_blob_id_of_this_open() -> u64 {
@@ -48,47 +49,63 @@ impl MaintState {
 }
 
 impl Store {
-    /// `value` of `key` as a page will hold it: inline when it fits, else a reference to a run
-    /// written now (or already written for this key at this `lsn`).
-    pub(super) fn stored_for(
+    /// Where a page will find `value` of `key`: `None` inline (it fits), else a run written now
+    /// (or already written for this key at this `lsn`).
+    pub(super) fn blob_for(
         &self,
         maint: &mut MaintState,
         key: &[u8],
         value: &Value,
         lsn: Lsn,
-    ) -> Result<StoredValue> {
+    ) -> Result<Option<BlobRef>> {
         if !blob::needs_blob(self.page_size, key.len(), value.len()) {
-            return Ok(StoredValue::Inline(value.clone()));
+            return Ok(None);
         }
         if let Some(&(written_lsn, r)) = maint.unplaced_blobs.get(key) {
             if written_lsn == lsn {
-                return Ok(StoredValue::Blob(r));
+                return Ok(Some(r));
             }
         }
         let r = self.write_blob(maint, key, value)?;
         if let Some((_, superseded)) = maint.unplaced_blobs.insert(key.to_vec(), (lsn, r)) {
             self.free_unplaced(maint, superseded)?;
         }
-        Ok(StoredValue::Blob(r))
+        Ok(Some(r))
+    }
+
+    /// The blob run (if any) each of `dirty`'s values goes to (`blob_for`).
+    pub(super) fn blobs_for(
+        &self,
+        maint: &mut MaintState,
+        dirty: &[DirtyRecord],
+    ) -> Result<Vec<Option<BlobRef>>> {
+        let mut blobs = Vec::with_capacity(dirty.len());
+        for record in dirty {
+            blobs.push(match &record.value {
+                Some(v) => self.blob_for(maint, &record.key, v, record.lsn)?,
+                None => None,
+            });
+        }
+        Ok(blobs)
     }
 
     /// Writes a run for `key` and `value` into free pages, registered as live.
     pub(super) fn write_blob(&self, maint: &mut MaintState, key: &[u8], value: &[u8]) -> Result<BlobRef> {
         let blob_id = maint.take_blob_id();
-        let bytes = blob::encode_run(self.page_size, key, value, blob_id);
+        let bytes = blob::encode_run(self.page_size, value);
         let pages = (bytes.len() / self.page_size.bytes()) as u64;
         let first_page = maint.free.allocate_run(pages)?;
         self.data.write_page(first_page, &bytes)?;
         maint.blobs.insert(first_page, BlobSlot { pages, blob_id });
         Counters::add(&self.counters.blob_runs_written, 1);
         Counters::add(&self.counters.blob_pages_written, pages);
-        Ok(BlobRef { first_page, value_len: value.len() as u32, blob_id })
+        Ok(BlobRef { first_page, value_len: value.len() as u32, crc: blob::checksum(key, value), blob_id })
     }
 
-    /// A page took `value` for `key`: its run is no longer unplaced.
-    pub(super) fn placed(maint: &mut MaintState, key: &[u8], value: Option<&StoredValue>) {
-        if let Some(StoredValue::Blob(r)) = value {
-            if maint.unplaced_blobs.get(key).is_some_and(|(_, u)| u == r) {
+    /// A page took the reference to run `r` for `key`: the run is no longer unplaced.
+    pub(super) fn placed(maint: &mut MaintState, key: &[u8], r: Option<BlobRef>) {
+        if let Some(r) = r {
+            if maint.unplaced_blobs.get(key).is_some_and(|(_, u)| *u == r) {
                 maint.unplaced_blobs.remove(key);
             }
         }
@@ -148,7 +165,7 @@ impl Store {
         let offset = page_offset(r.first_page, self.page_size).ok_or_else(|| {
             Error::corruption(FILE_NAME, 0, format!("blob page id {} overflows", r.first_page))
         })?;
-        let pages = r.pages(self.page_size, key.len());
+        let pages = r.pages(self.page_size);
         let bytes = self.data.read_run(r.first_page, pages)?;
         Counters::add(&self.counters.blob_runs_read, 1);
         blob::decode_run(bytes, key, r, FILE_NAME, offset)

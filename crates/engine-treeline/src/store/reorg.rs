@@ -239,18 +239,20 @@ impl Store {
                 }
             }
         }
-        for record in self.stored_records(maint, pending)? {
+        let blobs = self.blobs_for(maint, pending)?;
+        for (record, &blob) in pending.iter().zip(&blobs) {
             let replaced = match &record.value {
-                Some(value) => records.insert(record.key.clone(), value.clone()),
+                Some(value) => {
+                    let stored = blob.map_or_else(|| StoredValue::Inline(value.clone()), StoredValue::Blob);
+                    records.insert(record.key.clone(), stored)
+                }
                 None => records.remove(&record.key),
             };
             let replaced_blob = replaced.as_ref().and_then(|v| v.as_stored().blob());
-            if let Some(r) =
-                replaced_blob.filter(|&r| record.value.as_ref().and_then(|v| v.as_stored().blob()) != Some(r))
-            {
+            if let Some(r) = replaced_blob.filter(|&r| blob != Some(r)) {
                 self.release(maint, r);
             }
-            Self::placed(maint, &record.key, record.value.as_ref());
+            Self::placed(maint, &record.key, blob);
             if let (None, Some(_), Some(forecaster)) = (&replaced, &record.value, &mut maint.forecaster) {
                 forecaster.record_insert_key(&record.key);
             }

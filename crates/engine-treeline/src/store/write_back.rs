@@ -17,7 +17,7 @@ use super::{Counters, MaintState, Store};
 use crate::blob::BlobRef;
 use crate::free_space::{PageId, SegmentSlot};
 use crate::index::{Location, SegmentEntry};
-use crate::page::{Page, PageKind, PutOutcome, Stored, StoredValue};
+use crate::page::{Page, PageKind, PutOutcome, Stored};
 use crate::record_cache::DirtyRecord;
 
 /// Pages in one batched write-back.
@@ -88,12 +88,6 @@ struct Applied {
     replaced_blobs: Vec<BlobRef>,
 }
 
-/// A dirty record with its value as a page holds it (`None`: a delete).
-pub(super) struct StoredRecord {
-    pub key: Key,
-    pub value: Option<StoredValue>,
-}
-
 /// Puts `key` into `page`, or reports that it has no room; a key new to the page is noted in
 /// `inserted`.
 fn put(page: &mut Page, key: &[u8], value: Stored<'_>, inserted: &mut Vec<Key>) -> Result<bool> {
@@ -112,10 +106,16 @@ fn blob_on(page: Option<&Page>, key: &[u8]) -> Option<BlobRef> {
     page.and_then(|p| p.get(key)).and_then(|s| s.blob())
 }
 
-/// Applies `records` to copies of the page pair: deletes first (they free room), then puts, each
-/// into the page that holds the key, else the base page, else the overflow page (created when
-/// needed). `None`: the pair cannot take them all (a reorganization is due).
-fn apply_dirty(base: &Page, overflow: Option<&Page>, records: &[StoredRecord]) -> Result<Option<Applied>> {
+/// Applies `records` to copies of the page pair, each value inline or, where `blobs` names a run,
+/// as its reference: deletes first (they free room), then puts, each into the page that holds
+/// the key, else the base page, else the overflow page (created when needed). `None`: the pair
+/// cannot take them all (a reorganization is due).
+fn apply_dirty(
+    base: &Page,
+    overflow: Option<&Page>,
+    records: &[DirtyRecord],
+    blobs: &[Option<BlobRef>],
+) -> Result<Option<Applied>> {
     let mut base = base.clone();
     let mut overflow = overflow.cloned();
     let had_overflow = overflow.is_some();
@@ -128,9 +128,10 @@ fn apply_dirty(base: &Page, overflow: Option<&Page>, records: &[StoredRecord]) -
         base.delete(&record.key);
         overflow_changed |= overflow.as_mut().is_some_and(|o| o.delete(&record.key));
     }
-    for record in records {
+    for (record, blob) in records.iter().zip(blobs) {
         let Some(value) = &record.value else { continue };
-        let (key, value) = (record.key.as_slice(), value.as_stored());
+        let value = blob.map_or(Stored::Inline(value), Stored::Blob);
+        let key = record.key.as_slice();
         let old =
             if base.get(key).is_some() { blob_on(Some(&base), key) } else { blob_on(overflow.as_ref(), key) };
         replaced_blobs.extend(old.filter(|&r| Some(r) != value.blob()));
@@ -238,14 +239,14 @@ impl Store {
         if dirty.is_empty() {
             return Ok(upper);
         }
-        let stored = self.stored_records(maint, &dirty)?;
-        match apply_dirty(&base, overflow.as_ref(), &stored)? {
+        let blobs = self.blobs_for(maint, &dirty)?;
+        match apply_dirty(&base, overflow.as_ref(), &dirty, &blobs)? {
             Some(applied) => {
                 if let Some(forecaster) = &mut maint.forecaster {
                     applied.inserted.iter().for_each(|key| forecaster.record_insert_key(key));
                 }
                 applied.replaced_blobs.iter().for_each(|&r| self.release(maint, r));
-                stored.iter().for_each(|r| Self::placed(maint, &r.key, r.value.as_ref()));
+                dirty.iter().zip(&blobs).for_each(|(r, &blob)| Self::placed(maint, &r.key, blob));
                 let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
                 batch.pairs.push(pair);
                 batch.base_pages.insert(base_id);
@@ -257,23 +258,6 @@ impl Store {
             }
         }
         Ok(upper)
-    }
-
-    /// `dirty` with each value as a page will hold it (large ones written to blob runs).
-    pub(super) fn stored_records(
-        &self,
-        maint: &mut MaintState,
-        dirty: &[DirtyRecord],
-    ) -> Result<Vec<StoredRecord>> {
-        let mut stored = Vec::with_capacity(dirty.len());
-        for record in dirty {
-            let value = match &record.value {
-                Some(v) => Some(self.stored_for(maint, &record.key, v, record.lsn)?),
-                None => None,
-            };
-            stored.push(StoredRecord { key: record.key.clone(), value });
-        }
-        Ok(stored)
     }
 
     /// The images of an applied pair; a new overflow page gets a free page (linked from the base
