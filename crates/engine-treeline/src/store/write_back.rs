@@ -39,6 +39,9 @@ pub(crate) struct WriteBackBatch {
     pairs: Vec<PreparedPair>,
     /// Base pages already in the batch: a second key on one of them adds nothing.
     base_pages: HashSet<PageId>,
+    /// The records the pairs took, by key and lsn (marking them clean needs no more): their
+    /// values are dropped once applied, so a batch of 64 pages does not hold 64 pages' worth
+    /// of large values until it is written.
     records: Vec<DirtyRecord>,
     /// Pages this batch read (ahead in parallel by `prefetch_pages_of`, or on a miss). Only the
     /// write-back writes pages (it holds `maint`) and it writes them when the batch is written,
@@ -250,7 +253,7 @@ impl Store {
                 let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
                 batch.pairs.push(pair);
                 batch.base_pages.insert(base_id);
-                batch.records.extend(dirty);
+                batch.records.extend(dirty.into_iter().map(|r| DirtyRecord { value: None, ..r }));
             }
             None => {
                 self.write_batch(maint, batch)?;

@@ -14,13 +14,37 @@ use super::Store;
 use crate::sharded_cache::ShardedCache;
 
 /// Applies a batch's ops to the cache as dirty records of `lsn` (the last op on a key wins).
+///
+/// Only that last op reaches the cache: each op takes its shard's lock on its own, and a
+/// write-back running between two ops of one batch on one key would write the first op's value
+/// and then mark the key clean by its lsn, which the second op shares — the second value lost
+/// (the kit's fault checks found it: an older value after a clean close).
 fn apply_to_cache(cache: &ShardedCache, batch: WriteBatch, lsn: u64) {
-    for op in batch.into_ops() {
+    for op in last_op_per_key(batch.into_ops()) {
         match op {
             BatchOp::Put { key, value } => cache.put_dirty(key, Some(value), lsn),
             BatchOp::Delete { key } => cache.put_dirty(key, None, lsn),
         }
     }
+}
+
+/// `ops` without those a later op on the same key overrides, in their order.
+fn last_op_per_key(mut ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    if ops.len() < 2 {
+        return ops;
+    }
+    let key_of = |op: &BatchOp| match op {
+        BatchOp::Put { key, .. } | BatchOp::Delete { key } => key.clone(),
+    };
+    let mut seen = std::collections::HashSet::with_capacity(ops.len());
+    let mut kept: Vec<BatchOp> = Vec::with_capacity(ops.len());
+    while let Some(op) = ops.pop() {
+        if seen.insert(key_of(&op)) {
+            kept.push(op);
+        }
+    }
+    kept.reverse();
+    kept
 }
 
 /// How far writes reached the record cache, and what its last run found.
@@ -140,5 +164,29 @@ impl ApplyLogged for Store {
     fn after_apply(&self, sizes: WriteSizes) -> Result<()> {
         self.wal_bytes_since_checkpoint.fetch_add(sizes.payload_bytes, Relaxed);
         self.make_room_after_write(self.applied.pressure_after_run())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, value: &str) -> BatchOp {
+        BatchOp::Put { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }
+    }
+
+    /// Regression (kit fault checks, seed 1029887700372295563): a batch putting one key twice
+    /// reached the sharded cache op by op, and a write-back between the two ops lost the second.
+    #[test]
+    fn a_batch_reaches_the_cache_as_its_last_op_per_key() {
+        let ops = vec![
+            put("a", "1"),
+            put("b", "1"),
+            BatchOp::Delete { key: b"a".to_vec() },
+            put("c", "1"),
+            put("a", "2"),
+        ];
+        assert_eq!(last_op_per_key(ops), vec![put("b", "1"), put("c", "1"), put("a", "2")]);
+        assert_eq!(last_op_per_key(vec![put("x", "1")]), vec![put("x", "1")]);
     }
 }
