@@ -87,8 +87,13 @@ fn payload_byte(target: &Target, name: &str, b: &[u8]) -> usize {
             assert!(key_len < 0x80 && value_len < 0x80, "one-byte varints in the seed's first record");
             6 + key_len + value_len - 1
         }
-        // The last byte of page 1 (its heap), of the first entry's image.
-        "treeline_data" => 2 * 4096 - 1,
+        // The last byte (the heap) of the first data page (`TL` at 4: blob runs, which hold
+        // bare values with no checksum of their own, may come first).
+        "treeline_data" => {
+            let page = (1..).find(|p| &b[p * 4096 + 4..p * 4096 + 6] == b"TL").unwrap();
+            (page + 1) * 4096 - 1
+        }
+        // The last byte of the first entry's image.
         "treeline_dwb" => 32 + 4096 - 1,
         // The engine name; flexdb's committed lsn; the checkpoint's generation; forecast counts.
         "manifest" => 14,
