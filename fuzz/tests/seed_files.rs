@@ -155,8 +155,11 @@ fn treeline_data_seed_holds_blob_runs() {
     for (name, bytes) in &seed.files {
         storage.open(name, OpenOptions::create()).unwrap().write_at(0, bytes).unwrap();
     }
-    let db = Db::open("fuzz", seed_options(targets::TREELINE_DATA.kind, targets::TREELINE_DATA.seed).storage(storage))
-        .expect("seed opens");
+    let db = Db::open(
+        "fuzz",
+        seed_options(targets::TREELINE_DATA.kind, targets::TREELINE_DATA.seed).storage(storage),
+    )
+    .expect("seed opens");
     let runs = db.stats().unwrap().counter("blob_runs").expect("treeline counts its blob runs");
     assert!(runs > 0, "no blob run in the seed store");
     db.close().unwrap();
