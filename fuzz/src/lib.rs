@@ -147,8 +147,11 @@ impl Model {
 
 fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
     let sim = SimStorage::new(0x5eed);
+    // A crash seed's store runs on one booted view of the disk: after the power cut every call
+    // through it fails, so its background worker (a crashed process runs no destructors) cannot
+    // recycle a WAL segment between the listing and the reading of the copy below.
     let storage: Arc<dyn Storage> = match seed {
-        Seed::Crash | Seed::DoubleWrite => Arc::new(sim.clone()),
+        Seed::Crash | Seed::DoubleWrite => Arc::new(sim.booted()),
         Seed::Clean => Arc::new(MemStorage::new()),
     };
     let open =
@@ -195,7 +198,10 @@ fn build_seed_store(kind: EngineKind, seed: Seed) -> SeedStore {
         }
         Seed::Clean => db.close().expect("seed store closes"),
     }
-    let files = snapshot_files(storage.as_ref());
+    let files = match seed {
+        Seed::Crash | Seed::DoubleWrite => snapshot_files(&sim.booted()),
+        Seed::Clean => snapshot_files(storage.as_ref()),
+    };
     drop(db);
     SeedStore { files, history: model.history, last: model.last, clean: seed == Seed::Clean }
 }
