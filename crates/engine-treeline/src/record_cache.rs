@@ -219,7 +219,7 @@ impl RecordCache {
     /// After a page write: each record still dirty with the lsn that was written becomes clean
     /// (a clean tombstone is dropped); records written again meanwhile stay dirty. Reads only
     /// each written record's key and lsn (write-back drops the values it applied).
-    pub fn mark_clean(&mut self, written: &[DirtyRecord]) {
+    pub fn mark_clean<'a>(&mut self, written: impl IntoIterator<Item = &'a DirtyRecord>) {
         for record in written {
             let Some(entry) = self.map.get_mut(record.key.as_slice()) else { continue };
             if entry.dirty_lsn != record.lsn {

@@ -92,8 +92,7 @@ impl ShardedCache {
 
     #[allow(clippy::indexing_slicing, reason = "the index is reduced modulo the shard count")]
     fn shard_of(&self, key: &[u8]) -> &Shard {
-        let i = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
-        &self.shards[i]
+        &self.shards[self.index_of(key)]
     }
 
     /// Runs `f` on `key`'s shard under its lock (the shard's capacity set to its share).
@@ -202,11 +201,15 @@ impl ShardedCache {
         if let [shard] = &self.shards[..] {
             return self.run_on(shard, |c| c.mark_clean(written));
         }
-        for (i, shard) in self.shards.iter().enumerate() {
-            let mine: Vec<DirtyRecord> =
-                written.iter().filter(|r| self.index_of(&r.key) == i).cloned().collect();
+        let mut by_shard: Vec<Vec<&DirtyRecord>> = vec![Vec::new(); self.shards.len()];
+        for record in written {
+            if let Some(mine) = by_shard.get_mut(self.index_of(&record.key)) {
+                mine.push(record);
+            }
+        }
+        for (shard, mine) in self.shards.iter().zip(by_shard) {
             if !mine.is_empty() {
-                self.run_on(shard, |c| c.mark_clean(&mine));
+                self.run_on(shard, |c| c.mark_clean(mine));
             }
         }
     }
