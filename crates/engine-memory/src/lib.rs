@@ -377,6 +377,7 @@ impl Engine for MemoryEngine {
             .map(|(name, value)| (name.to_string(), value))
             .chain(inner.writes.wal().stats().counters())
             .collect(),
+            notices: Vec::new(),
         }
     }
 

@@ -85,6 +85,7 @@ fn write_back_overflow_reorganization_and_checkpoints_run_at_kit_sizes() {
         assert!(counter(&engine, name) > 0, "{name} is 0: {:?}", engine.stats().engine_counters);
     }
     assert_eq!(counter(&engine, "memory.over_budget_bytes"), 0, "the index fits the budget");
+    assert_eq!(engine.stats().notices, Vec::<String>::new());
     engine.verify().unwrap();
     engine.close().unwrap();
     let engine = open(storage);
@@ -604,12 +605,14 @@ fn a_scan_from_a_key_without_the_segments_prefix_skips_nothing() {
 
 /// An index larger than the budget: the record cache keeps its floor, a quarter of the budget
 /// (with the cache shrunk to 4 KiB, every read of such a store went to its pages), and stats say
-/// by how much the engine is over its budget.
+/// by how much the engine is over its budget, in a notice from the first `stats()` after open.
 #[test]
 fn an_index_too_large_for_the_budget_leaves_the_cache_its_floor_and_says_so() {
     let config = strata_core::EngineConfig { memory_budget_bytes: 256 << 10, ..Default::default() }
         .with_engine_options([("goal", "1"), ("page_grouping", "false"), ("forecasting", "false")]);
-    let engine = TreelineEngine::open(Arc::new(MemStorage::new()), &config).unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TreelineEngine::open(storage.clone(), &config).unwrap();
+    assert_eq!(engine.stats().notices, Vec::<String>::new(), "an empty index fits");
     let records: Vec<(Vec<u8>, Vec<u8>)> = (0..5_000).map(|i| (key(i), b"v".to_vec())).collect();
     engine.bulk_load(&mut records.into_iter().map(Ok)).unwrap();
     assert_eq!(counter(&engine, "index.segments"), 5_000);
@@ -617,6 +620,12 @@ fn an_index_too_large_for_the_budget_leaves_the_cache_its_floor_and_says_so() {
     assert_eq!(counter(&engine, "cache.capacity_bytes"), 64 << 10);
     assert!(counter(&engine, "memory.over_budget_bytes") > 0);
     assert_eq!(engine.get(&key(4_321)).unwrap().as_deref(), Some(&b"v"[..]));
+    engine.close().unwrap();
+    let engine = TreelineEngine::open(storage, &config).unwrap();
+    let notices = engine.stats().notices;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("memory budget (0.2 MiB) cannot hold the index"), "{}", notices[0]);
+    assert!(notices[0].contains("for 5000 segments"), "{}", notices[0]);
 }
 
 /// Regression guard for the sharded record cache: a scan merges every shard's records, so

@@ -239,6 +239,7 @@ fn stats_lines(db: &Db) -> Result<Vec<(String, String)>, Error> {
     ];
     lines.extend(capability_lines(&db.capabilities()));
     lines.extend(s.engine_counters.iter().map(|(k, v)| (k.clone(), v.to_string())));
+    lines.extend(s.notices.iter().map(|n| ("notice".to_string(), n.clone())));
     Ok(lines)
 }
 

@@ -38,6 +38,9 @@ pub struct Stats {
     /// Bytes the engine's files occupy.
     pub disk_bytes: u64,
     pub engine_counters: Vec<(String, u64)>,
+    /// Conditions the user should act on, one sentence each (e.g. a memory budget too small for
+    /// the engine's index): empty when all is well. Present from the first `stats()` after open.
+    pub notices: Vec<String>,
 }
 
 impl Stats {

@@ -57,6 +57,7 @@ impl Inner {
                 .map(|(n, v)| (n.to_string(), v))
                 .chain(self.wal.stats().counters())
                 .collect(),
+            notices: Vec::new(),
         }
     }
 

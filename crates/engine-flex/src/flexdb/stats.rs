@@ -68,6 +68,7 @@ impl FlexDb {
             .map(|(name, value)| (name.to_string(), value))
             .chain(self.writes.wal().stats().counters())
             .collect(),
+            notices: Vec::new(),
         }
     }
 

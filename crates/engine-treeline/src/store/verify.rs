@@ -115,6 +115,27 @@ impl Store {
             memory_bytes: cache_bytes + index_bytes,
             disk_bytes: strata_io::total_file_bytes(self.storage.as_ref()),
             engine_counters: counters,
+            notices: self.memory_notices(segments),
         }
+    }
+
+    /// The notice stats carry while the index leaves the record cache less than its floor
+    /// (`options::CACHE_FLOOR_BUDGET_DIVISOR`): memory then exceeds the budget.
+    fn memory_notices(&self, segments: u64) -> Vec<String> {
+        let over = self.over_budget_bytes();
+        if over == 0 {
+            return Vec::new();
+        }
+        let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+        vec![format!(
+            "treeline: the memory budget ({:.1} MiB) cannot hold the index ({:.1} MiB for {segments} \
+             segments) and a record cache of a quarter of it; the cache keeps that floor ({:.1} MiB), \
+             so memory exceeds the budget by {:.1} MiB. Raise the memory budget, or use larger pages \
+             (page_size_bytes) for a smaller index.",
+            mib(self.config.memory_budget_bytes),
+            mib(self.index_memory_bytes.load(Relaxed)),
+            mib(self.effective_cache_bytes()),
+            mib(over),
+        )]
     }
 }

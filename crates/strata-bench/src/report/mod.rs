@@ -204,6 +204,9 @@ pub struct EngineIo {
     /// The engine's own counters (`Stats::engine_counters`) at the end of the phase: totals
     /// since open, not deltas (some are gauges), for diagnosis from the JSON.
     pub counters_at_end: BTreeMap<String, u64>,
+    /// What the engine asked the user to act on at the end of the phase (`Stats::notices`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices_at_end: Vec<String>,
 }
 
 impl EngineIo {
@@ -220,6 +223,7 @@ impl EngineIo {
             memory_bytes: after.memory_bytes,
             disk_bytes: after.disk_bytes,
             counters_at_end: after.engine_counters.iter().cloned().collect(),
+            notices_at_end: after.notices.clone(),
         }
     }
 }

@@ -58,6 +58,7 @@ pub fn render(report: &BenchReport) -> String {
     }
     render_latency_by_op(report, &mut out);
     render_io_and_space(report, &mut out);
+    render_notices(report, &mut out);
     render_summary(report, &mut out);
     render_timelines(report, &mut out);
     render_open_close_reopen(report, &mut out);
@@ -265,6 +266,27 @@ fn render_io_and_space(report: &BenchReport, out: &mut String) {
         ]);
     }
     t.render(out);
+}
+
+/// Each distinct notice an engine gave at the end of a phase, with the phases that ended with it.
+fn render_notices(report: &BenchReport, out: &mut String) {
+    let mut notices: Vec<(&str, Vec<String>)> = Vec::new();
+    for r in &report.results {
+        for notice in r.engine_io.iter().flat_map(|io| &io.notices_at_end) {
+            let phase = format!("{} {}", round_label(report, r), r.workload);
+            match notices.iter_mut().find(|(n, _)| *n == notice.as_str()) {
+                Some((_, phases)) => phases.push(phase),
+                None => notices.push((notice, vec![phase])),
+            }
+        }
+    }
+    if notices.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nnotices from the engines (Stats::notices at the end of a phase):");
+    for (notice, phases) in notices {
+        let _ = writeln!(out, "  {notice}\n    after: {}", phases.join(", "));
+    }
 }
 
 /// Open, close and reopen times of every engine that ran, and the reopen after a kill.
