@@ -12,6 +12,7 @@
 
 pub mod reseal;
 mod seed_cache;
+mod sorted_run;
 pub mod targets;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use strata::storage::{CrashMode, MemStorage, OpenOptions, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, MaintenanceTask, Options, WriteBatch};
 
+pub use sorted_run::sorted_run;
 pub use targets::Target;
 
 /// Sizes that make each engine write every kind of file within a few hundred operations.

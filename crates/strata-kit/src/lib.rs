@@ -15,6 +15,7 @@ pub mod open_state;
 pub mod parallel;
 pub mod replay;
 pub mod small_file;
+pub mod sorted_run;
 pub mod worker;
 
 pub use factory::{EngineFactory, OpenEngineFn};

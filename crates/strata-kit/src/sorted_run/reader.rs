@@ -1,0 +1,321 @@
+//! `RunReader`: a run opened from `(file, base, len)`: footer, index and filter read and checked
+//! once and held in memory; data blocks read (and their checksums checked) on each use. Point
+//! reads ask the filter first, then read one block. `RunIter` walks a key range forward or in
+//! reverse, one block at a time.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use strata_core::{at_or_after, at_or_before};
+use strata_core::{Direction, Error, Key, Result};
+use strata_io::StorageFile;
+
+use super::block::{Block, DecodedBlock};
+use super::filter::RunFilter;
+use super::writer::Footer;
+use super::{varint, Entry, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct RunReader {
+    file: Arc<dyn StorageFile>,
+    /// The file's name, for errors.
+    name: String,
+    base: u64,
+    len: u64,
+    footer: Footer,
+    /// One entry per data block: its last key.
+    index: DecodedBlock,
+    /// Per data block: offset and length (without the checksum), relative to `base`.
+    handles: Vec<(u64, usize)>,
+    filter: RunFilter,
+}
+
+impl RunReader {
+    /// Opens the run of `len` bytes at `base` of `file` (named `name` in errors).
+    pub fn open(file: Arc<dyn StorageFile>, name: &str, base: u64, len: u64) -> Result<RunReader> {
+        let corrupt = |at: u64, what: String| Error::corruption(name, base + at, what);
+        let footer_at = len
+            .checked_sub(FOOTER_BYTES as u64)
+            .ok_or_else(|| corrupt(0, format!("a run of {len} bytes has no room for its footer")))?;
+        let mut footer_bytes = [0u8; FOOTER_BYTES];
+        file.read_at(base + footer_at, &mut footer_bytes)?;
+        let footer = Footer::decode(&footer_bytes).map_err(|e| corrupt(footer_at, e))?;
+        let trailer = BLOCK_TRAILER_BYTES as u64;
+        let filter_end = footer.filter_offset.checked_add(u64::from(footer.filter_len) + trailer);
+        let index_end = footer.index_offset.checked_add(u64::from(footer.index_len) + trailer);
+        if filter_end != Some(footer.index_offset) || index_end.is_none_or(|end| end > footer_at) {
+            return Err(corrupt(footer_at, "the footer's filter and index do not fit the run".into()));
+        }
+        let mut reader = RunReader {
+            file,
+            name: name.to_string(),
+            base,
+            len,
+            footer,
+            index: DecodedBlock::default(),
+            handles: Vec::new(),
+            filter: RunFilter::None,
+        };
+        let filter_bytes = reader.read_checked(footer.filter_offset, footer.filter_len as usize)?;
+        reader.filter =
+            RunFilter::decode(&filter_bytes).map_err(|e| reader.corrupt(footer.filter_offset, e))?;
+        let index_bytes = reader.read_checked(footer.index_offset, footer.index_len as usize)?;
+        reader.index = Block::parse(index_bytes)
+            .and_then(Block::decode)
+            .map_err(|e| reader.corrupt(footer.index_offset, format!("index: {e}")))?;
+        reader.handles = reader.decode_handles()?;
+        Ok(reader)
+    }
+
+    fn corrupt(&self, at: u64, what: impl Into<String>) -> Error {
+        Error::corruption(self.name.as_str(), self.base + at, what)
+    }
+
+    /// The data blocks' handles, checked to tile the run from 0 to the filter.
+    fn decode_handles(&self) -> Result<Vec<(u64, usize)>> {
+        let mut handles = Vec::with_capacity(self.index.len());
+        let mut expected_offset = 0u64;
+        for i in 0..self.index.len() {
+            let (_, _, value) = self.index.entry(i);
+            let handle = varint::get(value, 0)
+                .and_then(|(offset, p)| varint::get_u32(value, p).map(|(len, end)| (offset, len, end)));
+            match handle {
+                Some((offset, len, end)) if end == value.len() && offset == expected_offset => {
+                    handles.push((offset, len));
+                    expected_offset = offset + (len + BLOCK_TRAILER_BYTES) as u64;
+                }
+                _ => {
+                    return Err(
+                        self.corrupt(self.footer.index_offset, format!("index entry {i}: bad block handle"))
+                    )
+                }
+            }
+        }
+        if expected_offset != self.footer.filter_offset {
+            return Err(self.corrupt(self.footer.index_offset, "the data blocks do not end at the filter"));
+        }
+        Ok(handles)
+    }
+
+    /// `len` bytes at `offset` whose CRC-32C follows them.
+    fn read_checked(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len + BLOCK_TRAILER_BYTES];
+        self.file.read_at(self.base + offset, &mut buf)?;
+        let stored = strata_core::le_bytes::u32_at(&buf, len).unwrap_or(0);
+        buf.truncate(len);
+        if crc32c::crc32c(&buf) != stored {
+            return Err(self.corrupt(offset, format!("checksum mismatch in the {len}-byte block")));
+        }
+        Ok(buf)
+    }
+
+    fn read_block(&self, i: usize) -> Result<Block> {
+        let (offset, len) = self.handles[i];
+        Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))
+    }
+
+    /// Data block `i`, decoded, checked to hold keys above the previous block's last key and to
+    /// end with the key the index gives it (so scans stay in order across blocks).
+    fn decoded_block(&self, i: usize) -> Result<DecodedBlock> {
+        let offset = self.handles[i].0;
+        let block = self.read_block(i)?.decode().map_err(|e| self.corrupt(offset, e))?;
+        let last = block.len().checked_sub(1).map(|j| block.entry(j).0);
+        let after_previous = i == 0 || !block.is_empty() && block.entry(0).0 > self.index.entry(i - 1).0;
+        if last != Some(self.index.entry(i).0) || !after_previous {
+            return Err(self.corrupt(offset, "the block's keys disagree with the index"));
+        }
+        Ok(block)
+    }
+
+    /// The first data block whose last key is not below `key` (`None`: past the last).
+    fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let i = self.index.lower_bound(key);
+        (i < self.index.len()).then_some(i)
+    }
+
+    /// False only when `key` is certainly not in the run.
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.filter.may_contain(key)
+    }
+
+    /// The run's entry for `key`: the filter, then one block.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        let Some(i) = self.block_for(key) else { return Ok(None) };
+        let block = self.read_block(i)?;
+        let found = block.get(key).map_err(|e| self.corrupt(self.handles[i].0, e))?;
+        Ok(found.map(|(kind, value)| Entry { kind, value: value.to_vec() }))
+    }
+
+    /// The entries in `(lower, upper)`, in `direction`.
+    pub fn iter(self: &Arc<Self>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
+        RunIter::new(self.clone(), lower, upper, direction)
+    }
+
+    pub fn last_key(&self) -> Option<&[u8]> {
+        self.index.len().checked_sub(1).map(|i| self.index.entry(i).0)
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.footer.entry_count
+    }
+
+    pub fn tombstone_count(&self) -> u64 {
+        self.footer.tombstone_count
+    }
+
+    pub fn max_lsn(&self) -> u64 {
+        self.footer.max_lsn
+    }
+
+    pub fn len_bytes(&self) -> u64 {
+        self.len
+    }
+
+    pub fn data_blocks(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Bytes of memory the open run holds (index, handles and filter).
+    pub fn memory_bytes(&self) -> usize {
+        self.index.memory_bytes() + self.handles.len() * 16 + self.filter.memory_bytes()
+    }
+}
+
+/// A key range of one run, forward or in reverse. After an error it ends.
+pub struct RunIter {
+    run: Arc<RunReader>,
+    lower: Bound<Key>,
+    upper: Bound<Key>,
+    direction: Direction,
+    /// The block `entries` came from (`None` before the first).
+    block: Option<usize>,
+    entries: DecodedBlock,
+    /// Forward: the next entry; reverse: one past it.
+    pos: usize,
+    done: bool,
+}
+
+fn bound_key(bound: &Bound<Key>) -> Option<&[u8]> {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}
+
+fn as_slice_bound(bound: &Bound<Key>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl RunIter {
+    fn new(run: Arc<RunReader>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
+        let done = run.handles.is_empty();
+        RunIter { run, lower, upper, direction, block: None, entries: DecodedBlock::default(), pos: 0, done }
+    }
+
+    /// Loads the first block to read and positions `pos` at the range's start in it.
+    fn start(&mut self) -> Result<()> {
+        let blocks = self.run.handles.len();
+        match self.direction {
+            Direction::Forward => {
+                let first = bound_key(&self.lower).map_or(Some(0), |k| self.run.block_for(k));
+                let Some(i) = first else {
+                    self.done = true;
+                    return Ok(());
+                };
+                self.load(i)?;
+                self.pos = match &self.lower {
+                    Bound::Unbounded => 0,
+                    Bound::Included(k) => self.entries.lower_bound(k),
+                    Bound::Excluded(k) => self.entries.upper_bound(k),
+                };
+            }
+            Direction::Reverse => {
+                let last = bound_key(&self.upper).and_then(|k| self.run.block_for(k)).unwrap_or(blocks - 1);
+                self.load(last)?;
+                self.pos = match &self.upper {
+                    Bound::Unbounded => self.entries.len(),
+                    Bound::Excluded(k) => self.entries.lower_bound(k),
+                    Bound::Included(k) => self.entries.upper_bound(k),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, i: usize) -> Result<()> {
+        self.entries = self.run.decoded_block(i)?;
+        self.block = Some(i);
+        Ok(())
+    }
+
+    /// The next entry in the direction, ignoring the far bound; `None` at the run's end.
+    fn step(&mut self) -> Result<Option<(Key, Entry)>> {
+        if self.block.is_none() {
+            self.start()?;
+            if self.done {
+                return Ok(None);
+            }
+        }
+        loop {
+            let current = self.block.unwrap_or(0);
+            match self.direction {
+                Direction::Forward if self.pos < self.entries.len() => break,
+                Direction::Forward if current + 1 < self.run.handles.len() => {
+                    self.load(current + 1)?;
+                    self.pos = 0;
+                }
+                Direction::Reverse if self.pos > 0 => break,
+                Direction::Reverse if current > 0 => {
+                    self.load(current - 1)?;
+                    self.pos = self.entries.len();
+                }
+                _ => return Ok(None),
+            }
+        }
+        let i = match self.direction {
+            Direction::Forward => {
+                self.pos += 1;
+                self.pos - 1
+            }
+            Direction::Reverse => {
+                self.pos -= 1;
+                self.pos
+            }
+        };
+        let (key, kind, value) = self.entries.entry(i);
+        Ok(Some((key.to_vec(), Entry { kind, value: value.to_vec() })))
+    }
+}
+
+impl Iterator for RunIter {
+    type Item = Result<(Key, Entry)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = match self.step() {
+            Ok(Some((key, entry))) => {
+                let inside = match self.direction {
+                    Direction::Forward => at_or_before(&key, as_slice_bound(&self.upper)),
+                    Direction::Reverse => at_or_after(&key, as_slice_bound(&self.lower)),
+                };
+                inside.then_some(Ok((key, entry)))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        };
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}

@@ -1,0 +1,402 @@
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use strata_core::{Direction, Error, Key, Result};
+use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
+
+use super::block::BlockBuilder;
+use super::filter::{RunFilter, BINARY_FUSE_HEADER_BYTES};
+use super::writer::Footer;
+use super::*;
+use crate::memtable::MemTable;
+
+fn file() -> Arc<dyn StorageFile> {
+    MemStorage::new().open("run", OpenOptions::create()).unwrap()
+}
+
+type Model = BTreeMap<Key, Entry>;
+
+fn random_model(rng: &mut SmallRng, n: usize, key_space: u32) -> Model {
+    let mut model = Model::new();
+    while model.len() < n {
+        let key = format!("key{:08}", rng.gen_range(0..key_space)).into_bytes();
+        let entry = match rng.gen_range(0..10) {
+            0 => Entry::delete(),
+            1 => Entry::merge(vec![rng.gen()]),
+            _ => Entry::put((0..rng.gen_range(0..200)).map(|_| rng.gen()).collect()),
+        };
+        model.insert(key, entry);
+    }
+    model
+}
+
+fn write_run(file: &Arc<dyn StorageFile>, base: u64, model: &Model, options: RunOptions) -> RunInfo {
+    let mut writer = RunWriter::new(file.clone(), base, options).unwrap();
+    for (key, entry) in model {
+        writer.add(key, entry.kind, &entry.value).unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+fn open(file: &Arc<dyn StorageFile>, base: u64, info: &RunInfo) -> Arc<RunReader> {
+    Arc::new(RunReader::open(file.clone(), "run", base, info.len_bytes).unwrap())
+}
+
+fn small_blocks() -> RunOptions {
+    RunOptions { block_bytes: 256, restart_interval: 4, ..RunOptions::default() }
+}
+
+#[test]
+fn footer_offsets() {
+    let footer = Footer {
+        index_offset: 0x0102_0304_0506_0708,
+        index_len: 0x1112_1314,
+        filter_len: 0x2122_2324,
+        filter_offset: 0x3132_3334_3536_3738,
+        entry_count: 0x4142_4344_4546_4748,
+        tombstone_count: 0x5152_5354_5556_5758,
+        max_lsn: 0x6162_6364_6566_6768,
+    };
+    let bytes = footer.encode();
+    assert_eq!(bytes.len(), FOOTER_BYTES);
+    assert_eq!(bytes[0], 0x08);
+    assert_eq!(bytes[7], 0x01);
+    assert_eq!(bytes[8], 0x14);
+    assert_eq!(bytes[12], 0x24);
+    assert_eq!(bytes[16], 0x38);
+    assert_eq!(bytes[24], 0x48);
+    assert_eq!(bytes[32], 0x58);
+    assert_eq!(bytes[40], 0x68);
+    assert_eq!(&bytes[48..52], &[1, 0, 0, 0]);
+    assert_eq!(&bytes[52..56], b"SRUN");
+    assert_eq!(u32::from_le_bytes(bytes[56..60].try_into().unwrap()), crc32c::crc32c(&bytes[..56]));
+    assert_eq!(Footer::decode(&bytes), Ok(footer));
+}
+
+#[test]
+fn block_offsets() {
+    let mut builder = BlockBuilder::new(2);
+    builder.add(b"apple", EntryKind::Put, b"v1");
+    builder.add(b"apricot", EntryKind::Delete, b"");
+    builder.add(b"banana", EntryKind::Merge, b"m");
+    let bytes = builder.finish();
+    // Entry 0 at 0: shared 0, unshared 5, value 2, kind 0, "apple", "v1".
+    assert_eq!(&bytes[0..4], &[0, 5, 2, 0]);
+    assert_eq!(&bytes[4..9], b"apple");
+    assert_eq!(&bytes[9..11], b"v1");
+    // Entry 1 at 11: shares "ap", 5 more bytes, no value, a delete.
+    assert_eq!(&bytes[11..15], &[2, 5, 0, 1]);
+    assert_eq!(&bytes[15..20], b"ricot");
+    // Entry 2 at 20 is a restart (interval 2): stored whole, a merge operand.
+    assert_eq!(&bytes[20..24], &[0, 6, 1, 2]);
+    assert_eq!(&bytes[24..30], b"banana");
+    assert_eq!(bytes[30], b'm');
+    // Restarts at 0 and 20, then their count.
+    assert_eq!(&bytes[31..35], &0u32.to_le_bytes());
+    assert_eq!(&bytes[35..39], &20u32.to_le_bytes());
+    assert_eq!(&bytes[39..43], &2u32.to_le_bytes());
+    assert_eq!(bytes.len(), 43);
+    let block = Block::parse(bytes.clone()).unwrap();
+    assert_eq!(block.get(b"apricot").unwrap(), Some((EntryKind::Delete, &b""[..])));
+    assert_eq!(block.get(b"banana").unwrap(), Some((EntryKind::Merge, &b"m"[..])));
+    assert_eq!(block.get(b"apples").unwrap(), None);
+    let decoded = Block::parse(bytes).unwrap().decode().unwrap();
+    assert_eq!(decoded.entry(1), (&b"apricot"[..], EntryKind::Delete, &b""[..]));
+    assert_eq!(BlockBuilder::new(16).finish(), 0u32.to_le_bytes());
+}
+
+#[test]
+fn filter_offsets() {
+    let hashes: Vec<u64> = (0..1000u64).map(|i| super::filter::key_hash(&i.to_be_bytes())).collect();
+    let filter = RunFilter::build(hashes);
+    let bytes = filter.encode();
+    let RunFilter::BinaryFuse8(fuse) = &filter else { panic!("no filter built") };
+    let d = &fuse.descriptor;
+    assert_eq!(bytes[0], 1);
+    assert_eq!(&bytes[1..9], &d.seed.to_le_bytes());
+    assert_eq!(&bytes[9..13], &d.segment_length.to_le_bytes());
+    assert_eq!(&bytes[13..17], &d.segment_length_mask.to_le_bytes());
+    assert_eq!(&bytes[17..21], &d.segment_count_length.to_le_bytes());
+    assert_eq!(&bytes[BINARY_FUSE_HEADER_BYTES..], &fuse.fingerprints[..]);
+    assert_eq!(
+        fuse.fingerprints.len() as u32,
+        d.segment_count_length + 2 * d.segment_length,
+        "the decoder's length rule"
+    );
+    let back = RunFilter::decode(&bytes).unwrap();
+    assert!((0..1000u64).all(|i| back.may_contain(&i.to_be_bytes())));
+    assert_eq!(RunFilter::None.encode(), vec![0]);
+    // A descriptor that would send a lookup past the fingerprints is refused.
+    let mut bad = bytes.clone();
+    bad[17..21].copy_from_slice(&(d.segment_count_length * 2).to_le_bytes());
+    assert!(RunFilter::decode(&bad).is_err());
+    assert!(RunFilter::decode(&bytes[..bytes.len() - 1]).is_err());
+}
+
+#[test]
+fn the_filter_rejects_most_absent_keys() {
+    let hashes = (0..20_000u64).map(|i| super::filter::key_hash(&i.to_be_bytes())).collect();
+    let filter = RunFilter::build(hashes);
+    let false_positives = (20_000..120_000u64).filter(|i| filter.may_contain(&i.to_be_bytes())).count();
+    assert!(false_positives < 1_000, "{false_positives} of 100,000 absent keys passed (expected ~390)");
+    let bits_per_key = filter.memory_bytes() as f64 * 8.0 / 20_000.0;
+    assert!(bits_per_key < 10.0, "{bits_per_key} bits per key");
+}
+
+#[test]
+fn point_reads_match_the_model_and_absent_keys_are_none() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let model = random_model(&mut rng, 3_000, 20_000);
+    let file = file();
+    let info = write_run(&file, 0, &model, small_blocks());
+    assert_eq!(info.entry_count, model.len() as u64);
+    assert_eq!(info.tombstone_count, model.values().filter(|e| e.kind == EntryKind::Delete).count() as u64);
+    assert_eq!(info.first_key.as_ref(), model.keys().next());
+    assert_eq!(info.last_key.as_ref(), model.keys().next_back());
+    let run = open(&file, 0, &info);
+    assert!(run.data_blocks() > 100, "{} blocks", run.data_blocks());
+    for (key, entry) in &model {
+        assert_eq!(run.get(key).unwrap().as_ref(), Some(entry));
+    }
+    for i in 0..20_000u32 {
+        let key = format!("key{i:08}").into_bytes();
+        assert_eq!(run.get(&key).unwrap().as_ref(), model.get(&key));
+    }
+    assert_eq!(run.get(b"").unwrap(), None);
+    assert_eq!(run.get(b"zzz").unwrap(), None);
+}
+
+fn bound(rng: &mut SmallRng) -> Bound<Key> {
+    let key = format!("key{:08}", rng.gen_range(0..21_000)).into_bytes();
+    match rng.gen_range(0..3) {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(key),
+        _ => Bound::Excluded(key),
+    }
+}
+
+fn model_range(
+    model: &Model,
+    lower: &Bound<Key>,
+    upper: &Bound<Key>,
+    direction: Direction,
+) -> Vec<(Key, Entry)> {
+    let inside =
+        |k: &Key| strata_core::at_or_after(k, as_ref(lower)) && strata_core::at_or_before(k, as_ref(upper));
+    let mut out: Vec<_> =
+        model.iter().filter(|(k, _)| inside(k)).map(|(k, e)| (k.clone(), e.clone())).collect();
+    if direction == Direction::Reverse {
+        out.reverse();
+    }
+    out
+}
+
+fn as_ref(bound: &Bound<Key>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[test]
+fn range_iteration_matches_the_model_both_ways() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let model = random_model(&mut rng, 2_000, 20_000);
+    let file = file();
+    let info = write_run(&file, 0, &model, small_blocks());
+    let run = open(&file, 0, &info);
+    for _ in 0..300 {
+        let (lower, upper) = (bound(&mut rng), bound(&mut rng));
+        for direction in [Direction::Forward, Direction::Reverse] {
+            let got: Vec<_> = run.iter(lower.clone(), upper.clone(), direction).map(Result::unwrap).collect();
+            assert_eq!(
+                got,
+                model_range(&model, &lower, &upper, direction),
+                "{lower:?}..{upper:?} {direction:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_empty_run_opens_and_holds_nothing() {
+    let file = file();
+    let info = write_run(&file, 0, &Model::new(), RunOptions::default());
+    assert_eq!((info.entry_count, info.first_key.clone(), info.last_key.clone()), (0, None, None));
+    let run = open(&file, 0, &info);
+    assert_eq!(run.get(b"a").unwrap(), None);
+    assert_eq!(run.last_key(), None);
+    assert_eq!(run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Reverse).count(), 0);
+}
+
+#[test]
+fn an_aligned_run_at_a_base_has_an_aligned_length_and_reads_back() {
+    let mut rng = SmallRng::seed_from_u64(3);
+    let model = random_model(&mut rng, 500, 5_000);
+    let file = file();
+    file.write_at(0, &[0xee; 8192]).unwrap();
+    let options = RunOptions { align_bytes: 4096, max_lsn: 77, ..RunOptions::default() };
+    let info = write_run(&file, 8192, &model, options);
+    assert_eq!(info.len_bytes % 4096, 0);
+    let run = open(&file, 8192, &info);
+    assert_eq!(run.max_lsn(), 77);
+    assert!(model.iter().all(|(k, e)| run.get(k).unwrap().as_ref() == Some(e)));
+    assert!(RunWriter::new(file, 100, options).is_err(), "an unaligned base is refused");
+}
+
+#[test]
+fn keys_out_of_order_and_deletes_with_values_are_refused() {
+    let mut writer = RunWriter::new(file(), 0, RunOptions::default()).unwrap();
+    writer.add(b"b", EntryKind::Put, b"1").unwrap();
+    assert!(matches!(writer.add(b"b", EntryKind::Put, b"2"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(writer.add(b"a", EntryKind::Put, b"2"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(writer.add(b"c", EntryKind::Delete, b"x"), Err(Error::InvalidArgument(_))));
+    writer.add(b"c", EntryKind::Delete, b"").unwrap();
+}
+
+/// Every single-byte change of a run is an error (at open, or when the damaged block is read),
+/// never different data; the error names the file.
+#[test]
+fn every_damaged_byte_is_an_error_never_other_data() {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let model = random_model(&mut rng, 60, 1_000);
+    let file = file();
+    let info = write_run(&file, 0, &model, small_blocks());
+    let pristine = strata_io::read_all(file.as_ref()).unwrap();
+    assert!(
+        pristine.len() > 4_000 && info.data_blocks > 10,
+        "{} bytes, {} blocks",
+        pristine.len(),
+        info.data_blocks
+    );
+    for at in 0..pristine.len() {
+        let mut damaged = pristine.clone();
+        damaged[at] ^= 0x40;
+        let copy = MemStorage::new().open("run", OpenOptions::create()).unwrap();
+        copy.write_at(0, &damaged).unwrap();
+        let outcome = RunReader::open(copy, "run", 0, info.len_bytes).and_then(|run| {
+            let run = Arc::new(run);
+            let all: Result<Vec<_>> =
+                run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).collect();
+            let gets: Result<Vec<_>> = model.keys().map(|k| run.get(k)).collect();
+            Ok((all?, gets?))
+        });
+        match outcome {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, "run"),
+            Err(e) => panic!("byte {at}: {e}"),
+            Ok((all, gets)) => {
+                panic!("byte {at} flipped and unnoticed: {} entries, {} gets", all.len(), gets.len())
+            }
+        }
+    }
+}
+
+/// Concatenates `operand`s (newer after older); applied to a base, appends to it.
+struct Append;
+
+impl MergeOperator for Append {
+    fn combine(&self, _key: &[u8], older: &[u8], newer: &[u8]) -> Result<Vec<u8>> {
+        Ok([older, newer].concat())
+    }
+    fn apply(&self, _key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Vec<u8>> {
+        Ok([base.unwrap_or_default(), operand].concat())
+    }
+}
+
+/// What a merge of `layers` (newest first) yields for `key`, by replaying them oldest first.
+fn replay(layers: &[Model], key: &[u8], output: MergeOutput) -> Option<Entry> {
+    let mut state: Option<Entry> = None;
+    for layer in layers.iter().rev() {
+        let Some(entry) = layer.get(key) else { continue };
+        state = Some(match (entry.kind, state.take()) {
+            (EntryKind::Merge, Some(Entry { kind: EntryKind::Put, value })) => {
+                Entry::put([value, entry.value.clone()].concat())
+            }
+            (EntryKind::Merge, Some(Entry { kind: EntryKind::Delete, .. })) => {
+                Entry::put(entry.value.clone())
+            }
+            (EntryKind::Merge, Some(Entry { kind: EntryKind::Merge, value })) => {
+                Entry::merge([value, entry.value.clone()].concat())
+            }
+            _ => entry.clone(),
+        });
+    }
+    match (state, output) {
+        (Some(Entry { kind: EntryKind::Delete, .. }), MergeOutput::Visible | MergeOutput::Bottom) => None,
+        (Some(Entry { kind: EntryKind::Merge, value }), MergeOutput::Visible | MergeOutput::Bottom) => {
+            Some(Entry::put(value))
+        }
+        (state, _) => state,
+    }
+}
+
+#[test]
+fn a_merge_of_runs_and_a_memtable_matches_a_replay_both_ways() {
+    let mut rng = SmallRng::seed_from_u64(13);
+    let layers: Vec<Model> = (0..4).map(|_| random_model(&mut rng, 400, 2_000)).collect();
+    let runs: Vec<Arc<RunReader>> = layers[1..]
+        .iter()
+        .map(|layer| {
+            let file = file();
+            let info = write_run(&file, 0, layer, small_blocks());
+            open(&file, 0, &info)
+        })
+        .collect();
+    // The newest layer is a MemTable (which holds puts and deletes only).
+    let mut table = MemTable::default();
+    let mut newest = Model::new();
+    for (key, entry) in &layers[0] {
+        match entry.kind {
+            EntryKind::Put => {
+                table.apply(strata_core::BatchOp::Put { key: key.clone(), value: entry.value.clone() })
+            }
+            EntryKind::Delete => table.apply(strata_core::BatchOp::Delete { key: key.clone() }),
+            EntryKind::Merge => continue,
+        }
+        newest.insert(key.clone(), entry.clone());
+    }
+    let layers: Vec<Model> = std::iter::once(newest).chain(layers[1..].iter().cloned()).collect();
+    let all_keys: std::collections::BTreeSet<Key> = layers.iter().flat_map(|l| l.keys().cloned()).collect();
+    for output in [MergeOutput::Visible, MergeOutput::Bottom, MergeOutput::Above] {
+        for direction in [Direction::Forward, Direction::Reverse] {
+            let mut sources: Vec<SourceIter<'_>> =
+                vec![memtable_source(&table, (Bound::Unbounded, Bound::Unbounded), direction)];
+            sources.extend(
+                runs.iter().map(|r| {
+                    Box::new(r.iter(Bound::Unbounded, Bound::Unbounded, direction)) as SourceIter<'_>
+                }),
+            );
+            let got: Vec<_> = MergeIter::new(sources, direction, output)
+                .with_operator(Arc::new(Append))
+                .map(Result::unwrap)
+                .collect();
+            let mut expected: Vec<_> =
+                all_keys.iter().filter_map(|k| replay(&layers, k, output).map(|e| (k.clone(), e))).collect();
+            if direction == Direction::Reverse {
+                expected.reverse();
+            }
+            let merges = expected.iter().filter(|(_, e)| e.kind == EntryKind::Merge).count();
+            assert_eq!(merges > 0, output == MergeOutput::Above, "{output:?}: {merges} operands left");
+            assert_eq!(got, expected, "{output:?} {direction:?}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_source_ends_the_merge_with_its_error() {
+    let good: SourceIter<'_> = Box::new((0..5u8).map(|i| Ok((vec![i], Entry::put(vec![i])))));
+    let bad: SourceIter<'_> = Box::new(
+        vec![Ok((vec![1], Entry::put(vec![9]))), Err(Error::corruption("other", 12, "bad block"))]
+            .into_iter(),
+    );
+    let items: Vec<_> = MergeIter::new(vec![good, bad], Direction::Forward, MergeOutput::Visible).collect();
+    assert!(items.iter().any(|i| matches!(i, Err(Error::Corruption { offset: 12, .. }))), "{items:?}");
+    assert!(matches!(items.last(), Some(Err(_))));
+    let operand: SourceIter<'_> = Box::new(std::iter::once(Ok((vec![1], Entry::merge(vec![1])))));
+    let items: Vec<_> = MergeIter::new(vec![operand], Direction::Forward, MergeOutput::Visible).collect();
+    assert!(matches!(items.as_slice(), [Err(Error::InvalidArgument(_))]), "no operator: {items:?}");
+}
