@@ -98,6 +98,13 @@ impl Index {
         self.map.len()
     }
 
+    /// Base pages and overflow pages the segments reference.
+    pub fn page_counts(&self) -> (u64, u64) {
+        self.iter().fold((0, 0), |(base, overflow), (_, e)| {
+            (base + u64::from(e.pages), overflow + e.overflow.iter().filter(|&&o| o != 0).count() as u64)
+        })
+    }
+
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Key, &SegmentEntry)> {
         self.map.iter()
     }

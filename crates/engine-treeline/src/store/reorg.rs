@@ -300,11 +300,8 @@ impl Store {
 
     /// Base and overflow pages the index references.
     fn index_pages(&self) -> u64 {
-        let index = self.index.read();
-        index
-            .iter()
-            .map(|(_, e)| u64::from(e.pages) + e.overflow.iter().filter(|&&o| o != 0).count() as u64)
-            .sum()
+        let (base, overflow) = self.index.read().page_counts();
+        base + overflow
     }
 
     /// Phases II/III in memory: plans segments (with `forecast`, room for forecast inserts where

@@ -73,6 +73,7 @@ impl Store {
         let t = self.cache.totals();
         let (cache_bytes, cache_len, dirty, hits, misses, evictions) =
             (self.cache.used_bytes(), t.records, t.dirty_records, t.hits, t.misses, t.evictions);
+        let (base_pages, overflow_pages) = self.index.read().page_counts();
         let (segments, free_pages, data_pages, deferred, blob_runs, blob_pages) = {
             let maint = self.maint.try_lock();
             let index = self.index.read();
@@ -95,6 +96,8 @@ impl Store {
             ("cache.shards".to_string(), self.cache.shard_count() as u64),
             ("index.segments".to_string(), segments),
             ("index.bytes".to_string(), index_bytes),
+            ("index.base_pages".to_string(), base_pages),
+            ("index.overflow_pages".to_string(), overflow_pages),
             ("free_pages".to_string(), free_pages),
             ("data_pages".to_string(), data_pages),
             ("blob_runs".to_string(), blob_runs),
