@@ -1,0 +1,263 @@
+//! The TurtleTree (paper §3), in memory: a B^ε+-tree whose interior nodes hold pivots and an
+//! update buffer of level-tiered sorted runs (`Segment`s), over leaves that hold each key's
+//! newest value. Updates arrive as sorted batches (`Tree::apply_batch`), never one key at a time.
+//!
+//! 1. A batch enters the root. At a leaf it merges in (deletes remove keys), and a leaf grown past
+//!    `leaf_bytes` splits into even parts. At a node it enters the buffer like a binary counter:
+//!    level 0 if empty, else merged with levels 0..k−1 into the first empty level k (or into the
+//!    last level when all are full); lower levels are newer.
+//! 2. Then the pivot with the most buffered bytes is flushed when it holds a leaf's worth: its
+//!    entries are merged over the levels (newest wins), the first `leaf_bytes` of them go to its
+//!    child as a batch (step 1, recursively), and each segment's bound for that pivot rises to
+//!    the batch's last key (the runs are not rewritten). Flushes repeat while the node buffers more
+//!    than `leaf_bytes · (pivots − 1)`.
+//! 3. A child that split adds pivots; an underfull child (a leaf under a quarter of `leaf_bytes`,
+//!    a node under a quarter of `max_pivots`) joins a neighbour. A node over `max_pivots` splits
+//!    in half, both halves viewing the same runs. A root that splits gains a level; a root left
+//!    with one child hands its buffer down and gives way to it.
+//!
+//! Reads (`get`, `range`) look in the buffers newest level first, skipping flushed entries, then
+//! in the child; a scan merges every level and the children's scans (`strata_kit::sorted_run`).
+
+mod leaf;
+mod node;
+mod segment;
+
+#[cfg(test)]
+mod tests;
+
+use std::ops::Bound;
+
+use strata_core::{Direction, Key, Result, Value};
+use strata_kit::sorted_run::{Entry, EntryKind};
+
+pub use leaf::Leaf;
+pub use node::Node;
+pub use segment::Segment;
+
+/// Bytes an entry counts for buffering and leaf sizes: key, value and a fixed per-entry share.
+pub fn entry_bytes(key: &[u8], entry: &Entry) -> u64 {
+    (key.len() + entry.value.len()) as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// The per-entry share of `entry_bytes` (the run format's lengths and kind, about).
+pub const ENTRY_OVERHEAD_BYTES: u64 = 8;
+
+/// The tree's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeConfig {
+    /// A leaf's size limit, and the size of a flushed batch (the paper's L).
+    pub leaf_bytes: u64,
+    /// Pivots per node before it splits (the paper's ρ; at most 64: a segment's pivot set is a
+    /// 64-bit set on disk).
+    pub max_pivots: usize,
+}
+
+impl Default for TreeConfig {
+    fn default() -> TreeConfig {
+        TreeConfig { leaf_bytes: 1 << 20, max_pivots: 64 }
+    }
+}
+
+impl TreeConfig {
+    /// Buffer levels per node: ⌈log2 ρ⌉ (at least 1).
+    pub fn max_levels(&self) -> usize {
+        (self.max_pivots.max(2).next_power_of_two().trailing_zeros() as usize).max(1)
+    }
+}
+
+/// A subtree: a leaf or an interior node.
+#[derive(Clone, Debug)]
+pub enum Subtree {
+    Leaf(Leaf),
+    Node(Box<Node>),
+}
+
+impl Subtree {
+    /// Applies a sorted batch to the subtree holding `[lower, upper)`; returns it, or the parts it
+    /// split into, each with its lower key.
+    pub fn apply(
+        self,
+        lower: Key,
+        upper: Option<Key>,
+        batch: Vec<(Key, Entry)>,
+        config: &TreeConfig,
+    ) -> Vec<(Key, Subtree)> {
+        if batch.is_empty() {
+            return vec![(lower, self)];
+        }
+        match self {
+            Subtree::Leaf(leaf) => {
+                leaf.apply(lower, batch, config).into_iter().map(|(k, l)| (k, Subtree::Leaf(l))).collect()
+            }
+            Subtree::Node(mut node) => {
+                node.set_upper(upper);
+                node.insert(batch, config);
+                node.flush_while_due(config);
+                node.split_if_needed(config)
+            }
+        }
+    }
+
+    /// Whether it is small enough to join a neighbour.
+    pub fn is_underfull(&self, config: &TreeConfig) -> bool {
+        match self {
+            Subtree::Leaf(leaf) => leaf.bytes() < config.leaf_bytes / 4,
+            Subtree::Node(node) => node.pivot_count() < (config.max_pivots / 4).max(2),
+        }
+    }
+
+    /// The newest entry of `key` (a delete as a `Delete` entry), or `None`.
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        match self {
+            Subtree::Leaf(leaf) => leaf.get(key).map(|v| Entry::put(v.clone())),
+            Subtree::Node(node) => node.get(key),
+        }
+    }
+
+    /// Its live entries within the bounds, in `direction`.
+    pub fn range<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> strata_kit::sorted_run::SourceIter<'a> {
+        match self {
+            Subtree::Leaf(leaf) => leaf_range(leaf, lower, upper, direction),
+            Subtree::Node(node) => node.range(lower, upper, direction),
+        }
+    }
+
+    /// Entries held: leaf entries plus buffered ones (each version counted).
+    pub fn entry_count(&self) -> usize {
+        match self {
+            Subtree::Leaf(leaf) => leaf.entries().len(),
+            Subtree::Node(node) => node.entry_count(),
+        }
+    }
+
+    /// Leaves under it.
+    pub fn leaf_count(&self) -> usize {
+        match self {
+            Subtree::Leaf(_) => 1,
+            Subtree::Node(node) => node.children().iter().map(Subtree::leaf_count).sum(),
+        }
+    }
+
+    /// Levels from here down to the leaves (a leaf is 1).
+    pub fn height(&self) -> usize {
+        match self {
+            Subtree::Leaf(_) => 1,
+            Subtree::Node(node) => 1 + node.child_height(),
+        }
+    }
+}
+
+fn leaf_range<'a>(
+    leaf: &'a Leaf,
+    lower: Bound<&'a [u8]>,
+    upper: Bound<&'a [u8]>,
+    direction: Direction,
+) -> strata_kit::sorted_run::SourceIter<'a> {
+    let entries = leaf.entries();
+    let start = match lower {
+        Bound::Included(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
+        Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() <= k),
+        Bound::Unbounded => 0,
+    };
+    let end = match upper {
+        Bound::Included(k) => entries.partition_point(|(e, _)| e.as_slice() <= k),
+        Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
+        Bound::Unbounded => entries.len(),
+    };
+    let slice = &entries[start..end.max(start)];
+    let item = |(k, v): &(Key, Value)| Ok((k.clone(), Entry::put(v.clone())));
+    match direction {
+        Direction::Forward => Box::new(slice.iter().map(item)),
+        Direction::Reverse => Box::new(slice.iter().rev().map(item)),
+    }
+}
+
+/// The whole tree.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    root: Subtree,
+    config: TreeConfig,
+}
+
+impl Tree {
+    pub fn new(config: TreeConfig) -> Tree {
+        Tree { root: Subtree::Leaf(Leaf::default()), config }
+    }
+
+    pub fn config(&self) -> &TreeConfig {
+        &self.config
+    }
+
+    /// Applies `batch`: keys strictly ascending, puts and deletes (no merge operands).
+    pub fn apply_batch(&mut self, batch: Vec<(Key, Entry)>) -> Result<()> {
+        if batch.windows(2).any(|w| w[0].0 >= w[1].0) || batch.iter().any(|(_, e)| e.kind == EntryKind::Merge)
+        {
+            return Err(strata_core::Error::invalid(
+                "turtle tree: a batch needs ascending keys, puts and deletes only",
+            ));
+        }
+        let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::default()));
+        let parts = root.apply(Key::new(), None, batch, &self.config);
+        self.root = if parts.len() == 1 {
+            parts.into_iter().next().map(|(_, s)| s).unwrap_or(Subtree::Leaf(Leaf::default()))
+        } else {
+            Subtree::Node(Box::new(Node::above(parts, &self.config)))
+        };
+        self.collapse_root();
+        Ok(())
+    }
+
+    /// A root node with one child hands its buffer down and gives way to the child.
+    fn collapse_root(&mut self) {
+        while let Subtree::Node(node) = &mut self.root {
+            if node.pivot_count() > 1 {
+                return;
+            }
+            let child = node.drain_into_only_child(&self.config);
+            self.root = child;
+        }
+    }
+
+    /// `key`'s value, `None` when absent or deleted.
+    pub fn get(&self, key: &[u8]) -> Option<Value> {
+        self.root.get(key).filter(|e| e.kind == EntryKind::Put).map(|e| e.value)
+    }
+
+    /// Live records within the bounds, in `direction`.
+    pub fn range<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> impl Iterator<Item = Result<(Key, Value)>> + 'a {
+        self.root.range(lower, upper, direction).map(|item| item.map(|(k, e)| (k, e.value)))
+    }
+
+    pub fn height(&self) -> usize {
+        self.root.height()
+    }
+
+    pub fn leaf_count(&self) -> usize {
+        self.root.leaf_count()
+    }
+
+    /// Every node's invariants and buffered-bytes bound (tests).
+    #[cfg(test)]
+    pub fn check(&self) -> std::result::Result<(), String> {
+        match &self.root {
+            Subtree::Node(node) => node.check(&self.config),
+            Subtree::Leaf(_) => Ok(()),
+        }
+    }
+
+    /// Entries held in leaves and buffers (each buffered version counted).
+    pub fn entry_count(&self) -> usize {
+        self.root.entry_count()
+    }
+}

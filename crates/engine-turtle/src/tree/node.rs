@@ -1,0 +1,428 @@
+//! An interior node: pivots (each child's lower key; the first is the node's own), children, and
+//! the update buffer's levels (module documentation of `tree`, steps 1–3).
+//!
+//! Invariants: `pivots` ascend and `pivots.len() == children.len() ≥ 1`; every level's segments
+//! have ascending, disjoint views inside `[pivots[0], upper)`; within a level a key has at most
+//! one entry; a lower level's entry of a key is newer than a higher level's, and any buffered
+//! entry is newer than the child's.
+
+use std::ops::Bound;
+
+use strata_core::{Direction, Key};
+use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, SourceIter};
+
+use super::segment::Segment;
+use super::{entry_bytes, Leaf, Subtree, TreeConfig};
+
+/// See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pivots: Vec<Key>,
+    children: Vec<Subtree>,
+    /// Newest first.
+    levels: Vec<Vec<Segment>>,
+    /// The node's upper bound (exclusive); `None`: the key space's end.
+    upper: Option<Key>,
+}
+
+impl Node {
+    /// A node over `parts` (each child with its lower key), its buffer empty.
+    pub fn above(parts: Vec<(Key, Subtree)>, config: &TreeConfig) -> Node {
+        let (pivots, children) = parts.into_iter().unzip();
+        Node { pivots, children, levels: vec![Vec::new(); config.max_levels()], upper: None }
+    }
+
+    pub fn pivot_count(&self) -> usize {
+        self.pivots.len()
+    }
+
+    pub fn set_upper(&mut self, upper: Option<Key>) {
+        self.upper = upper;
+    }
+
+    pub fn children(&self) -> &[Subtree] {
+        &self.children
+    }
+
+    pub fn child_height(&self) -> usize {
+        self.children.first().map_or(0, Subtree::height)
+    }
+
+    pub fn entry_count(&self) -> usize {
+        let buffered: usize =
+            self.levels.iter().flatten().map(|s| s.range_of(Bound::Unbounded, Bound::Unbounded).len()).sum();
+        buffered + self.children.iter().map(Subtree::entry_count).sum::<usize>()
+    }
+
+    /// The pivot whose range holds `key`.
+    fn pivot_of(&self, key: &[u8]) -> usize {
+        self.pivots.partition_point(|p| p.as_slice() <= key).saturating_sub(1)
+    }
+
+    /// Pivot `i`'s range.
+    fn pivot_range(&self, i: usize) -> (&[u8], Option<&[u8]>) {
+        (&self.pivots[i], self.pivots.get(i + 1).map(Vec::as_slice).or(self.upper.as_deref()))
+    }
+
+    /// Whether entry `i` of `segment` is flushed to its pivot.
+    fn is_flushed(&self, segment: &Segment, i: usize) -> bool {
+        let key = &segment.entries()[i].0;
+        segment.is_flushed(&self.pivots[self.pivot_of(key)], i)
+    }
+
+    /// A level's entries within the bounds that are not flushed, in `direction`.
+    fn level_source<'a>(
+        &'a self,
+        level: &'a [Segment],
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
+        let per_segment = move |segment: &'a Segment| {
+            let range = segment.range_of(lower, upper);
+            let keep = move |&i: &usize| !self.is_flushed(segment, i);
+            let item = move |i: usize| {
+                let (k, e) = &segment.entries()[i];
+                Ok((k.clone(), e.clone()))
+            };
+            let entries: Box<dyn Iterator<Item = _> + Send + 'a> = match direction {
+                Direction::Forward => Box::new(range.filter(keep).map(item)),
+                Direction::Reverse => Box::new(range.rev().filter(keep).map(item)),
+            };
+            entries
+        };
+        match direction {
+            Direction::Forward => Box::new(level.iter().flat_map(per_segment)),
+            Direction::Reverse => Box::new(level.iter().rev().flat_map(per_segment)),
+        }
+    }
+
+    /// The buffer's entries within the bounds, newest per key, tombstones kept.
+    fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Vec<(Key, Entry)> {
+        let sources =
+            self.levels.iter().map(|l| self.level_source(l, lower, upper, Direction::Forward)).collect();
+        MergeIter::new(sources, Direction::Forward, MergeOutput::Above)
+            .map(|r| r.expect("in-memory runs"))
+            .collect()
+    }
+
+    /// Step 1 at a node: the batch enters the buffer as a binary counter.
+    pub fn insert(&mut self, batch: Vec<(Key, Entry)>, config: &TreeConfig) {
+        if self.levels.len() < config.max_levels() {
+            self.levels.resize(config.max_levels(), Vec::new());
+        }
+        let target = self.levels.iter().position(Vec::is_empty).unwrap_or(self.levels.len() - 1);
+        let (lower, upper) = (self.pivots[0].clone(), self.upper.clone());
+        let mut sources: Vec<SourceIter<'_>> = vec![Box::new(batch.into_iter().map(Ok))];
+        for level in &self.levels[..=target] {
+            sources.push(self.level_source(
+                level,
+                Bound::Included(&lower),
+                as_bound(upper.as_deref()),
+                Direction::Forward,
+            ));
+        }
+        let merged: Vec<(Key, Entry)> = MergeIter::new(sources, Direction::Forward, MergeOutput::Above)
+            .map(|r| r.expect("in-memory runs"))
+            .collect();
+        for level in &mut self.levels[..=target] {
+            level.clear();
+        }
+        let segment = Segment::new(merged).narrowed(&lower, upper.as_deref());
+        self.levels[target] = vec![segment];
+    }
+
+    /// Unflushed bytes buffered for pivot `i`.
+    fn pending_bytes(&self, i: usize) -> u64 {
+        let (lower, upper) = self.pivot_range(i);
+        let pivot = &self.pivots[i];
+        self.levels.iter().flatten().map(|s| s.bytes_of(&s.unflushed_in(pivot, lower, upper))).sum()
+    }
+
+    /// The pivot with the most pending bytes, and how many.
+    fn fullest_pivot(&self) -> (usize, u64) {
+        (0..self.pivots.len()).map(|i| (i, self.pending_bytes(i))).max_by_key(|&(_, b)| b).unwrap_or((0, 0))
+    }
+
+    /// Step 2: one flush of the fullest pivot when it holds a leaf's worth, then more while the
+    /// node buffers more than `leaf_bytes · (pivots − 1)`.
+    pub fn flush_while_due(&mut self, config: &TreeConfig) {
+        let (i, pending) = self.fullest_pivot();
+        if pending >= config.leaf_bytes {
+            self.flush(i, config);
+        }
+        self.restore_buffer_bound(config);
+    }
+
+    /// Flushes the fullest pivot while the node buffers more than `leaf_bytes · (pivots − 1)`
+    /// (after an insert, or a split that left a half with fewer pivots than its buffer needs).
+    fn restore_buffer_bound(&mut self, config: &TreeConfig) {
+        loop {
+            let buffered: u64 = (0..self.pivots.len()).map(|i| self.pending_bytes(i)).sum();
+            let limit = config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1);
+            let (i, pending) = self.fullest_pivot();
+            if buffered <= limit || pending == 0 {
+                return;
+            }
+            self.flush(i, config);
+        }
+    }
+
+    /// Flushes up to a leaf's worth of pivot `i`'s entries into its child.
+    fn flush(&mut self, i: usize, config: &TreeConfig) {
+        let (lower, upper) = {
+            let (l, u) = self.pivot_range(i);
+            (l.to_vec(), u.map(<[u8]>::to_vec))
+        };
+        let merged = self.merged_buffer(Bound::Included(&lower), as_bound(upper.as_deref()));
+        let mut taken_bytes = 0u64;
+        let take = merged
+            .iter()
+            .take_while(|(k, e)| {
+                let fits = taken_bytes == 0 || taken_bytes + entry_bytes(k, e) <= config.leaf_bytes;
+                taken_bytes += entry_bytes(k, e);
+                fits
+            })
+            .count()
+            .max(1);
+        let mut batch = merged;
+        batch.truncate(take);
+        let Some(last) = batch.last().map(|(k, _)| k.clone()) else { return };
+        for segment in self.levels.iter_mut().flatten() {
+            segment.mark_flushed(&lower, &last);
+        }
+        self.drop_spent_segments();
+        let child = std::mem::replace(&mut self.children[i], Subtree::Leaf(Leaf::default()));
+        let parts = child.apply(lower, upper, batch, config);
+        self.splice_child(i, parts, config);
+    }
+
+    /// Puts `parts` (child `i` after an apply) in its place, then joins it with a neighbour when
+    /// it came back as one underfull subtree.
+    fn splice_child(&mut self, i: usize, parts: Vec<(Key, Subtree)>, config: &TreeConfig) {
+        let single = parts.len() == 1;
+        let old_lower = self.pivots[i].clone();
+        let mut parts = parts.into_iter();
+        if let Some((_, first)) = parts.next() {
+            self.children[i] = first;
+        }
+        for (offset, (lower, subtree)) in parts.enumerate() {
+            for segment in self.levels.iter_mut().flatten() {
+                segment.split_pivot(&old_lower, &lower);
+            }
+            self.pivots.insert(i + 1 + offset, lower);
+            self.children.insert(i + 1 + offset, subtree);
+        }
+        if single && self.pivots.len() > 1 && self.children[i].is_underfull(config) {
+            let left = if i + 1 < self.pivots.len() { i } else { i - 1 };
+            self.join_children(left, config);
+        }
+    }
+
+    /// Joins children `j` and `j + 1` into one (re-split when the join is too large). Buffered
+    /// segments with a flush bound for either pivot are copied without their flushed entries:
+    /// two bounds cannot become one.
+    fn join_children(&mut self, j: usize, config: &TreeConfig) {
+        let ranges: Vec<(Key, Option<Key>)> = [j, j + 1]
+            .iter()
+            .map(|&p| {
+                let (l, u) = self.pivot_range(p);
+                (l.to_vec(), u.map(<[u8]>::to_vec))
+            })
+            .collect();
+        for segment in self.levels.iter_mut().flatten() {
+            if ranges.iter().any(|(l, _)| segment.has_bound(l)) {
+                *segment = segment.without_flushed(&ranges);
+            }
+        }
+        let upper_child = self.children.remove(j + 1);
+        let upper_lower = self.pivots.remove(j + 1);
+        let lower_child = std::mem::replace(&mut self.children[j], Subtree::Leaf(Leaf::default()));
+        let joined = match (lower_child, upper_child) {
+            (Subtree::Leaf(a), Subtree::Leaf(b)) => Subtree::Leaf(a.join(b)),
+            (Subtree::Node(a), Subtree::Node(b)) => Subtree::Node(Box::new(a.join(*b))),
+            // Children of one node are all at one height.
+            (a, b) => {
+                self.children.insert(j + 1, b);
+                self.pivots.insert(j + 1, upper_lower);
+                self.children[j] = a;
+                return;
+            }
+        };
+        let lower = self.pivots[j].clone();
+        let upper = self.pivot_range(j).1.map(<[u8]>::to_vec);
+        let parts = match joined {
+            Subtree::Leaf(leaf) => {
+                let entries = leaf.entries().to_vec();
+                super::leaf::split_even(lower, entries, config.leaf_bytes)
+                    .into_iter()
+                    .map(|(k, l)| (k, Subtree::Leaf(l)))
+                    .collect()
+            }
+            Subtree::Node(mut node) => {
+                // An underfull node may buffer up to one leaf's worth (a one-pivot node's bound
+                // is not 0), so the sum of two can exceed the joined node's bound.
+                node.set_upper(upper);
+                node.restore_buffer_bound(config);
+                node.split_if_needed(config)
+            }
+        };
+        let mut parts = parts.into_iter();
+        if let Some((_, first)) = parts.next() {
+            self.children[j] = first;
+        }
+        for (offset, (k, subtree)) in parts.enumerate() {
+            self.pivots.insert(j + 1 + offset, k);
+            self.children.insert(j + 1 + offset, subtree);
+        }
+    }
+
+    /// `self` followed by `upper` (its right neighbour) as one node: pivots and children
+    /// concatenated, each level's segments side by side (their views are disjoint).
+    pub fn join(mut self, upper: Node) -> Node {
+        self.pivots.extend(upper.pivots);
+        self.children.extend(upper.children);
+        let levels = self.levels.len().max(upper.levels.len());
+        self.levels.resize(levels, Vec::new());
+        for (i, level) in upper.levels.into_iter().enumerate() {
+            self.levels[i].extend(level);
+        }
+        self.upper = upper.upper;
+        self.drop_spent_segments();
+        self
+    }
+
+    /// Segments with nothing left unflushed in the node leave their level.
+    fn drop_spent_segments(&mut self) {
+        let ranges: Vec<(Key, Option<Key>)> = (0..self.pivots.len())
+            .map(|i| {
+                let (l, u) = self.pivot_range(i);
+                (l.to_vec(), u.map(<[u8]>::to_vec))
+            })
+            .collect();
+        for level in &mut self.levels {
+            level.retain(|s| ranges.iter().any(|(l, u)| !s.unflushed_in(l, l, u.as_deref()).is_empty()));
+        }
+    }
+
+    /// A node over `max_pivots` splits in half (repeatedly); returns it or its parts.
+    pub fn split_if_needed(self, config: &TreeConfig) -> Vec<(Key, Subtree)> {
+        if self.pivots.len() <= config.max_pivots {
+            return vec![(self.pivots[0].clone(), Subtree::Node(Box::new(self)))];
+        }
+        let (mut left, mut right) = self.split_half();
+        left.restore_buffer_bound(config);
+        right.restore_buffer_bound(config);
+        let mut parts = left.split_if_needed(config);
+        parts.extend(right.split_if_needed(config));
+        parts
+    }
+
+    /// The node's two halves; each level's segments are narrowed to each half's range (the runs
+    /// are shared).
+    fn split_half(mut self) -> (Node, Node) {
+        let mid = self.pivots.len() / 2;
+        let right_pivots = self.pivots.split_off(mid);
+        let right_children = self.children.split_off(mid);
+        let at = right_pivots[0].clone();
+        let narrow = |levels: &[Vec<Segment>], lower: &[u8], upper: Option<&[u8]>| -> Vec<Vec<Segment>> {
+            levels.iter().map(|l| l.iter().map(|s| s.narrowed(lower, upper)).collect()).collect()
+        };
+        let right_levels = narrow(&self.levels, &at, self.upper.as_deref());
+        let left_levels = narrow(&self.levels, &self.pivots[0], Some(&at));
+        let mut right = Node {
+            pivots: right_pivots,
+            children: right_children,
+            levels: right_levels,
+            upper: self.upper.take(),
+        };
+        let mut left =
+            Node { pivots: self.pivots, children: self.children, levels: left_levels, upper: Some(at) };
+        left.drop_spent_segments();
+        right.drop_spent_segments();
+        (left, right)
+    }
+
+    /// Flushes everything buffered into the only child and returns the child (a root giving way).
+    pub fn drain_into_only_child(&mut self, config: &TreeConfig) -> Subtree {
+        let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded);
+        self.levels.iter_mut().for_each(Vec::clear);
+        let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::default()));
+        let mut parts = child.apply(self.pivots[0].clone(), self.upper.clone(), batch, config);
+        if parts.len() == 1 {
+            return parts.remove(0).1;
+        }
+        Subtree::Node(Box::new(Node::above(parts, config)))
+    }
+
+    /// The newest entry of `key` here or below.
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        let i = self.pivot_of(key);
+        for level in &self.levels {
+            let at = level.partition_point(|s| s.view_lower() <= key).checked_sub(1);
+            if let Some(entry) = at.and_then(|s| level[s].get(&self.pivots[i], key)) {
+                return Some(entry.clone());
+            }
+        }
+        self.children[i].get(key)
+    }
+
+    /// Live entries within the bounds: the levels and the children's ranges merged.
+    pub fn range<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
+        let mut sources: Vec<SourceIter<'a>> =
+            self.levels.iter().map(|l| self.level_source(l, lower, upper, direction)).collect();
+        let first = match lower {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => 0,
+        };
+        let last = match upper {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => self.pivots.len() - 1,
+        };
+        let children = &self.children[first..=last.max(first)];
+        let child_range = move |c: &'a Subtree| c.range(lower, upper, direction);
+        sources.push(match direction {
+            Direction::Forward => Box::new(children.iter().flat_map(child_range)),
+            Direction::Reverse => Box::new(children.iter().rev().flat_map(child_range)),
+        });
+        Box::new(MergeIter::new(sources, direction, MergeOutput::Visible))
+    }
+}
+
+#[cfg(test)]
+impl Node {
+    /// The module invariants and the buffered-bytes bound, here and below (tests).
+    pub fn check(&self, config: &TreeConfig) -> Result<(), String> {
+        if self.pivots.is_empty() || self.pivots.len() != self.children.len() {
+            return Err(format!("{} pivots, {} children", self.pivots.len(), self.children.len()));
+        }
+        if self.pivots.windows(2).any(|w| w[0] >= w[1]) || self.pivots.len() > config.max_pivots {
+            return Err(format!("pivots out of order or too many: {}", self.pivots.len()));
+        }
+        for level in &self.levels {
+            if level.windows(2).any(|w| w[0].view_lower() >= w[1].view_lower()) {
+                return Err("a level's views out of order".into());
+            }
+        }
+        let buffered: u64 = (0..self.pivots.len()).map(|i| self.pending_bytes(i)).sum();
+        let limit = config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1);
+        if buffered > limit {
+            return Err(format!("{buffered} bytes buffered over the bound {limit}"));
+        }
+        for child in &self.children {
+            if let Subtree::Node(node) = child {
+                node.check(config)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn as_bound(upper: Option<&[u8]>) -> Bound<&[u8]> {
+    upper.map_or(Bound::Unbounded, Bound::Excluded)
+}

@@ -1,0 +1,153 @@
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use strata_core::{Direction, Key, Value};
+use strata_kit::sorted_run::Entry;
+
+use super::*;
+
+fn key(i: u32) -> Key {
+    format!("k{i:06}").into_bytes()
+}
+
+/// A sorted batch of `n` random ops over `key_space` keys; deletes one in `delete_one_in`.
+fn random_batch(rng: &mut SmallRng, n: usize, key_space: u32, delete_one_in: u32) -> Vec<(Key, Entry)> {
+    let mut ops = BTreeMap::new();
+    for _ in 0..n {
+        let k = key(rng.gen_range(0..key_space));
+        let entry = if rng.gen_range(0..delete_one_in) == 0 {
+            Entry::delete()
+        } else {
+            Entry::put((0..rng.gen_range(1..40)).map(|_| rng.gen()).collect())
+        };
+        ops.insert(k, entry);
+    }
+    ops.into_iter().collect()
+}
+
+fn apply_to_model(model: &mut BTreeMap<Key, Value>, batch: &[(Key, Entry)]) {
+    for (k, e) in batch {
+        match e.kind {
+            strata_kit::sorted_run::EntryKind::Put => {
+                model.insert(k.clone(), e.value.clone());
+            }
+            _ => {
+                model.remove(k);
+            }
+        }
+    }
+}
+
+fn random_bound(rng: &mut SmallRng, key_space: u32) -> Bound<Key> {
+    match rng.gen_range(0..3) {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(key(rng.gen_range(0..key_space))),
+        _ => Bound::Excluded(key(rng.gen_range(0..key_space))),
+    }
+}
+
+fn as_ref(b: &Bound<Key>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_space: u32) {
+    for i in 0..key_space {
+        assert_eq!(tree.get(&key(i)), model.get(&key(i)).cloned(), "get {i}");
+    }
+    for _ in 0..20 {
+        let (lower, upper) = (random_bound(rng, key_space), random_bound(rng, key_space));
+        let expected: Vec<(Key, Value)> = model
+            .iter()
+            .filter(|(k, _)| {
+                strata_core::at_or_after(k, as_ref(&lower)) && strata_core::at_or_before(k, as_ref(&upper))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let forward: Vec<_> =
+            tree.range(as_ref(&lower), as_ref(&upper), Direction::Forward).map(|r| r.unwrap()).collect();
+        assert_eq!(forward, expected, "{lower:?}..{upper:?}");
+        let mut reverse: Vec<_> =
+            tree.range(as_ref(&lower), as_ref(&upper), Direction::Reverse).map(|r| r.unwrap()).collect();
+        reverse.reverse();
+        assert_eq!(reverse, expected, "reverse {lower:?}..{upper:?}");
+    }
+}
+
+/// Random batches of puts and deletes against a `BTreeMap`, with leaves of 512 bytes and 4
+/// pivots per node, so the tree grows several levels, its nodes split, and deletes make leaves
+/// and nodes join.
+#[test]
+fn random_batches_match_a_model_through_splits_and_joins() {
+    for seed in 0..4u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let config = TreeConfig { leaf_bytes: 512, max_pivots: 4 };
+        let mut tree = Tree::new(config);
+        let mut model = BTreeMap::new();
+        let key_space = 3_000;
+        let (mut tallest, mut most_leaves, mut lowest, mut fewest_leaves) = (0, 0, 0, 0);
+        for round in 0..1_000 {
+            // Grow, shrink (rounds 150..700 only delete; the deletes reach the leaves as the
+            // buffers flush them down), grow again.
+            let delete_one_in = if (150..700).contains(&round) { 1 } else { 8 };
+            let n = rng.gen_range(1..60);
+            let batch = random_batch(&mut rng, n, key_space, delete_one_in);
+            apply_to_model(&mut model, &batch);
+            tree.apply_batch(batch).unwrap();
+            tree.check().unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+            if round < 700 {
+                tallest = tallest.max(tree.height());
+                most_leaves = most_leaves.max(tree.leaf_count());
+            }
+            if round == 699 {
+                fewest_leaves = tree.leaf_count();
+                lowest = tree.height();
+            }
+            if round % 100 == 99 {
+                check(&tree, &model, &mut rng, key_space);
+            }
+        }
+        check(&tree, &model, &mut rng, key_space);
+        assert!(tallest >= 4, "seed {seed}: the tree only grew {tallest} levels");
+        assert!(
+            lowest < tallest && fewest_leaves * 4 < most_leaves,
+            "seed {seed}: deletes did not shrink the tree: {tallest} levels and {most_leaves} leaves at most, \
+             {lowest} and {fewest_leaves} after the deletes"
+        );
+        assert!(!model.is_empty());
+    }
+}
+
+#[test]
+fn a_batch_out_of_order_is_refused() {
+    let mut tree = Tree::new(TreeConfig::default());
+    let batch = vec![(key(2), Entry::put(vec![1])), (key(1), Entry::put(vec![1]))];
+    assert!(tree.apply_batch(batch).is_err());
+    let merge = vec![(key(1), Entry::merge(vec![1]))];
+    assert!(tree.apply_batch(merge).is_err());
+}
+
+/// The buffer keeps what it has not flushed: after many small batches the root holds entries in
+/// its levels, and every one of them is still found (newest version wins over the leaves').
+#[test]
+fn buffered_updates_shadow_older_values_below() {
+    let config = TreeConfig { leaf_bytes: 1024, max_pivots: 8 };
+    let mut tree = Tree::new(config);
+    let mut model = BTreeMap::new();
+    for round in 0..200u32 {
+        let batch: Vec<(Key, Entry)> =
+            (0..20).map(|i| (key(i * 10 + round % 7), Entry::put(round.to_le_bytes().to_vec()))).collect();
+        apply_to_model(&mut model, &batch);
+        tree.apply_batch(batch).unwrap();
+    }
+    assert!(tree.height() >= 2);
+    assert!(tree.entry_count() > model.len(), "some versions wait in buffers");
+    for (k, v) in &model {
+        assert_eq!(tree.get(k).as_ref(), Some(v));
+    }
+}
