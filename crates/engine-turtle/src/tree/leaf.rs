@@ -34,8 +34,8 @@ impl Leaf {
     }
 
     /// Applies `batch` (sorted, newer than the leaf) and returns the leaf, or its parts when it
-    /// grew past `leaf_bytes`: each with its lowest key (the first part's is the leaf's own,
-    /// `lower`).
+    /// grew past `leaf_bytes` (`split_even`): each with its lower key (the first part's is the
+    /// leaf's own, `lower`).
     pub fn apply(self, lower: Key, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Vec<(Key, Leaf)> {
         let mut merged: Vec<(Key, Value)> = Vec::with_capacity(self.entries.len() + batch.len());
         let mut old = self.entries.into_iter().peekable();
@@ -64,9 +64,9 @@ fn value_bytes(key: &[u8], value: &[u8]) -> u64 {
     entry_bytes(key, &Entry { kind: EntryKind::Put, value: Vec::new() }) + value.len() as u64
 }
 
-/// `entries` cut into the fewest parts of at most `limit` bytes each, of about equal size (one
-/// part when they fit, or when there is a single entry); the first part's lower key is `lower`,
-/// the others' their first key.
+/// `entries` cut into `⌈bytes / limit⌉` parts of about equal size (one part when they fit, or
+/// when there is a single entry; a part can pass `limit` by less than one entry); the first
+/// part's lower key is `lower`, the others' their first key.
 pub fn split_even(lower: Key, entries: Vec<(Key, Value)>, limit: u64) -> Vec<(Key, Leaf)> {
     let total: u64 = entries.iter().map(|(k, v)| value_bytes(k, v)).sum();
     let parts = total.div_ceil(limit.max(1)).max(1);

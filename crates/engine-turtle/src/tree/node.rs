@@ -97,7 +97,9 @@ impl Node {
         }
     }
 
-    /// The buffer's entries within the bounds, newest per key, tombstones kept.
+    /// The buffer's entries within the bounds, newest per key, tombstones kept. The `expect`s
+    /// here and in `insert` hold while runs live in memory (their sources cannot fail); runs read
+    /// from disk (milestone 2) make these return their errors.
     fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Vec<(Key, Entry)> {
         let sources =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, Direction::Forward)).collect();
