@@ -47,12 +47,12 @@ impl KeyRange {
 
     /// `key` is not below the range's start (it may be past its end).
     pub fn admits_from_start(&self, key: &[u8]) -> bool {
-        at_or_after(key, borrow(&self.start))
+        at_or_after(key, borrow_bound(&self.start))
     }
 
     /// `key` is not past the range's end (it may be below its start).
     pub fn admits_to_end(&self, key: &[u8]) -> bool {
-        at_or_before(key, borrow(&self.end))
+        at_or_before(key, borrow_bound(&self.end))
     }
 
     /// True when no key can fall inside the range.
@@ -68,20 +68,21 @@ impl KeyRange {
 
     /// The borrowed form, usable with `BTreeMap::range`.
     pub fn as_bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
-        (borrow(&self.start), borrow(&self.end))
+        (borrow_bound(&self.start), borrow_bound(&self.end))
     }
 }
 
 impl RangeBounds<[u8]> for KeyRange {
     fn start_bound(&self) -> Bound<&[u8]> {
-        borrow(&self.start)
+        borrow_bound(&self.start)
     }
     fn end_bound(&self) -> Bound<&[u8]> {
-        borrow(&self.end)
+        borrow_bound(&self.end)
     }
 }
 
-fn borrow(b: &Bound<Key>) -> Bound<&[u8]> {
+/// `b` over the key's bytes, for `at_or_after`, `at_or_before` and the range APIs.
+pub fn borrow_bound(b: &Bound<Key>) -> Bound<&[u8]> {
     match b {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),

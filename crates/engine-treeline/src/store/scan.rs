@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::{at_or_after, at_or_before, Direction, Key, KeyRange, Result, Value};
+use strata_core::{at_or_after, at_or_before, borrow_bound, Direction, Key, KeyRange, Result, Value};
 
 use super::scan_chunk::ChunkRecords;
 use super::{Counters, Store};
@@ -156,7 +156,7 @@ impl RangeIter {
         match self.direction {
             Direction::Forward => self.pending = Some(Pending { records: merged, from }),
             Direction::Reverse => {
-                let wanted = |k: &Key| at_or_before(k, borrow(&from)) && self.range.contains(k);
+                let wanted = |k: &Key| at_or_before(k, borrow_bound(&from)) && self.range.contains(k);
                 let records: Vec<_> = merged.filter(|(k, _)| wanted(k)).collect();
                 self.buffer.extend(records.into_iter().rev());
             }
@@ -177,7 +177,7 @@ impl RangeIter {
                 self.done = true;
                 break;
             }
-            if at_or_after(&key, borrow(&pending.from)) && self.range.admits_from_start(&key) {
+            if at_or_after(&key, borrow_bound(&pending.from)) && self.range.admits_from_start(&key) {
                 return Some((key, value));
             }
         }
@@ -261,7 +261,7 @@ impl RangeIter {
         let end = self.range.as_bounds().1;
         match self.direction {
             Direction::Forward => {
-                let first = page_of(borrow(&self.cursor), 0);
+                let first = page_of(borrow_bound(&self.cursor), 0);
                 let last = page_of(end, last_page).min(first + self.chunk_pages - 1);
                 (first, last.max(first))
             }
@@ -431,14 +431,6 @@ fn check_within_segment(
 pub(super) fn page_error(store: &Store, id: crate::free_space::PageId, what: &str) -> strata_core::Error {
     let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
     strata_core::Error::corruption(crate::data_file::FILE_NAME, offset, format!("page {id} {what}"))
-}
-
-fn borrow(bound: &Bound<Key>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }
 
 impl Iterator for RangeIter {

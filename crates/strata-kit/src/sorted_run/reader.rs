@@ -6,7 +6,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::{at_or_after, at_or_before};
+use strata_core::{at_or_after, at_or_before, borrow_bound};
 use strata_core::{Direction, Error, Key, Result};
 use strata_io::StorageFile;
 
@@ -206,14 +206,6 @@ fn bound_key(bound: &Bound<Key>) -> Option<&[u8]> {
     }
 }
 
-fn as_slice_bound(bound: &Bound<Key>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 impl RunIter {
     fn new(run: Arc<RunReader>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
         let done = run.handles.is_empty();
@@ -305,8 +297,8 @@ impl Iterator for RunIter {
         let item = match self.step() {
             Ok(Some((key, entry))) => {
                 let inside = match self.direction {
-                    Direction::Forward => at_or_before(&key, as_slice_bound(&self.upper)),
-                    Direction::Reverse => at_or_after(&key, as_slice_bound(&self.lower)),
+                    Direction::Forward => at_or_before(&key, borrow_bound(&self.upper)),
+                    Direction::Reverse => at_or_after(&key, borrow_bound(&self.lower)),
                 };
                 inside.then_some(Ok((key, entry)))
             }

@@ -184,22 +184,16 @@ fn model_range(
     upper: &Bound<Key>,
     direction: Direction,
 ) -> Vec<(Key, Entry)> {
-    let inside =
-        |k: &Key| strata_core::at_or_after(k, as_ref(lower)) && strata_core::at_or_before(k, as_ref(upper));
+    let inside = |k: &Key| {
+        strata_core::at_or_after(k, strata_core::borrow_bound(lower))
+            && strata_core::at_or_before(k, strata_core::borrow_bound(upper))
+    };
     let mut out: Vec<_> =
         model.iter().filter(|(k, _)| inside(k)).map(|(k, e)| (k.clone(), e.clone())).collect();
     if direction == Direction::Reverse {
         out.reverse();
     }
     out
-}
-
-fn as_ref(bound: &Bound<Key>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }
 
 #[test]
