@@ -153,13 +153,13 @@ impl Subtree {
     }
 }
 
-fn leaf_range<'a>(
-    leaf: &'a Leaf,
-    lower: Bound<&'a [u8]>,
-    upper: Bound<&'a [u8]>,
-    direction: Direction,
-) -> strata_kit::sorted_run::SourceIter<'a> {
-    let entries = leaf.entries();
+/// The index range of the entries of `entries` (sorted by key) within the bounds (empty when the
+/// bounds hold nothing).
+pub fn index_range<T>(
+    entries: &[(Key, T)],
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+) -> std::ops::Range<usize> {
     let start = match lower {
         Bound::Included(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
         Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() <= k),
@@ -170,7 +170,17 @@ fn leaf_range<'a>(
         Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
         Bound::Unbounded => entries.len(),
     };
-    let slice = &entries[start..end.max(start)];
+    start..end.max(start)
+}
+
+fn leaf_range<'a>(
+    leaf: &'a Leaf,
+    lower: Bound<&'a [u8]>,
+    upper: Bound<&'a [u8]>,
+    direction: Direction,
+) -> strata_kit::sorted_run::SourceIter<'a> {
+    let entries = leaf.entries();
+    let slice = &entries[index_range(entries, lower, upper)];
     let item = |(k, v): &(Key, Value)| Ok((k.clone(), Entry::put(v.clone())));
     match direction {
         Direction::Forward => Box::new(slice.iter().map(item)),

@@ -143,7 +143,27 @@ impl Node {
 
     /// The pivot with the most pending bytes, and how many.
     fn fullest_pivot(&self) -> (usize, u64) {
-        (0..self.pivots.len()).map(|i| (i, self.pending_bytes(i))).max_by_key(|&(_, b)| b).unwrap_or((0, 0))
+        let (i, pending, _) = self.buffer_summary();
+        (i, pending)
+    }
+
+    /// The most a node may buffer: `leaf_bytes · (pivots − 1)` (the paper's bound; one leaf's
+    /// worth for a one-pivot node, which only a root giving way or a join's half has).
+    fn buffer_bound(&self, config: &TreeConfig) -> u64 {
+        config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1)
+    }
+
+    /// The fullest pivot, its pending bytes, and the bytes buffered for all pivots (one pass).
+    fn buffer_summary(&self) -> (usize, u64, u64) {
+        let mut summary = (0, 0, 0);
+        for i in 0..self.pivots.len() {
+            let pending = self.pending_bytes(i);
+            summary.2 += pending;
+            if pending > summary.1 {
+                (summary.0, summary.1) = (i, pending);
+            }
+        }
+        summary
     }
 
     /// Step 2: one flush of the fullest pivot when it holds a leaf's worth, then more while the
@@ -160,9 +180,8 @@ impl Node {
     /// (after an insert, or a split that left a half with fewer pivots than its buffer needs).
     fn restore_buffer_bound(&mut self, config: &TreeConfig) {
         loop {
-            let buffered: u64 = (0..self.pivots.len()).map(|i| self.pending_bytes(i)).sum();
-            let limit = config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1);
-            let (i, pending) = self.fullest_pivot();
+            let (i, pending, buffered) = self.buffer_summary();
+            let limit = self.buffer_bound(config);
             if buffered <= limit || pending == 0 {
                 return;
             }
@@ -190,8 +209,12 @@ impl Node {
         let mut batch = merged;
         batch.truncate(take);
         let Some(last) = batch.last().map(|(k, _)| k.clone()) else { return };
+        // Only segments with something of this pivot left get a bound (a bound is what makes a
+        // join of pivots copy a segment).
         for segment in self.levels.iter_mut().flatten() {
-            segment.mark_flushed(&lower, &last);
+            if !segment.unflushed_in(&lower, &lower, upper.as_deref()).is_empty() {
+                segment.mark_flushed(&lower, &last);
+            }
         }
         self.drop_spent_segments();
         let child = std::mem::replace(&mut self.children[i], Subtree::Leaf(Leaf::default()));
@@ -411,8 +434,8 @@ impl Node {
                 return Err("a level's views out of order".into());
             }
         }
-        let buffered: u64 = (0..self.pivots.len()).map(|i| self.pending_bytes(i)).sum();
-        let limit = config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1);
+        let (_, _, buffered) = self.buffer_summary();
+        let limit = self.buffer_bound(config);
         if buffered > limit {
             return Err(format!("{buffered} bytes buffered over the bound {limit}"));
         }

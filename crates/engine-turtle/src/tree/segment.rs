@@ -170,16 +170,7 @@ impl Segment {
 
     /// Index range of the entries within `(lower, upper)` bounds.
     pub fn range_of(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> std::ops::Range<usize> {
-        let start = match lower {
-            Bound::Included(k) => self.lower_bound(k),
-            Bound::Excluded(k) => self.entries.partition_point(|(e, _)| e.as_slice() <= k),
-            Bound::Unbounded => 0,
-        };
-        let end = match upper {
-            Bound::Included(k) => self.entries.partition_point(|(e, _)| e.as_slice() <= k),
-            Bound::Excluded(k) => self.lower_bound(k),
-            Bound::Unbounded => self.entries.len(),
-        };
+        let std::ops::Range { start, end } = super::index_range(&self.entries, lower, upper);
         let view = self.view();
         let (start, end) = (start.max(view.start), end.min(view.end));
         start..end.max(start)

@@ -48,14 +48,6 @@ fn random_bound(rng: &mut SmallRng, key_space: u32) -> Bound<Key> {
     }
 }
 
-fn as_ref(b: &Bound<Key>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k),
-        Bound::Excluded(k) => Bound::Excluded(k),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_space: u32) {
     for i in 0..key_space {
         assert_eq!(tree.get(&key(i)), model.get(&key(i)).cloned(), "get {i}");
@@ -65,15 +57,20 @@ fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_spac
         let expected: Vec<(Key, Value)> = model
             .iter()
             .filter(|(k, _)| {
-                strata_core::at_or_after(k, as_ref(&lower)) && strata_core::at_or_before(k, as_ref(&upper))
+                strata_core::at_or_after(k, strata_core::borrow_bound(&lower))
+                    && strata_core::at_or_before(k, strata_core::borrow_bound(&upper))
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let forward: Vec<_> =
-            tree.range(as_ref(&lower), as_ref(&upper), Direction::Forward).map(|r| r.unwrap()).collect();
+        let forward: Vec<_> = tree
+            .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Forward)
+            .map(|r| r.unwrap())
+            .collect();
         assert_eq!(forward, expected, "{lower:?}..{upper:?}");
-        let mut reverse: Vec<_> =
-            tree.range(as_ref(&lower), as_ref(&upper), Direction::Reverse).map(|r| r.unwrap()).collect();
+        let mut reverse: Vec<_> = tree
+            .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Reverse)
+            .map(|r| r.unwrap())
+            .collect();
         reverse.reverse();
         assert_eq!(reverse, expected, "reverse {lower:?}..{upper:?}");
     }
