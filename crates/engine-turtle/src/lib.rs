@@ -1,5 +1,6 @@
-//! Strata engine `turtle` (TurtleKV, ../shared/papers/turtlekv.txt), being built: so far the
-//! TurtleTree in memory (`tree`). docs/research/turtle-design.md is the plan; the engine (WAL,
-//! Big MemTable, checkpoints, registration as `turtle`) follows.
+//! Strata engine `turtle` (TurtleKV, ../shared/papers/turtlekv.txt), being built: the TurtleTree
+//! (`tree`) checkpointed into `turtle-pages` (`pages`). docs/research/turtle-design.md is the
+//! plan; the engine (WAL, Big MemTable, registration as `turtle`) follows.
 
+pub mod pages;
 pub mod tree;

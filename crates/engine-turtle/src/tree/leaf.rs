@@ -1,96 +1,115 @@
 //! A leaf: the newest value of every key in its range, no tombstones (a delete that reaches a
-//! leaf removes the key: nothing older lies beneath). A batch applied to a leaf merges into it;
-//! a leaf grown past `leaf_bytes` splits into even parts of at most that size.
+//! leaf removes the key: nothing older lies beneath). A batch applied to a leaf merges into it
+//! (the whole leaf is read and rewritten); a leaf grown past `leaf_bytes` splits into even parts
+//! of at most that size.
 
-use strata_core::{Key, Value};
-use strata_kit::sorted_run::{Entry, EntryKind};
+use std::ops::Bound;
+use std::sync::Arc;
 
+use strata_core::{Direction, Key, Result, Value};
+use strata_kit::sorted_run::{Entry, EntryKind, SourceIter};
+
+use super::run::Run;
 use super::{entry_bytes, TreeConfig};
+use crate::pages::Pages;
 
 /// See the module documentation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Leaf {
-    entries: Vec<(Key, Value)>,
+    /// Puts only.
+    run: Run,
+    /// `entry_bytes` of its records.
     bytes: u64,
 }
 
+impl Default for Leaf {
+    fn default() -> Leaf {
+        Leaf { run: Run::memory(Vec::new()), bytes: 0 }
+    }
+}
+
 impl Leaf {
-    pub fn from_entries(entries: Vec<(Key, Value)>) -> Leaf {
-        let bytes = entries.iter().map(|(k, v)| value_bytes(k, v)).sum();
-        Leaf { entries, bytes }
+    /// A leaf of `run` (puts only) whose records count `bytes` (from its node page).
+    pub fn from_run(run: Run, bytes: u64) -> Leaf {
+        Leaf { run, bytes }
     }
 
-    pub fn entries(&self) -> &[(Key, Value)] {
-        &self.entries
+    pub fn run(&self) -> &Run {
+        &self.run
     }
 
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&Value> {
-        let i = self.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key)).ok()?;
-        Some(&self.entries[i].1)
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        Ok(self.run.get(key)?.filter(|e| e.kind == EntryKind::Put).map(|e| e.value))
+    }
+
+    /// Its records within the bounds, in `direction`.
+    pub fn range<'a>(&'a self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, direction: Direction) -> SourceIter<'a> {
+        self.run.iter(lower, upper, direction)
     }
 
     /// Applies `batch` (sorted, newer than the leaf) and returns the leaf, or its parts when it
     /// grew past `leaf_bytes` (`split_even`): each with its lower key (the first part's is the
     /// leaf's own, `lower`).
-    pub fn apply(self, lower: Key, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Vec<(Key, Leaf)> {
-        let mut merged: Vec<(Key, Value)> = Vec::with_capacity(self.entries.len() + batch.len());
-        let mut old = self.entries.into_iter().peekable();
+    pub fn apply(self, lower: Key, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<Vec<(Key, Leaf)>> {
+        let old = self.run.entries()?;
+        let mut merged: Vec<(Key, Entry)> = Vec::with_capacity(old.len() + batch.len());
+        let mut old = old.into_iter().peekable();
         for (key, entry) in batch {
-            while let Some((k, v)) = old.next_if(|(k, _)| *k < key) {
-                merged.push((k, v));
+            while let Some(item) = old.next_if(|(k, _)| *k < key) {
+                merged.push(item);
             }
             old.next_if(|(k, _)| *k == key);
             if entry.kind == EntryKind::Put {
-                merged.push((key, entry.value));
+                merged.push((key, entry));
             }
         }
         merged.extend(old);
-        split_even(lower, merged, config.leaf_bytes)
+        Ok(split_even(lower, merged, config.leaf_bytes))
     }
 
-    /// Two neighbouring leaves as one (`self` the lower).
-    pub fn join(mut self, upper: Leaf) -> Leaf {
-        self.bytes += upper.bytes;
-        self.entries.extend(upper.entries);
-        self
+    /// Two neighbouring leaves' records (`self` the lower), in order.
+    pub fn joined_entries(self, upper: Leaf) -> Result<Vec<(Key, Entry)>> {
+        let mut entries = self.run.entries()?;
+        entries.extend(upper.run.entries()?);
+        Ok(entries)
     }
-}
 
-fn value_bytes(key: &[u8], value: &[u8]) -> u64 {
-    entry_bytes(key, &Entry { kind: EntryKind::Put, value: Vec::new() }) + value.len() as u64
+    /// Writes the leaf into `pages` if it is new since the last checkpoint.
+    pub fn persist(&mut self, pages: &Arc<Pages>, block_bytes: usize) -> Result<()> {
+        self.run = self.run.persist(pages, block_bytes)?;
+        Ok(())
+    }
 }
 
 /// `entries` cut into `⌈bytes / limit⌉` parts of about equal size (one part when they fit, or
 /// when there is a single entry; a part can pass `limit` by less than one entry); the first
 /// part's lower key is `lower`, the others' their first key.
-pub fn split_even(lower: Key, entries: Vec<(Key, Value)>, limit: u64) -> Vec<(Key, Leaf)> {
-    let total: u64 = entries.iter().map(|(k, v)| value_bytes(k, v)).sum();
+pub fn split_even(lower: Key, entries: Vec<(Key, Entry)>, limit: u64) -> Vec<(Key, Leaf)> {
+    let total: u64 = entries.iter().map(|(k, e)| entry_bytes(k, e)).sum();
     let parts = total.div_ceil(limit.max(1)).max(1);
     if parts == 1 || entries.len() < 2 {
-        return vec![(lower, Leaf { entries, bytes: total })];
+        return vec![(lower, Leaf { run: Run::memory(entries), bytes: total })];
     }
     let target = total.div_ceil(parts);
     let mut out = Vec::with_capacity(parts as usize);
-    let mut current: Vec<(Key, Value)> = Vec::new();
+    let mut current: Vec<(Key, Entry)> = Vec::new();
     let mut current_bytes = 0u64;
     let mut part_lower = lower;
-    for (key, value) in entries {
-        let bytes = value_bytes(&key, &value);
+    for (key, entry) in entries {
+        let bytes = entry_bytes(&key, &entry);
         if !current.is_empty() && current_bytes + bytes > target && (out.len() as u64) < parts - 1 {
             let next_lower = key.clone();
-            out.push((
-                std::mem::replace(&mut part_lower, next_lower),
-                Leaf { entries: std::mem::take(&mut current), bytes: current_bytes },
-            ));
+            let leaf = Leaf { run: Run::memory(std::mem::take(&mut current)), bytes: current_bytes };
+            out.push((std::mem::replace(&mut part_lower, next_lower), leaf));
             current_bytes = 0;
         }
         current_bytes += bytes;
-        current.push((key, value));
+        current.push((key, entry));
     }
-    out.push((part_lower, Leaf { entries: current, bytes: current_bytes }));
+    out.push((part_lower, Leaf { run: Run::memory(current), bytes: current_bytes }));
     out
 }

@@ -21,6 +21,8 @@
 
 mod leaf;
 mod node;
+mod page;
+mod run;
 mod segment;
 
 #[cfg(test)]
@@ -33,7 +35,9 @@ use strata_kit::sorted_run::{Entry, EntryKind};
 
 pub use leaf::Leaf;
 pub use node::Node;
-pub use segment::Segment;
+pub use page::{ChildRef, ChildKind};
+pub use run::Run;
+pub use segment::{Flushed, Segment};
 
 /// Bytes an entry counts for buffering and leaf sizes: key, value and a fixed per-entry share.
 pub fn entry_bytes(key: &[u8], entry: &Entry) -> u64 {
@@ -60,6 +64,12 @@ impl Default for TreeConfig {
 }
 
 impl TreeConfig {
+    /// A checkpointed run's block size: 4 KiB, smaller for small leaves (tests), so the block
+    /// index's byte estimates stay fine next to `leaf_bytes`.
+    pub fn run_block_bytes(&self) -> usize {
+        (self.leaf_bytes / 64).clamp(256, 4096) as usize
+    }
+
     /// Buffer levels per node: ⌈log2 ρ⌉ (at least 1).
     pub fn max_levels(&self) -> usize {
         (self.max_pivots.max(2).next_power_of_two().trailing_zeros() as usize).max(1)
@@ -82,18 +92,18 @@ impl Subtree {
         upper: Option<Key>,
         batch: Vec<(Key, Entry)>,
         config: &TreeConfig,
-    ) -> Vec<(Key, Subtree)> {
+    ) -> Result<Vec<(Key, Subtree)>> {
         if batch.is_empty() {
-            return vec![(lower, self)];
+            return Ok(vec![(lower, self)]);
         }
         match self {
             Subtree::Leaf(leaf) => {
-                leaf.apply(lower, batch, config).into_iter().map(|(k, l)| (k, Subtree::Leaf(l))).collect()
+                Ok(leaf.apply(lower, batch, config)?.into_iter().map(|(k, l)| (k, Subtree::Leaf(l))).collect())
             }
             Subtree::Node(mut node) => {
                 node.set_upper(upper);
-                node.insert(batch, config);
-                node.flush_while_due(config);
+                node.insert(batch, config)?;
+                node.flush_while_due(config)?;
                 node.split_if_needed(config)
             }
         }
@@ -108,9 +118,9 @@ impl Subtree {
     }
 
     /// The newest entry of `key` (a delete as a `Delete` entry), or `None`.
-    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         match self {
-            Subtree::Leaf(leaf) => leaf.get(key).map(|v| Entry::put(v.clone())),
+            Subtree::Leaf(leaf) => Ok(leaf.get(key)?.map(Entry::put)),
             Subtree::Node(node) => node.get(key),
         }
     }
@@ -123,15 +133,16 @@ impl Subtree {
         direction: Direction,
     ) -> strata_kit::sorted_run::SourceIter<'a> {
         match self {
-            Subtree::Leaf(leaf) => leaf_range(leaf, lower, upper, direction),
+            Subtree::Leaf(leaf) => leaf.range(lower, upper, direction),
             Subtree::Node(node) => node.range(lower, upper, direction),
         }
     }
 
-    /// Entries held: leaf entries plus buffered ones (each version counted).
-    pub fn entry_count(&self) -> usize {
+    /// Entries held: leaf entries plus buffered ones (each version, and each view of a shared
+    /// run, counted).
+    pub fn entry_count(&self) -> u64 {
         match self {
-            Subtree::Leaf(leaf) => leaf.entries().len(),
+            Subtree::Leaf(leaf) => leaf.run().entry_count(),
             Subtree::Node(node) => node.entry_count(),
         }
     }
@@ -173,21 +184,6 @@ pub fn index_range<T>(
     start..end.max(start)
 }
 
-fn leaf_range<'a>(
-    leaf: &'a Leaf,
-    lower: Bound<&'a [u8]>,
-    upper: Bound<&'a [u8]>,
-    direction: Direction,
-) -> strata_kit::sorted_run::SourceIter<'a> {
-    let entries = leaf.entries();
-    let slice = &entries[index_range(entries, lower, upper)];
-    let item = |(k, v): &(Key, Value)| Ok((k.clone(), Entry::put(v.clone())));
-    match direction {
-        Direction::Forward => Box::new(slice.iter().map(item)),
-        Direction::Reverse => Box::new(slice.iter().rev().map(item)),
-    }
-}
-
 /// The whole tree.
 #[derive(Clone, Debug)]
 pub struct Tree {
@@ -198,6 +194,11 @@ pub struct Tree {
 impl Tree {
     pub fn new(config: TreeConfig) -> Tree {
         Tree { root: Subtree::Leaf(Leaf::default()), config }
+    }
+
+    /// A tree over `root` (read from a checkpoint).
+    pub fn from_root(root: Subtree, config: TreeConfig) -> Tree {
+        Tree { root, config }
     }
 
     pub fn config(&self) -> &TreeConfig {
@@ -213,30 +214,30 @@ impl Tree {
             ));
         }
         let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::default()));
-        let parts = root.apply(Key::new(), None, batch, &self.config);
+        let parts = root.apply(Key::new(), None, batch, &self.config)?;
         self.root = if parts.len() == 1 {
             parts.into_iter().next().map(|(_, s)| s).unwrap_or(Subtree::Leaf(Leaf::default()))
         } else {
             Subtree::Node(Box::new(Node::above(parts, &self.config)))
         };
-        self.collapse_root();
-        Ok(())
+        self.collapse_root()
     }
 
     /// A root node with one child hands its buffer down and gives way to the child.
-    fn collapse_root(&mut self) {
+    fn collapse_root(&mut self) -> Result<()> {
         while let Subtree::Node(node) = &mut self.root {
             if node.pivot_count() > 1 {
-                return;
+                return Ok(());
             }
-            let child = node.drain_into_only_child(&self.config);
+            let child = node.drain_into_only_child(&self.config)?;
             self.root = child;
         }
+        Ok(())
     }
 
     /// `key`'s value, `None` when absent or deleted.
-    pub fn get(&self, key: &[u8]) -> Option<Value> {
-        self.root.get(key).filter(|e| e.kind == EntryKind::Put).map(|e| e.value)
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        Ok(self.root.get(key)?.filter(|e| e.kind == EntryKind::Put).map(|e| e.value))
     }
 
     /// Live records within the bounds, in `direction`.
@@ -267,7 +268,7 @@ impl Tree {
     }
 
     /// Entries held in leaves and buffers (each buffered version counted).
-    pub fn entry_count(&self) -> usize {
+    pub fn entry_count(&self) -> u64 {
         self.root.entry_count()
     }
 }

@@ -7,12 +7,14 @@
 //! entry is newer than the child's.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
-use strata_core::{Direction, Key};
+use strata_core::{Direction, Key, Result};
 use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, SourceIter};
 
 use super::segment::Segment;
 use super::{entry_bytes, Leaf, Subtree, TreeConfig};
+use crate::pages::ExtentGuard;
 
 /// See the module documentation.
 #[derive(Clone, Debug)]
@@ -23,13 +25,48 @@ pub struct Node {
     levels: Vec<Vec<Segment>>,
     /// The node's upper bound (exclusive); `None`: the key space's end.
     upper: Option<Key>,
+    /// The page the last checkpoint wrote it to (every checkpoint writes every node anew).
+    page: Option<Arc<ExtentGuard>>,
 }
 
 impl Node {
     /// A node over `parts` (each child with its lower key), its buffer empty.
     pub fn above(parts: Vec<(Key, Subtree)>, config: &TreeConfig) -> Node {
         let (pivots, children) = parts.into_iter().unzip();
-        Node { pivots, children, levels: vec![Vec::new(); config.max_levels()], upper: None }
+        Node { pivots, children, levels: vec![Vec::new(); config.max_levels()], upper: None, page: None }
+    }
+
+    /// A node as its page describes it.
+    pub fn from_parts(
+        pivots: Vec<Key>,
+        children: Vec<Subtree>,
+        levels: Vec<Vec<Segment>>,
+        upper: Option<Key>,
+        page: Arc<ExtentGuard>,
+    ) -> Node {
+        Node { pivots, children, levels, upper, page: Some(page) }
+    }
+
+    pub fn pivots(&self) -> &[Key] {
+        &self.pivots
+    }
+
+    pub fn levels(&self) -> &[Vec<Segment>] {
+        &self.levels
+    }
+
+    pub fn upper(&self) -> Option<&[u8]> {
+        self.upper.as_deref()
+    }
+
+    /// Children and buffer segments, for a checkpoint to write.
+    pub fn parts_mut(&mut self) -> (&mut [Subtree], &mut [Vec<Segment>]) {
+        (&mut self.children, &mut self.levels)
+    }
+
+    /// Records the page a checkpoint wrote the node to (the previous one is retired).
+    pub fn set_page(&mut self, page: Arc<ExtentGuard>) {
+        self.page = Some(page);
     }
 
     pub fn pivot_count(&self) -> usize {
@@ -48,10 +85,10 @@ impl Node {
         self.children.first().map_or(0, Subtree::height)
     }
 
-    pub fn entry_count(&self) -> usize {
-        let buffered: usize =
-            self.levels.iter().flatten().map(|s| s.range_of(Bound::Unbounded, Bound::Unbounded).len()).sum();
-        buffered + self.children.iter().map(Subtree::entry_count).sum::<usize>()
+    /// Entries held in buffers' runs and leaves (shared runs counted per view).
+    pub fn entry_count(&self) -> u64 {
+        let buffered: u64 = self.levels.iter().flatten().map(|s| s.run().entry_count()).sum();
+        buffered + self.children.iter().map(Subtree::entry_count).sum::<u64>()
     }
 
     /// The pivot whose range holds `key`.
@@ -64,10 +101,9 @@ impl Node {
         (&self.pivots[i], self.pivots.get(i + 1).map(Vec::as_slice).or(self.upper.as_deref()))
     }
 
-    /// Whether entry `i` of `segment` is flushed to its pivot.
-    fn is_flushed(&self, segment: &Segment, i: usize) -> bool {
-        let key = &segment.entries()[i].0;
-        segment.is_flushed(&self.pivots[self.pivot_of(key)], i)
+    /// Whether `key` of `segment` is flushed to its pivot.
+    fn is_flushed(&self, segment: &Segment, key: &[u8]) -> bool {
+        segment.is_flushed(&self.pivots[self.pivot_of(key)], key)
     }
 
     /// A level's entries within the bounds that are not flushed, in `direction`.
@@ -79,17 +115,11 @@ impl Node {
         direction: Direction,
     ) -> SourceIter<'a> {
         let per_segment = move |segment: &'a Segment| {
-            let range = segment.range_of(lower, upper);
-            let keep = move |&i: &usize| !self.is_flushed(segment, i);
-            let item = move |i: usize| {
-                let (k, e) = &segment.entries()[i];
-                Ok((k.clone(), e.clone()))
+            let keep = move |item: &Result<(Key, Entry)>| match item {
+                Ok((key, _)) => !self.is_flushed(segment, key),
+                Err(_) => true,
             };
-            let entries: Box<dyn Iterator<Item = _> + Send + 'a> = match direction {
-                Direction::Forward => Box::new(range.filter(keep).map(item)),
-                Direction::Reverse => Box::new(range.rev().filter(keep).map(item)),
-            };
-            entries
+            segment.iter(lower, upper, direction).filter(keep)
         };
         match direction {
             Direction::Forward => Box::new(level.iter().flat_map(per_segment)),
@@ -97,19 +127,15 @@ impl Node {
         }
     }
 
-    /// The buffer's entries within the bounds, newest per key, tombstones kept. The `expect`s
-    /// here and in `insert` hold while runs live in memory (their sources cannot fail); runs read
-    /// from disk (milestone 2) make these return their errors.
-    fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Vec<(Key, Entry)> {
+    /// The buffer's entries within the bounds, newest per key, tombstones kept.
+    fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<Vec<(Key, Entry)>> {
         let sources =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, Direction::Forward)).collect();
-        MergeIter::new(sources, Direction::Forward, MergeOutput::Above)
-            .map(|r| r.expect("in-memory runs"))
-            .collect()
+        MergeIter::new(sources, Direction::Forward, MergeOutput::Above).collect()
     }
 
     /// Step 1 at a node: the batch enters the buffer as a binary counter.
-    pub fn insert(&mut self, batch: Vec<(Key, Entry)>, config: &TreeConfig) {
+    pub fn insert(&mut self, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<()> {
         if self.levels.len() < config.max_levels() {
             self.levels.resize(config.max_levels(), Vec::new());
         }
@@ -124,21 +150,21 @@ impl Node {
                 Direction::Forward,
             ));
         }
-        let merged: Vec<(Key, Entry)> = MergeIter::new(sources, Direction::Forward, MergeOutput::Above)
-            .map(|r| r.expect("in-memory runs"))
-            .collect();
+        let merged: Vec<(Key, Entry)> =
+            MergeIter::new(sources, Direction::Forward, MergeOutput::Above).collect::<Result<_>>()?;
         for level in &mut self.levels[..=target] {
             level.clear();
         }
         let segment = Segment::new(merged).narrowed(&lower, upper.as_deref());
         self.levels[target] = vec![segment];
+        Ok(())
     }
 
     /// Unflushed bytes buffered for pivot `i`.
     fn pending_bytes(&self, i: usize) -> u64 {
         let (lower, upper) = self.pivot_range(i);
         let pivot = &self.pivots[i];
-        self.levels.iter().flatten().map(|s| s.bytes_of(&s.unflushed_in(pivot, lower, upper))).sum()
+        self.levels.iter().flatten().map(|s| s.unflushed_bytes(pivot, lower, upper)).sum()
     }
 
     /// The pivot with the most pending bytes, and how many.
@@ -168,34 +194,34 @@ impl Node {
 
     /// Step 2: one flush of the fullest pivot when it holds a leaf's worth, then more while the
     /// node buffers more than `leaf_bytes · (pivots − 1)`.
-    pub fn flush_while_due(&mut self, config: &TreeConfig) {
+    pub fn flush_while_due(&mut self, config: &TreeConfig) -> Result<()> {
         let (i, pending) = self.fullest_pivot();
         if pending >= config.leaf_bytes {
-            self.flush(i, config);
+            self.flush(i, config)?;
         }
-        self.restore_buffer_bound(config);
+        self.restore_buffer_bound(config)
     }
 
     /// Flushes the fullest pivot while the node buffers more than `leaf_bytes · (pivots − 1)`
     /// (after an insert, or a split that left a half with fewer pivots than its buffer needs).
-    fn restore_buffer_bound(&mut self, config: &TreeConfig) {
+    fn restore_buffer_bound(&mut self, config: &TreeConfig) -> Result<()> {
         loop {
             let (i, pending, buffered) = self.buffer_summary();
             let limit = self.buffer_bound(config);
             if buffered <= limit || pending == 0 {
-                return;
+                return Ok(());
             }
-            self.flush(i, config);
+            self.flush(i, config)?;
         }
     }
 
     /// Flushes up to a leaf's worth of pivot `i`'s entries into its child.
-    fn flush(&mut self, i: usize, config: &TreeConfig) {
+    fn flush(&mut self, i: usize, config: &TreeConfig) -> Result<()> {
         let (lower, upper) = {
             let (l, u) = self.pivot_range(i);
             (l.to_vec(), u.map(<[u8]>::to_vec))
         };
-        let merged = self.merged_buffer(Bound::Included(&lower), as_bound(upper.as_deref()));
+        let merged = self.merged_buffer(Bound::Included(&lower), as_bound(upper.as_deref()))?;
         let mut taken_bytes = 0u64;
         let take = merged
             .iter()
@@ -208,23 +234,32 @@ impl Node {
             .max(1);
         let mut batch = merged;
         batch.truncate(take);
-        let Some(last) = batch.last().map(|(k, _)| k.clone()) else { return };
+        let Some(last) = batch.last().map(|(k, _)| k.clone()) else {
+            // Nothing left: a disk run's estimate counted whole blocks.
+            for segment in self.levels.iter_mut().flatten() {
+                if segment.unflushed_bytes(&lower, &lower, upper.as_deref()) > 0 {
+                    segment.mark_whole(&lower);
+                }
+            }
+            self.drop_spent_segments();
+            return Ok(());
+        };
         // Only segments with something of this pivot left get a bound (a bound is what makes a
         // join of pivots copy a segment).
         for segment in self.levels.iter_mut().flatten() {
-            if !segment.unflushed_in(&lower, &lower, upper.as_deref()).is_empty() {
+            if segment.unflushed_bytes(&lower, &lower, upper.as_deref()) > 0 {
                 segment.mark_flushed(&lower, &last);
             }
         }
         self.drop_spent_segments();
         let child = std::mem::replace(&mut self.children[i], Subtree::Leaf(Leaf::default()));
-        let parts = child.apply(lower, upper, batch, config);
-        self.splice_child(i, parts, config);
+        let parts = child.apply(lower, upper, batch, config)?;
+        self.splice_child(i, parts, config)
     }
 
     /// Puts `parts` (child `i` after an apply) in its place, then joins it with a neighbour when
     /// it came back as one underfull subtree.
-    fn splice_child(&mut self, i: usize, parts: Vec<(Key, Subtree)>, config: &TreeConfig) {
+    fn splice_child(&mut self, i: usize, parts: Vec<(Key, Subtree)>, config: &TreeConfig) -> Result<()> {
         let single = parts.len() == 1;
         let old_lower = self.pivots[i].clone();
         let mut parts = parts.into_iter();
@@ -240,14 +275,15 @@ impl Node {
         }
         if single && self.pivots.len() > 1 && self.children[i].is_underfull(config) {
             let left = if i + 1 < self.pivots.len() { i } else { i - 1 };
-            self.join_children(left, config);
+            self.join_children(left, config)?;
         }
+        Ok(())
     }
 
     /// Joins children `j` and `j + 1` into one (re-split when the join is too large). Buffered
     /// segments with a flush bound for either pivot are copied without their flushed entries:
     /// two bounds cannot become one.
-    fn join_children(&mut self, j: usize, config: &TreeConfig) {
+    fn join_children(&mut self, j: usize, config: &TreeConfig) -> Result<()> {
         let ranges: Vec<(Key, Option<Key>)> = [j, j + 1]
             .iter()
             .map(|&p| {
@@ -257,39 +293,33 @@ impl Node {
             .collect();
         for segment in self.levels.iter_mut().flatten() {
             if ranges.iter().any(|(l, _)| segment.has_bound(l)) {
-                *segment = segment.without_flushed(&ranges);
+                *segment = segment.without_flushed(&ranges)?;
             }
         }
         let upper_child = self.children.remove(j + 1);
         let upper_lower = self.pivots.remove(j + 1);
         let lower_child = std::mem::replace(&mut self.children[j], Subtree::Leaf(Leaf::default()));
-        let joined = match (lower_child, upper_child) {
-            (Subtree::Leaf(a), Subtree::Leaf(b)) => Subtree::Leaf(a.join(b)),
-            (Subtree::Node(a), Subtree::Node(b)) => Subtree::Node(Box::new(a.join(*b))),
+        let lower = self.pivots[j].clone();
+        let upper = self.pivot_range(j).1.map(<[u8]>::to_vec);
+        let parts = match (lower_child, upper_child) {
+            (Subtree::Leaf(a), Subtree::Leaf(b)) => super::leaf::split_even(lower, a.joined_entries(b)?, config.leaf_bytes)
+                .into_iter()
+                .map(|(k, l)| (k, Subtree::Leaf(l)))
+                .collect(),
+            (Subtree::Node(a), Subtree::Node(b)) => {
+                let mut node = a.join(*b);
+                // An underfull node may buffer up to one leaf's worth (a one-pivot node's bound
+                // is not 0), so the sum of two can exceed the joined node's bound.
+                node.set_upper(upper);
+                node.restore_buffer_bound(config)?;
+                node.split_if_needed(config)?
+            }
             // Children of one node are all at one height.
             (a, b) => {
                 self.children.insert(j + 1, b);
                 self.pivots.insert(j + 1, upper_lower);
                 self.children[j] = a;
-                return;
-            }
-        };
-        let lower = self.pivots[j].clone();
-        let upper = self.pivot_range(j).1.map(<[u8]>::to_vec);
-        let parts = match joined {
-            Subtree::Leaf(leaf) => {
-                let entries = leaf.entries().to_vec();
-                super::leaf::split_even(lower, entries, config.leaf_bytes)
-                    .into_iter()
-                    .map(|(k, l)| (k, Subtree::Leaf(l)))
-                    .collect()
-            }
-            Subtree::Node(mut node) => {
-                // An underfull node may buffer up to one leaf's worth (a one-pivot node's bound
-                // is not 0), so the sum of two can exceed the joined node's bound.
-                node.set_upper(upper);
-                node.restore_buffer_bound(config);
-                node.split_if_needed(config)
+                return Ok(());
             }
         };
         let mut parts = parts.into_iter();
@@ -300,11 +330,13 @@ impl Node {
             self.pivots.insert(j + 1 + offset, k);
             self.children.insert(j + 1 + offset, subtree);
         }
+        Ok(())
     }
 
     /// `self` followed by `upper` (its right neighbour) as one node: pivots and children
     /// concatenated, each level's segments side by side (their views are disjoint).
     pub fn join(mut self, upper: Node) -> Node {
+        self.page = None;
         self.pivots.extend(upper.pivots);
         self.children.extend(upper.children);
         let levels = self.levels.len().max(upper.levels.len());
@@ -326,21 +358,21 @@ impl Node {
             })
             .collect();
         for level in &mut self.levels {
-            level.retain(|s| ranges.iter().any(|(l, u)| !s.unflushed_in(l, l, u.as_deref()).is_empty()));
+            level.retain(|s| ranges.iter().any(|(l, u)| s.unflushed_bytes(l, l, u.as_deref()) > 0));
         }
     }
 
     /// A node over `max_pivots` splits in half (repeatedly); returns it or its parts.
-    pub fn split_if_needed(self, config: &TreeConfig) -> Vec<(Key, Subtree)> {
+    pub fn split_if_needed(self, config: &TreeConfig) -> Result<Vec<(Key, Subtree)>> {
         if self.pivots.len() <= config.max_pivots {
-            return vec![(self.pivots[0].clone(), Subtree::Node(Box::new(self)))];
+            return Ok(vec![(self.pivots[0].clone(), Subtree::Node(Box::new(self)))]);
         }
         let (mut left, mut right) = self.split_half();
-        left.restore_buffer_bound(config);
-        right.restore_buffer_bound(config);
-        let mut parts = left.split_if_needed(config);
-        parts.extend(right.split_if_needed(config));
-        parts
+        left.restore_buffer_bound(config)?;
+        right.restore_buffer_bound(config)?;
+        let mut parts = left.split_if_needed(config)?;
+        parts.extend(right.split_if_needed(config)?);
+        Ok(parts)
     }
 
     /// The node's two halves; each level's segments are narrowed to each half's range (the runs
@@ -360,33 +392,39 @@ impl Node {
             children: right_children,
             levels: right_levels,
             upper: self.upper.take(),
+            page: None,
         };
-        let mut left =
-            Node { pivots: self.pivots, children: self.children, levels: left_levels, upper: Some(at) };
+        let mut left = Node {
+            pivots: self.pivots,
+            children: self.children,
+            levels: left_levels,
+            upper: Some(at),
+            page: None,
+        };
         left.drop_spent_segments();
         right.drop_spent_segments();
         (left, right)
     }
 
     /// Flushes everything buffered into the only child and returns the child (a root giving way).
-    pub fn drain_into_only_child(&mut self, config: &TreeConfig) -> Subtree {
-        let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded);
+    pub fn drain_into_only_child(&mut self, config: &TreeConfig) -> Result<Subtree> {
+        let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded)?;
         self.levels.iter_mut().for_each(Vec::clear);
         let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::default()));
-        let mut parts = child.apply(self.pivots[0].clone(), self.upper.clone(), batch, config);
+        let mut parts = child.apply(self.pivots[0].clone(), self.upper.clone(), batch, config)?;
         if parts.len() == 1 {
-            return parts.remove(0).1;
+            return Ok(parts.remove(0).1);
         }
-        Subtree::Node(Box::new(Node::above(parts, config)))
+        Ok(Subtree::Node(Box::new(Node::above(parts, config))))
     }
 
     /// The newest entry of `key` here or below.
-    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         let i = self.pivot_of(key);
         for level in &self.levels {
-            let at = level.partition_point(|s| s.view_lower() <= key).checked_sub(1);
-            if let Some(entry) = at.and_then(|s| level[s].get(&self.pivots[i], key)) {
-                return Some(entry.clone());
+            let Some(at) = level.partition_point(|s| s.view_lower() <= key).checked_sub(1) else { continue };
+            if let Some(entry) = level[at].get(&self.pivots[i], key)? {
+                return Ok(Some(entry));
             }
         }
         self.children[i].get(key)
@@ -435,9 +473,18 @@ impl Node {
             }
         }
         let (_, _, buffered) = self.buffer_summary();
-        let limit = self.buffer_bound(config);
+        // A checkpointed segment's estimate counts whole blocks: up to one more at each end of
+        // each pivot's range.
+        let slack: u64 =
+            self.levels.iter().flatten().map(|s| 2 * s.run().estimate_slack_bytes() * self.pivots.len() as u64).sum();
+        let limit = self.buffer_bound(config) + slack;
         if buffered > limit {
-            return Err(format!("{buffered} bytes buffered over the bound {limit}"));
+            let kinds: Vec<Vec<bool>> =
+                self.levels.iter().map(|l| l.iter().map(|s| matches!(s.run(), super::Run::Disk(_))).collect()).collect();
+            return Err(format!(
+                "{buffered} bytes buffered over the bound {limit} ({} pivots, disk segments {kinds:?})",
+                self.pivots.len()
+            ));
         }
         for child in &self.children {
             if let Subtree::Node(node) = child {

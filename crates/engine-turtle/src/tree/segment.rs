@@ -1,8 +1,9 @@
 //! A segment of a node's update buffer (paper §3.1.2): a sorted run of entries that never changes,
-//! and per pivot the last key flushed to that pivot's child. Flushing removes nothing from the
-//! run: it raises the bound, so an entry of pivot `p` with key ≤ `flushed[p]` is gone from this
-//! node. Bounds are keyed by the pivot's lower key (stable while other pivots come and go) and
-//! only rise. A segment whose every entry is flushed leaves its level.
+//! and per pivot how far that pivot's entries were flushed to its child. Flushing removes nothing
+//! from the run: it raises the bound, so an entry of pivot `p` with key ≤ `flushed[p]` is gone
+//! from this node (`Flushed::Whole`: all of them). Bounds are keyed by the pivot's lower key
+//! (stable while other pivots come and go) and only rise. A segment whose every entry is flushed
+//! leaves its level.
 //!
 //! A segment is a *view* of its run: `[view_lower, view_upper)`. A node split gives each half a
 //! view of the same run (the run is shared, never copied); entries outside the view do not
@@ -12,41 +13,99 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::Key;
-use strata_kit::sorted_run::Entry;
+use strata_core::{Direction, Key, Result};
+use strata_kit::sorted_run::{Entry, SourceIter};
 
-use super::entry_bytes;
+use super::run::Run;
+use crate::pages::Pages;
+
+/// How far a pivot's entries were flushed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Flushed {
+    /// Every entry with a key at or below this one.
+    Through(Key),
+    /// All of them (a flush found none left: a disk run's byte estimate is by whole blocks).
+    Whole,
+}
+
+impl Flushed {
+    fn covers(&self, key: &[u8]) -> bool {
+        match self {
+            Flushed::Through(bound) => key <= bound.as_slice(),
+            Flushed::Whole => true,
+        }
+    }
+}
 
 /// See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Segment {
-    entries: Arc<Vec<(Key, Entry)>>,
-    /// `prefix_bytes[i]`: bytes of entries `0..i` (one more element than `entries`).
-    prefix_bytes: Arc<Vec<u64>>,
-    /// Pivot lower key → last flushed key of that pivot.
-    flushed: BTreeMap<Key, Key>,
+    run: Run,
+    /// Pivot lower key → how far that pivot was flushed.
+    flushed: BTreeMap<Key, Flushed>,
     /// The view: entries below `view_lower` or at or above `view_upper` are not this segment's.
     view_lower: Key,
     view_upper: Option<Key>,
 }
 
+/// The higher of two lower bounds.
+fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// The lower of two upper bounds.
+fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
 impl Segment {
     /// A segment of `entries` (sorted, keys unique), nothing flushed.
     pub fn new(entries: Vec<(Key, Entry)>) -> Segment {
-        let mut prefix_bytes = Vec::with_capacity(entries.len() + 1);
-        let mut total = 0u64;
-        prefix_bytes.push(0);
-        for (key, entry) in &entries {
-            total += entry_bytes(key, entry);
-            prefix_bytes.push(total);
-        }
-        Segment {
-            entries: Arc::new(entries),
-            prefix_bytes: Arc::new(prefix_bytes),
-            flushed: BTreeMap::new(),
-            view_lower: Key::new(),
-            view_upper: None,
-        }
+        Segment::from_parts(Run::memory(entries), BTreeMap::new(), Key::new(), None)
+    }
+
+    /// A segment as a node page describes it.
+    pub fn from_parts(
+        run: Run,
+        flushed: BTreeMap<Key, Flushed>,
+        view_lower: Key,
+        view_upper: Option<Key>,
+    ) -> Segment {
+        Segment { run, flushed, view_lower, view_upper }
+    }
+
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+
+    pub fn flushed(&self) -> &BTreeMap<Key, Flushed> {
+        &self.flushed
+    }
+
+    pub fn view_upper(&self) -> Option<&[u8]> {
+        self.view_upper.as_deref()
     }
 
     /// This segment narrowed to `[lower, upper)` (within its current view), with the bounds of
@@ -66,13 +125,6 @@ impl Segment {
         out
     }
 
-    /// The index range of the entries inside the view.
-    fn view(&self) -> std::ops::Range<usize> {
-        let start = self.lower_bound(&self.view_lower);
-        let end = self.view_upper.as_deref().map_or(self.entries.len(), |u| self.lower_bound(u));
-        start..end.max(start)
-    }
-
     /// The view's lower key (in a level, views ascend and do not overlap).
     pub fn view_lower(&self) -> &[u8] {
         &self.view_lower
@@ -83,47 +135,48 @@ impl Segment {
         key >= self.view_lower.as_slice() && self.view_upper.as_deref().is_none_or(|u| key < u)
     }
 
-    pub fn entries(&self) -> &[(Key, Entry)] {
-        &self.entries
+    /// The bounds narrowed to the view.
+    fn within_view<'a>(&'a self, lower: Bound<&'a [u8]>, upper: Bound<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+        let view_upper = self.view_upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        (max_lower(lower, Bound::Included(&self.view_lower)), min_upper(upper, view_upper))
     }
 
-    /// Index of the first entry at or above `key`.
-    fn lower_bound(&self, key: &[u8]) -> usize {
-        self.entries.partition_point(|(k, _)| k.as_slice() < key)
-    }
-
-    /// The entries with keys in `[lower, upper)` (`upper` `None`: no end) not yet flushed to the
-    /// pivot whose lower key is `pivot`: their index range.
-    pub fn unflushed_in(&self, pivot: &[u8], lower: &[u8], upper: Option<&[u8]>) -> std::ops::Range<usize> {
+    /// Bytes of the entries in `[lower, upper)` (`upper` `None`: no end) not yet flushed to the
+    /// pivot whose lower key is `pivot` (zero only when there are none).
+    pub fn unflushed_bytes(&self, pivot: &[u8], lower: &[u8], upper: Option<&[u8]>) -> u64 {
         let start = match self.flushed.get(pivot) {
-            Some(bound) if bound.as_slice() >= lower => self.entries.partition_point(|(k, _)| k <= bound),
-            _ => self.lower_bound(lower),
+            Some(Flushed::Whole) => return 0,
+            Some(Flushed::Through(bound)) if bound.as_slice() >= lower => Bound::Excluded(bound.as_slice()),
+            _ => Bound::Included(lower),
         };
-        let end = upper.map_or(self.entries.len(), |u| self.lower_bound(u));
-        let view = self.view();
-        let (start, end) = (start.max(view.start), end.min(view.end));
-        start..end.max(start)
-    }
-
-    /// Bytes of `range` (an index range of `unflushed_in`).
-    pub fn bytes_of(&self, range: &std::ops::Range<usize>) -> u64 {
-        self.prefix_bytes[range.end] - self.prefix_bytes[range.start]
+        let (start, end) = self.within_view(start, upper.map_or(Bound::Unbounded, Bound::Excluded));
+        self.run.bytes_between(start, end)
     }
 
     /// Records that everything of pivot `pivot` up to `key` has been flushed.
     pub fn mark_flushed(&mut self, pivot: &[u8], key: &[u8]) {
-        let bound = self.flushed.entry(pivot.to_vec()).or_default();
-        if bound.as_slice() < key {
-            *bound = key.to_vec();
+        let bound = self.flushed.entry(pivot.to_vec()).or_insert_with(|| Flushed::Through(Key::new()));
+        if let Flushed::Through(b) = bound {
+            if b.as_slice() < key {
+                *b = key.to_vec();
+            }
         }
+    }
+
+    /// Records that nothing of pivot `pivot` is left here.
+    pub fn mark_whole(&mut self, pivot: &[u8]) {
+        self.flushed.insert(pivot.to_vec(), Flushed::Whole);
     }
 
     /// A pivot whose lower key is `pivot` split at `at`: the part from `at` on is flushed as far
     /// as the old pivot was.
     pub fn split_pivot(&mut self, pivot: &[u8], at: &[u8]) {
-        if let Some(bound) = self.flushed.get(pivot).filter(|b| b.as_slice() >= at).cloned() {
-            self.flushed.insert(at.to_vec(), bound);
-        }
+        let inherited = match self.flushed.get(pivot) {
+            Some(Flushed::Whole) => Flushed::Whole,
+            Some(Flushed::Through(b)) if b.as_slice() >= at => Flushed::Through(b.clone()),
+            _ => return,
+        };
+        self.flushed.insert(at.to_vec(), inherited);
     }
 
     /// Whether any bound is recorded for pivot `pivot`.
@@ -131,20 +184,29 @@ impl Segment {
         self.flushed.contains_key(pivot)
     }
 
+    /// Whether `key`, held by the pivot whose lower key is `pivot`, is flushed.
+    pub fn is_flushed(&self, pivot: &[u8], key: &[u8]) -> bool {
+        self.flushed.get(pivot).is_some_and(|f| f.covers(key))
+    }
+
     /// This segment without the entries flushed to the pivots whose lower keys are in `pivots`
     /// (each with its upper key), and without their bounds: a copy, for a join of pivots (two
     /// bounds cannot become one).
-    pub fn without_flushed(&self, pivots: &[(Key, Option<Key>)]) -> Segment {
-        let flushed_range = |i: usize| {
-            let (key, _) = &self.entries[i];
+    pub fn without_flushed(&self, pivots: &[(Key, Option<Key>)]) -> Result<Segment> {
+        let flushed = |key: &[u8]| {
             pivots.iter().any(|(lower, upper)| {
-                key >= lower
-                    && upper.as_ref().is_none_or(|u| key < u)
-                    && self.flushed.get(lower).is_some_and(|b| key <= b)
+                key >= lower.as_slice()
+                    && upper.as_deref().is_none_or(|u| key < u)
+                    && self.is_flushed(lower, key)
             })
         };
-        let kept: Vec<(Key, Entry)> =
-            self.view().filter(|&i| !flushed_range(i)).map(|i| self.entries[i].clone()).collect();
+        let mut kept = Vec::new();
+        for item in self.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            let (key, entry) = item?;
+            if !flushed(&key) {
+                kept.push((key, entry));
+            }
+        }
         let mut segment = Segment::new(kept);
         segment.flushed = self.flushed.clone();
         segment.view_lower = self.view_lower.clone();
@@ -152,32 +214,27 @@ impl Segment {
         for (lower, _) in pivots {
             segment.flushed.remove(lower);
         }
-        segment
+        Ok(segment)
     }
 
     /// The entry of `key` unless flushed to the pivot (lower key `pivot`) that holds it.
-    pub fn get(&self, pivot: &[u8], key: &[u8]) -> Option<&Entry> {
-        let i = self.lower_bound(key);
-        let (k, entry) = self.entries.get(i)?;
-        if k.as_slice() != key
-            || !self.in_view(key)
-            || self.flushed.get(pivot).is_some_and(|b| key <= b.as_slice())
-        {
-            return None;
+    pub fn get(&self, pivot: &[u8], key: &[u8]) -> Result<Option<Entry>> {
+        if !self.in_view(key) || self.is_flushed(pivot, key) {
+            return Ok(None);
         }
-        Some(entry)
+        self.run.get(key)
     }
 
-    /// Index range of the entries within `(lower, upper)` bounds.
-    pub fn range_of(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> std::ops::Range<usize> {
-        let std::ops::Range { start, end } = super::index_range(&self.entries, lower, upper);
-        let view = self.view();
-        let (start, end) = (start.max(view.start), end.min(view.end));
-        start..end.max(start)
+    /// The view's entries within the bounds (flushed ones included: the node knows each key's
+    /// pivot), in `direction`.
+    pub fn iter<'a>(&'a self, lower: Bound<&'a [u8]>, upper: Bound<&'a [u8]>, direction: Direction) -> SourceIter<'a> {
+        let (lower, upper) = self.within_view(lower, upper);
+        self.run.iter(lower, upper, direction)
     }
 
-    /// Whether entry `i`, in the pivot with lower key `pivot`, is flushed.
-    pub fn is_flushed(&self, pivot: &[u8], i: usize) -> bool {
-        self.flushed.get(pivot).is_some_and(|b| self.entries[i].0 <= *b)
+    /// Writes the run into `pages` if it is new since the last checkpoint.
+    pub fn persist(&mut self, pages: &Arc<Pages>, block_bytes: usize) -> Result<()> {
+        self.run = self.run.persist(pages, block_bytes)?;
+        Ok(())
     }
 }

@@ -7,6 +7,24 @@ use strata_core::{Direction, Key, Value};
 use strata_kit::sorted_run::Entry;
 
 use super::*;
+use crate::pages::{Pages, PAGES_FILE};
+use std::sync::Arc;
+use strata_io::{MemStorage, OpenOptions, Storage};
+
+fn new_pages(storage: &MemStorage) -> Arc<Pages> {
+    Arc::new(Pages::new(storage.open(PAGES_FILE, OpenOptions::create()).unwrap(), 0))
+}
+
+/// The tree `tree` checkpointed and read back from a fresh allocator, as an open would; the
+/// allocator's free map is the complement of what the tree uses.
+fn reopen(tree: &mut Tree, pages: &Arc<Pages>, storage: &MemStorage) -> (Tree, Arc<Pages>) {
+    let root = tree.checkpoint(pages).unwrap();
+    let file = storage.open(PAGES_FILE, OpenOptions::existing()).unwrap();
+    let reopened = Arc::new(Pages::new(file.clone(), file.len().unwrap()));
+    let (tree, used) = Tree::open(&reopened, root, *tree.config()).unwrap();
+    reopened.rebuild_free(used);
+    (tree, reopened)
+}
 
 fn key(i: u32) -> Key {
     format!("k{i:06}").into_bytes()
@@ -50,7 +68,7 @@ fn random_bound(rng: &mut SmallRng, key_space: u32) -> Bound<Key> {
 
 fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_space: u32) {
     for i in 0..key_space {
-        assert_eq!(tree.get(&key(i)), model.get(&key(i)).cloned(), "get {i}");
+        assert_eq!(tree.get(&key(i)).unwrap(), model.get(&key(i)).cloned(), "get {i}");
     }
     for _ in 0..20 {
         let (lower, upper) = (random_bound(rng, key_space), random_bound(rng, key_space));
@@ -87,6 +105,8 @@ fn random_batches_match_a_model_through_splits_and_joins() {
         let mut tree = Tree::new(config);
         let mut model = BTreeMap::new();
         let key_space = 3_000;
+        let storage = MemStorage::new();
+        let mut pages = new_pages(&storage);
         let (mut tallest, mut most_leaves, mut lowest, mut fewest_leaves) = (0, 0, 0, 0);
         for round in 0..1_000 {
             // Grow, shrink (rounds 150..700 only delete; the deletes reach the leaves as the
@@ -105,7 +125,15 @@ fn random_batches_match_a_model_through_splits_and_joins() {
                 fewest_leaves = tree.leaf_count();
                 lowest = tree.height();
             }
-            if round % 100 == 99 {
+            if round % 50 == 49 {
+                // A checkpoint into the pages, and every other time a reopen from them.
+                if round % 100 == 99 {
+                    (tree, pages) = reopen(&mut tree, &pages, &storage);
+                } else {
+                    let mark = pages.retire_mark();
+                    tree.checkpoint(&pages).unwrap();
+                    pages.free_retired_up_to(mark);
+                }
                 check(&tree, &model, &mut rng, key_space);
             }
         }
@@ -143,8 +171,8 @@ fn buffered_updates_shadow_older_values_below() {
         tree.apply_batch(batch).unwrap();
     }
     assert!(tree.height() >= 2);
-    assert!(tree.entry_count() > model.len(), "some versions wait in buffers");
+    assert!(tree.entry_count() > model.len() as u64, "some versions wait in buffers");
     for (k, v) in &model {
-        assert_eq!(tree.get(k).as_ref(), Some(v));
+        assert_eq!(tree.get(k).unwrap().as_ref(), Some(v));
     }
 }

@@ -155,6 +155,24 @@ impl RunReader {
         RunIter::new(self.clone(), lower, upper, direction)
     }
 
+    /// Bytes of the data blocks that may hold keys within the bounds (a block holds the keys
+    /// above the previous block's last key up to its own): an estimate from the index alone, at
+    /// most a block too high at each end.
+    pub fn approximate_bytes(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
+        let first = match lower {
+            Bound::Included(k) => self.index.lower_bound(k),
+            Bound::Excluded(k) => self.index.upper_bound(k),
+            Bound::Unbounded => 0,
+        };
+        let end = match upper {
+            // Block i holds keys above block i − 1's last key: some may be below (or at) k when
+            // that last key is below k.
+            Bound::Included(k) | Bound::Excluded(k) => (self.index.lower_bound(k) + 1).min(self.handles.len()),
+            Bound::Unbounded => self.handles.len(),
+        };
+        self.handles.get(first..end.max(first)).map_or(0, |h| h.iter().map(|&(_, len)| len as u64).sum())
+    }
+
     pub fn last_key(&self) -> Option<&[u8]> {
         self.index.len().checked_sub(1).map(|i| self.index.entry(i).0)
     }

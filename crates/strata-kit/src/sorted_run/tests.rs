@@ -12,6 +12,7 @@ use super::filter::{RunFilter, BINARY_FUSE_HEADER_BYTES};
 use super::writer::Footer;
 use super::*;
 use crate::memtable::MemTable;
+use strata_core::borrow_bound;
 
 fn file() -> Arc<dyn StorageFile> {
     MemStorage::new().open("run", OpenOptions::create()).unwrap()
@@ -214,6 +215,28 @@ fn range_iteration_matches_the_model_both_ways() {
             );
         }
     }
+}
+
+#[test]
+fn approximate_bytes_cover_the_range_and_are_zero_only_without_entries() {
+    let mut rng = SmallRng::seed_from_u64(12);
+    let model = random_model(&mut rng, 2_000, 20_000);
+    let file = file();
+    let info = write_run(&file, 0, &model, small_blocks());
+    let run = open(&file, 0, &info);
+    for _ in 0..500 {
+        let (lower, upper) = (bound(&mut rng), bound(&mut rng));
+        let entries = model_range(&model, &lower, &upper, Direction::Forward);
+        let estimate = run.approximate_bytes(borrow_bound(&lower), borrow_bound(&upper));
+        let exact: u64 = entries.iter().map(|(k, e)| (k.len() + e.value.len()) as u64).sum();
+        assert!(estimate >= exact / 2, "{lower:?}..{upper:?}: {estimate} for {exact} bytes of entries");
+        let blocks = estimate.div_ceil(256);
+        assert!(entries.is_empty() || estimate > 0, "{lower:?}..{upper:?}: entries but no bytes");
+        // Whole blocks: at most one block past each end of the range's entries.
+        assert!(blocks <= (exact / 128) + 3, "{lower:?}..{upper:?}: {estimate} for {exact}");
+    }
+    let all = run.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
+    assert!(all > 0 && all < info.len_bytes);
 }
 
 #[test]
