@@ -1,6 +1,223 @@
-//! Strata engine `turtle` (TurtleKV, ../shared/papers/turtlekv.txt), being built: the TurtleTree
-//! (`tree`) checkpointed into `turtle-pages` (`pages`). docs/research/turtle-design.md is the
-//! plan; the engine (WAL, Big MemTable, registration as `turtle`) follows.
+//! Strata engine `turtle` (TurtleKV, ../shared/papers/turtlekv.txt): updates gather in one Big
+//! MemTable of the checkpoint distance χ, then enter the TurtleTree (`tree`: a B^ε+-tree whose
+//! node buffers are level-tiered sorted runs) as leaf-sized batches, and a copy-on-write
+//! checkpoint into `turtle-pages` (`pages`) makes them durable and frees the WAL behind them.
+//!
+//! Write path and recovery path: docs/ARCHITECTURE.md, section "turtle". On-disk structures:
+//! docs/format/turtle.md, docs/format/sorted-run.md, docs/format/wal.md.
 
+mod apply;
+mod checkpoint;
+mod engine;
+mod iter;
+mod options;
 pub mod pages;
 pub mod tree;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use strata_core::{
+    Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
+    Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+};
+use strata_io::Storage;
+use strata_kit::worker::Worker;
+use strata_kit::EngineFactory;
+
+use engine::{Inner, TurtleRead};
+pub use options::{TurtleOptions, CHECKPOINT_DISTANCE_RANGE, ENGINE_NAME, RUNTIME_OPTIONS};
+
+/// Size limits (documented in README and enforced by `strata::Db`): a key is a pivot in a node
+/// page; a value is one entry of a run.
+pub const LIMITS: Limits =
+    Limits { max_key_bytes: 64 << 10, max_value_bytes: 64 << 20, max_batch_bytes: 256 << 20 };
+
+/// The turtle engine.
+pub struct TurtleEngine {
+    inner: Arc<Inner>,
+    worker: Worker,
+}
+
+impl TurtleEngine {
+    /// Opens (creating if empty) the engine's files in `storage`: the last checkpoint's tree,
+    /// then the WAL records after it.
+    pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<TurtleEngine> {
+        let opened = engine::open(storage, config)?;
+        Ok(TurtleEngine { inner: opened.inner, worker: opened.worker })
+    }
+}
+
+/// Registers engine `turtle` with the facade (`crates/strata/src/registry.rs`).
+pub const FACTORY: EngineFactory = EngineFactory {
+    name: "turtle",
+    open: |storage, config| Ok(Box::new(TurtleEngine::open(storage, config)?)),
+    file_patterns: &[("turtle-", "")],
+};
+
+impl Maintenance for TurtleEngine {
+    /// `checkpoint_distance`: the size at which the active MemTable is finalized, from the
+    /// next write on.
+    fn set_option(&self, name: &str, value: &str) -> Result<()> {
+        match name {
+            "checkpoint_distance" => {
+                let bytes = EngineOptionReader::runtime_bytes(
+                    ENGINE_NAME,
+                    "checkpoint_distance",
+                    value,
+                    CHECKPOINT_DISTANCE_RANGE,
+                )?;
+                self.inner.checkpoint_distance_bytes.store(bytes, Relaxed);
+                Ok(())
+            }
+            _ => Err(Error::invalid(format!("engine 'turtle' has no runtime option {name:?}"))),
+        }
+    }
+
+    /// `Checkpoint` (and `Commit`): the MemTables into the tree, a checkpoint, the WAL truncated.
+    fn run(&self, task: MaintenanceTask) -> Result<()> {
+        match task {
+            MaintenanceTask::Checkpoint | MaintenanceTask::Commit => {
+                self.inner.writes.check_usable()?;
+                self.inner.checkpoint_now()
+            }
+            other => Err(other.not_offered_by("turtle")),
+        }
+    }
+}
+
+impl Engine for TurtleEngine {
+    fn name(&self) -> &'static str {
+        "turtle"
+    }
+
+    fn limits(&self) -> Limits {
+        LIMITS
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ordered: true,
+            // Scans read in chunks, each under its own read locks (iter.rs).
+            point_in_time_scans: false,
+            prefix_consistent_recovery: true,
+            columnar: false,
+            runtime_options: RUNTIME_OPTIONS,
+            maintenance: &[MaintenanceTask::Commit, MaintenanceTask::Checkpoint],
+        }
+    }
+
+    fn maintenance(&self) -> &dyn Maintenance {
+        self
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        self.inner.writes.check_usable()?;
+        let value = self.inner.get(key)?;
+        if let Some(v) = &value {
+            self.inner.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
+        }
+        Ok(value)
+    }
+
+    fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.inner.writes.write(batch, durability, self.inner.as_ref())
+    }
+
+    fn rmw(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Value>,
+        durability: Durability,
+    ) -> Result<Option<Value>> {
+        let inner = self.inner.as_ref();
+        let mut read = TurtleRead { inner, key, tree_value: None };
+        inner.writes.rmw(key, &mut read, f, durability, inner)
+    }
+
+    fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
+        self.inner.writes.check_usable()?;
+        Ok(Box::new(iter::ChunkedRange::new(self.inner.clone(), range, direction)))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.writes.flush()
+    }
+
+    /// Stops the worker (a checkpoint in progress finishes first) and closes the log; the
+    /// MemTables are replayed from the log at the next open. A poisoned engine reports its
+    /// poison: the log did not accept all of its writes, so the close vouches for nothing.
+    fn close(&self) -> Result<()> {
+        let writes = &self.inner.writes;
+        if !writes.state().mark_closed() {
+            return Ok(());
+        }
+        self.worker.stop_and_join();
+        let _no_checkpoint = self.inner.apply_lock.lock();
+        let closed = writes.wal().close();
+        writes.state().check_not_poisoned()?;
+        closed
+    }
+
+    fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let (tables_memory, finalized) = {
+            let tables = inner.tables.read();
+            (tables.memory_bytes(), tables.finalized.len() as u64)
+        };
+        let (tree_memory, height, leaves) = {
+            let tree = inner.tree.read();
+            (tree.memory_bytes(), tree.height() as u64, tree.leaf_count() as u64)
+        };
+        let c = &inner.counters;
+        Stats {
+            engine: "turtle".into(),
+            live_keys: None,
+            user_bytes_written: inner.writes.user_bytes_written(),
+            user_bytes_read: c.user_bytes_read.load(Relaxed),
+            io: inner.storage.io_stats(),
+            cache_hits: 0,
+            cache_misses: 0,
+            memory_bytes: tables_memory + tree_memory,
+            disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
+            engine_counters: [
+                ("checkpoint_distance_bytes", inner.checkpoint_distance_bytes.load(Relaxed)),
+                ("finalized_tables", finalized),
+                ("tables_finalized", c.tables_finalized.load(Relaxed)),
+                ("batches_applied", c.batches_applied.load(Relaxed)),
+                ("checkpoints", c.checkpoints.load(Relaxed)),
+                ("page_bytes_freed", c.bytes_freed.load(Relaxed)),
+                ("pages_end_bytes", inner.pages.end()),
+                ("pages_free_bytes", inner.pages.free_bytes()),
+                ("tree_height", height),
+                ("tree_leaves", leaves),
+                ("tree_memory_bytes", tree_memory),
+                ("writer_waits", c.writer_waits.load(Relaxed)),
+                ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .chain(inner.writes.wal().stats().counters())
+            .collect(),
+            notices: Vec::new(),
+        }
+    }
+
+    fn verify(&self) -> Result<VerifyReport> {
+        self.inner.writes.check_usable()?;
+        let mut report = strata_wal::Wal::verify(self.inner.storage.as_ref(), &self.inner.wal_options)?;
+        let (runs, entries) = self.inner.tree.read().verify()?;
+        report.files_checked += 1;
+        report.bytes_checked += self.inner.pages.end();
+        report.records_checked += entries;
+        let _ = runs;
+        Ok(report)
+    }
+}
+
+impl Drop for TurtleEngine {
+    fn drop(&mut self) {
+        // Iterators still alive after this see `Error::Closed`.
+        let _ = self.close();
+    }
+}

@@ -88,7 +88,8 @@ impl Pages {
     pub fn allocate(&self, len: u64) -> Extent {
         let len = aligned(len.max(1));
         let mut state = self.state.lock();
-        let best = state.free.iter().filter(|(_, &l)| l >= len).min_by_key(|(_, &l)| l).map(|(&o, &l)| (o, l));
+        let best =
+            state.free.iter().filter(|(_, &l)| l >= len).min_by_key(|(_, &l)| l).map(|(&o, &l)| (o, l));
         if let Some((offset, free_len)) = best {
             state.free.remove(&offset);
             if free_len > len {

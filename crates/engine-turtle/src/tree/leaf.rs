@@ -47,14 +47,24 @@ impl Leaf {
     }
 
     /// Its records within the bounds, in `direction`.
-    pub fn range<'a>(&'a self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, direction: Direction) -> SourceIter<'a> {
+    pub fn range<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
         self.run.iter(lower, upper, direction)
     }
 
     /// Applies `batch` (sorted, newer than the leaf) and returns the leaf, or its parts when it
     /// grew past `leaf_bytes` (`split_even`): each with its lower key (the first part's is the
     /// leaf's own, `lower`).
-    pub fn apply(self, lower: Key, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<Vec<(Key, Leaf)>> {
+    pub fn apply(
+        self,
+        lower: Key,
+        batch: Vec<(Key, Entry)>,
+        config: &TreeConfig,
+    ) -> Result<Vec<(Key, Leaf)>> {
         let old = self.run.entries()?;
         let mut merged: Vec<(Key, Entry)> = Vec::with_capacity(old.len() + batch.len());
         let mut old = old.into_iter().peekable();

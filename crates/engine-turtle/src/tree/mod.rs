@@ -35,7 +35,7 @@ use strata_kit::sorted_run::{Entry, EntryKind};
 
 pub use leaf::Leaf;
 pub use node::Node;
-pub use page::{ChildRef, ChildKind};
+pub use page::{ChildKind, ChildRef};
 pub use run::Run;
 pub use segment::{Flushed, Segment};
 
@@ -97,9 +97,11 @@ impl Subtree {
             return Ok(vec![(lower, self)]);
         }
         match self {
-            Subtree::Leaf(leaf) => {
-                Ok(leaf.apply(lower, batch, config)?.into_iter().map(|(k, l)| (k, Subtree::Leaf(l))).collect())
-            }
+            Subtree::Leaf(leaf) => Ok(leaf
+                .apply(lower, batch, config)?
+                .into_iter()
+                .map(|(k, l)| (k, Subtree::Leaf(l)))
+                .collect()),
             Subtree::Node(mut node) => {
                 node.set_upper(upper);
                 node.insert(batch, config)?;
@@ -184,6 +186,37 @@ pub fn index_range<T>(
     start..end.max(start)
 }
 
+fn verify_run(run: &Run, totals: &mut (u64, u64)) -> Result<()> {
+    let entries = run
+        .iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .try_fold(0u64, |n, r| r.map(|_| n + 1))?;
+    totals.0 += 1;
+    totals.1 += entries;
+    Ok(())
+}
+
+fn verify_subtree(subtree: &Subtree, totals: &mut (u64, u64)) -> Result<()> {
+    match subtree {
+        Subtree::Leaf(leaf) => verify_run(leaf.run(), totals),
+        Subtree::Node(node) => {
+            for segment in node.levels().iter().flatten() {
+                verify_run(segment.run(), totals)?;
+            }
+            node.children().iter().try_for_each(|c| verify_subtree(c, totals))
+        }
+    }
+}
+
+fn memory_of(subtree: &Subtree) -> u64 {
+    match subtree {
+        Subtree::Leaf(leaf) => leaf.run().memory_bytes(),
+        Subtree::Node(node) => {
+            let buffered: u64 = node.levels().iter().flatten().map(|s| s.run().memory_bytes()).sum();
+            buffered + node.children().iter().map(memory_of).sum::<u64>()
+        }
+    }
+}
+
 /// The whole tree.
 #[derive(Clone, Debug)]
 pub struct Tree {
@@ -252,6 +285,20 @@ impl Tree {
 
     pub fn height(&self) -> usize {
         self.root.height()
+    }
+
+    /// Reads every run of the tree through (each block's checksum checked); returns the runs
+    /// and entries read (a run shared by two views counted for each).
+    pub fn verify(&self) -> Result<(u64, u64)> {
+        let mut totals = (0, 0);
+        verify_subtree(&self.root, &mut totals)?;
+        Ok(totals)
+    }
+
+    /// Memory held: new runs' entries, and checkpointed runs' indexes and filters (a run shared
+    /// by two views counted for each).
+    pub fn memory_bytes(&self) -> u64 {
+        memory_of(&self.root)
     }
 
     pub fn leaf_count(&self) -> usize {

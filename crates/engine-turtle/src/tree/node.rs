@@ -302,10 +302,12 @@ impl Node {
         let lower = self.pivots[j].clone();
         let upper = self.pivot_range(j).1.map(<[u8]>::to_vec);
         let parts = match (lower_child, upper_child) {
-            (Subtree::Leaf(a), Subtree::Leaf(b)) => super::leaf::split_even(lower, a.joined_entries(b)?, config.leaf_bytes)
-                .into_iter()
-                .map(|(k, l)| (k, Subtree::Leaf(l)))
-                .collect(),
+            (Subtree::Leaf(a), Subtree::Leaf(b)) => {
+                super::leaf::split_even(lower, a.joined_entries(b)?, config.leaf_bytes)
+                    .into_iter()
+                    .map(|(k, l)| (k, Subtree::Leaf(l)))
+                    .collect()
+            }
             (Subtree::Node(a), Subtree::Node(b)) => {
                 let mut node = a.join(*b);
                 // An underfull node may buffer up to one leaf's worth (a one-pivot node's bound
@@ -475,12 +477,19 @@ impl Node {
         let (_, _, buffered) = self.buffer_summary();
         // A checkpointed segment's estimate counts whole blocks: up to one more at each end of
         // each pivot's range.
-        let slack: u64 =
-            self.levels.iter().flatten().map(|s| 2 * s.run().estimate_slack_bytes() * self.pivots.len() as u64).sum();
+        let slack: u64 = self
+            .levels
+            .iter()
+            .flatten()
+            .map(|s| 2 * s.run().estimate_slack_bytes() * self.pivots.len() as u64)
+            .sum();
         let limit = self.buffer_bound(config) + slack;
         if buffered > limit {
-            let kinds: Vec<Vec<bool>> =
-                self.levels.iter().map(|l| l.iter().map(|s| matches!(s.run(), super::Run::Disk(_))).collect()).collect();
+            let kinds: Vec<Vec<bool>> = self
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|s| matches!(s.run(), super::Run::Disk(_))).collect())
+                .collect();
             return Err(format!(
                 "{buffered} bytes buffered over the bound {limit} ({} pivots, disk segments {kinds:?})",
                 self.pivots.len()

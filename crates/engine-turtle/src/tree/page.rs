@@ -59,7 +59,9 @@ impl Tree {
 
     /// The tree whose root `root` refers to, with every extent it uses (for the free map).
     pub fn open(pages: &Arc<Pages>, root: ChildRef, config: TreeConfig) -> Result<(Tree, Vec<Extent>)> {
-        let mut opened = Opened { pages: pages.clone(), runs: HashMap::new(), node_pages: Vec::new() };
+        let file_len = pages.file().len()?;
+        let mut opened =
+            Opened { pages: pages.clone(), file_len, runs: HashMap::new(), node_pages: Vec::new() };
         let root = opened.subtree(root, 0)?;
         let mut used = opened.node_pages;
         used.extend(opened.runs.values().map(|r| r.extent()));
@@ -71,20 +73,35 @@ fn persist_subtree(subtree: &mut Subtree, pages: &Arc<Pages>, block_bytes: usize
     match subtree {
         Subtree::Leaf(leaf) => {
             leaf.persist(pages, block_bytes)?;
-            let extent = leaf.run().extent().ok_or_else(|| Error::Poisoned("a persisted leaf has no extent".into()))?;
-            Ok(ChildRef { kind: ChildKind::Leaf, offset: extent.offset, len: extent.len, leaf_bytes: leaf.bytes() })
+            let extent = leaf
+                .run()
+                .extent()
+                .ok_or_else(|| Error::Poisoned("a persisted leaf has no extent".into()))?;
+            Ok(ChildRef {
+                kind: ChildKind::Leaf,
+                offset: extent.offset,
+                len: extent.len,
+                leaf_bytes: leaf.bytes(),
+            })
         }
         Subtree::Node(node) => {
             let (children, levels) = node.parts_mut();
-            let refs =
-                children.iter_mut().map(|c| persist_subtree(c, pages, block_bytes)).collect::<Result<Vec<_>>>()?;
+            let refs = children
+                .iter_mut()
+                .map(|c| persist_subtree(c, pages, block_bytes))
+                .collect::<Result<Vec<_>>>()?;
             for segment in levels.iter_mut().flatten() {
                 segment.persist(pages, block_bytes)?;
             }
             let bytes = node_format().encode(NODE_VERSION, &encode_node(node, &refs));
             let extent = pages.write(&bytes)?;
             node.set_page(Arc::new(ExtentGuard::new(extent, pages.clone())));
-            Ok(ChildRef { kind: ChildKind::Node, offset: extent.offset, len: bytes.len() as u64, leaf_bytes: 0 })
+            Ok(ChildRef {
+                kind: ChildKind::Node,
+                offset: extent.offset,
+                len: bytes.len() as u64,
+                leaf_bytes: 0,
+            })
         }
     }
 }
@@ -191,6 +208,8 @@ impl Cursor<'_> {
 /// State of an open: one reader per run, and the node pages seen.
 struct Opened {
     pages: Arc<Pages>,
+    /// The pages file's length: a referenced extent past it is damage (a cut file).
+    file_len: u64,
     runs: HashMap<u64, Arc<DiskRun>>,
     node_pages: Vec<Extent>,
 }
@@ -199,10 +218,25 @@ struct Opened {
 const MAX_HEIGHT: usize = 64;
 
 impl Opened {
+    fn check_inside(&self, extent: Extent) -> Result<()> {
+        if extent.offset.checked_add(extent.len).is_none_or(|end| end > self.file_len) {
+            return Err(Error::corruption(
+                PAGES_FILE,
+                self.file_len,
+                format!(
+                    "the file ends inside the extent {}+{} the checkpoint refers to",
+                    extent.offset, extent.len
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn run(&mut self, extent: Extent, entry_bytes: u64) -> Result<Run> {
         if let Some(run) = self.runs.get(&extent.offset) {
             return Ok(Run::Disk(run.clone()));
         }
+        self.check_inside(extent)?;
         let run = DiskRun::open(&self.pages, extent, entry_bytes)?;
         self.runs.insert(extent.offset, run.clone());
         Ok(Run::Disk(run))
@@ -213,20 +247,23 @@ impl Opened {
             return Err(Error::corruption(PAGES_FILE, child.offset, "node pages nest deeper than any tree"));
         }
         match child.kind {
-            ChildKind::Leaf => {
-                Ok(Subtree::Leaf(Leaf::from_run(self.run(child.extent(), child.leaf_bytes)?, child.leaf_bytes)))
-            }
+            ChildKind::Leaf => Ok(Subtree::Leaf(Leaf::from_run(
+                self.run(child.extent(), child.leaf_bytes)?,
+                child.leaf_bytes,
+            ))),
             ChildKind::Node => Ok(Subtree::Node(Box::new(self.node(child, depth)?))),
         }
     }
 
     fn node(&mut self, child: ChildRef, depth: usize) -> Result<Node> {
         let extent = child.extent();
+        self.check_inside(extent)?;
         let mut bytes = vec![0u8; extent.len as usize];
         self.pages.file().read_at(extent.offset, &mut bytes)?;
         bytes.truncate(child.len as usize);
         let decoded = node_format().decode(PAGES_FILE, &bytes).map_err(|e| at_offset(e, extent.offset))?;
-        let mut cursor = Cursor { bytes: decoded.payload, at: 0, base: extent.offset + decoded.payload_offset };
+        let mut cursor =
+            Cursor { bytes: decoded.payload, at: 0, base: extent.offset + decoded.payload_offset };
         let upper = cursor.optional_key("upper key")?;
         let pivot_count = cursor.u32("pivot count")? as usize;
         if pivot_count == 0 || pivot_count > 1 << 16 {
@@ -249,7 +286,8 @@ impl Opened {
             children.push(ChildRef { kind, offset, len, leaf_bytes });
         }
         let levels = self.levels(&mut cursor)?;
-        let children = children.into_iter().map(|c| self.subtree(c, depth + 1)).collect::<Result<Vec<_>>>()?;
+        let children =
+            children.into_iter().map(|c| self.subtree(c, depth + 1)).collect::<Result<Vec<_>>>()?;
         self.node_pages.push(extent);
         let guard = Arc::new(ExtentGuard::new(extent, self.pages.clone()));
         Ok(Node::from_parts(pivots, children, levels, upper, guard))
@@ -262,7 +300,8 @@ impl Opened {
             let segment_count = cursor.u32("segment count")?;
             let mut level = Vec::new();
             for _ in 0..segment_count {
-                let extent = Extent { offset: cursor.u64("segment offset")?, len: cursor.u64("segment length")? };
+                let extent =
+                    Extent { offset: cursor.u64("segment offset")?, len: cursor.u64("segment length")? };
                 let entry_bytes = cursor.u64("segment entry bytes")?;
                 let view_lower = cursor.key("view lower key")?;
                 let view_upper = cursor.optional_key("view upper key")?;
@@ -276,7 +315,12 @@ impl Opened {
                     };
                     flushed.insert(pivot, bound);
                 }
-                level.push(Segment::from_parts(self.run(extent, entry_bytes)?, flushed, view_lower, view_upper));
+                level.push(Segment::from_parts(
+                    self.run(extent, entry_bytes)?,
+                    flushed,
+                    view_lower,
+                    view_upper,
+                ));
             }
             levels.push(level);
         }
@@ -287,7 +331,9 @@ impl Opened {
 /// A small-file error of a node page, its offset moved from the page's start to the file's.
 fn at_offset(error: Error, page_offset: u64) -> Error {
     match error {
-        Error::Corruption { file, offset, what } => Error::Corruption { file, offset: offset + page_offset, what },
+        Error::Corruption { file, offset, what } => {
+            Error::Corruption { file, offset: offset + page_offset, what }
+        }
         other => other,
     }
 }

@@ -83,15 +83,22 @@ impl Run {
     /// The entry of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
         match self {
-            Run::Memory(m) => {
-                Ok(m.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key)).ok().map(|i| m.entries[i].1.clone()))
-            }
+            Run::Memory(m) => Ok(m
+                .entries
+                .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                .ok()
+                .map(|i| m.entries[i].1.clone())),
             Run::Disk(d) => d.reader.get(key),
         }
     }
 
     /// The entries within the bounds, in `direction`.
-    pub fn iter<'a>(&'a self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, direction: Direction) -> SourceIter<'a> {
+    pub fn iter<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
         match self {
             Run::Memory(m) => {
                 let slice = &m.entries[index_range(&m.entries, lower, upper)];

@@ -136,7 +136,11 @@ impl Segment {
     }
 
     /// The bounds narrowed to the view.
-    fn within_view<'a>(&'a self, lower: Bound<&'a [u8]>, upper: Bound<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    fn within_view<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+    ) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
         let view_upper = self.view_upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         (max_lower(lower, Bound::Included(&self.view_lower)), min_upper(upper, view_upper))
     }
@@ -227,7 +231,12 @@ impl Segment {
 
     /// The view's entries within the bounds (flushed ones included: the node knows each key's
     /// pivot), in `direction`.
-    pub fn iter<'a>(&'a self, lower: Bound<&'a [u8]>, upper: Bound<&'a [u8]>, direction: Direction) -> SourceIter<'a> {
+    pub fn iter<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
         let (lower, upper) = self.within_view(lower, upper);
         self.run.iter(lower, upper, direction)
     }

@@ -1,0 +1,95 @@
+//! Write path steps 5–7 (docs/ARCHITECTURE.md, "turtle"): a finalized MemTable enters the tree
+//! as leaf-sized batches in key order, then a checkpoint makes the tree durable and the WAL
+//! behind it goes. Runs on the engine's worker thread, and in the caller for a requested
+//! checkpoint; `apply_lock` keeps one at a time.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use strata_core::{Key, Result};
+use strata_kit::sorted_run::Entry;
+
+use crate::checkpoint::Checkpoint;
+use crate::engine::{Frozen, Inner};
+use crate::tree::entry_bytes;
+
+impl Inner {
+    /// The worker's step: every finalized table, oldest first, applied and checkpointed.
+    pub(crate) fn apply_finalized(&self) -> Result<()> {
+        loop {
+            let Some(frozen) = self.tables.read().finalized.front().cloned() else { return Ok(()) };
+            self.apply_and_checkpoint(&frozen)?;
+        }
+    }
+
+    /// Finalizes the active table (when it holds anything) and applies every finalized one:
+    /// afterwards the tree holds every write applied before the call, and the WAL is truncated.
+    pub(crate) fn checkpoint_now(&self) -> Result<()> {
+        {
+            let mut tables = self.tables.write();
+            tables.finalize_active();
+        }
+        self.apply_finalized()
+    }
+
+    /// Steps 5–7 for one finalized table; it leaves the finalized list once the checkpoint
+    /// holding it is durable.
+    fn apply_and_checkpoint(&self, frozen: &Arc<Frozen>) -> Result<()> {
+        let _one_at_a_time = self.apply_lock.lock();
+        if !self.tables.read().finalized.front().is_some_and(|f| Arc::ptr_eq(f, frozen)) {
+            return Ok(()); // another caller did it while this one waited
+        }
+        self.writes.state().check_not_poisoned()?;
+        let result = self.apply_table(frozen).and_then(|()| self.write_checkpoint(frozen.last_lsn));
+        let lsn = match result {
+            Ok(lsn) => lsn,
+            Err(e) => return Err(self.writes.poison(e)),
+        };
+        {
+            // Under the tables' lock: an rmw that finds the table gone sees the new version.
+            let mut tables = self.tables.write();
+            tables.finalized.pop_front();
+            self.tree_version.fetch_add(1, Relaxed);
+        }
+        self.signals.notify_progress();
+        // The tree holds every record up to `lsn` durably.
+        self.writes.wal().truncate_before(lsn + 1).map_err(|e| self.writes.poison(e))?;
+        Ok(())
+    }
+
+    /// Step 5: the table's entries (tombstones as deletes) in batches of about a leaf.
+    fn apply_table(&self, frozen: &Frozen) -> Result<()> {
+        let leaf_bytes = self.tree_config.leaf_bytes;
+        let mut batch: Vec<(Key, Entry)> = Vec::new();
+        let mut batch_bytes = 0u64;
+        for (key, value) in frozen.table.iter() {
+            let entry = value.map_or_else(Entry::delete, |v| Entry::put(v.to_vec()));
+            batch_bytes += entry_bytes(key, &entry);
+            batch.push((key.to_vec(), entry));
+            if batch_bytes >= leaf_bytes {
+                self.tree.write().apply_batch(std::mem::take(&mut batch))?;
+                self.counters.batches_applied.fetch_add(1, Relaxed);
+                batch_bytes = 0;
+            }
+        }
+        if !batch.is_empty() {
+            self.tree.write().apply_batch(batch)?;
+            self.counters.batches_applied.fetch_add(1, Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Steps 6–7: new runs and every node page written, the pages file synced, the record
+    /// replaced; then what the old checkpoint alone used is free. Returns the record's lsn.
+    fn write_checkpoint(&self, wal_lsn: u64) -> Result<u64> {
+        let root = self.tree.write().checkpoint(&self.pages)?;
+        let mark = self.pages.retire_mark();
+        self.pages.file().sync()?;
+        Checkpoint { wal_lsn, root, tree: self.tree_config }.store(self.storage.as_ref())?;
+        let freed = self.pages.free_retired_up_to(mark);
+        self.pages.trim_file()?;
+        self.counters.checkpoints.fetch_add(1, Relaxed);
+        self.counters.bytes_freed.fetch_add(freed, Relaxed);
+        Ok(wal_lsn)
+    }
+}

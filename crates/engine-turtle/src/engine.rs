@@ -1,0 +1,271 @@
+//! The engine: the kit's write path into one active MemTable (the Big MemTable, limit χ), at
+//! most two finalized tables on their way into the tree, and the tree behind them
+//! (docs/ARCHITECTURE.md, "turtle").
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use strata_core::{EngineConfig, Error, Result, Value};
+use strata_io::{OpenOptions, Storage};
+use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
+use strata_kit::memtable::MemTable;
+use strata_kit::worker::{Worker, WorkerSignals};
+use strata_wal::WalOptions;
+
+use crate::checkpoint::Checkpoint;
+use crate::options::TurtleOptions;
+use crate::pages::{Pages, PAGES_FILE};
+use crate::tree::{Tree, TreeConfig};
+
+/// WAL segment files are named `turtle-wal-{id}.log`.
+pub const WAL_FILE_PREFIX: &str = "turtle-wal-";
+
+/// Finalized tables waiting for the tree before writers wait (the paper's two).
+const MAX_FINALIZED: usize = 2;
+
+/// A finalized MemTable: no more writes; `last_lsn` is the last WAL record it holds.
+pub(crate) struct Frozen {
+    pub table: MemTable,
+    pub last_lsn: u64,
+}
+
+/// The MemTables: the active one and the finalized ones, oldest first.
+pub(crate) struct Tables {
+    pub active: MemTable,
+    /// The last record applied to `active`.
+    pub active_last_lsn: u64,
+    pub finalized: VecDeque<Arc<Frozen>>,
+}
+
+impl Tables {
+    /// Moves a non-empty active table to the finalized list.
+    pub fn finalize_active(&mut self) -> bool {
+        if self.active.is_empty() {
+            return false;
+        }
+        let table = std::mem::take(&mut self.active);
+        self.finalized.push_back(Arc::new(Frozen { table, last_lsn: self.active_last_lsn }));
+        true
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        self.active.memory_bytes() + self.finalized.iter().map(|f| f.table.memory_bytes()).sum::<u64>()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub user_bytes_read: AtomicU64,
+    pub batches_applied: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub bytes_freed: AtomicU64,
+    pub tables_finalized: AtomicU64,
+    pub records_replayed: AtomicU64,
+    pub writer_waits: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub storage: Arc<dyn Storage>,
+    pub wal_options: WalOptions,
+    /// The WAL, the closed flag and the poison; batches reach `tables.active` through it.
+    pub writes: LoggedWrites,
+    pub tables: RwLock<Tables>,
+    pub tree: RwLock<Tree>,
+    pub tree_config: TreeConfig,
+    pub pages: Arc<Pages>,
+    /// One apply-and-checkpoint at a time (worker, requested checkpoints).
+    pub apply_lock: Mutex<()>,
+    /// Bumped when a finalized table leaves the list (its writes are in the tree): an rmw that
+    /// read the tree before it must read again.
+    pub tree_version: AtomicU64,
+    /// χ, in bytes of the active table's memory.
+    pub checkpoint_distance_bytes: AtomicU64,
+    pub signals: Arc<WorkerSignals>,
+    pub counters: Counters,
+}
+
+/// What open found and built.
+pub(crate) struct Opened {
+    pub inner: Arc<Inner>,
+    pub worker: Worker,
+}
+
+/// Opens (creating if empty) the store: checkpoint record, tree, free map, WAL replay.
+pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<Opened> {
+    let options = TurtleOptions::from_config(config)?;
+    let wal_options = WalOptions {
+        segment_bytes: config.effective_wal_segment_bytes(),
+        recovery_mode: config.recovery_mode,
+        file_prefix: WAL_FILE_PREFIX.to_string(),
+        ..WalOptions::default()
+    };
+    // 1. The last checkpoint, if any: it fixes the tree's shape.
+    let checkpoint = Checkpoint::load(storage.as_ref())?;
+    let tree_config = checkpoint.map_or(options.tree, |c| c.tree);
+    // 2. The tree from its root; everything else in the pages file is free.
+    let file = storage.open(PAGES_FILE, OpenOptions::create().with_direct(config.direct_io))?;
+    let pages = Arc::new(Pages::new(file.clone(), file.len()?));
+    let (tree, used) = match checkpoint {
+        Some(c) => Tree::open(&pages, c.root, tree_config)?,
+        None => (Tree::new(tree_config), Vec::new()),
+    };
+    pages.rebuild_free(used);
+    // 3. The WAL after the checkpoint, into the active table.
+    let mut tables = Tables { active: MemTable::default(), active_last_lsn: 0, finalized: VecDeque::new() };
+    let from_lsn = checkpoint.map_or(0, |c| c.wal_lsn) + 1;
+    let replayed =
+        strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
+            for op in batch.into_ops() {
+                tables.active.apply(op);
+            }
+            tables.active_last_lsn = lsn;
+            Ok(())
+        })?;
+    // Only now, with the WAL found whole, is anything changed: the pages file's unused tail
+    // (from an interrupted checkpoint) goes back.
+    pages.trim_file()?;
+    let signals = Arc::new(WorkerSignals::default());
+    let inner = Arc::new(Inner {
+        storage,
+        wal_options,
+        writes: LoggedWrites::new(replayed.wal, "turtle engine"),
+        tables: RwLock::new(tables),
+        tree: RwLock::new(tree),
+        tree_config,
+        pages,
+        apply_lock: Mutex::new(()),
+        tree_version: AtomicU64::new(0),
+        checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        signals: signals.clone(),
+        counters: Counters::default(),
+    });
+    inner.counters.records_replayed.store(replayed.report.records_replayed, Relaxed);
+    let worker = spawn_worker(&inner, signals)?;
+    inner.finalize_if_full();
+    Ok(Opened { inner, worker })
+}
+
+fn spawn_worker(inner: &Arc<Inner>, signals: Arc<WorkerSignals>) -> Result<Worker> {
+    let (for_step, for_poison) = (Arc::downgrade(inner), Arc::downgrade(inner));
+    Worker::spawn(
+        "turtle-apply",
+        signals,
+        move || match Weak::upgrade(&for_step) {
+            Some(inner) => inner.apply_finalized(),
+            None => Ok(()),
+        },
+        move |e| match Weak::upgrade(&for_poison) {
+            Some(inner) => inner.writes.poison(e),
+            None => e,
+        },
+    )
+}
+
+impl Inner {
+    /// Finalizes the active table once it holds χ, and wakes the worker.
+    fn finalize_if_full(&self) {
+        let distance = self.checkpoint_distance_bytes.load(Relaxed);
+        let mut tables = self.tables.write();
+        if tables.active.memory_bytes() >= distance && tables.finalize_active() {
+            self.counters.tables_finalized.fetch_add(1, Relaxed);
+            drop(tables);
+            self.signals.request();
+        }
+    }
+
+    /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree.
+    fn wait_for_room(&self) -> Result<()> {
+        loop {
+            self.writes.check_usable()?;
+            if self.tables.read().finalized.len() <= MAX_FINALIZED {
+                return Ok(());
+            }
+            self.counters.writer_waits.fetch_add(1, Relaxed);
+            let progress = self.signals.wait_for_progress(Duration::from_millis(50), |_| {
+                self.tables.read().finalized.len() > MAX_FINALIZED
+            });
+            if progress.stopping() {
+                // The worker is gone (closed or failed): the check above reports which.
+                self.writes.check_usable()?;
+                return Err(Error::Closed);
+            }
+        }
+    }
+
+    /// The newest value of `key`: the active table, the finalized ones newest first, the tree.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        let finalized: Vec<Arc<Frozen>> = {
+            let tables = self.tables.read();
+            if let Some(found) = tables.active.get(key) {
+                return Ok(found.cloned());
+            }
+            tables.finalized.iter().cloned().collect()
+        };
+        for frozen in finalized.iter().rev() {
+            if let Some(found) = frozen.table.get(key) {
+                return Ok(found.cloned());
+            }
+        }
+        self.tree.read().get(key)
+    }
+}
+
+/// Write path step 4 (strata_kit::logged_writes): committed batches into the active table; a
+/// full table is finalized after the run.
+impl ApplyLogged for Inner {
+    fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
+        {
+            let mut tables = self.tables.write();
+            for Logged { lsn, batch } in run.drain(..) {
+                for op in batch.into_ops() {
+                    tables.active.apply(op);
+                }
+                tables.active_last_lsn = lsn;
+            }
+        }
+        self.finalize_if_full();
+        Ok(())
+    }
+
+    fn after_apply(&self, _sizes: WriteSizes) -> Result<()> {
+        self.wait_for_room()
+    }
+}
+
+/// An rmw's read: the tree read ahead with no lock held (`prepare`), the tables at `current`;
+/// a finalized table that reached the tree in between makes the tree read stale.
+pub(crate) struct TurtleRead<'a> {
+    pub inner: &'a Inner,
+    pub key: &'a [u8],
+    pub tree_value: Option<(u64, Option<Value>)>,
+}
+
+impl ReadCurrent for TurtleRead<'_> {
+    fn prepare(&mut self) -> Result<()> {
+        let version = self.inner.tree_version.load(Relaxed);
+        let value = self.inner.tree.read().get(self.key)?;
+        self.tree_value = Some((version, value));
+        Ok(())
+    }
+
+    fn current(&mut self) -> Current {
+        let tables = self.inner.tables.read();
+        if let Some(found) = tables.active.get(self.key) {
+            return Current::Value(found.cloned());
+        }
+        for frozen in tables.finalized.iter().rev() {
+            if let Some(found) = frozen.table.get(self.key) {
+                return Current::Value(found.cloned());
+            }
+        }
+        match &self.tree_value {
+            Some((version, value)) if *version == self.inner.tree_version.load(Relaxed) => {
+                Current::Value(value.clone())
+            }
+            _ => Current::Stale,
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The engine's knobs (`EngineConfig::engine_options`, read with `EngineOptionReader`).
+
+use strata_core::{EngineConfig, EngineOptionReader, Result};
+
+use crate::tree::TreeConfig;
+
+pub const ENGINE_NAME: &str = "turtle";
+
+/// Knobs `Db::set_option` may change while the store is open.
+pub const RUNTIME_OPTIONS: &[&str] = &["checkpoint_distance"];
+
+/// The checkpoint distance's range: a MemTable of at least 64 KiB, at most 16 GiB.
+pub const CHECKPOINT_DISTANCE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(16 << 30);
+
+/// The engine's knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurtleOptions {
+    /// χ: bytes the active MemTable gathers before it is finalized and applied to the tree,
+    /// followed by a checkpoint (the paper's checkpoint distance). Changeable at run time.
+    pub checkpoint_distance_bytes: u64,
+    /// The tree's shape (`leaf_bytes`, `max_pivots`); fixed by the checkpoint once written.
+    pub tree: TreeConfig,
+}
+
+impl TurtleOptions {
+    /// The knobs given in `config`, over the defaults; refuses unknown names and bad values.
+    pub fn from_config(config: &EngineConfig) -> Result<TurtleOptions> {
+        let mut r = EngineOptionReader::new(ENGINE_NAME, &config.engine_options)?;
+        let checkpoint_distance_bytes = r
+            .bytes("checkpoint_distance", CHECKPOINT_DISTANCE_RANGE)?
+            .unwrap_or_else(|| default_distance(config));
+        let mut tree = TreeConfig::default();
+        if let Some(bytes) = r.bytes("leaf_bytes", 512..=(64 << 20))? {
+            tree.leaf_bytes = bytes;
+        }
+        if let Some(n) = r.count("max_pivots", 2..=64)? {
+            tree.max_pivots = n as usize;
+        }
+        r.finish()?;
+        Ok(TurtleOptions { checkpoint_distance_bytes, tree })
+    }
+}
+
+/// A quarter of the memory budget, within 64 KiB..=256 MiB: up to three MemTables of this size
+/// (one active, two finalized) live at once.
+fn default_distance(config: &EngineConfig) -> u64 {
+    (config.memory_budget_bytes / 4).clamp(64 << 10, 256 << 20)
+}
