@@ -15,6 +15,8 @@ static ENGINES: &[&EngineFactory] = &[
     &engine_f2::FACTORY,
     #[cfg(feature = "treeline")]
     &engine_treeline::FACTORY,
+    #[cfg(feature = "turtle")]
+    &engine_turtle::FACTORY,
 ];
 
 /// The factory of `kind`, if this build holds it.

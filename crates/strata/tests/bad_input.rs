@@ -50,7 +50,7 @@ fn oversized_key_value_and_batch_are_invalid_arguments() {
 
 #[test]
 fn unsupported_engines_name_themselves() {
-    for kind in [EngineKind::Turtle, EngineKind::Laser] {
+    for kind in [EngineKind::Laser] {
         let storage = Arc::new(MemStorage::new());
         let err = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap_err();
         assert!(matches!(err, Error::Unsupported(_)), "{err}");

@@ -167,7 +167,9 @@ impl RunReader {
         let end = match upper {
             // Block i holds keys above block i − 1's last key: some may be below (or at) k when
             // that last key is below k.
-            Bound::Included(k) | Bound::Excluded(k) => (self.index.lower_bound(k) + 1).min(self.handles.len()),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                (self.index.lower_bound(k) + 1).min(self.handles.len())
+            }
             Bound::Unbounded => self.handles.len(),
         };
         self.handles.get(first..end.max(first)).map_or(0, |h| h.iter().map(|&(_, len)| len as u64).sum())
