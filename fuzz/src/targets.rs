@@ -96,7 +96,7 @@ impl Target {
     }
 }
 
-use EngineKind::{Flex, Memory, Treeline, F2};
+use EngineKind::{Flex, Memory, Treeline, Turtle, F2};
 use Seed::{Clean, Crash, DoubleWrite};
 
 const WAL_HEADER: usize = 32;
@@ -174,9 +174,22 @@ pub const TREELINE_DWB: Target = target("treeline_dwb", Treeline, DoubleWrite, |
     .reseal(reseal::treeline_dwb)
     .unit(32 + PAGE)
     .values();
+pub const TURTLE_WAL: Target = target("turtle_wal", Turtle, Crash, |n| n.starts_with("turtle-wal-"))
+    .reseal(reseal::wal)
+    .header(WAL_HEADER)
+    .values();
+/// `turtle-checkpoint` has f2-checkpoint's layout: the CRC at 12 covers bytes 16 on.
+pub const TURTLE_CHECKPOINT: Target =
+    target("turtle_checkpoint", Turtle, Clean, |n| n == "turtle-checkpoint")
+        .reseal(reseal::f2_checkpoint)
+        .unit(1);
+/// Node pages and sorted runs in 4 KiB extents. Not resealed yet: every node page and every
+/// run block carries its own CRC, so damage mostly stops at the checksums.
+pub const TURTLE_PAGES: Target =
+    target("turtle_pages", Turtle, Clean, |n| n == "turtle-pages").unit(4096).values();
 
 /// Every damage target.
-pub const ALL: [Target; 19] = [
+pub const ALL: [Target; 22] = [
     MANIFEST,
     MEMORY_WAL,
     MEMORY_SNAPSHOT,
@@ -196,4 +209,7 @@ pub const ALL: [Target; 19] = [
     TREELINE_FORECAST,
     TREELINE_DATA,
     TREELINE_DWB,
+    TURTLE_WAL,
+    TURTLE_CHECKPOINT,
+    TURTLE_PAGES,
 ];

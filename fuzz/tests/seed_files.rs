@@ -16,7 +16,9 @@ fn file<'a>(seed: &'a strata_fuzz::SeedStore, name: &str) -> &'a [u8] {
 
 #[test]
 fn seed_stores_hold_their_files() {
-    for kind in [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline] {
+    for kind in
+        [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline, EngineKind::Turtle]
+    {
         for seed in Seed::ALL {
             let store = seed_store(kind, seed);
             let names: Vec<String> =
@@ -49,7 +51,9 @@ fn every_target_picks_a_file_with_contents() {
 /// one taken at a crash (after a flush) at least values the keys held.
 #[test]
 fn undamaged_seed_stores_open_to_their_contents() {
-    for kind in [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline] {
+    for kind in
+        [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline, EngineKind::Turtle]
+    {
         for seed in Seed::ALL {
             let store = seed_store(kind, seed);
             let storage = std::sync::Arc::new(MemStorage::new());
@@ -82,6 +86,7 @@ fn crash_seeds_hold_wal_records() {
         (EngineKind::F2, "f2wal-"),
         (EngineKind::Flex, "flexdb-wal-"),
         (EngineKind::Treeline, "treeline-wal-"),
+        (EngineKind::Turtle, "turtle-wal-"),
     ] {
         let seed = seed_store(kind, Seed::Crash);
         let records: usize = seed

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use strata_core::{Direction, Key, Result};
 use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, SourceIter};
 
-use super::segment::Segment;
+use super::segment::{max_lower, min_upper, Flushed, Segment};
 use super::{entry_bytes, Leaf, Subtree, TreeConfig};
 use crate::pages::ExtentGuard;
 
@@ -101,11 +101,6 @@ impl Node {
         (&self.pivots[i], self.pivots.get(i + 1).map(Vec::as_slice).or(self.upper.as_deref()))
     }
 
-    /// Whether `key` of `segment` is flushed to its pivot.
-    fn is_flushed(&self, segment: &Segment, key: &[u8]) -> bool {
-        segment.is_flushed(&self.pivots[self.pivot_of(key)], key)
-    }
-
     /// A level's entries within the bounds that are not flushed, in `direction`.
     fn level_source<'a>(
         &'a self,
@@ -114,16 +109,45 @@ impl Node {
         upper: Bound<&'a [u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
-        let per_segment = move |segment: &'a Segment| {
-            let keep = move |item: &Result<(Key, Entry)>| match item {
-                Ok((key, _)) => !self.is_flushed(segment, key),
-                Err(_) => true,
-            };
-            segment.iter(lower, upper, direction).filter(keep)
-        };
+        let per_segment = move |segment: &'a Segment| self.segment_source(segment, lower, upper, direction);
         match direction {
             Direction::Forward => Box::new(level.iter().flat_map(per_segment)),
             Direction::Reverse => Box::new(level.iter().rev().flat_map(per_segment)),
+        }
+    }
+
+    /// A segment's entries within the bounds that are not flushed: per pivot, from just past its
+    /// flushed key (a scan never walks over flushed entries).
+    fn segment_source<'a>(
+        &'a self,
+        segment: &'a Segment,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> SourceIter<'a> {
+        let first = match lower {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => 0,
+        };
+        let last = match upper {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => self.pivots.len() - 1,
+        };
+        let per_pivot = move |i: usize| -> SourceIter<'a> {
+            let (pivot_lower, pivot_upper) = self.pivot_range(i);
+            let mut start = max_lower(lower, Bound::Included(pivot_lower));
+            match segment.flushed().get(pivot_lower) {
+                Some(Flushed::Whole) => return Box::new(std::iter::empty()),
+                Some(Flushed::Through(bound)) => start = max_lower(start, Bound::Excluded(bound.as_slice())),
+                None => {}
+            }
+            let end = min_upper(upper, pivot_upper.map_or(Bound::Unbounded, Bound::Excluded));
+            segment.iter(start, end, direction)
+        };
+        let pivots = first..=last.max(first);
+        match direction {
+            Direction::Forward => Box::new(pivots.flat_map(per_pivot)),
+            Direction::Reverse => Box::new(pivots.rev().flat_map(per_pivot)),
         }
     }
 

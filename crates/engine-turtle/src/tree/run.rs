@@ -99,6 +99,9 @@ impl Run {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
+        if holds_nothing(lower, upper) {
+            return Box::new(std::iter::empty());
+        }
         match self {
             Run::Memory(m) => {
                 let slice = &m.entries[index_range(&m.entries, lower, upper)];
@@ -217,4 +220,14 @@ fn encode(entries: &[(Key, Entry)], block_bytes: usize) -> Result<Vec<u8>> {
     }
     writer.finish()?;
     strata_io::read_all(file.as_ref())
+}
+
+/// Whether no key lies within the bounds (a lower bound above the upper one).
+fn holds_nothing(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+        | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
+        _ => false,
+    }
 }

@@ -49,7 +49,7 @@ pub struct Segment {
 }
 
 /// The higher of two lower bounds.
-fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub(super) fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
     match (a, b) {
         (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
         (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
@@ -65,7 +65,7 @@ fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
 }
 
 /// The lower of two upper bounds.
-fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub(super) fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
     match (a, b) {
         (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
         (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
