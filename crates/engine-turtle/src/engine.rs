@@ -12,6 +12,7 @@ use strata_core::{EngineConfig, Error, Result, Value};
 use strata_io::{OpenOptions, Storage};
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
 use strata_kit::memtable::MemTable;
+use strata_kit::sorted_run::BlockCache;
 use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::WalOptions;
 
@@ -85,6 +86,8 @@ pub(crate) struct Inner {
     pub checkpoint_distance_bytes: AtomicU64,
     pub signals: Arc<WorkerSignals>,
     pub counters: Counters,
+    /// The budget runtime memory knobs stay within.
+    pub memory_budget_bytes: u64,
 }
 
 /// What open found and built.
@@ -107,7 +110,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     let tree_config = checkpoint.map_or(options.tree, |c| c.tree);
     // 2. The tree from its root; everything else in the pages file is free.
     let file = storage.open(PAGES_FILE, OpenOptions::create().with_direct(config.direct_io))?;
-    let pages = Arc::new(Pages::new(file.clone(), file.len()?));
+    let cache = BlockCache::new(options.block_cache_bytes);
+    let pages = Arc::new(Pages::new(file.clone(), file.len()?).with_block_cache(cache));
     let (tree, used) = match checkpoint {
         Some(c) => Tree::open(&pages, c.root, tree_config)?,
         None => (Tree::new(tree_config), Vec::new()),
@@ -141,6 +145,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
         signals: signals.clone(),
         counters: Counters::default(),
+        memory_budget_bytes: config.memory_budget_bytes,
     });
     inner.counters.records_replayed.store(replayed.report.records_replayed, Relaxed);
     let worker = spawn_worker(&inner, signals)?;

@@ -13,9 +13,10 @@ use strata_kit::sorted_run::{memtable_source, Entry, MergeIter, MergeOutput, Sou
 
 use crate::engine::Inner;
 
-/// The first chunk is small (most scans read few entries: YCSB E reads 1–100); each refill
-/// doubles it up to the maximum.
-const FIRST_CHUNK_ENTRIES: usize = 16;
+/// Each refill seeks every run on the path again (a block per level of every node), so the
+/// first chunk holds what most scans read (YCSB E reads 1–100); each refill doubles it up to
+/// the maximum.
+const FIRST_CHUNK_ENTRIES: usize = 64;
 const MAX_CHUNK_ENTRIES: usize = 1024;
 
 pub(crate) struct ChunkedRange {

@@ -70,6 +70,13 @@ impl Maintenance for TurtleEngine {
                 self.inner.checkpoint_distance_bytes.store(bytes, Relaxed);
                 Ok(())
             }
+            "block_cache_bytes" => {
+                let budget = self.inner.memory_budget_bytes;
+                let bytes =
+                    EngineOptionReader::runtime_bytes(ENGINE_NAME, "block_cache_bytes", value, 0..=budget)?;
+                self.inner.pages.block_cache().set_capacity(bytes);
+                Ok(())
+            }
             _ => Err(Error::invalid(format!("engine 'turtle' has no runtime option {name:?}"))),
         }
     }
@@ -170,15 +177,17 @@ impl Engine for TurtleEngine {
             (tree.memory_bytes(), tree.height() as u64, tree.leaf_count() as u64)
         };
         let c = &inner.counters;
+        let cache = inner.pages.block_cache();
+        let (cache_hits, cache_misses) = cache.hits_and_misses();
         Stats {
             engine: "turtle".into(),
             live_keys: None,
             user_bytes_written: inner.writes.user_bytes_written(),
             user_bytes_read: c.user_bytes_read.load(Relaxed),
             io: inner.storage.io_stats(),
-            cache_hits: 0,
-            cache_misses: 0,
-            memory_bytes: tables_memory + tree_memory,
+            cache_hits,
+            cache_misses,
+            memory_bytes: tables_memory + tree_memory + cache.used_bytes(),
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("checkpoint_distance_bytes", inner.checkpoint_distance_bytes.load(Relaxed)),
@@ -192,6 +201,8 @@ impl Engine for TurtleEngine {
                 ("tree_height", height),
                 ("tree_leaves", leaves),
                 ("tree_memory_bytes", tree_memory),
+                ("block_cache_bytes", cache.capacity_bytes()),
+                ("block_cache_used_bytes", cache.used_bytes()),
                 ("writer_waits", c.writer_waits.load(Relaxed)),
                 ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
             ]

@@ -7,7 +7,7 @@ use crate::tree::TreeConfig;
 pub const ENGINE_NAME: &str = "turtle";
 
 /// Knobs `Db::set_option` may change while the store is open.
-pub const RUNTIME_OPTIONS: &[&str] = &["checkpoint_distance"];
+pub const RUNTIME_OPTIONS: &[&str] = &["checkpoint_distance", "block_cache_bytes"];
 
 /// The checkpoint distance's range: a MemTable of at least 64 KiB, at most 16 GiB.
 pub const CHECKPOINT_DISTANCE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(16 << 30);
@@ -20,6 +20,9 @@ pub struct TurtleOptions {
     pub checkpoint_distance_bytes: u64,
     /// The tree's shape (`leaf_bytes`, `max_pivots`); fixed by the checkpoint once written.
     pub tree: TreeConfig,
+    /// Memory for data blocks of the tree's runs (`strata_kit::sorted_run::BlockCache`).
+    /// Changeable at run time.
+    pub block_cache_bytes: u64,
 }
 
 impl TurtleOptions {
@@ -36,13 +39,16 @@ impl TurtleOptions {
         if let Some(n) = r.count("max_pivots", 2..=64)? {
             tree.max_pivots = n as usize;
         }
+        let block_cache_bytes = r
+            .bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?
+            .unwrap_or(config.memory_budget_bytes / 4);
         r.finish()?;
-        Ok(TurtleOptions { checkpoint_distance_bytes, tree })
+        Ok(TurtleOptions { checkpoint_distance_bytes, tree, block_cache_bytes })
     }
 }
 
 /// A quarter of the memory budget, within 64 KiB..=256 MiB: up to three MemTables of this size
-/// (one active, two finalized) live at once.
+/// (one active, two finalized) live at once; the block cache takes another quarter.
 fn default_distance(config: &EngineConfig) -> u64 {
     (config.memory_budget_bytes / 4).clamp(64 << 10, 256 << 20)
 }

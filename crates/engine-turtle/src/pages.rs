@@ -13,6 +13,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strata_core::Result;
 use strata_io::StorageFile;
+use strata_kit::sorted_run::BlockCache;
 
 /// The file's name.
 pub const PAGES_FILE: &str = "turtle-pages";
@@ -55,17 +56,30 @@ struct Allocation {
 pub struct Pages {
     file: Arc<dyn StorageFile>,
     state: Mutex<Allocation>,
+    /// The cache the runs in this file read their data blocks through.
+    block_cache: Arc<BlockCache>,
 }
 
 impl Pages {
-    /// The allocator of `file`, every byte below `end` taken until `rebuild_free`.
+    /// The allocator of `file`, every byte below `end` taken until `rebuild_free`; no block
+    /// cache (`with_block_cache`).
     pub fn new(file: Arc<dyn StorageFile>, end: u64) -> Pages {
         let state = Allocation { end: aligned(end), ..Allocation::default() };
-        Pages { file, state: Mutex::new(state) }
+        Pages { file, state: Mutex::new(state), block_cache: BlockCache::new(0) }
+    }
+
+    /// The runs of this file read their blocks through `cache`.
+    pub fn with_block_cache(mut self, cache: Arc<BlockCache>) -> Pages {
+        self.block_cache = cache;
+        self
     }
 
     pub fn file(&self) -> &Arc<dyn StorageFile> {
         &self.file
+    }
+
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.block_cache
     }
 
     /// Makes everything free except `used` (the checkpoint's extents, found by walking its

@@ -44,7 +44,9 @@ pub struct DiskRun {
 impl DiskRun {
     /// Opens the run at `extent` whose entries count `entry_bytes` (both from a node page).
     pub fn open(pages: &Arc<Pages>, extent: Extent, entry_bytes: u64) -> Result<Arc<DiskRun>> {
-        let reader = RunReader::open(pages.file().clone(), PAGES_FILE, extent.offset, extent.len)?;
+        let cache = Some(pages.block_cache().clone());
+        let reader =
+            RunReader::open_cached(pages.file().clone(), PAGES_FILE, extent.offset, extent.len, cache)?;
         let data_bytes = reader.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
         let guard = ExtentGuard::new(extent, pages.clone());
         Ok(Arc::new(DiskRun { reader: Arc::new(reader), guard, entry_bytes, data_bytes }))

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use strata_io::{MemStorage, OpenOptions, Storage};
 
 fn new_pages(storage: &MemStorage) -> Arc<Pages> {
-    Arc::new(Pages::new(storage.open(PAGES_FILE, OpenOptions::create()).unwrap(), 0))
+    let cache = strata_kit::sorted_run::BlockCache::new(64 << 10);
+    Arc::new(Pages::new(storage.open(PAGES_FILE, OpenOptions::create()).unwrap(), 0).with_block_cache(cache))
 }
 
 /// The tree `tree` checkpointed and read back from a fresh allocator, as an open would; the

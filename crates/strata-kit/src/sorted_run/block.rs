@@ -183,6 +183,11 @@ impl DecodedBlock {
 }
 
 impl Block {
+    /// Memory the block holds (its buffer and a share for the struct).
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes.capacity() + std::mem::size_of::<Block>()
+    }
+
     /// Checks the restart count and array (ascending offsets inside the entries); entries are
     /// checked as they are read.
     pub fn parse(bytes: Vec<u8>) -> Result<Block, String> {

@@ -12,6 +12,7 @@
 //! operand an entry of kind `Merge` that a `MergeOperator` resolves against older entries.
 
 mod block;
+mod block_cache;
 mod filter;
 mod merge;
 mod reader;
@@ -22,6 +23,7 @@ mod writer;
 mod tests;
 
 pub use block::{Block, BlockBuilder, DecodedBlock};
+pub use block_cache::BlockCache;
 pub use filter::RunFilter;
 pub use merge::{memtable_source, MergeIter, MergeOperator, MergeOutput, SourceIter};
 pub use reader::{RunIter, RunReader};

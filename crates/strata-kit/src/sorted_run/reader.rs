@@ -4,6 +4,7 @@
 //! reverse, one block at a time.
 
 use std::ops::Bound;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use strata_core::{at_or_after, at_or_before, borrow_bound};
@@ -11,6 +12,7 @@ use strata_core::{Direction, Error, Key, Result};
 use strata_io::StorageFile;
 
 use super::block::{Block, DecodedBlock};
+use super::block_cache::{BlockCache, NO_SLOT};
 use super::filter::RunFilter;
 use super::writer::Footer;
 use super::{varint, Entry, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
@@ -29,11 +31,31 @@ pub struct RunReader {
     /// Per data block: offset and length (without the checksum), relative to `base`.
     handles: Vec<(u64, usize)>,
     filter: RunFilter,
+    /// The cache its data blocks go through, with the run's id and a slot number per block.
+    cache: Option<RunCache>,
+}
+
+#[derive(Debug)]
+struct RunCache {
+    cache: Arc<BlockCache>,
+    run_id: u64,
+    slots: Vec<AtomicU32>,
 }
 
 impl RunReader {
     /// Opens the run of `len` bytes at `base` of `file` (named `name` in errors).
     pub fn open(file: Arc<dyn StorageFile>, name: &str, base: u64, len: u64) -> Result<RunReader> {
+        RunReader::open_cached(file, name, base, len, None)
+    }
+
+    /// `open`, with the data blocks read through `cache`.
+    pub fn open_cached(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        base: u64,
+        len: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<RunReader> {
         let corrupt = |at: u64, what: String| Error::corruption(name, base + at, what);
         let footer_at = len
             .checked_sub(FOOTER_BYTES as u64)
@@ -56,6 +78,7 @@ impl RunReader {
             index: DecodedBlock::default(),
             handles: Vec::new(),
             filter: RunFilter::None,
+            cache: None,
         };
         let filter_bytes = reader.read_checked(footer.filter_offset, footer.filter_len as usize)?;
         reader.filter =
@@ -65,6 +88,11 @@ impl RunReader {
             .and_then(Block::decode)
             .map_err(|e| reader.corrupt(footer.index_offset, format!("index: {e}")))?;
         reader.handles = reader.decode_handles()?;
+        reader.cache = cache.map(|cache| RunCache {
+            run_id: cache.run_id(),
+            slots: (0..reader.handles.len()).map(|_| AtomicU32::new(NO_SLOT)).collect(),
+            cache,
+        });
         Ok(reader)
     }
 
@@ -110,16 +138,28 @@ impl RunReader {
         Ok(buf)
     }
 
-    fn read_block(&self, i: usize) -> Result<Block> {
+    /// Data block `i`: from the cache, or read, checked and cached.
+    fn read_block(&self, i: usize) -> Result<Arc<Block>> {
+        if let Some(c) = &self.cache {
+            if let Some(block) = c.cache.get(&c.slots[i], c.run_id, i as u64) {
+                return Ok(block);
+            }
+        }
         let (offset, len) = self.handles[i];
-        Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))
+        let block =
+            Arc::new(Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))?);
+        if let Some(c) = &self.cache {
+            c.cache.insert(&c.slots[i], c.run_id, i as u64, block.clone());
+        }
+        Ok(block)
     }
 
     /// Data block `i`, decoded, checked to hold keys above the previous block's last key and to
     /// end with the key the index gives it (so scans stay in order across blocks).
     fn decoded_block(&self, i: usize) -> Result<DecodedBlock> {
         let offset = self.handles[i].0;
-        let block = self.read_block(i)?.decode().map_err(|e| self.corrupt(offset, e))?;
+        let block =
+            Arc::unwrap_or_clone(self.read_block(i)?).decode().map_err(|e| self.corrupt(offset, e))?;
         let last = block.len().checked_sub(1).map(|j| block.entry(j).0);
         let after_previous = i == 0 || !block.is_empty() && block.entry(0).0 > self.index.entry(i - 1).0;
         if last != Some(self.index.entry(i).0) || !after_previous {
@@ -201,7 +241,8 @@ impl RunReader {
 
     /// Bytes of memory the open run holds (index, handles and filter).
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_bytes() + self.handles.len() * 16 + self.filter.memory_bytes()
+        let slots = self.cache.as_ref().map_or(0, |c| c.slots.len() * 4);
+        self.index.memory_bytes() + self.handles.len() * 16 + self.filter.memory_bytes() + slots
     }
 }
 

@@ -417,3 +417,39 @@ fn a_failing_source_ends_the_merge_with_its_error() {
     let items: Vec<_> = MergeIter::new(vec![operand], Direction::Forward, MergeOutput::Visible).collect();
     assert!(matches!(items.as_slice(), [Err(Error::InvalidArgument(_))]), "no operator: {items:?}");
 }
+
+/// Reads through a block cache answer as the file does, the second time from memory; a run
+/// written over the same bytes and opened again never gets the first run's cached blocks.
+#[test]
+fn a_block_cache_answers_as_the_file_does_and_never_for_a_replaced_run() {
+    let mut rng = SmallRng::seed_from_u64(13);
+    let model = random_model(&mut rng, 1_000, 10_000);
+    let file = file();
+    let info = write_run(&file, 0, &model, small_blocks());
+    let cache = BlockCache::new(1 << 20);
+    let run = Arc::new(
+        RunReader::open_cached(file.clone(), "run", 0, info.len_bytes, Some(cache.clone())).unwrap(),
+    );
+    for _ in 0..2 {
+        for (key, entry) in &model {
+            assert_eq!(run.get(key).unwrap().as_ref(), Some(entry));
+        }
+        let all: Vec<_> =
+            run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).map(Result::unwrap).collect();
+        assert_eq!(all.len(), model.len());
+    }
+    let (hits, misses) = cache.hits_and_misses();
+    assert!(
+        misses <= info.data_blocks && hits > 2 * model.len() as u64 - misses,
+        "{hits} hits, {misses} misses"
+    );
+    // Another run in the same bytes: its reader must read them, not the cache.
+    let other = random_model(&mut rng, 1_000, 10_000);
+    let info2 = write_run(&file, 0, &other, small_blocks());
+    let run2 = RunReader::open_cached(file.clone(), "run", 0, info2.len_bytes, Some(cache.clone())).unwrap();
+    for (key, entry) in &other {
+        assert_eq!(run2.get(key).unwrap().as_ref(), Some(entry));
+    }
+    cache.set_capacity(0);
+    assert_eq!(cache.used_bytes(), 0);
+}
