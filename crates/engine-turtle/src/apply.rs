@@ -79,10 +79,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Steps 6–7: new runs and every node page written, the pages file synced, the record
-    /// replaced; then what the old checkpoint alone used is free. Returns the record's lsn.
+    /// Step 7: new runs and every node page written under the tree's read lock (readers go on;
+    /// the worker, which holds `apply_lock`, is the tree's only writer), then installed under
+    /// its write lock (no I/O); the pages file synced, the record replaced; then what the old
+    /// checkpoint alone used is free. Returns the record's lsn.
     fn write_checkpoint(&self, wal_lsn: u64) -> Result<u64> {
-        let root = self.tree.write().checkpoint(&self.pages)?;
+        let written = self.tree.read().write_checkpoint(&self.pages)?;
+        let root = self.tree.write().install_checkpoint(written);
         let mark = self.pages.retire_mark();
         self.pages.file().sync()?;
         Checkpoint { wal_lsn, root, tree: self.tree_config }.store(self.storage.as_ref())?;

@@ -4,14 +4,12 @@
 //! of at most that size.
 
 use std::ops::Bound;
-use std::sync::Arc;
 
 use strata_core::{Direction, Key, Result, Value};
 use strata_kit::sorted_run::{Entry, EntryKind, SourceIter};
 
 use super::run::Run;
 use super::{entry_bytes, TreeConfig};
-use crate::pages::Pages;
 
 /// See the module documentation.
 #[derive(Clone, Debug)]
@@ -88,10 +86,9 @@ impl Leaf {
         Ok(entries)
     }
 
-    /// Writes the leaf into `pages` if it is new since the last checkpoint.
-    pub fn persist(&mut self, pages: &Arc<Pages>, block_bytes: usize) -> Result<()> {
-        self.run = self.run.persist(pages, block_bytes)?;
-        Ok(())
+    /// The leaf's run becomes its written copy, if a checkpoint wrote it.
+    pub fn install_written(&mut self) {
+        self.run = self.run.written();
     }
 }
 

@@ -52,11 +52,34 @@ impl ChildRef {
     }
 }
 
+/// A checkpoint written into `pages` but not yet part of the tree (`Tree::install_checkpoint`):
+/// the root's reference, and each node's new page in post-order (children, then the node).
+pub struct WrittenCheckpoint {
+    pub root: ChildRef,
+    node_pages: Vec<Arc<ExtentGuard>>,
+}
+
 impl Tree {
-    /// Writes what is new since the last checkpoint into `pages` (not synced) and returns the
-    /// root's reference. Afterwards every run of the tree is on disk.
+    /// Checkpoint phase 1, with `&self` (readers go on): every run that is new since the last
+    /// checkpoint and every node page written into `pages` (not synced). The tree must not
+    /// change before `install_checkpoint`.
+    pub fn write_checkpoint(&self, pages: &Arc<Pages>) -> Result<WrittenCheckpoint> {
+        let mut node_pages = Vec::new();
+        let root = write_subtree(&self.root, pages, self.config.run_block_bytes(), &mut node_pages)?;
+        Ok(WrittenCheckpoint { root, node_pages })
+    }
+
+    /// Checkpoint phase 2, no I/O: every run becomes its written copy (its memory is freed) and
+    /// every node holds its new page (the old one is retired). Returns the root's reference.
+    pub fn install_checkpoint(&mut self, written: WrittenCheckpoint) -> ChildRef {
+        install_subtree(&mut self.root, &mut written.node_pages.into_iter());
+        written.root
+    }
+
+    /// Both phases at once.
     pub fn checkpoint(&mut self, pages: &Arc<Pages>) -> Result<ChildRef> {
-        persist_subtree(&mut self.root, pages, self.config.run_block_bytes())
+        let written = self.write_checkpoint(pages)?;
+        Ok(self.install_checkpoint(written))
     }
 
     /// The tree whose root `root` refers to, with every extent it uses (for the free map).
@@ -71,14 +94,20 @@ impl Tree {
     }
 }
 
-fn persist_subtree(subtree: &mut Subtree, pages: &Arc<Pages>, block_bytes: usize) -> Result<ChildRef> {
+fn write_subtree(
+    subtree: &Subtree,
+    pages: &Arc<Pages>,
+    block_bytes: usize,
+    node_pages: &mut Vec<Arc<ExtentGuard>>,
+) -> Result<ChildRef> {
+    let written_extent = |run: &Run| {
+        run.persist(pages, block_bytes)?
+            .extent()
+            .ok_or_else(|| Error::Poisoned("a written run has no extent".into()))
+    };
     match subtree {
         Subtree::Leaf(leaf) => {
-            leaf.persist(pages, block_bytes)?;
-            let extent = leaf
-                .run()
-                .extent()
-                .ok_or_else(|| Error::Poisoned("a persisted leaf has no extent".into()))?;
+            let extent = written_extent(leaf.run())?;
             Ok(ChildRef {
                 kind: ChildKind::Leaf,
                 offset: extent.offset,
@@ -87,23 +116,40 @@ fn persist_subtree(subtree: &mut Subtree, pages: &Arc<Pages>, block_bytes: usize
             })
         }
         Subtree::Node(node) => {
-            let (children, levels) = node.parts_mut();
-            let refs = children
-                .iter_mut()
-                .map(|c| persist_subtree(c, pages, block_bytes))
+            let refs = node
+                .children()
+                .iter()
+                .map(|c| write_subtree(c, pages, block_bytes, node_pages))
                 .collect::<Result<Vec<_>>>()?;
-            for segment in levels.iter_mut().flatten() {
-                segment.persist(pages, block_bytes)?;
-            }
-            let bytes = node_format().encode(NODE_VERSION, &encode_node(node, &refs));
+            let segments = node
+                .levels()
+                .iter()
+                .flatten()
+                .map(|s| written_extent(s.run()))
+                .collect::<Result<Vec<_>>>()?;
+            let bytes = node_format().encode(NODE_VERSION, &encode_node(node, &refs, &segments));
             let extent = pages.write(&bytes)?;
-            node.set_page(Arc::new(ExtentGuard::new(extent, pages.clone())));
+            node_pages.push(Arc::new(ExtentGuard::new(extent, pages.clone())));
             Ok(ChildRef {
                 kind: ChildKind::Node,
                 offset: extent.offset,
                 len: bytes.len() as u64,
                 leaf_bytes: 0,
             })
+        }
+    }
+}
+
+fn install_subtree(subtree: &mut Subtree, node_pages: &mut impl Iterator<Item = Arc<ExtentGuard>>) {
+    match subtree {
+        Subtree::Leaf(leaf) => leaf.install_written(),
+        Subtree::Node(node) => {
+            let (children, levels) = node.parts_mut();
+            children.iter_mut().for_each(|c| install_subtree(c, node_pages));
+            levels.iter_mut().flatten().for_each(Segment::install_written);
+            if let Some(page) = node_pages.next() {
+                node.set_page(page);
+            }
         }
     }
 }
@@ -124,8 +170,9 @@ fn put_u64(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-/// The node page's payload (docs/format/turtle.md, "Node page").
-fn encode_node(node: &Node, refs: &[ChildRef]) -> Vec<u8> {
+/// The node page's payload (docs/format/turtle.md, "Node page"); `segments` are the extents of
+/// its levels' runs, in order.
+fn encode_node(node: &Node, refs: &[ChildRef], segments: &[Extent]) -> Vec<u8> {
     let mut out = Vec::new();
     put_optional_key(&mut out, node.upper());
     out.extend_from_slice(&(node.pivots().len() as u32).to_le_bytes());
@@ -137,10 +184,11 @@ fn encode_node(node: &Node, refs: &[ChildRef]) -> Vec<u8> {
         put_u64(&mut out, child.leaf_bytes);
     }
     out.push(node.levels().len() as u8);
+    let mut extents = segments.iter();
     for level in node.levels() {
         out.extend_from_slice(&(level.len() as u32).to_le_bytes());
         for segment in level {
-            let extent = segment.run().extent().unwrap_or(Extent { offset: 0, len: 0 });
+            let extent = extents.next().copied().unwrap_or(Extent { offset: 0, len: 0 });
             put_u64(&mut out, extent.offset);
             put_u64(&mut out, extent.len);
             put_u64(&mut out, segment.run().total_bytes());

@@ -210,6 +210,14 @@ impl Run {
             Run::Disk(d) => Some(d.extent()),
         }
     }
+
+    /// The written copy of a memory run that a checkpoint wrote (`persist`), else this run.
+    pub fn written(&self) -> Run {
+        match self {
+            Run::Memory(m) => m.persisted.get().map_or_else(|| self.clone(), |d| Run::Disk(d.clone())),
+            Run::Disk(_) => self.clone(),
+        }
+    }
 }
 
 /// `entries` as a kit sorted run padded to the page alignment.

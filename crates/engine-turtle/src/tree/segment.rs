@@ -11,13 +11,11 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 use strata_core::{Direction, Key, Result};
 use strata_kit::sorted_run::{Entry, SourceIter};
 
 use super::run::Run;
-use crate::pages::Pages;
 
 /// How far a pivot's entries were flushed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,9 +239,8 @@ impl Segment {
         self.run.iter(lower, upper, direction)
     }
 
-    /// Writes the run into `pages` if it is new since the last checkpoint.
-    pub fn persist(&mut self, pages: &Arc<Pages>, block_bytes: usize) -> Result<()> {
-        self.run = self.run.persist(pages, block_bytes)?;
-        Ok(())
+    /// The segment's run becomes its written copy, if a checkpoint wrote it.
+    pub fn install_written(&mut self) {
+        self.run = self.run.written();
     }
 }
