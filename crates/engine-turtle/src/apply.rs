@@ -52,6 +52,7 @@ impl Inner {
             self.tree_version.fetch_add(1, Relaxed);
         }
         self.signals.notify_progress();
+        self.resize_block_cache();
         // The tree holds every record up to `lsn` durably.
         self.writes.wal().truncate_before(lsn + 1).map_err(|e| self.writes.poison(e))?;
         Ok(())

@@ -3,7 +3,7 @@
 //! (docs/ARCHITECTURE.md, "turtle").
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     pub counters: Counters,
     /// The budget runtime memory knobs stay within.
     pub memory_budget_bytes: u64,
+    /// `block_cache_bytes` was set: the cache keeps that size.
+    pub block_cache_pinned: AtomicBool,
 }
 
 /// What open found and built.
@@ -110,7 +112,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     let tree_config = checkpoint.map_or(options.tree, |c| c.tree);
     // 2. The tree from its root; everything else in the pages file is free.
     let file = storage.open(PAGES_FILE, OpenOptions::create().with_direct(config.direct_io))?;
-    let cache = BlockCache::new(options.block_cache_bytes);
+    let cache = BlockCache::new(options.block_cache_bytes.unwrap_or(0));
     let pages = Arc::new(Pages::new(file.clone(), file.len()?).with_block_cache(cache));
     let (tree, used) = match checkpoint {
         Some(c) => Tree::open(&pages, c.root, tree_config)?,
@@ -146,7 +148,9 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         signals: signals.clone(),
         counters: Counters::default(),
         memory_budget_bytes: config.memory_budget_bytes,
+        block_cache_pinned: AtomicBool::new(options.block_cache_bytes.is_some()),
     });
+    inner.resize_block_cache();
     inner.counters.records_replayed.store(replayed.report.records_replayed, Relaxed);
     let worker = spawn_worker(&inner, signals)?;
     inner.finalize_if_full();
@@ -170,6 +174,21 @@ fn spawn_worker(inner: &Arc<Inner>, signals: Arc<WorkerSignals>) -> Result<Worke
 }
 
 impl Inner {
+    /// Unless pinned, the block cache gets what the budget leaves after the MemTables, room
+    /// for the active one to reach χ, and the tree's memory (at least an eighth of the budget).
+    /// Called when those change by a table's worth: at open, when a table is finalized or
+    /// leaves, and when χ changes.
+    pub(crate) fn resize_block_cache(&self) {
+        if self.block_cache_pinned.load(Relaxed) {
+            return;
+        }
+        let tables = self.tables.read().memory_bytes();
+        let tree = self.tree.read().memory_bytes();
+        let reserved = tables + self.checkpoint_distance_bytes.load(Relaxed) + tree;
+        let budget = self.memory_budget_bytes;
+        self.pages.block_cache().set_capacity(budget.saturating_sub(reserved).max(budget / 8));
+    }
+
     /// Finalizes the active table once it holds χ, and wakes the worker.
     fn finalize_if_full(&self) {
         let distance = self.checkpoint_distance_bytes.load(Relaxed);
@@ -178,6 +197,7 @@ impl Inner {
             self.counters.tables_finalized.fetch_add(1, Relaxed);
             drop(tables);
             self.signals.request();
+            self.resize_block_cache();
         }
     }
 

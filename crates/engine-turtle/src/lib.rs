@@ -68,12 +68,14 @@ impl Maintenance for TurtleEngine {
                     CHECKPOINT_DISTANCE_RANGE,
                 )?;
                 self.inner.checkpoint_distance_bytes.store(bytes, Relaxed);
+                self.inner.resize_block_cache();
                 Ok(())
             }
             "block_cache_bytes" => {
                 let budget = self.inner.memory_budget_bytes;
                 let bytes =
                     EngineOptionReader::runtime_bytes(ENGINE_NAME, "block_cache_bytes", value, 0..=budget)?;
+                self.inner.block_cache_pinned.store(true, Relaxed);
                 self.inner.pages.block_cache().set_capacity(bytes);
                 Ok(())
             }

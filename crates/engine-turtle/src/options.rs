@@ -20,9 +20,10 @@ pub struct TurtleOptions {
     pub checkpoint_distance_bytes: u64,
     /// The tree's shape (`leaf_bytes`, `max_pivots`); fixed by the checkpoint once written.
     pub tree: TreeConfig,
-    /// Memory for data blocks of the tree's runs (`strata_kit::sorted_run::BlockCache`).
-    /// Changeable at run time.
-    pub block_cache_bytes: u64,
+    /// Memory for data blocks of the tree's runs (`strata_kit::sorted_run::BlockCache`), fixed
+    /// (also at run time); `None`: what the budget leaves after the MemTables, room for the
+    /// active one to fill, and the tree's indexes and filters, re-derived as they change.
+    pub block_cache_bytes: Option<u64>,
 }
 
 impl TurtleOptions {
@@ -39,16 +40,14 @@ impl TurtleOptions {
         if let Some(n) = r.count("max_pivots", 2..=64)? {
             tree.max_pivots = n as usize;
         }
-        let block_cache_bytes = r
-            .bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?
-            .unwrap_or(config.memory_budget_bytes / 4);
+        let block_cache_bytes = r.bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?;
         r.finish()?;
         Ok(TurtleOptions { checkpoint_distance_bytes, tree, block_cache_bytes })
     }
 }
 
 /// A quarter of the memory budget, within 64 KiB..=256 MiB: up to three MemTables of this size
-/// (one active, two finalized) live at once; the block cache takes another quarter.
+/// (one active, two finalized) live at once; the block cache takes what they leave.
 fn default_distance(config: &EngineConfig) -> u64 {
     (config.memory_budget_bytes / 4).clamp(64 << 10, 256 << 20)
 }
