@@ -63,6 +63,10 @@ impl Checkpoint {
             1 => ChildKind::Node,
             _ => return Err(bad(1, "root kind is neither leaf nor node")),
         };
+        // Replay starts after it, within the WAL's lsn space.
+        if field(0) >= strata_wal::MAX_LSN {
+            return Err(bad(0, "WAL position past the lsn space"));
+        }
         let tree = TreeConfig { leaf_bytes: field(5), max_pivots: field(6) as usize };
         if !(512..=64 << 20).contains(&tree.leaf_bytes) {
             return Err(bad(5, "leaf size out of range"));
@@ -105,6 +109,21 @@ mod tests {
             [77, 1, 8192, 300, 0, 1 << 20, 64]
         );
         assert_eq!(Checkpoint::load(&storage).unwrap(), Some(sample()));
+    }
+
+    /// Found by the `turtle_checkpoint` fuzz target: a resealed record whose WAL position lay
+    /// past the lsn space failed the open with the WAL's `InvalidArgument`, not as corruption
+    /// of the record.
+    #[test]
+    fn a_wal_position_past_the_lsn_space_is_corruption_of_the_record() {
+        let storage = MemStorage::new();
+        Checkpoint { wal_lsn: strata_wal::MAX_LSN, ..sample() }.store(&storage).unwrap();
+        match Checkpoint::load(&storage) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file.as_str(), offset), (CHECKPOINT_FILE, 16))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -216,8 +216,10 @@ impl Engine for TurtleEngine {
         }
     }
 
+    /// Holds `apply_lock`, so no checkpoint truncates the WAL under the check.
     fn verify(&self) -> Result<VerifyReport> {
         self.inner.writes.check_usable()?;
+        let _no_checkpoint = self.inner.apply_lock.lock();
         let mut report = strata_wal::Wal::verify(self.inner.storage.as_ref(), &self.inner.wal_options)?;
         let (runs, entries) = self.inner.tree.read().verify()?;
         report.files_checked += 1;
