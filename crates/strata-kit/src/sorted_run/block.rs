@@ -183,11 +183,6 @@ impl DecodedBlock {
 }
 
 impl Block {
-    /// Memory the block holds (its buffer and a share for the struct).
-    pub fn memory_bytes(&self) -> usize {
-        self.bytes.capacity() + std::mem::size_of::<Block>()
-    }
-
     /// Checks the restart count and array (ascending offsets inside the entries); entries are
     /// checked as they are read.
     pub fn parse(bytes: Vec<u8>) -> Result<Block, String> {
@@ -266,6 +261,10 @@ impl Block {
     /// shared with nothing.
     pub fn decode(self) -> Result<DecodedBlock, String> {
         let mut out = DecodedBlock::default();
+        // Whole keys take at most what the entries take, prefix-compressed, times a restart
+        // interval's sharing; this covers the usual case without regrowing.
+        out.keys.reserve(self.entries_end * 2);
+        out.entries.reserve(self.restart_count * 16);
         let mut current: Vec<u8> = Vec::new();
         let mut at = 0;
         let mut next_restart = 0;

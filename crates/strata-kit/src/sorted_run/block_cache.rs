@@ -1,6 +1,7 @@
 //! `BlockCache`: data blocks of sorted runs kept in memory, shared by every run opened with it
-//! (`RunReader::open_cached`). A block is cached as read and checked (`Block`: its bytes, CRC
-//! verified, restarts parsed); a point read searches it in place, a scan decodes a copy. Built on
+//! (`RunReader::open_cached`). A block is cached decoded and checked (`DecodedBlock`: CRC,
+//! restarts, key order and agreement with the run's index verified once), so a hit costs a
+//! reference count: a point read binary-searches it, a scan walks it. Built on
 //! the kit's slot cache (`crate::cache`, S3-FIFO + CLOCK): each open run has a unique id and a
 //! slot number per data block, and a slot is a hit only while it still holds that run's block,
 //! so a run dropped and its extent rewritten can never be answered from the cache.
@@ -10,10 +11,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::block::Block;
+use super::block::DecodedBlock;
 use crate::cache::{Cache, CacheValue};
 
-impl CacheValue for Block {
+impl CacheValue for DecodedBlock {
     type Spare = ();
 
     fn memory_bytes(&self) -> u64 {
@@ -23,7 +24,7 @@ impl CacheValue for Block {
 
 /// See the module documentation.
 pub struct BlockCache {
-    cache: Mutex<Cache<(u64, u64), Arc<Block>>>,
+    cache: Mutex<Cache<(u64, u64), Arc<DecodedBlock>>>,
     next_run_id: AtomicU64,
 }
 
@@ -48,7 +49,7 @@ impl BlockCache {
     }
 
     /// The cached block `block` of run `run`, whose slot number is in `slot`.
-    pub(super) fn get(&self, slot: &AtomicU32, run: u64, block: u64) -> Option<Arc<Block>> {
+    pub(super) fn get(&self, slot: &AtomicU32, run: u64, block: u64) -> Option<Arc<DecodedBlock>> {
         let at = slot.load(Relaxed);
         let mut cache = self.cache.lock();
         if at == NO_SLOT {
@@ -59,7 +60,7 @@ impl BlockCache {
     }
 
     /// Caches `value` as block `block` of run `run`, its slot number into `slot`.
-    pub(super) fn insert(&self, slot: &AtomicU32, run: u64, block: u64, value: Arc<Block>) {
+    pub(super) fn insert(&self, slot: &AtomicU32, run: u64, block: u64, value: Arc<DecodedBlock>) {
         let evicted = {
             let mut cache = self.cache.lock();
             let (at, evicted) = cache.insert((run, block), value);

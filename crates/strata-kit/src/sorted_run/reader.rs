@@ -138,28 +138,26 @@ impl RunReader {
         Ok(buf)
     }
 
-    /// Data block `i`: from the cache, or read, checked and cached.
-    fn read_block(&self, i: usize) -> Result<Arc<Block>> {
+    /// Data block `i`, decoded and checked: from the cache, or read, checked and cached.
+    fn block(&self, i: usize) -> Result<Arc<DecodedBlock>> {
         if let Some(c) = &self.cache {
             if let Some(block) = c.cache.get(&c.slots[i], c.run_id, i as u64) {
                 return Ok(block);
             }
         }
-        let (offset, len) = self.handles[i];
-        let block =
-            Arc::new(Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))?);
+        let block = Arc::new(self.decoded_block(i)?);
         if let Some(c) = &self.cache {
             c.cache.insert(&c.slots[i], c.run_id, i as u64, block.clone());
         }
         Ok(block)
     }
 
-    /// Data block `i`, decoded, checked to hold keys above the previous block's last key and to
-    /// end with the key the index gives it (so scans stay in order across blocks).
+    /// Data block `i` read, decoded, checked to hold keys above the previous block's last key
+    /// and to end with the key the index gives it (so scans stay in order across blocks).
     fn decoded_block(&self, i: usize) -> Result<DecodedBlock> {
-        let offset = self.handles[i].0;
-        let block =
-            Arc::unwrap_or_clone(self.read_block(i)?).decode().map_err(|e| self.corrupt(offset, e))?;
+        let (offset, len) = self.handles[i];
+        let block = Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))?;
+        let block = block.decode().map_err(|e| self.corrupt(offset, e))?;
         let last = block.len().checked_sub(1).map(|j| block.entry(j).0);
         let after_previous = i == 0 || !block.is_empty() && block.entry(0).0 > self.index.entry(i - 1).0;
         if last != Some(self.index.entry(i).0) || !after_previous {
@@ -185,9 +183,13 @@ impl RunReader {
             return Ok(None);
         }
         let Some(i) = self.block_for(key) else { return Ok(None) };
-        let block = self.read_block(i)?;
-        let found = block.get(key).map_err(|e| self.corrupt(self.handles[i].0, e))?;
-        Ok(found.map(|(kind, value)| Entry { kind, value: value.to_vec() }))
+        let block = self.block(i)?;
+        let at = block.lower_bound(key);
+        if at == block.len() {
+            return Ok(None);
+        }
+        let (found, kind, value) = block.entry(at);
+        Ok((found == key).then(|| Entry { kind, value: value.to_vec() }))
     }
 
     /// The entries in `(lower, upper)`, in `direction`.
@@ -254,7 +256,7 @@ pub struct RunIter {
     direction: Direction,
     /// The block `entries` came from (`None` before the first).
     block: Option<usize>,
-    entries: DecodedBlock,
+    entries: Arc<DecodedBlock>,
     /// Forward: the next entry; reverse: one past it.
     pos: usize,
     done: bool,
@@ -270,7 +272,8 @@ fn bound_key(bound: &Bound<Key>) -> Option<&[u8]> {
 impl RunIter {
     fn new(run: Arc<RunReader>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
         let done = run.handles.is_empty();
-        RunIter { run, lower, upper, direction, block: None, entries: DecodedBlock::default(), pos: 0, done }
+        let entries = Arc::default();
+        RunIter { run, lower, upper, direction, block: None, entries, pos: 0, done }
     }
 
     /// Loads the first block to read and positions `pos` at the range's start in it.
@@ -304,7 +307,7 @@ impl RunIter {
     }
 
     fn load(&mut self, i: usize) -> Result<()> {
-        self.entries = self.run.decoded_block(i)?;
+        self.entries = self.run.block(i)?;
         self.block = Some(i);
         Ok(())
     }
