@@ -179,8 +179,7 @@ impl Node {
         for level in &mut self.levels[..=target] {
             level.clear();
         }
-        let segment = Segment::new(merged).narrowed(&lower, upper.as_deref());
-        self.levels[target] = vec![segment];
+        self.levels[target] = cut_into_segments(merged, lower, upper, config.leaf_bytes);
         Ok(())
     }
 
@@ -495,7 +494,11 @@ impl Node {
         }
         for level in &self.levels {
             if level.windows(2).any(|w| w[0].view_lower() >= w[1].view_lower()) {
-                return Err("a level's views out of order".into());
+                let views: Vec<_> = level
+                    .iter()
+                    .map(|s| (s.view_lower().to_vec(), s.view_upper().map(<[u8]>::to_vec)))
+                    .collect();
+                return Err(format!("a level's views out of order: {views:?}"));
             }
         }
         let (_, _, buffered) = self.buffer_summary();
@@ -526,6 +529,37 @@ impl Node {
         }
         Ok(())
     }
+}
+
+/// A level's merged entries as segments of about `leaf_bytes` each, their views side by side
+/// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
+/// frees fit the next ones, and a segment whose entries are all flushed leaves on its own.
+fn cut_into_segments(
+    entries: Vec<(Key, Entry)>,
+    lower: Key,
+    upper: Option<Key>,
+    leaf_bytes: u64,
+) -> Vec<Segment> {
+    let mut segments = Vec::new();
+    let mut chunk: Vec<(Key, Entry)> = Vec::new();
+    let mut chunk_bytes = 0u64;
+    let mut chunk_lower = lower;
+    let mut entries = entries.into_iter().peekable();
+    while let Some((key, entry)) = entries.next() {
+        chunk_bytes += entry_bytes(&key, &entry);
+        chunk.push((key, entry));
+        if chunk_bytes >= leaf_bytes {
+            if let Some((next, _)) = entries.peek() {
+                let next = next.clone();
+                let full = std::mem::take(&mut chunk);
+                segments.push(Segment::new(full).narrowed(&chunk_lower, Some(&next)));
+                chunk_lower = next;
+                chunk_bytes = 0;
+            }
+        }
+    }
+    segments.push(Segment::new(chunk).narrowed(&chunk_lower, upper.as_deref()));
+    segments
 }
 
 fn as_bound(upper: Option<&[u8]>) -> Bound<&[u8]> {

@@ -121,6 +121,10 @@ impl Run {
     /// the blocks that may hold them (from the block index: at most a block too many at each
     /// end) scaled to `entry_bytes`. Zero only when the bounds hold no entry.
     pub fn bytes_between(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
+        // The block index would count the block holding both ends of an inverted range.
+        if holds_nothing(lower, upper) {
+            return 0;
+        }
         match self {
             Run::Memory(m) => {
                 let range = index_range(&m.entries, lower, upper);

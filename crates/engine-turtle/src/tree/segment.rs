@@ -107,7 +107,7 @@ impl Segment {
     }
 
     /// This segment narrowed to `[lower, upper)` (within its current view), with the bounds of
-    /// pivots outside it dropped.
+    /// pivots starting at or past its end dropped.
     pub fn narrowed(&self, lower: &[u8], upper: Option<&[u8]>) -> Segment {
         let mut out = self.clone();
         if lower > out.view_lower.as_slice() {
@@ -118,8 +118,12 @@ impl Segment {
                 out.view_upper = Some(u.to_vec());
             }
         }
-        let (l, u) = (out.view_lower.clone(), out.view_upper.clone());
-        out.flushed.retain(|k, _| k.as_slice() >= l.as_slice() && u.as_ref().is_none_or(|u| k < u));
+        // A pivot that starts below the view may still reach into it (a level's segments are
+        // cut inside pivots): only pivots starting at or past the view's end are dropped. A
+        // bound kept for a pivot of another node never applies: that pivot's range ends before
+        // the view starts.
+        let upper = out.view_upper.clone();
+        out.flushed.retain(|k, _| upper.as_ref().is_none_or(|u| k < u));
         out
     }
 

@@ -177,3 +177,33 @@ fn buffered_updates_shadow_older_values_below() {
         assert_eq!(tree.get(k).unwrap().as_ref(), Some(v));
     }
 }
+
+/// Found when levels were first cut into leaf-sized segments: narrowing a segment (a node
+/// split) dropped the flushed bound of a pivot that starts below the segment's view but reaches
+/// into it, so an older version already flushed past came back over the leaf's newer one.
+#[test]
+fn narrowing_keeps_the_bound_of_a_pivot_reaching_into_the_view() {
+    let entries: Vec<(Key, Entry)> = (10..20).map(|i| (key(i), Entry::put(vec![i as u8]))).collect();
+    // The segment's view starts inside the pivot whose lower key is key(0).
+    let mut segment = Segment::new(entries).narrowed(&key(12), None);
+    segment.mark_flushed(&key(0), &key(15));
+    let narrowed = segment.narrowed(&key(0), Some(&key(18)));
+    assert!(narrowed.is_flushed(&key(0), &key(14)), "the bound of pivot key(0) was dropped");
+    assert!(narrowed.get(&key(0), &key(14)).unwrap().is_none());
+    assert!(narrowed.get(&key(0), &key(16)).unwrap().is_some());
+}
+
+/// Found with the same change: the block index counted a whole block for a range whose lower
+/// bound lies above its upper one (a view narrowed to nothing inside one block), so a spent
+/// segment stayed in its level and two views of a level began at one key.
+#[test]
+fn an_inverted_range_of_a_checkpointed_run_holds_no_bytes() {
+    let storage = MemStorage::new();
+    let pages = new_pages(&storage);
+    let entries: Vec<(Key, Entry)> = (0..20).map(|i| (key(i), Entry::put(vec![1; 8]))).collect();
+    let run = Run::memory(entries).persist(&pages, 4096).unwrap();
+    assert!(matches!(run, Run::Disk(_)));
+    let (high, low) = (key(15), key(5));
+    assert_eq!(run.bytes_between(Bound::Included(&high), Bound::Excluded(&low)), 0);
+    assert!(run.bytes_between(Bound::Included(&low), Bound::Excluded(&high)) > 0);
+}
