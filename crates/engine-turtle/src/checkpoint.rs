@@ -10,11 +10,11 @@ use crate::tree::{ChildKind, ChildRef, TreeConfig};
 
 pub const CHECKPOINT_FILE: &str = "turtle-checkpoint";
 const VERSION: u32 = 1;
-const FIELDS: usize = 7;
+const FIELDS: usize = 8;
 /// Bytes of the whole file.
 pub const CHECKPOINT_BYTES: usize = OVERHEAD_BYTES + FIELDS * 8;
 
-/// `magic | version | crc32c of the payload | seven u64 fields`.
+/// `magic | version | crc32c of the payload | eight u64 fields`.
 fn format() -> SmallFileFormat {
     SmallFileFormat {
         magic: b"STRTCKP1",
@@ -43,6 +43,7 @@ impl Checkpoint {
             self.root.leaf_bytes,
             self.tree.leaf_bytes,
             self.tree.max_pivots as u64,
+            u64::from(self.root.checksum),
         ];
         fields.iter().flat_map(|f| f.to_le_bytes()).collect()
     }
@@ -74,7 +75,8 @@ impl Checkpoint {
         if !(2..=64).contains(&tree.max_pivots) {
             return Err(bad(6, "pivot count out of range"));
         }
-        let root = ChildRef { kind, offset: field(2), len: field(3), leaf_bytes: field(4) };
+        let checksum = u32::try_from(field(7)).map_err(|_| bad(7, "root checksum wider than 32 bits"))?;
+        let root = ChildRef { kind, offset: field(2), len: field(3), leaf_bytes: field(4), checksum };
         Ok(Some(Checkpoint { wal_lsn: field(0), root, tree }))
     }
 }
@@ -87,7 +89,13 @@ mod tests {
     fn sample() -> Checkpoint {
         Checkpoint {
             wal_lsn: 77,
-            root: ChildRef { kind: ChildKind::Node, offset: 8192, len: 300, leaf_bytes: 0 },
+            root: ChildRef {
+                kind: ChildKind::Node,
+                offset: 8192,
+                len: 300,
+                leaf_bytes: 0,
+                checksum: 0xABCD_1234,
+            },
             tree: TreeConfig { leaf_bytes: 1 << 20, max_pivots: 64 },
         }
     }
@@ -105,8 +113,8 @@ mod tests {
         assert_eq!(u32::from_le_bytes(bytes[12..16].try_into().unwrap()), crc32c::crc32c(&bytes[16..]));
         let field = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(
-            [field(16), field(24), field(32), field(40), field(48), field(56), field(64)],
-            [77, 1, 8192, 300, 0, 1 << 20, 64]
+            [field(16), field(24), field(32), field(40), field(48), field(56), field(64), field(72)],
+            [77, 1, 8192, 300, 0, 1 << 20, 64, 0xABCD_1234]
         );
         assert_eq!(Checkpoint::load(&storage).unwrap(), Some(sample()));
     }

@@ -38,12 +38,14 @@ pub enum ChildKind {
 
 /// A reference to a checkpointed subtree: a leaf's run (`len` its aligned length, `leaf_bytes`
 /// its records' `entry_bytes`) or a node page (`len` its exact length; the extent is aligned).
+/// `checksum` says which one: a run's `RunReader::identity`, a node page's CRC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildRef {
     pub kind: ChildKind,
     pub offset: u64,
     pub len: u64,
     pub leaf_bytes: u64,
+    pub checksum: u32,
 }
 
 impl ChildRef {
@@ -100,19 +102,19 @@ fn write_subtree(
     block_bytes: usize,
     node_pages: &mut Vec<Arc<ExtentGuard>>,
 ) -> Result<ChildRef> {
-    let written_extent = |run: &Run| {
-        run.persist(pages, block_bytes)?
-            .extent()
-            .ok_or_else(|| Error::Poisoned("a written run has no extent".into()))
+    let written = |run: &Run| match run.persist(pages, block_bytes)? {
+        Run::Disk(disk) => Ok((disk.extent(), disk.identity())),
+        Run::Memory(_) => Err(Error::Poisoned("a written run is still in memory".into())),
     };
     match subtree {
         Subtree::Leaf(leaf) => {
-            let extent = written_extent(leaf.run())?;
+            let (extent, checksum) = written(leaf.run())?;
             Ok(ChildRef {
                 kind: ChildKind::Leaf,
                 offset: extent.offset,
                 len: extent.len,
                 leaf_bytes: leaf.bytes(),
+                checksum,
             })
         }
         Subtree::Node(node) => {
@@ -121,13 +123,10 @@ fn write_subtree(
                 .iter()
                 .map(|c| write_subtree(c, pages, block_bytes, node_pages))
                 .collect::<Result<Vec<_>>>()?;
-            let segments = node
-                .levels()
-                .iter()
-                .flatten()
-                .map(|s| written_extent(s.run()))
-                .collect::<Result<Vec<_>>>()?;
+            let segments =
+                node.levels().iter().flatten().map(|s| written(s.run())).collect::<Result<Vec<_>>>()?;
             let bytes = node_format().encode(NODE_VERSION, &encode_node(node, &refs, &segments));
+            let checksum = page_checksum(&bytes);
             let extent = pages.write(&bytes)?;
             node_pages.push(Arc::new(ExtentGuard::new(extent, pages.clone())));
             Ok(ChildRef {
@@ -135,6 +134,7 @@ fn write_subtree(
                 offset: extent.offset,
                 len: bytes.len() as u64,
                 leaf_bytes: 0,
+                checksum,
             })
         }
     }
@@ -170,9 +170,14 @@ fn put_u64(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-/// The node page's payload (docs/format/turtle.md, "Node page"); `segments` are the extents of
-/// its levels' runs, in order.
-fn encode_node(node: &Node, refs: &[ChildRef], segments: &[Extent]) -> Vec<u8> {
+/// A node page's CRC (offset 12 of its small-file encoding).
+fn page_checksum(bytes: &[u8]) -> u32 {
+    bytes.get(12..16).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+}
+
+/// The node page's payload (docs/format/turtle.md, "Node page"); `segments` are the extents and
+/// identities of its levels' runs, in order.
+fn encode_node(node: &Node, refs: &[ChildRef], segments: &[(Extent, u32)]) -> Vec<u8> {
     let mut out = Vec::new();
     put_optional_key(&mut out, node.upper());
     out.extend_from_slice(&(node.pivots().len() as u32).to_le_bytes());
@@ -182,16 +187,18 @@ fn encode_node(node: &Node, refs: &[ChildRef], segments: &[Extent]) -> Vec<u8> {
         put_u64(&mut out, child.offset);
         put_u64(&mut out, child.len);
         put_u64(&mut out, child.leaf_bytes);
+        out.extend_from_slice(&child.checksum.to_le_bytes());
     }
     out.push(node.levels().len() as u8);
     let mut extents = segments.iter();
     for level in node.levels() {
         out.extend_from_slice(&(level.len() as u32).to_le_bytes());
         for segment in level {
-            let extent = extents.next().copied().unwrap_or(Extent { offset: 0, len: 0 });
+            let (extent, identity) = extents.next().copied().unwrap_or((Extent { offset: 0, len: 0 }, 0));
             put_u64(&mut out, extent.offset);
             put_u64(&mut out, extent.len);
             put_u64(&mut out, segment.run().total_bytes());
+            out.extend_from_slice(&identity.to_le_bytes());
             put_key(&mut out, segment.view_lower());
             put_optional_key(&mut out, segment.view_upper());
             out.extend_from_slice(&(segment.flushed().len() as u32).to_le_bytes());
@@ -282,13 +289,24 @@ impl Opened {
         Ok(())
     }
 
-    fn run(&mut self, extent: Extent, entry_bytes: u64) -> Result<Run> {
-        if let Some(run) = self.runs.get(&extent.offset) {
-            return Ok(Run::Disk(run.clone()));
+    /// The run at `extent`, checked to be the one the reference names (`identity`).
+    fn run(&mut self, extent: Extent, entry_bytes: u64, identity: u32) -> Result<Run> {
+        let run = match self.runs.get(&extent.offset) {
+            Some(run) => run.clone(),
+            None => {
+                self.check_inside(extent)?;
+                let run = DiskRun::open(&self.pages, extent, entry_bytes)?;
+                self.runs.insert(extent.offset, run.clone());
+                run
+            }
+        };
+        if run.identity() != identity || run.extent() != extent {
+            return Err(Error::corruption(
+                PAGES_FILE,
+                extent.offset,
+                "the run here is not the one its node page refers to",
+            ));
         }
-        self.check_inside(extent)?;
-        let run = DiskRun::open(&self.pages, extent, entry_bytes)?;
-        self.runs.insert(extent.offset, run.clone());
         Ok(Run::Disk(run))
     }
 
@@ -298,7 +316,7 @@ impl Opened {
         }
         match child.kind {
             ChildKind::Leaf => Ok(Subtree::Leaf(Leaf::from_run(
-                self.run(child.extent(), child.leaf_bytes)?,
+                self.run(child.extent(), child.leaf_bytes, child.checksum)?,
                 child.leaf_bytes,
             ))),
             ChildKind::Node => Ok(Subtree::Node(Box::new(self.node(child, depth)?))),
@@ -312,6 +330,13 @@ impl Opened {
         self.pages.file().read_at(extent.offset, &mut bytes)?;
         bytes.truncate(child.len as usize);
         let decoded = node_format().decode(PAGES_FILE, &bytes).map_err(|e| at_offset(e, extent.offset))?;
+        if page_checksum(&bytes) != child.checksum {
+            return Err(Error::corruption(
+                PAGES_FILE,
+                extent.offset,
+                "the node page here is not the one its parent refers to",
+            ));
+        }
         let mut cursor =
             Cursor { bytes: decoded.payload, at: 0, base: extent.offset + decoded.payload_offset };
         let upper = cursor.optional_key("upper key")?;
@@ -332,8 +357,9 @@ impl Opened {
             };
             let (offset, len, leaf_bytes) =
                 (cursor.u64("child offset")?, cursor.u64("child length")?, cursor.u64("leaf bytes")?);
+            let checksum = cursor.u32("child checksum")?;
             pivots.push(pivot);
-            children.push(ChildRef { kind, offset, len, leaf_bytes });
+            children.push(ChildRef { kind, offset, len, leaf_bytes, checksum });
         }
         let levels = self.levels(&mut cursor)?;
         let children =
@@ -353,6 +379,7 @@ impl Opened {
                 let extent =
                     Extent { offset: cursor.u64("segment offset")?, len: cursor.u64("segment length")? };
                 let entry_bytes = cursor.u64("segment entry bytes")?;
+                let identity = cursor.u32("segment run identity")?;
                 let view_lower = cursor.key("view lower key")?;
                 let view_upper = cursor.optional_key("view upper key")?;
                 let mut flushed = BTreeMap::new();
@@ -366,7 +393,7 @@ impl Opened {
                     flushed.insert(pivot, bound);
                 }
                 level.push(Segment::from_parts(
-                    self.run(extent, entry_bytes)?,
+                    self.run(extent, entry_bytes, identity)?,
                     flushed,
                     view_lower,
                     view_upper,
@@ -423,21 +450,27 @@ mod tests {
         let (leaf_offset, leaf_len, leaf_bytes) = (u64_at(26), u64_at(34), u64_at(42));
         assert_eq!((leaf_offset % 4096, leaf_len % 4096), (0, 0));
         assert!(leaf_bytes > 0);
+        let leaf_identity = u32_at(50);
         // Pivot 1: its 4-byte key, then its child.
-        assert_eq!(u32_at(50), 4);
-        let level_count_at = 50 + 4 + 4 + 1 + 24;
+        assert_eq!(u32_at(54), 4);
+        let level_count_at = 54 + 4 + 4 + 1 + 24 + 4;
         assert_eq!(bytes[level_count_at] as usize, config.max_levels());
         assert_eq!(u32_at(level_count_at + 1), 1, "level 0 holds one segment");
         let segment_at = level_count_at + 5;
         assert_eq!(u64_at(segment_at) % 4096, 0);
         assert_eq!(u64_at(segment_at + 16), 2 * (4 + 20 + 8), "the segment's entry bytes");
-        assert_eq!(u32_at(segment_at + 24), 0, "its view starts at the empty key");
-        assert_eq!(bytes[segment_at + 28], 0, "and has no end");
-        assert_eq!(u32_at(segment_at + 29), 0, "nothing flushed");
-        // The leaf reference opens as a kit sorted run.
-        let run =
-            strata_kit::sorted_run::RunReader::open(pages.file().clone(), PAGES_FILE, leaf_offset, leaf_len);
-        assert!(run.unwrap().entry_count() > 0);
+        let segment = (u64_at(segment_at), u64_at(segment_at + 8), u32_at(segment_at + 24));
+        assert_eq!(u32_at(segment_at + 28), 0, "its view starts at the empty key");
+        assert_eq!(bytes[segment_at + 32], 0, "and has no end");
+        assert_eq!(u32_at(segment_at + 33), 0, "nothing flushed");
+        // The references open as kit sorted runs with the identities the page gives them.
+        let open = |offset, len| {
+            strata_kit::sorted_run::RunReader::open(pages.file().clone(), PAGES_FILE, offset, len).unwrap()
+        };
+        let leaf = open(leaf_offset, leaf_len);
+        assert!(leaf.entry_count() > 0);
+        assert_eq!(leaf.identity(), leaf_identity);
+        assert_eq!(open(segment.0, segment.1).identity(), segment.2);
     }
 
     #[test]
@@ -466,5 +499,46 @@ mod tests {
         }
         pages.file().write_at(root.offset, &good).unwrap();
         assert!(Tree::open(&pages, root, config).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod swap_tests {
+    use super::*;
+    use strata_io::{MemStorage, OpenOptions, Storage};
+
+    /// Found by the `turtle_pages` fuzz target: one valid run copied over another (whole
+    /// extents, every checksum intact) opened, and the keys of the overwritten leaf read as
+    /// absent. References now carry the run's identity and the node page's CRC.
+    #[test]
+    fn a_valid_run_copied_over_another_is_refused_at_open() {
+        let storage = MemStorage::new();
+        let pages = Arc::new(Pages::new(storage.open(PAGES_FILE, OpenOptions::create()).unwrap(), 0));
+        let config = TreeConfig { leaf_bytes: 512, max_pivots: 4 };
+        let mut tree = Tree::new(config);
+        let batch: Vec<_> =
+            (0..30u32).map(|i| (format!("k{i:03}").into_bytes(), Entry::put(vec![1; 20]))).collect();
+        tree.apply_batch(batch).unwrap();
+        let root = tree.checkpoint(&pages).unwrap();
+        let Subtree::Node(node) = &tree.root else { panic!("a root node") };
+        let extents: Vec<Extent> = node
+            .children()
+            .iter()
+            .map(|c| match c {
+                Subtree::Leaf(leaf) => leaf.run().extent().unwrap(),
+                Subtree::Node(_) => panic!("leaves under the root"),
+            })
+            .collect();
+        assert_eq!(extents[0].len, extents[1].len, "two leaves of one page each");
+        let mut second = vec![0u8; extents[1].len as usize];
+        pages.file().read_at(extents[1].offset, &mut second).unwrap();
+        pages.file().write_at(extents[0].offset, &second).unwrap();
+        match Tree::open(&pages, root, config) {
+            Err(strata_core::Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file.as_str(), offset), (PAGES_FILE, extents[0].offset))
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a leaf overwritten by its neighbour opened"),
+        }
     }
 }

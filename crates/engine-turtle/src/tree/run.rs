@@ -56,6 +56,11 @@ impl DiskRun {
         self.entry_bytes
     }
 
+    /// The run's `RunReader::identity`, which node pages keep beside their references.
+    pub fn identity(&self) -> u32 {
+        self.reader.identity()
+    }
+
     pub fn extent(&self) -> Extent {
         self.guard.extent()
     }

@@ -33,6 +33,8 @@ pub struct RunReader {
     filter: RunFilter,
     /// The cache its data blocks go through, with the run's id and a slot number per block.
     cache: Option<RunCache>,
+    /// `identity()`.
+    identity: u32,
 }
 
 #[derive(Debug)]
@@ -79,11 +81,17 @@ impl RunReader {
             handles: Vec::new(),
             filter: RunFilter::None,
             cache: None,
+            identity: 0,
         };
         let filter_bytes = reader.read_checked(footer.filter_offset, footer.filter_len as usize)?;
         reader.filter =
             RunFilter::decode(&filter_bytes).map_err(|e| reader.corrupt(footer.filter_offset, e))?;
         let index_bytes = reader.read_checked(footer.index_offset, footer.index_len as usize)?;
+        let identity = crc32c::crc32c_append(
+            crc32c::crc32c(&footer_bytes),
+            &crc32c::crc32c(&filter_bytes).to_le_bytes(),
+        );
+        reader.identity = crc32c::crc32c_append(identity, &crc32c::crc32c(&index_bytes).to_le_bytes());
         reader.index = Block::parse(index_bytes)
             .and_then(Block::decode)
             .map_err(|e| reader.corrupt(footer.index_offset, format!("index: {e}")))?;
@@ -215,6 +223,13 @@ impl RunReader {
             Bound::Unbounded => self.handles.len(),
         };
         self.handles.get(first..end.max(first)).map_or(0, |h| h.iter().map(|&(_, len)| len as u64).sum())
+    }
+
+    /// A checksum of the run's footer, filter and index: an engine that keeps it beside its
+    /// reference to the run can tell, at open, that the run there is the one it wrote (a valid
+    /// run copied over another is otherwise undetectable by the run's own checksums).
+    pub fn identity(&self) -> u32 {
+        self.identity
     }
 
     pub fn last_key(&self) -> Option<&[u8]> {
