@@ -15,8 +15,13 @@ use crate::tree::entry_bytes;
 
 impl Inner {
     /// The worker's step: every finalized table, oldest first, applied and checkpointed.
+    /// Stops between tables once a close asked it to (the rest stays in the WAL for the next
+    /// open).
     pub(crate) fn apply_finalized(&self) -> Result<()> {
         loop {
+            if self.signals.stop_requested() {
+                return Ok(());
+            }
             let Some(frozen) = self.tables.read().finalized.front().cloned() else { return Ok(()) };
             self.apply_and_checkpoint(&frozen)?;
         }
