@@ -19,6 +19,7 @@ use strata_core::{
     LARGEST_DEFAULT_WAL_SEGMENT_BYTES,
 };
 use strata_io::Storage;
+use strata_kit::chunked_range::ChunkedRange;
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
 use strata_kit::memtable::MemTable;
 use strata_kit::EngineFactory;
@@ -327,7 +328,7 @@ impl Engine for MemoryEngine {
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
-        Ok(Box::new(iter::ChunkedRange::new(self.inner.clone(), range, direction)))
+        Ok(Box::new(ChunkedRange::new(self.inner.clone(), range, direction, iter::CHUNK_SIZES)))
     }
 
     fn flush(&self) -> Result<()> {

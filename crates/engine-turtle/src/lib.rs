@@ -22,6 +22,7 @@ use strata_core::{
     Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
+use strata_kit::chunked_range::ChunkedRange;
 use strata_kit::worker::Worker;
 use strata_kit::EngineFactory;
 
@@ -146,7 +147,7 @@ impl Engine for TurtleEngine {
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
-        Ok(Box::new(iter::ChunkedRange::new(self.inner.clone(), range, direction)))
+        Ok(Box::new(ChunkedRange::new(self.inner.clone(), range, direction, iter::CHUNK_SIZES)))
     }
 
     fn flush(&self) -> Result<()> {

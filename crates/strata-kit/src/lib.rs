@@ -7,6 +7,7 @@ pub use strata_core::Poison;
 
 pub mod apply_order;
 pub mod cache;
+pub mod chunked_range;
 mod factory;
 pub mod inline_key;
 pub mod logged_writes;
