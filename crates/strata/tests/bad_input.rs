@@ -50,13 +50,13 @@ fn oversized_key_value_and_batch_are_invalid_arguments() {
 
 #[test]
 fn unsupported_engines_name_themselves() {
-    for kind in [EngineKind::Laser] {
-        let storage = Arc::new(MemStorage::new());
-        let err = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap_err();
-        assert!(matches!(err, Error::Unsupported(_)), "{err}");
-        assert!(one_line(&err).contains(kind.name()), "{err}");
-        assert!(storage.list_names().is_empty(), "a failed open must not leave a manifest behind");
-    }
+    // `laser` is the one engine not built yet.
+    let kind = EngineKind::Laser;
+    let storage = Arc::new(MemStorage::new());
+    let err = Db::open("unused", Options::new(kind).storage(storage.clone())).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err}");
+    assert!(one_line(&err).contains(kind.name()), "{err}");
+    assert!(storage.list_names().is_empty(), "a failed open must not leave a manifest behind");
 }
 
 /// Regression (found by review): the manifest was stored before the engine checked its options,
