@@ -34,9 +34,9 @@ impl Extent {
     }
 }
 
-/// `len` rounded up to the alignment.
+/// `len` rounded up to the alignment (saturating: a damaged length stays too large to fit).
 pub fn aligned(len: u64) -> u64 {
-    len.div_ceil(ALIGN_BYTES) * ALIGN_BYTES
+    len.div_ceil(ALIGN_BYTES).saturating_mul(ALIGN_BYTES)
 }
 
 #[derive(Debug, Default)]

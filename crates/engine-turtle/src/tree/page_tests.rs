@@ -115,3 +115,18 @@ fn a_valid_run_copied_over_another_is_refused_at_open() {
         Ok(_) => panic!("a leaf overwritten by its neighbour opened"),
     }
 }
+
+/// Found by the `turtle_checkpoint` fuzz target: a resealed record whose root length was near
+/// 2^64 overflowed rounding it up to whole pages (a panic). It is corruption now.
+#[test]
+fn a_reference_too_long_for_any_file_is_corruption() {
+    let (pages, config, _tree, root) = two_leaf_tree();
+    for len in [u64::MAX, u64::MAX - 4095, 1 << 62] {
+        let damaged = ChildRef { len, ..root };
+        match Tree::open(&pages, damaged, config) {
+            Err(strata_core::Error::Corruption { file, .. }) => assert_eq!(file, PAGES_FILE),
+            Err(other) => panic!("{len}: {other}"),
+            Ok(_) => panic!("{len}: opened"),
+        }
+    }
+}
