@@ -96,6 +96,19 @@ impl Node {
         self.pivots.partition_point(|p| p.as_slice() <= key).saturating_sub(1)
     }
 
+    /// The pivots whose ranges meet the bounds.
+    fn pivots_within(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> std::ops::RangeInclusive<usize> {
+        let first = match lower {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => 0,
+        };
+        let last = match upper {
+            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
+            Bound::Unbounded => self.pivots.len() - 1,
+        };
+        first..=last.max(first)
+    }
+
     /// Pivot `i`'s range.
     fn pivot_range(&self, i: usize) -> (&[u8], Option<&[u8]>) {
         (&self.pivots[i], self.pivots.get(i + 1).map(Vec::as_slice).or(self.upper.as_deref()))
@@ -125,14 +138,7 @@ impl Node {
         upper: Bound<&'a [u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
-        let first = match lower {
-            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
-            Bound::Unbounded => 0,
-        };
-        let last = match upper {
-            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
-            Bound::Unbounded => self.pivots.len() - 1,
-        };
+        let pivots = self.pivots_within(lower, upper);
         let per_pivot = move |i: usize| -> SourceIter<'a> {
             let (pivot_lower, pivot_upper) = self.pivot_range(i);
             let mut start = max_lower(lower, Bound::Included(pivot_lower));
@@ -144,7 +150,6 @@ impl Node {
             let end = min_upper(upper, pivot_upper.map_or(Bound::Unbounded, Bound::Excluded));
             segment.iter(start, end, direction)
         };
-        let pivots = first..=last.max(first);
         match direction {
             Direction::Forward => Box::new(pivots.flat_map(per_pivot)),
             Direction::Reverse => Box::new(pivots.rev().flat_map(per_pivot)),
@@ -464,15 +469,8 @@ impl Node {
     ) -> SourceIter<'a> {
         let mut sources: Vec<SourceIter<'a>> =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, direction)).collect();
-        let first = match lower {
-            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
-            Bound::Unbounded => 0,
-        };
-        let last = match upper {
-            Bound::Included(k) | Bound::Excluded(k) => self.pivot_of(k),
-            Bound::Unbounded => self.pivots.len() - 1,
-        };
-        let children = &self.children[first..=last.max(first)];
+        let pivots = self.pivots_within(lower, upper);
+        let children = &self.children[pivots];
         let child_range = move |c: &'a Subtree| c.range(lower, upper, direction);
         sources.push(match direction {
             Direction::Forward => Box::new(children.iter().flat_map(child_range)),
