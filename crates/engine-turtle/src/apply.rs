@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use strata_core::{Key, Result};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use strata_core::{Error, Key, Result};
 use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
@@ -29,20 +31,26 @@ impl Inner {
 
     /// Finalizes the active table (when it holds anything) and applies every finalized one:
     /// afterwards the tree holds every write applied before the call, and the WAL is truncated.
+    /// A close meanwhile stops it (`Error::Closed`).
     pub(crate) fn checkpoint_now(&self) -> Result<()> {
         {
             let mut tables = self.tables.write();
             tables.finalize_active();
         }
-        self.apply_finalized()
+        self.apply_finalized()?;
+        self.writes.check_usable()
     }
 
     /// Steps 5–7 for one finalized table; it leaves the finalized list once the checkpoint
     /// holding it is durable.
     fn apply_and_checkpoint(&self, frozen: &Arc<Frozen>) -> Result<()> {
         let _one_at_a_time = self.apply_lock.lock();
-        if !self.tables.read().finalized.front().is_some_and(|f| Arc::ptr_eq(f, frozen)) {
-            return Ok(()); // another caller did it while this one waited
+        // A close that took the lock first has closed the WAL and may have let the directory
+        // go: nothing more may be written.
+        if self.writes.state().is_closed()
+            || !self.tables.read().finalized.front().is_some_and(|f| Arc::ptr_eq(f, frozen))
+        {
+            return Ok(()); // closed, or another caller did it while this one waited
         }
         self.writes.state().check_not_poisoned()?;
         let result = self.apply_table(frozen).and_then(|()| self.write_checkpoint(frozen.last_lsn));
@@ -73,15 +81,27 @@ impl Inner {
             batch_bytes += entry_bytes(key, &entry);
             batch.push((key.to_vec(), entry));
             if batch_bytes >= leaf_bytes {
-                self.tree.write().apply_batch(std::mem::take(&mut batch))?;
-                self.counters.batches_applied.fetch_add(1, Relaxed);
+                self.apply_batch(std::mem::take(&mut batch))?;
                 batch_bytes = 0;
             }
         }
         if !batch.is_empty() {
-            self.tree.write().apply_batch(batch)?;
-            self.counters.batches_applied.fetch_add(1, Relaxed);
+            self.apply_batch(batch)?;
         }
+        Ok(())
+    }
+
+    /// One batch into the tree under its write lock. A failure (or a panic) leaves the tree
+    /// half-changed, so the engine is poisoned before the lock is let go: readers check the
+    /// poison once they hold the read lock (`read_tree`).
+    fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
+        let mut tree = self.tree.write();
+        let applied = catch_unwind(AssertUnwindSafe(|| tree.apply_batch(batch)))
+            .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));
+        if let Err(e) = applied {
+            return Err(self.writes.poison(e));
+        }
+        self.counters.batches_applied.fetch_add(1, Relaxed);
         Ok(())
     }
 

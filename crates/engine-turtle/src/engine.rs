@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{EngineConfig, Error, Result, Value};
+use strata_core::{EngineConfig, Result, Value};
 use strata_io::{OpenOptions, Storage};
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
 use strata_kit::memtable::MemTable;
@@ -201,22 +201,25 @@ impl Inner {
         }
     }
 
-    /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree.
+    /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree. The writer's own
+    /// write is applied already: a close meanwhile is not its failure (the tables stay in the
+    /// WAL for the next open), a poisoned engine is.
     fn wait_for_room(&self) -> Result<()> {
         loop {
-            self.writes.check_usable()?;
             if self.tables.read().finalized.len() <= MAX_FINALIZED {
                 return Ok(());
             }
+            let state = self.writes.state();
+            if state.is_poisoned() {
+                return self.writes.check_usable();
+            }
+            if state.is_closed() || self.signals.is_stopping() {
+                return Ok(());
+            }
             self.counters.writer_waits.fetch_add(1, Relaxed);
-            let progress = self.signals.wait_for_progress(Duration::from_millis(50), |_| {
+            self.signals.wait_for_progress(Duration::from_millis(50), |_| {
                 self.tables.read().finalized.len() > MAX_FINALIZED
             });
-            if progress.stopping() {
-                // The worker is gone (closed or failed): the check above reports which.
-                self.writes.check_usable()?;
-                return Err(Error::Closed);
-            }
         }
     }
 
@@ -234,7 +237,16 @@ impl Inner {
                 return Ok(found.cloned());
             }
         }
-        self.tree.read().get(key)
+        self.read_tree()?.get(key)
+    }
+
+    /// The tree's read lock, once the engine is known not to be poisoned: a failed apply leaves
+    /// the tree half-changed and poisons the engine before it lets go of the write lock, so a
+    /// reader that waited for that lock must not read the tree.
+    pub(crate) fn read_tree(&self) -> Result<parking_lot::RwLockReadGuard<'_, Tree>> {
+        let tree = self.tree.read();
+        self.writes.state().check_not_poisoned()?;
+        Ok(tree)
     }
 }
 
@@ -271,7 +283,7 @@ pub(crate) struct TurtleRead<'a> {
 impl ReadCurrent for TurtleRead<'_> {
     fn prepare(&mut self) -> Result<()> {
         let version = self.inner.tree_version.load(Relaxed);
-        let value = self.inner.tree.read().get(self.key)?;
+        let value = self.inner.read_tree()?.get(self.key)?;
         self.tree_value = Some((version, value));
         Ok(())
     }

@@ -24,7 +24,7 @@ impl ChunkSource for Inner {
         let (lower, upper) = (borrow_bound(&range.start), borrow_bound(&range.end));
         let chunk: Vec<(Key, Value)> = {
             let tables = self.tables.read();
-            let tree = self.tree.read();
+            let tree = self.read_tree()?;
             // Newest first: the active table, the finalized ones newest first, the tree.
             let mut sources: Vec<SourceIter<'_>> =
                 vec![memtable_source(&tables.active, (lower, upper), direction)];

@@ -147,3 +147,35 @@ fn verify_during_checkpoints_never_fails() {
     writer.join().unwrap();
     assert!(counter(&engine, "checkpoints") >= 10 && verified > 10, "{verified} verifies");
 }
+
+/// Found by review: a writer waiting for room (two finalized tables ahead of it) when a close
+/// came returned `Closed` from its after-apply step, which the write path records as the
+/// engine's failure: the write (already applied and logged) was reported failed and `close`
+/// returned `Poisoned`. A close now lets waiting writers return.
+#[test]
+fn a_close_while_writers_wait_for_room_closes_cleanly() {
+    for round in 0..5 {
+        let engine = Arc::new(TurtleEngine::open(Arc::new(MemStorage::new()), &config("64KiB")).unwrap());
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let engine = engine.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000u64 {
+                        match engine.put(&key(t * 100_000 + i), &value(i, round), Durability::None) {
+                            Ok(()) => {}
+                            Err(strata_core::Error::Closed) => return,
+                            Err(e) => panic!("round {round}: a write failed with {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        while counter(&engine, "writer_waits") == 0 && !writers.iter().all(|w| w.is_finished()) {
+            std::thread::yield_now();
+        }
+        engine.close().unwrap_or_else(|e| panic!("round {round}: close failed: {e}"));
+        for writer in writers {
+            writer.join().unwrap();
+        }
+    }
+}
