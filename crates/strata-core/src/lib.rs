@@ -23,7 +23,7 @@ pub use engine::{
 pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
 pub use error::{Error, Result};
 pub use poison::Poison;
-pub use range::{at_or_after, at_or_before, borrow_bound, Direction, KeyRange};
+pub use range::{at_or_after, at_or_before, borrow_bound, bounds_hold_nothing, Direction, KeyRange};
 pub use stats::{IoStats, Stats};
 
 /// Keys are arbitrary byte strings, ordered lexicographically.

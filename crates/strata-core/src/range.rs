@@ -57,13 +57,7 @@ impl KeyRange {
 
     /// True when no key can fall inside the range.
     pub fn is_empty(&self) -> bool {
-        match (&self.start, &self.end) {
-            (Bound::Included(s), Bound::Included(e)) => s > e,
-            (Bound::Included(s), Bound::Excluded(e))
-            | (Bound::Excluded(s), Bound::Included(e))
-            | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
-            _ => false,
-        }
+        bounds_hold_nothing(borrow_bound(&self.start), borrow_bound(&self.end))
     }
 
     /// The borrowed form, usable with `BTreeMap::range`.
@@ -109,6 +103,16 @@ pub fn at_or_after(key: &[u8], lower: Bound<&[u8]>) -> bool {
         Bound::Included(s) => key >= s,
         Bound::Excluded(s) => key > s,
         Bound::Unbounded => true,
+    }
+}
+
+/// Whether no key lies between the bounds: the lower one above the upper one, or both at one
+/// key with either excluding it (`BTreeMap::range` panics on such bounds).
+pub fn bounds_hold_nothing(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => l >= u,
+        _ => false,
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use strata_core::{at_or_after, at_or_before, BatchOp, Key, Value};
+use strata_core::{at_or_after, at_or_before, bounds_hold_nothing, BatchOp, Key, Value};
 
 use crate::inline_key::{self, heap_bytes, key_heap_bytes, InlineKey};
 
@@ -116,8 +116,11 @@ impl MemTable {
         bounds: KeyBounds<'a>,
     ) -> impl DoubleEndedIterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
         // `BTreeMap::range` panics on such bounds; nothing is below the empty key.
-        let bounds =
-            if bounds_hold_nothing(bounds) { (Bound::Unbounded, Bound::Excluded(&[][..])) } else { bounds };
+        let bounds = if bounds_hold_nothing(bounds.0, bounds.1) {
+            (Bound::Unbounded, Bound::Excluded(&[][..]))
+        } else {
+            bounds
+        };
         self.entries.range::<[u8], _>(bounds).map(|(k, v)| (k.as_slice(), v.as_deref()))
     }
 
@@ -141,16 +144,6 @@ impl MemTable {
             let r = self.entries.range::<[u8], _>((lower, Bound::Unbounded));
             fill(r, |k| at_or_before(k, upper), limit, out)
         }
-    }
-}
-
-/// Whether no key lies within `bounds` in a way `BTreeMap::range` refuses (it panics when the
-/// lower bound is above the upper one, or both are the same excluded key).
-fn bounds_hold_nothing((lower, upper): KeyBounds<'_>) -> bool {
-    match (lower, upper) {
-        (Bound::Included(l), Bound::Included(u)) => l > u,
-        (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) => l >= u,
-        _ => false,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
-use strata_core::{Direction, Key, Result};
+use strata_core::{bounds_hold_nothing, Direction, Key, Result};
 use strata_io::{MemStorage, OpenOptions, Storage};
 use strata_kit::sorted_run::{Entry, RunOptions, RunReader, RunWriter, SourceIter};
 
@@ -106,7 +106,7 @@ impl Run {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
-        if holds_nothing(lower, upper) {
+        if bounds_hold_nothing(lower, upper) {
             return Box::new(std::iter::empty());
         }
         match self {
@@ -127,7 +127,7 @@ impl Run {
     /// end) scaled to `entry_bytes`. Zero only when the bounds hold no entry.
     pub fn bytes_between(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
         // The block index would count the block holding both ends of an inverted range.
-        if holds_nothing(lower, upper) {
+        if bounds_hold_nothing(lower, upper) {
             return 0;
         }
         match self {
@@ -239,14 +239,4 @@ fn encode(entries: &[(Key, Entry)], block_bytes: usize) -> Result<Vec<u8>> {
     }
     writer.finish()?;
     strata_io::read_all(file.as_ref())
-}
-
-/// Whether no key lies within the bounds (a lower bound above the upper one).
-fn holds_nothing(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
-    match (lower, upper) {
-        (Bound::Included(l), Bound::Included(u)) => l > u,
-        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
-        | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
-        _ => false,
-    }
 }
