@@ -118,11 +118,10 @@ impl Pages {
 
     /// Writes `bytes` (padded with zeros to the alignment) into a new extent and returns it.
     /// Not synced: the checkpoint syncs the file before its record refers to anything.
-    pub fn write(&self, bytes: &[u8]) -> Result<Extent> {
+    pub fn write(&self, mut bytes: Vec<u8>) -> Result<Extent> {
         let extent = self.allocate(bytes.len() as u64);
-        let mut padded = bytes.to_vec();
-        padded.resize(extent.len as usize, 0);
-        for (i, chunk) in padded.chunks(1 << 20).enumerate() {
+        bytes.resize(extent.len as usize, 0);
+        for (i, chunk) in bytes.chunks(1 << 20).enumerate() {
             if let Err(e) = self.file.write_at(extent.offset + (i << 20) as u64, chunk) {
                 self.free(&[extent]);
                 return Err(e);
@@ -222,10 +221,6 @@ impl ExtentGuard {
 
     pub fn extent(&self) -> Extent {
         self.extent
-    }
-
-    pub fn pages(&self) -> &Arc<Pages> {
-        &self.pages
     }
 }
 

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use strata_core::{bounds_hold_nothing, Direction, Key, Result};
-use strata_io::{MemStorage, OpenOptions, Storage};
+use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
 use strata_kit::sorted_run::{Entry, RunOptions, RunReader, RunWriter, SourceIter};
 
 use super::{entry_bytes, index_range};
@@ -47,13 +47,13 @@ impl DiskRun {
         let cache = Some(pages.block_cache().clone());
         let reader =
             RunReader::open_cached(pages.file().clone(), PAGES_FILE, extent.offset, extent.len, cache)?;
-        let data_bytes = reader.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
-        let guard = ExtentGuard::new(extent, pages.clone());
-        Ok(Arc::new(DiskRun { reader: Arc::new(reader), guard, entry_bytes, data_bytes }))
+        Ok(DiskRun::with_reader(pages, extent, reader, entry_bytes))
     }
 
-    pub fn entry_bytes(&self) -> u64 {
-        self.entry_bytes
+    fn with_reader(pages: &Arc<Pages>, extent: Extent, reader: RunReader, entry_bytes: u64) -> Arc<DiskRun> {
+        let data_bytes = reader.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
+        let guard = ExtentGuard::new(extent, pages.clone());
+        Arc::new(DiskRun { reader: Arc::new(reader), guard, entry_bytes, data_bytes })
     }
 
     /// The run's `RunReader::identity`, which node pages keep beside their references.
@@ -199,17 +199,14 @@ impl Run {
         if let Some(disk) = m.persisted.get() {
             return Ok(Run::Disk(disk.clone()));
         }
-        let bytes = encode(&m.entries, block_bytes)?;
-        let extent = pages.write(&bytes)?;
-        let disk = match DiskRun::open(pages, extent, self.total_bytes()) {
-            Ok(disk) => disk,
-            Err(e) => {
-                pages.retire(extent);
-                return Err(e);
-            }
-        };
-        let disk = m.persisted.get_or_init(|| disk).clone();
-        Ok(Run::Disk(disk))
+        // Built and opened in memory, then copied: nothing is read back from the device.
+        let built = MemStorage::new().open("run", OpenOptions::create())?;
+        let len = encode(&built, &m.entries, block_bytes)?;
+        let reader = RunReader::open_cached(built.clone(), "run", 0, len, Some(pages.block_cache().clone()))?;
+        let extent = pages.write(strata_io::read_all(built.as_ref())?)?;
+        let reader = reader.moved_to(pages.file().clone(), PAGES_FILE, extent.offset);
+        let disk = DiskRun::with_reader(pages, extent, reader, self.total_bytes());
+        Ok(Run::Disk(m.persisted.get_or_init(|| disk).clone()))
     }
 
     /// The extent of a disk run.
@@ -229,14 +226,13 @@ impl Run {
     }
 }
 
-/// `entries` as a kit sorted run padded to the page alignment.
-fn encode(entries: &[(Key, Entry)], block_bytes: usize) -> Result<Vec<u8>> {
-    let file = MemStorage::new().open("run", OpenOptions::create())?;
+/// `entries` as a kit sorted run padded to the page alignment, at the start of `file`; returns
+/// its length.
+fn encode(file: &Arc<dyn StorageFile>, entries: &[(Key, Entry)], block_bytes: usize) -> Result<u64> {
     let options = RunOptions { block_bytes, align_bytes: ALIGN_BYTES as usize, ..RunOptions::default() };
     let mut writer = RunWriter::new(file.clone(), 0, options)?;
     for (key, entry) in entries {
         writer.add(key, entry.kind, &entry.value)?;
     }
-    writer.finish()?;
-    strata_io::read_all(file.as_ref())
+    Ok(writer.finish()?.len_bytes)
 }

@@ -83,15 +83,14 @@ impl RunReader {
             cache: None,
             identity: 0,
         };
-        let filter_bytes = reader.read_checked(footer.filter_offset, footer.filter_len as usize)?;
+        let (filter_bytes, filter_crc) =
+            reader.read_with_crc(footer.filter_offset, footer.filter_len as usize)?;
         reader.filter =
             RunFilter::decode(&filter_bytes).map_err(|e| reader.corrupt(footer.filter_offset, e))?;
-        let index_bytes = reader.read_checked(footer.index_offset, footer.index_len as usize)?;
-        let identity = crc32c::crc32c_append(
-            crc32c::crc32c(&footer_bytes),
-            &crc32c::crc32c(&filter_bytes).to_le_bytes(),
-        );
-        reader.identity = crc32c::crc32c_append(identity, &crc32c::crc32c(&index_bytes).to_le_bytes());
+        let (index_bytes, index_crc) =
+            reader.read_with_crc(footer.index_offset, footer.index_len as usize)?;
+        let identity = crc32c::crc32c_append(crc32c::crc32c(&footer_bytes), &filter_crc.to_le_bytes());
+        reader.identity = crc32c::crc32c_append(identity, &index_crc.to_le_bytes());
         reader.index = Block::parse(index_bytes)
             .and_then(Block::decode)
             .map_err(|e| reader.corrupt(footer.index_offset, format!("index: {e}")))?;
@@ -102,6 +101,17 @@ impl RunReader {
             cache,
         });
         Ok(reader)
+    }
+
+    /// This reader, for the same run copied to `base` of `file` (named `name` in errors): what
+    /// it checked and holds (footer, filter, index, identity, cache slots) stays. A writer that
+    /// built a run in memory opens it there and moves the reader to where it copied the bytes,
+    /// instead of reading them back.
+    pub fn moved_to(mut self, file: Arc<dyn StorageFile>, name: &str, base: u64) -> RunReader {
+        self.file = file;
+        self.name = name.to_string();
+        self.base = base;
+        self
     }
 
     fn corrupt(&self, at: u64, what: impl Into<String>) -> Error {
@@ -136,6 +146,11 @@ impl RunReader {
 
     /// `len` bytes at `offset` whose CRC-32C follows them.
     fn read_checked(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        Ok(self.read_with_crc(offset, len)?.0)
+    }
+
+    /// `read_checked`, with the checksum it checked.
+    fn read_with_crc(&self, offset: u64, len: usize) -> Result<(Vec<u8>, u32)> {
         let mut buf = vec![0u8; len + BLOCK_TRAILER_BYTES];
         self.file.read_at(self.base + offset, &mut buf)?;
         let stored = strata_core::le_bytes::u32_at(&buf, len).unwrap_or(0);
@@ -143,7 +158,7 @@ impl RunReader {
         if crc32c::crc32c(&buf) != stored {
             return Err(self.corrupt(offset, format!("checksum mismatch in the {len}-byte block")));
         }
-        Ok(buf)
+        Ok((buf, stored))
     }
 
     /// Data block `i`, decoded and checked: from the cache, or read, checked and cached.
@@ -160,12 +175,17 @@ impl RunReader {
         Ok(block)
     }
 
+    /// Data block `i` read, its checksum and restarts checked.
+    fn raw_block(&self, i: usize) -> Result<Block> {
+        let (offset, len) = self.handles[i];
+        Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))
+    }
+
     /// Data block `i` read, decoded, checked to hold keys above the previous block's last key
     /// and to end with the key the index gives it (so scans stay in order across blocks).
     fn decoded_block(&self, i: usize) -> Result<DecodedBlock> {
-        let (offset, len) = self.handles[i];
-        let block = Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))?;
-        let block = block.decode().map_err(|e| self.corrupt(offset, e))?;
+        let offset = self.handles[i].0;
+        let block = self.raw_block(i)?.decode().map_err(|e| self.corrupt(offset, e))?;
         let last = block.len().checked_sub(1).map(|j| block.entry(j).0);
         let after_previous = i == 0 || !block.is_empty() && block.entry(0).0 > self.index.entry(i - 1).0;
         if last != Some(self.index.entry(i).0) || !after_previous {
@@ -191,6 +211,12 @@ impl RunReader {
             return Ok(None);
         }
         let Some(i) = self.block_for(key) else { return Ok(None) };
+        if self.cache.is_none() {
+            // Nothing to keep a decoded block for: search the block's restarts in place.
+            let block = self.raw_block(i)?;
+            let found = block.get(key).map_err(|e| self.corrupt(self.handles[i].0, e))?;
+            return Ok(found.map(|(kind, value)| Entry { kind, value: value.to_vec() }));
+        }
         let block = self.block(i)?;
         let at = block.lower_bound(key);
         if at == block.len() {

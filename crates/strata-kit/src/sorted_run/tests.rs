@@ -453,3 +453,32 @@ fn a_block_cache_answers_as_the_file_does_and_never_for_a_replaced_run() {
     cache.set_capacity(0);
     assert_eq!(cache.used_bytes(), 0);
 }
+
+/// A run built in one file and copied to another answers through a reader opened on the first
+/// and moved (`moved_to`), and its errors name the second file at its absolute offset.
+#[test]
+fn a_reader_moved_with_its_run_reads_the_copy() {
+    let mut rng = SmallRng::seed_from_u64(14);
+    let model = random_model(&mut rng, 500, 5_000);
+    let built = file();
+    let info = write_run(&built, 0, &model, RunOptions { align_bytes: 4096, ..small_blocks() });
+    let reader = RunReader::open(built.clone(), "built", 0, info.len_bytes).unwrap();
+    let bytes = strata_io::read_all(built.as_ref()).unwrap();
+    let copy = MemStorage::new().open("copy", OpenOptions::create()).unwrap();
+    copy.write_at(8192, &bytes).unwrap();
+    built.set_len(0).unwrap(); // nothing may be read from the first file any more
+    let moved = Arc::new(reader.moved_to(copy.clone(), "copy", 8192));
+    for (key, entry) in &model {
+        assert_eq!(moved.get(key).unwrap().as_ref(), Some(entry));
+    }
+    let all: Vec<_> =
+        moved.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).map(Result::unwrap).collect();
+    assert_eq!(all.len(), model.len());
+    copy.write_at(8192, &[0xFF; 16]).unwrap();
+    match moved.get(model.keys().next().unwrap()) {
+        Err(strata_core::Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file.as_str(), offset), ("copy", 8192))
+        }
+        other => panic!("{other:?}"),
+    }
+}
