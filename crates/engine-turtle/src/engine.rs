@@ -55,6 +55,13 @@ impl Tables {
     pub fn memory_bytes(&self) -> u64 {
         self.active.memory_bytes() + self.finalized.iter().map(|f| f.table.memory_bytes()).sum::<u64>()
     }
+
+    /// `key` in the tables, newest first: `Some(None)` a delete, `None` not there (look in the
+    /// tree).
+    pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
+        let mut tables = std::iter::once(&self.active).chain(self.finalized.iter().rev().map(|f| &f.table));
+        tables.find_map(|table| table.get(key)).map(|found| found.cloned())
+    }
 }
 
 #[derive(Default)]
@@ -225,17 +232,8 @@ impl Inner {
 
     /// The newest value of `key`: the active table, the finalized ones newest first, the tree.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>> {
-        let finalized: Vec<Arc<Frozen>> = {
-            let tables = self.tables.read();
-            if let Some(found) = tables.active.get(key) {
-                return Ok(found.cloned());
-            }
-            tables.finalized.iter().cloned().collect()
-        };
-        for frozen in finalized.iter().rev() {
-            if let Some(found) = frozen.table.get(key) {
-                return Ok(found.cloned());
-            }
+        if let Some(found) = self.tables.read().get(key) {
+            return Ok(found);
         }
         self.read_tree()?.get(key)
     }
@@ -290,13 +288,8 @@ impl ReadCurrent for TurtleRead<'_> {
 
     fn current(&mut self) -> Current {
         let tables = self.inner.tables.read();
-        if let Some(found) = tables.active.get(self.key) {
-            return Current::Value(found.cloned());
-        }
-        for frozen in tables.finalized.iter().rev() {
-            if let Some(found) = frozen.table.get(self.key) {
-                return Current::Value(found.cloned());
-            }
+        if let Some(found) = tables.get(self.key) {
+            return Current::Value(found);
         }
         match &self.tree_value {
             Some((version, value)) if *version == self.inner.tree_version.load(Relaxed) => {

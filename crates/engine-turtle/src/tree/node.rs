@@ -195,12 +195,6 @@ impl Node {
         self.levels.iter().flatten().map(|s| s.unflushed_bytes(pivot, lower, upper)).sum()
     }
 
-    /// The pivot with the most pending bytes, and how many.
-    fn fullest_pivot(&self) -> (usize, u64) {
-        let (i, pending, _) = self.buffer_summary();
-        (i, pending)
-    }
-
     /// The most a node may buffer: `leaf_bytes · (pivots − 1)` (the paper's bound; one leaf's
     /// worth for a one-pivot node, which only a root giving way or a join's half has).
     fn buffer_bound(&self, config: &TreeConfig) -> u64 {
@@ -223,7 +217,7 @@ impl Node {
     /// Step 2: one flush of the fullest pivot when it holds a leaf's worth, then more while the
     /// node buffers more than `leaf_bytes · (pivots − 1)`.
     pub fn flush_while_due(&mut self, config: &TreeConfig) -> Result<()> {
-        let (i, pending) = self.fullest_pivot();
+        let (i, pending, _) = self.buffer_summary();
         if pending >= config.leaf_bytes {
             self.flush(i, config)?;
         }

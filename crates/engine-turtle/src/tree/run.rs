@@ -181,10 +181,10 @@ impl Run {
         }
     }
 
-    /// Memory the run holds: its entries, or its reader's index and filter.
+    /// Memory the run holds: its entries (as `entry_bytes`), or its reader's index and filter.
     pub fn memory_bytes(&self) -> u64 {
         match self {
-            Run::Memory(m) => m.prefix_bytes.last().copied().unwrap_or(0),
+            Run::Memory(_) => self.total_bytes(),
             Run::Disk(d) => d.memory_bytes() as u64,
         }
     }
@@ -207,6 +207,14 @@ impl Run {
         let reader = reader.moved_to(pages.file().clone(), PAGES_FILE, extent.offset);
         let disk = DiskRun::with_reader(pages, extent, reader, self.total_bytes());
         Ok(Run::Disk(m.persisted.get_or_init(|| disk).clone()))
+    }
+
+    /// The run's identity in memory (views of one run share it).
+    pub fn id(&self) -> usize {
+        match self {
+            Run::Memory(m) => Arc::as_ptr(m) as usize,
+            Run::Disk(d) => Arc::as_ptr(d) as usize,
+        }
     }
 
     /// The extent of a disk run.
