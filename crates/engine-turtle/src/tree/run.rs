@@ -5,7 +5,7 @@
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
-use strata_core::{bounds_hold_nothing, Direction, Key, Result};
+use strata_core::{Direction, Key, Result};
 use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
 use strata_kit::sorted_run::{Entry, RunOptions, RunReader, RunWriter, SourceIter};
 
@@ -106,9 +106,6 @@ impl Run {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
-        if bounds_hold_nothing(lower, upper) {
-            return Box::new(std::iter::empty());
-        }
         match self {
             Run::Memory(m) => {
                 let slice = &m.entries[index_range(&m.entries, lower, upper)];
@@ -126,10 +123,6 @@ impl Run {
     /// the blocks that may hold them (from the block index: at most a block too many at each
     /// end) scaled to `entry_bytes`. Zero only when the bounds hold no entry.
     pub fn bytes_between(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
-        // The block index would count the block holding both ends of an inverted range.
-        if bounds_hold_nothing(lower, upper) {
-            return 0;
-        }
         match self {
             Run::Memory(m) => {
                 let range = index_range(&m.entries, lower, upper);

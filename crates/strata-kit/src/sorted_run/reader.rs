@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-use strata_core::{at_or_after, at_or_before, borrow_bound};
+use strata_core::{at_or_after, at_or_before, borrow_bound, bounds_hold_nothing};
 use strata_core::{Direction, Error, Key, Result};
 use strata_io::StorageFile;
 
@@ -235,6 +235,10 @@ impl RunReader {
     /// above the previous block's last key up to its own): an estimate from the index alone, at
     /// most a block too high at each end.
     pub fn approximate_bytes(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
+        // The index alone would count the block holding both ends of an inverted range.
+        if bounds_hold_nothing(lower, upper) {
+            return 0;
+        }
         let first = match lower {
             Bound::Included(k) => self.index.lower_bound(k),
             Bound::Excluded(k) => self.index.upper_bound(k),

@@ -232,9 +232,16 @@ fn approximate_bytes_cover_the_range_and_are_zero_only_without_entries() {
         assert!(estimate >= exact / 2, "{lower:?}..{upper:?}: {estimate} for {exact} bytes of entries");
         let blocks = estimate.div_ceil(256);
         assert!(entries.is_empty() || estimate > 0, "{lower:?}..{upper:?}: entries but no bytes");
+        if strata_core::bounds_hold_nothing(borrow_bound(&lower), borrow_bound(&upper)) {
+            assert_eq!(estimate, 0, "{lower:?}..{upper:?}: an inverted range counted bytes");
+        }
         // Whole blocks: at most one block past each end of the range's entries.
         assert!(blocks <= (exact / 128) + 3, "{lower:?}..{upper:?}: {estimate} for {exact}");
     }
+    // Two neighbouring keys (one block holds both) as an inverted range: nothing.
+    let keys: Vec<&Key> = model.keys().take(2).collect();
+    assert_eq!(run.approximate_bytes(Bound::Included(keys[1]), Bound::Excluded(keys[0])), 0);
+    assert_eq!(run.approximate_bytes(Bound::Excluded(keys[0]), Bound::Excluded(keys[0])), 0);
     let all = run.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
     assert!(all > 0 && all < info.len_bytes);
 }
