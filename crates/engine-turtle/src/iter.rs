@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_core::{borrow_bound, Direction, Key, KeyRange, Result, Value};
 use strata_kit::chunked_range::{ChunkSizes, ChunkSource};
-use strata_kit::sorted_run::{memtable_source, Entry, MergeIter, MergeOutput, SourceIter};
+use strata_kit::sorted_run::{memtable_source, MergeIter, MergeOutput, SourceIter};
 
 use crate::engine::Inner;
 
@@ -31,9 +31,7 @@ impl ChunkSource for Inner {
             for frozen in tables.finalized.iter().rev() {
                 sources.push(memtable_source(&frozen.table, (lower, upper), direction));
             }
-            let tree_records =
-                tree.range(lower, upper, direction).map(|r| r.map(|(k, v)| (k, Entry::put(v))));
-            sources.push(Box::new(tree_records));
+            sources.push(tree.range(lower, upper, direction));
             MergeIter::new(sources, direction, MergeOutput::Visible)
                 .take(limit)
                 .map(|r| r.map(|(k, e)| (k, e.value)))

@@ -276,14 +276,14 @@ impl Tree {
         Ok(self.root.get(key)?.filter(|e| e.kind == EntryKind::Put).map(|e| e.value))
     }
 
-    /// Live records within the bounds, in `direction`.
+    /// Live records within the bounds, in `direction`, as puts (a merge source).
     pub fn range<'a>(
         &'a self,
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> impl Iterator<Item = Result<(Key, Value)>> + 'a {
-        self.root.range(lower, upper, direction).map(|item| item.map(|(k, e)| (k, e.value)))
+    ) -> strata_kit::sorted_run::SourceIter<'a> {
+        self.root.range(lower, upper, direction)
     }
 
     pub fn height(&self) -> usize {

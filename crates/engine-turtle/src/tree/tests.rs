@@ -83,12 +83,12 @@ fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_spac
             .collect();
         let forward: Vec<_> = tree
             .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Forward)
-            .map(|r| r.unwrap())
+            .map(|r| r.map(|(k, e)| (k, e.value)).unwrap())
             .collect();
         assert_eq!(forward, expected, "{lower:?}..{upper:?}");
         let mut reverse: Vec<_> = tree
             .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Reverse)
-            .map(|r| r.unwrap())
+            .map(|r| r.map(|(k, e)| (k, e.value)).unwrap())
             .collect();
         reverse.reverse();
         assert_eq!(reverse, expected, "reverse {lower:?}..{upper:?}");
