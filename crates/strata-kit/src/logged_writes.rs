@@ -197,7 +197,12 @@ impl LoggedWrites {
         durability: Durability,
     ) -> Result<(u64, Ticket<'a, Logged>, WriteSizes)> {
         let sizes = WriteSizes::of(&batch, payload);
-        let lsn = self.wal.append(payload).map_err(|e| self.poison(e))?;
+        // The log refuses with `Closed` before it buffers anything (a write that passed the
+        // closed check as a close began): nothing to poison for.
+        let lsn = self.wal.append(payload).map_err(|e| match e {
+            Error::Closed => e,
+            e => self.poison(e),
+        })?;
         Ok((lsn, log.enqueue(keys, lsn, durability, Logged { lsn, batch }), sizes))
     }
 

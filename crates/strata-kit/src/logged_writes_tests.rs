@@ -268,3 +268,20 @@ fn nothing_is_logged_once_closed() {
     assert_eq!(writes.wal().last_lsn(), 0, "a closed engine appended to its log");
     assert!(!writes.state().is_poisoned(), "refusing a write after close is no failure");
 }
+
+/// Found by CI (turtle's close-while-writers-wait test): a writer that passed the closed check
+/// just before a close, and reached the log just after the close closed it, poisoned the engine
+/// with the log's `Closed`, so the close reported the engine poisoned. Nothing was logged: the
+/// writer gets `Closed` and the engine stays clean.
+#[test]
+fn a_write_that_reaches_a_log_closed_under_it_is_refused_without_poison() {
+    let writes = writes_on(Arc::new(MemStorage::new()));
+    let applier = MapApplier::default();
+    writes.wal().close().unwrap();
+    assert!(matches!(writes.write(put(b"a", b"1"), Durability::None, &applier), Err(Error::Closed)));
+    let mut read = MapRead { applier: &applier, key: b"a", stale_first: 0, prepares: 0 };
+    let rmw = writes.rmw(b"a", &mut read, &mut append_one, Durability::None, &applier);
+    assert!(matches!(rmw, Err(Error::Closed)));
+    assert!(!writes.state().is_poisoned(), "a write racing a close is no failure");
+    assert!(applier.map.lock().is_empty());
+}
