@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use strata_core::{EngineConfig, Result, Value};
+use strata_core::{AutoOr, EngineConfig, Result, Value};
 use strata_io::{OpenOptions, Storage};
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
 use strata_kit::memtable::MemTable;
@@ -17,6 +17,7 @@ use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::WalOptions;
 
 use crate::checkpoint::Checkpoint;
+use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::TurtleOptions;
 use crate::pages::{Pages, PAGES_FILE};
 use crate::tree::{Tree, TreeConfig};
@@ -91,6 +92,8 @@ pub(crate) struct Inner {
     pub tree_version: AtomicU64,
     /// χ, in bytes of the active table's memory.
     pub checkpoint_distance_bytes: AtomicU64,
+    /// Moves χ while `checkpoint_distance` is `auto`.
+    pub tuner: DistanceTuner,
     pub signals: Arc<WorkerSignals>,
     pub counters: Counters,
     /// The budget runtime memory knobs stay within.
@@ -151,7 +154,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         pages,
         apply_lock: Mutex::new(()),
         tree_version: AtomicU64::new(0),
-        checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        checkpoint_distance_bytes: AtomicU64::new(options.initial_distance_bytes(config.memory_budget_bytes)),
+        tuner: DistanceTuner::new(options.checkpoint_distance == AutoOr::Auto),
         signals: signals.clone(),
         counters: Counters::default(),
         memory_budget_bytes: config.memory_budget_bytes,
@@ -194,6 +198,25 @@ impl Inner {
         let reserved = tables + self.checkpoint_distance_bytes.load(Relaxed) + tree;
         let budget = self.memory_budget_bytes;
         self.pages.block_cache().set_capacity(budget.saturating_sub(reserved).max(budget / 8));
+    }
+
+    /// Counts served operations for `auto` χ; the one that completes a window retunes.
+    pub(crate) fn note_ops(&self, reads: u64, writes: u64) {
+        if self.tuner.note(reads, writes) {
+            let target = distance_for(self.tuner.end_window(), self.memory_budget_bytes);
+            if worth_changing(self.checkpoint_distance_bytes.load(Relaxed), target) {
+                self.tuner.changes.fetch_add(1, Relaxed);
+                self.set_checkpoint_distance(target);
+            }
+        }
+    }
+
+    /// χ from now on; an active table already above it is finalized now, so a phase without
+    /// writes does not keep it in memory instead of the block cache.
+    pub(crate) fn set_checkpoint_distance(&self, bytes: u64) {
+        self.checkpoint_distance_bytes.store(bytes, Relaxed);
+        self.finalize_if_full();
+        self.resize_block_cache();
     }
 
     /// Finalizes the active table once it holds χ, and wakes the worker.

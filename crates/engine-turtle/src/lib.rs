@@ -8,6 +8,7 @@
 
 mod apply;
 mod checkpoint;
+mod distance;
 mod engine;
 mod iter;
 mod options;
@@ -18,8 +19,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use strata_core::{
-    Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange, KvIter,
-    Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
+    AutoOr, Capabilities, Direction, Durability, Engine, EngineConfig, EngineOptionReader, Error, KeyRange,
+    KvIter, Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
 use strata_kit::chunked_range::ChunkedRange;
@@ -57,19 +58,22 @@ pub const FACTORY: EngineFactory = EngineFactory {
 };
 
 impl Maintenance for TurtleEngine {
-    /// `checkpoint_distance`: the size at which the active MemTable is finalized, from the
-    /// next write on.
+    /// `checkpoint_distance`: the size at which the active MemTable is finalized (an active
+    /// table above it is finalized at once), or `auto`, which chooses it from the next window
+    /// of operations on.
     fn set_option(&self, name: &str, value: &str) -> Result<()> {
         match name {
             "checkpoint_distance" => {
-                let bytes = EngineOptionReader::runtime_bytes(
+                let distance = EngineOptionReader::runtime_bytes_or_auto(
                     ENGINE_NAME,
                     "checkpoint_distance",
                     value,
                     CHECKPOINT_DISTANCE_RANGE,
                 )?;
-                self.inner.checkpoint_distance_bytes.store(bytes, Relaxed);
-                self.inner.resize_block_cache();
+                self.inner.tuner.set_auto(distance == AutoOr::Auto);
+                if let AutoOr::Fixed(bytes) = distance {
+                    self.inner.set_checkpoint_distance(bytes);
+                }
                 Ok(())
             }
             "block_cache_bytes" => {
@@ -123,6 +127,7 @@ impl Engine for TurtleEngine {
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.inner.writes.check_usable()?;
+        self.inner.note_ops(1, 0);
         let value = self.inner.get(key)?;
         if let Some(v) = &value {
             self.inner.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
@@ -131,6 +136,7 @@ impl Engine for TurtleEngine {
     }
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        self.inner.note_ops(0, batch.len() as u64);
         self.inner.writes.write(batch, durability, self.inner.as_ref())
     }
 
@@ -141,12 +147,14 @@ impl Engine for TurtleEngine {
         durability: Durability,
     ) -> Result<Option<Value>> {
         let inner = self.inner.as_ref();
+        inner.note_ops(0, 1);
         let mut read = TurtleRead { inner, key, tree_value: None };
         inner.writes.rmw(key, &mut read, f, durability, inner)
     }
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
+        self.inner.note_ops(1, 0);
         Ok(Box::new(ChunkedRange::new(self.inner.clone(), range, direction, iter::CHUNK_SIZES)))
     }
 
@@ -194,6 +202,9 @@ impl Engine for TurtleEngine {
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("checkpoint_distance_bytes", inner.checkpoint_distance_bytes.load(Relaxed)),
+                ("checkpoint_distance_auto", u64::from(inner.tuner.is_auto())),
+                ("checkpoint_distance_changes", inner.tuner.changes.load(Relaxed)),
+                ("write_share_permille", inner.tuner.write_share_permille()),
                 ("finalized_tables", finalized),
                 ("tables_finalized", c.tables_finalized.load(Relaxed)),
                 ("batches_applied", c.batches_applied.load(Relaxed)),

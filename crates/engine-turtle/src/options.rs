@@ -1,6 +1,6 @@
 //! The engine's knobs (`EngineConfig::engine_options`, read with `EngineOptionReader`).
 
-use strata_core::{EngineConfig, EngineOptionReader, Result};
+use strata_core::{AutoOr, EngineConfig, EngineOptionReader, Result};
 
 use crate::tree::TreeConfig;
 
@@ -17,7 +17,8 @@ pub const CHECKPOINT_DISTANCE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10).
 pub struct TurtleOptions {
     /// χ: bytes the active MemTable gathers before it is finalized and applied to the tree,
     /// followed by a checkpoint (the paper's checkpoint distance). Changeable at run time.
-    pub checkpoint_distance_bytes: u64,
+    /// `Auto` (the default): chosen from the workload's write share (`crate::distance`).
+    pub checkpoint_distance: AutoOr<u64>,
     /// The tree's shape (`leaf_bytes`, `max_pivots`); fixed by the checkpoint once written.
     pub tree: TreeConfig,
     /// Memory for data blocks of the tree's runs (`strata_kit::sorted_run::BlockCache`), fixed
@@ -30,9 +31,8 @@ impl TurtleOptions {
     /// The knobs given in `config`, over the defaults; refuses unknown names and bad values.
     pub fn from_config(config: &EngineConfig) -> Result<TurtleOptions> {
         let mut r = EngineOptionReader::new(ENGINE_NAME, &config.engine_options)?;
-        let checkpoint_distance_bytes = r
-            .bytes("checkpoint_distance", CHECKPOINT_DISTANCE_RANGE)?
-            .unwrap_or_else(|| default_distance(config));
+        let checkpoint_distance =
+            r.bytes_or_auto("checkpoint_distance", CHECKPOINT_DISTANCE_RANGE)?.unwrap_or(AutoOr::Auto);
         let mut tree = TreeConfig::default();
         if let Some(bytes) = r.bytes("leaf_bytes", 512..=(64 << 20))? {
             tree.leaf_bytes = bytes;
@@ -42,12 +42,14 @@ impl TurtleOptions {
         }
         let block_cache_bytes = r.bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?;
         r.finish()?;
-        Ok(TurtleOptions { checkpoint_distance_bytes, tree, block_cache_bytes })
+        Ok(TurtleOptions { checkpoint_distance, tree, block_cache_bytes })
     }
-}
 
-/// A quarter of the memory budget, within 64 KiB..=256 MiB: up to three MemTables of this size
-/// (one active, two finalized) live at once; the block cache takes what they leave.
-fn default_distance(config: &EngineConfig) -> u64 {
-    (config.memory_budget_bytes / 4).clamp(64 << 10, 256 << 20)
+    /// χ at open: the fixed one, or `auto`'s largest (a store is usually opened to be written).
+    pub fn initial_distance_bytes(&self, memory_budget_bytes: u64) -> u64 {
+        match self.checkpoint_distance {
+            AutoOr::Fixed(bytes) => bytes,
+            AutoOr::Auto => crate::distance::distance_bounds(memory_budget_bytes).1,
+        }
+    }
 }

@@ -78,6 +78,63 @@ fn the_checkpoint_distance_changes_at_run_time() {
     assert!(engine.maintenance().set_option("leaf_bytes", "1MiB").is_err());
 }
 
+/// `auto` χ: a read phase shrinks it, sends the active table to the tree and gives its memory
+/// to the block cache; a write phase grows it again; a fixed value stops it moving.
+#[test]
+fn auto_distance_follows_the_write_share() {
+    let engine = TurtleEngine::open(Arc::new(MemStorage::new()), &config("auto")).unwrap();
+    assert_eq!(counter(&engine, "checkpoint_distance_auto"), 1);
+    assert_eq!(counter(&engine, "checkpoint_distance_bytes"), 1 << 20, "a quarter of the 4 MiB budget");
+    for i in 0..6_000 {
+        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
+    }
+    assert_eq!(counter(&engine, "checkpoint_distance_changes"), 0, "a load keeps the largest");
+    let (finalized, cache) = (counter(&engine, "tables_finalized"), counter(&engine, "block_cache_bytes"));
+    for i in 0..30_000 {
+        engine.get(&key(i % 6_000)).unwrap();
+    }
+    assert!(
+        counter(&engine, "checkpoint_distance_bytes") < 128 << 10,
+        "{:?}",
+        engine.stats().engine_counters
+    );
+    assert!(counter(&engine, "write_share_permille") < 50);
+    assert!(counter(&engine, "tables_finalized") > finalized, "the active table went to the tree");
+    wait_until(|| counter(&engine, "finalized_tables") == 0);
+    let grown = counter(&engine, "block_cache_bytes");
+    assert!(
+        grown > cache + (512 << 10),
+        "the cache got the memory: {cache} -> {grown} {:?}",
+        engine.stats().engine_counters
+    );
+    for i in 0..30_000 {
+        engine.put(&key(i % 6_000), &value(i, 1), Durability::None).unwrap();
+    }
+    assert!(counter(&engine, "checkpoint_distance_bytes") >= 512 << 10);
+    engine.maintenance().set_option("checkpoint_distance", "256KiB").unwrap();
+    for i in 0..30_000 {
+        engine.get(&key(i % 6_000)).unwrap();
+    }
+    assert_eq!(counter(&engine, "checkpoint_distance_bytes"), 256 << 10, "a fixed χ stays");
+    assert_eq!(counter(&engine, "checkpoint_distance_auto"), 0);
+    engine.maintenance().set_option("checkpoint_distance", "auto").unwrap();
+    for i in 0..30_000 {
+        engine.get(&key(i % 6_000)).unwrap();
+    }
+    assert!(counter(&engine, "checkpoint_distance_bytes") < 128 << 10);
+    for i in 0..6_000 {
+        assert_eq!(engine.get(&key(i)).unwrap(), Some(value(24_000 + i, 1)), "key {i}");
+    }
+}
+
+fn wait_until(done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// An open replays the WAL written since the last checkpoint, not the store's history.
 #[test]
 fn an_open_replays_only_the_log_since_the_last_checkpoint() {

@@ -30,11 +30,31 @@ impl<'a> EngineOptionReader<'a> {
         value: &str,
         range: std::ops::RangeInclusive<u64>,
     ) -> Result<u64> {
+        Self::runtime(engine, name, value, |reader| reader.bytes(name, range))
+    }
+
+    /// A runtime knob's new value: `auto` or one size within `range` (see `bytes_or_auto`).
+    pub fn runtime_bytes_or_auto(
+        engine: &str,
+        name: &'static str,
+        value: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<AutoOr<u64>> {
+        Self::runtime(engine, name, value, |reader| reader.bytes_or_auto(name, range))
+    }
+
+    /// One knob's value read by `read`, as an open would read it.
+    fn runtime<T>(
+        engine: &str,
+        name: &'static str,
+        value: &str,
+        read: impl FnOnce(&mut EngineOptionReader<'_>) -> Result<Option<T>>,
+    ) -> Result<T> {
         let given = [(name.to_string(), value.to_string())];
         let mut reader = EngineOptionReader::new(engine, &given)?;
-        let bytes = reader.bytes(name, range)?;
+        let read = read(&mut reader)?;
         reader.finish()?;
-        bytes.ok_or_else(|| Error::invalid(format!("{engine} engine option {name} needs a value")))
+        read.ok_or_else(|| Error::invalid(format!("{engine} engine option {name} needs a value")))
     }
 
     fn raw(&mut self, name: &'static str) -> Option<&'a str> {
@@ -50,18 +70,42 @@ impl<'a> EngineOptionReader<'a> {
     /// optional).
     pub fn bytes(&mut self, name: &'static str, range: std::ops::RangeInclusive<u64>) -> Result<Option<u64>> {
         let Some(value) = self.raw(name) else { return Ok(None) };
+        self.size_within(name, value, range, "").map(Some)
+    }
+
+    /// `value` as a size within `range`; the error names what was expected, after `or_else`.
+    fn size_within(
+        &self,
+        name: &str,
+        value: &str,
+        range: std::ops::RangeInclusive<u64>,
+        or_else: &str,
+    ) -> Result<u64> {
         match parse_bytes(value) {
-            Some(n) if range.contains(&n) => Ok(Some(n)),
+            Some(n) if range.contains(&n) => Ok(n),
             _ => Err(self.bad(
                 name,
                 value,
                 &format!(
-                    "a size from {} to {} bytes, like 65536, 64KiB or 16MiB",
+                    "{or_else}a size from {} to {} bytes, like 65536, 64KiB or 16MiB",
                     range.start(),
                     range.end()
                 ),
             )),
         }
+    }
+
+    /// `auto` (the engine chooses, and keeps choosing) or a size within `range`, as `bytes`.
+    pub fn bytes_or_auto(
+        &mut self,
+        name: &'static str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<AutoOr<u64>>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        if value == "auto" {
+            return Ok(Some(AutoOr::Auto));
+        }
+        self.size_within(name, value, range, "auto or ").map(|n| Some(AutoOr::Fixed(n)))
     }
 
     /// A whole number within `range`.
@@ -108,6 +152,13 @@ impl<'a> EngineOptionReader<'a> {
         };
         Err(Error::invalid(format!("engine {} has no option '{name}' ({known})", self.engine)))
     }
+}
+
+/// A knob the engine may choose itself (`auto`) or that is fixed at the value given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoOr<T> {
+    Auto,
+    Fixed(T),
 }
 
 /// One knob as typed on a command line: `NAME=VALUE`, both trimmed and non-empty.
@@ -172,6 +223,23 @@ mod tests {
         let g = given(&[("anything", "1")]);
         let err = EngineOptionReader::new("memory", &g).unwrap().finish().unwrap_err().to_string();
         assert!(err.contains("memory") && err.contains("takes none"), "{err}");
+    }
+
+    #[test]
+    fn a_size_or_auto_reads_either_and_refuses_the_rest() {
+        let g = given(&[("a", "auto"), ("b", " 1MiB ")]);
+        let mut r = EngineOptionReader::new("turtle", &g).unwrap();
+        assert_eq!(r.bytes_or_auto("a", 0..=1 << 30).unwrap(), Some(AutoOr::Auto));
+        assert_eq!(r.bytes_or_auto("b", 0..=1 << 30).unwrap(), Some(AutoOr::Fixed(1 << 20)));
+        assert_eq!(r.bytes_or_auto("c", 0..=1 << 30).unwrap(), None);
+        r.finish().unwrap();
+        let runtime = |value| EngineOptionReader::runtime_bytes_or_auto("turtle", "d", value, 1..=1 << 20);
+        assert_eq!(runtime("auto").unwrap(), AutoOr::Auto);
+        assert_eq!(runtime("4KiB").unwrap(), AutoOr::Fixed(4 << 10));
+        for bad in ["automatic", "2MiB", "0"] {
+            let err = runtime(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("d={bad:?}")) && err.contains("auto or a size"), "{err}");
+        }
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub use engine::{
     bulk_load_by_writes, wal_segment_bytes_for_budget, Durability, Engine, EngineConfig, KvIter, Limits,
     RecoveryMode, VerifyReport, BULK_LOAD_BATCH_BYTES, LARGEST_DEFAULT_WAL_SEGMENT_BYTES,
 };
-pub use engine_options::{parse_bytes, parse_engine_option, repeated_option_name, EngineOptionReader};
+pub use engine_options::{
+    parse_bytes, parse_engine_option, repeated_option_name, AutoOr, EngineOptionReader,
+};
 pub use error::{Error, Result};
 pub use poison::Poison;
 pub use range::{at_or_after, at_or_before, borrow_bound, bounds_hold_nothing, Direction, KeyRange};

@@ -1,0 +1,147 @@
+//! χ that chooses itself (`checkpoint_distance=auto`, the default; the paper tunes it by hand
+//! per workload, §5.1.3). The engine counts the operations it serves; after every window of
+//! `WINDOW_OPS` it smooths the share of them that wrote and sets χ from it (`distance_for`):
+//! writes want a large MemTable (updates coalesce, batches land on fewer pivots, so fewer bytes
+//! are rewritten per byte written), reads want the memory in the block cache. A lower χ also
+//! finalizes an active table already above it, so a phase without writes gets that memory back
+//! (the paper's E suffered from the MemTable its load left behind, §5.2.1).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+use parking_lot::Mutex;
+
+/// Operations (reads, scans, written records) per observation window.
+pub(crate) const WINDOW_OPS: u64 = 4096;
+
+/// The write share at and above which χ is the largest the budget allows.
+const FULL_WRITE_SHARE: f64 = 0.5;
+
+/// A new χ replaces the current one only when they differ by more than this factor, so a
+/// share that wavers inside a phase does not resize the cache every window.
+const CHANGE_FACTOR: f64 = 1.25;
+
+/// The counters of the current window and the smoothed write share.
+pub(crate) struct DistanceTuner {
+    auto: AtomicBool,
+    window_ops: AtomicU64,
+    window_writes: AtomicU64,
+    /// The write share smoothed over windows (each window weighs half); `None` before the first.
+    smoothed_write_share: Mutex<Option<f64>>,
+    /// Times `auto` moved χ.
+    pub changes: AtomicU64,
+}
+
+impl DistanceTuner {
+    pub fn new(auto: bool) -> DistanceTuner {
+        DistanceTuner {
+            auto: AtomicBool::new(auto),
+            window_ops: AtomicU64::new(0),
+            window_writes: AtomicU64::new(0),
+            smoothed_write_share: Mutex::new(None),
+            changes: AtomicU64::new(0),
+        }
+    }
+
+    pub fn is_auto(&self) -> bool {
+        self.auto.load(Relaxed)
+    }
+
+    pub fn set_auto(&self, auto: bool) {
+        self.auto.store(auto, Relaxed);
+    }
+
+    /// Counts `reads` reads and `writes` written records; true for the one caller whose
+    /// operations complete the window (it then calls `end_window`).
+    pub fn note(&self, reads: u64, writes: u64) -> bool {
+        if !self.is_auto() {
+            return false;
+        }
+        if writes > 0 {
+            self.window_writes.fetch_add(writes, Relaxed);
+        }
+        let before = self.window_ops.fetch_add(reads + writes, Relaxed);
+        before < WINDOW_OPS && before + reads + writes >= WINDOW_OPS
+    }
+
+    /// Starts a new window; returns the write share smoothed over the windows so far.
+    pub fn end_window(&self) -> f64 {
+        let mut smoothed = self.smoothed_write_share.lock();
+        let ops = self.window_ops.swap(0, Relaxed).max(1);
+        let writes = self.window_writes.swap(0, Relaxed).min(ops);
+        let share = writes as f64 / ops as f64;
+        let next = smoothed.map_or(share, |old| (old + share) / 2.0);
+        *smoothed = Some(next);
+        next
+    }
+
+    /// The smoothed write share in thousandths (for `Stats`); 0 before the first window.
+    pub fn write_share_permille(&self) -> u64 {
+        self.smoothed_write_share.lock().map_or(0, |share| (share * 1000.0).round() as u64)
+    }
+}
+
+/// The smallest and largest χ `auto` chooses for `budget_bytes`: up to three tables of the
+/// largest (one active, two finalized) take three quarters of the budget, as the fixed default
+/// does; the smallest leaves the block cache all but 1/64 of it.
+pub(crate) fn distance_bounds(budget_bytes: u64) -> (u64, u64) {
+    let low_limit = *crate::CHECKPOINT_DISTANCE_RANGE.start();
+    let high = (budget_bytes / 4).clamp(low_limit, 1 << 30);
+    let low = (budget_bytes / 64).clamp(low_limit, high);
+    (low, high)
+}
+
+/// χ for a smoothed write share: from the smallest bound at no writes to the largest at
+/// `FULL_WRITE_SHARE`, geometrically (write amplification falls with log χ, paper §2.2.4).
+pub(crate) fn distance_for(write_share: f64, budget_bytes: u64) -> u64 {
+    let (low, high) = distance_bounds(budget_bytes);
+    let reach = (write_share / FULL_WRITE_SHARE).clamp(0.0, 1.0);
+    let distance = low as f64 * (high as f64 / low as f64).powf(reach);
+    (distance as u64).clamp(low, high)
+}
+
+/// Whether `target` differs from `current` enough to replace it.
+pub(crate) fn worth_changing(current: u64, target: u64) -> bool {
+    let (small, large) = (current.min(target).max(1) as f64, current.max(target) as f64);
+    large / small > CHANGE_FACTOR
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_distance_grows_with_the_write_share_within_its_bounds() {
+        let budget = 64 << 20;
+        let (low, high) = distance_bounds(budget);
+        assert_eq!((low, high), (1 << 20, 16 << 20));
+        assert_eq!(distance_for(0.0, budget), low);
+        assert_eq!(distance_for(FULL_WRITE_SHARE, budget), high);
+        assert_eq!(distance_for(1.0, budget), high);
+        let quarter = distance_for(FULL_WRITE_SHARE / 4.0, budget);
+        assert_eq!(quarter, 2 << 20, "a quarter of the way is a quarter of the doublings");
+        // A tiny budget still gives the smallest table the engine accepts.
+        assert_eq!(distance_bounds(1 << 10), (64 << 10, 64 << 10));
+    }
+
+    #[test]
+    fn windows_end_once_and_smooth_the_share() {
+        let tuner = DistanceTuner::new(true);
+        assert!(!tuner.note(WINDOW_OPS - 1, 0));
+        assert!(tuner.note(0, 1), "the write that completes the window ends it");
+        assert!(!tuner.note(0, 1), "only one caller ends a window");
+        let first = tuner.end_window();
+        assert!(first < 0.01, "{first}");
+        assert!(tuner.note(0, WINDOW_OPS));
+        let second = tuner.end_window();
+        assert!((second - (first + 1.0) / 2.0).abs() < 1e-9, "{second}");
+        tuner.set_auto(false);
+        assert!(!tuner.note(0, 2 * WINDOW_OPS), "a fixed distance counts nothing");
+    }
+
+    #[test]
+    fn small_wavers_do_not_change_the_distance() {
+        assert!(!worth_changing(1 << 20, (1 << 20) + (1 << 18)));
+        assert!(worth_changing(1 << 20, 2 << 20));
+        assert!(worth_changing(2 << 20, 1 << 20));
+    }
+}
