@@ -211,11 +211,10 @@ impl Inner {
         }
     }
 
-    /// χ from now on; an active table already above it is finalized now, so a phase without
-    /// writes does not keep it in memory instead of the block cache.
+    /// χ from the next write on (an active table already above it is finalized then); the
+    /// block cache is resized at once.
     pub(crate) fn set_checkpoint_distance(&self, bytes: u64) {
         self.checkpoint_distance_bytes.store(bytes, Relaxed);
-        self.finalize_if_full();
         self.resize_block_cache();
     }
 

@@ -58,9 +58,8 @@ pub const FACTORY: EngineFactory = EngineFactory {
 };
 
 impl Maintenance for TurtleEngine {
-    /// `checkpoint_distance`: the size at which the active MemTable is finalized (an active
-    /// table above it is finalized at once), or `auto`, which chooses it from the next window
-    /// of operations on.
+    /// `checkpoint_distance`: the size at which the active MemTable is finalized, from the
+    /// next write on, or `auto`, which chooses it from the next window of operations on.
     fn set_option(&self, name: &str, value: &str) -> Result<()> {
         match name {
             "checkpoint_distance" => {
