@@ -9,7 +9,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::{Direction, Key, Result};
+use strata_core::{bounds_hold_nothing, Direction, Key, Result};
 use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, SourceIter};
 
 use super::segment::{max_lower, min_upper, Flushed, Segment};
@@ -123,6 +123,7 @@ impl Node {
         direction: Direction,
     ) -> SourceIter<'a> {
         let per_segment = move |segment: &'a Segment| self.segment_source(segment, lower, upper, direction);
+        let level = &level[segments_within(level, lower, upper)];
         match direction {
             Direction::Forward => Box::new(level.iter().flat_map(per_segment)),
             Direction::Reverse => Box::new(level.iter().rev().flat_map(per_segment)),
@@ -138,6 +139,10 @@ impl Node {
         upper: Bound<&'a [u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
+        let (lower, upper) = segment.within_view(lower, upper);
+        if bounds_hold_nothing(lower, upper) {
+            return Box::new(std::iter::empty());
+        }
         let pivots = self.pivots_within(lower, upper);
         let per_pivot = move |i: usize| -> SourceIter<'a> {
             let (pivot_lower, pivot_upper) = self.pivot_range(i);
@@ -554,6 +559,44 @@ fn cut_into_segments(
     segments
 }
 
+/// The segments of a level (views ascending, not overlapping) whose views meet the bounds: a
+/// scan opens no run of a segment it cannot read from.
+fn segments_within(level: &[Segment], lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> std::ops::Range<usize> {
+    let first = match lower {
+        Bound::Included(k) | Bound::Excluded(k) => {
+            level.partition_point(|s| s.view_upper().is_some_and(|u| u <= k))
+        }
+        Bound::Unbounded => 0,
+    };
+    let end = match upper {
+        Bound::Included(k) => level.partition_point(|s| s.view_lower() <= k),
+        Bound::Excluded(k) => level.partition_point(|s| s.view_lower() < k),
+        Bound::Unbounded => level.len(),
+    };
+    first..end.max(first)
+}
+
 fn as_bound(upper: Option<&[u8]>) -> Bound<&[u8]> {
     upper.map_or(Bound::Unbounded, Bound::Excluded)
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_reaches_only_the_segments_its_bounds_meet() {
+        let whole = Segment::new(Vec::new());
+        let level =
+            [whole.narrowed(b"a", Some(b"c")), whole.narrowed(b"c", Some(b"e")), whole.narrowed(b"e", None)];
+        let within = |lower, upper| segments_within(&level, lower, upper);
+        use Bound::{Excluded, Included, Unbounded};
+        assert_eq!(within(Unbounded, Unbounded), 0..3);
+        assert_eq!(within(Included(b"d"), Unbounded), 1..3);
+        assert_eq!(within(Included(b"c"), Unbounded), 1..3, "a view's upper key is not in it");
+        assert_eq!(within(Excluded(b"b"), Excluded(b"c")), 0..1);
+        assert_eq!(within(Excluded(b"b"), Included(b"c")), 0..2);
+        assert_eq!(within(Included(b"z"), Unbounded), 2..3);
+        assert_eq!(within(Included(b"d"), Excluded(b"a")), 1..1, "an inverted range meets none");
+    }
 }

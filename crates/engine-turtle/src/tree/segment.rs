@@ -138,7 +138,7 @@ impl Segment {
     }
 
     /// The bounds narrowed to the view.
-    fn within_view<'a>(
+    pub fn within_view<'a>(
         &'a self,
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
