@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use strata_core::{borrow_bound, Direction, Key, KeyRange, Result, Value};
 use strata_kit::chunked_range::{ChunkSizes, ChunkSource};
-use strata_kit::sorted_run::{memtable_source, MergeIter, MergeOutput, SourceIter};
+use strata_kit::sorted_run::{eager, memtable_source, LazyIter, MergeIter, MergeOutput};
 
 use crate::engine::Inner;
 
@@ -26,13 +26,13 @@ impl ChunkSource for Inner {
             let tables = self.tables.read();
             let tree = self.read_tree()?;
             // Newest first: the active table, the finalized ones newest first, the tree.
-            let mut sources: Vec<SourceIter<'_>> =
-                vec![memtable_source(&tables.active, (lower, upper), direction)];
+            let mut sources: Vec<LazyIter<'_>> =
+                vec![eager(memtable_source(&tables.active, (lower, upper), direction))];
             for frozen in tables.finalized.iter().rev() {
-                sources.push(memtable_source(&frozen.table, (lower, upper), direction));
+                sources.push(eager(memtable_source(&frozen.table, (lower, upper), direction)));
             }
             sources.push(tree.range(lower, upper, direction));
-            MergeIter::new(sources, direction, MergeOutput::Visible)
+            MergeIter::lazy(sources, direction, MergeOutput::Visible)
                 .take(limit)
                 .map(|r| r.map(|(k, e)| (k, e.value)))
                 .collect::<Result<_>>()?

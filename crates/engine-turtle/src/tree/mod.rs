@@ -134,9 +134,9 @@ impl Subtree {
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> strata_kit::sorted_run::SourceIter<'a> {
+    ) -> strata_kit::sorted_run::LazyIter<'a> {
         match self {
-            Subtree::Leaf(leaf) => leaf.range(lower, upper, direction),
+            Subtree::Leaf(leaf) => strata_kit::sorted_run::eager(leaf.range(lower, upper, direction)),
             Subtree::Node(node) => node.range(lower, upper, direction),
         }
     }
@@ -282,7 +282,7 @@ impl Tree {
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> strata_kit::sorted_run::SourceIter<'a> {
+    ) -> strata_kit::sorted_run::LazyIter<'a> {
         self.root.range(lower, upper, direction)
     }
 

@@ -10,7 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use strata_core::{bounds_hold_nothing, Direction, Key, Result};
-use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, SourceIter};
+use strata_kit::sorted_run::{eager, DeferredParts, Entry, LazyIter, MergeIter, MergeOutput, OpenPart};
 
 use super::segment::{max_lower, min_upper, Flushed, Segment};
 use super::{entry_bytes, Leaf, Subtree, TreeConfig};
@@ -114,50 +114,82 @@ impl Node {
         (&self.pivots[i], self.pivots.get(i + 1).map(Vec::as_slice).or(self.upper.as_deref()))
     }
 
-    /// A level's entries within the bounds that are not flushed, in `direction`.
+    /// A level's entries within the bounds that are not flushed, in `direction`: one part per
+    /// segment and pivot, each opened only once the merge reaches the first key it may hold.
     fn level_source<'a>(
         &'a self,
         level: &'a [Segment],
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> SourceIter<'a> {
-        let per_segment = move |segment: &'a Segment| self.segment_source(segment, lower, upper, direction);
+    ) -> LazyIter<'a> {
         let level = &level[segments_within(level, lower, upper)];
+        let parts = move |segment: &'a Segment| self.segment_parts(segment, lower, upper, direction);
         match direction {
-            Direction::Forward => Box::new(level.iter().flat_map(per_segment)),
-            Direction::Reverse => Box::new(level.iter().rev().flat_map(per_segment)),
+            Direction::Forward => DeferredParts::boxed(level.iter().flat_map(parts)),
+            Direction::Reverse => DeferredParts::boxed(level.iter().rev().flat_map(parts)),
         }
     }
 
     /// A segment's entries within the bounds that are not flushed: per pivot, from just past its
-    /// flushed key (a scan never walks over flushed entries).
-    fn segment_source<'a>(
+    /// flushed key (a scan never walks over flushed entries), announced by its first key.
+    fn segment_parts<'a>(
         &'a self,
         segment: &'a Segment,
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> SourceIter<'a> {
+    ) -> impl Iterator<Item = (Option<Key>, OpenPart<'a>)> + Send + 'a {
         let (lower, upper) = segment.within_view(lower, upper);
-        if bounds_hold_nothing(lower, upper) {
-            return Box::new(std::iter::empty());
-        }
-        let pivots = self.pivots_within(lower, upper);
-        let per_pivot = move |i: usize| -> SourceIter<'a> {
+        #[allow(clippy::reversed_empty_ranges)] // no pivot: the bounds miss the view
+        let pivots = if bounds_hold_nothing(lower, upper) { 1..=0 } else { self.pivots_within(lower, upper) };
+        let part = move |i: usize| -> Option<(Option<Key>, OpenPart<'a>)> {
             let (pivot_lower, pivot_upper) = self.pivot_range(i);
             let mut start = max_lower(lower, Bound::Included(pivot_lower));
             match segment.flushed().get(pivot_lower) {
-                Some(Flushed::Whole) => return Box::new(std::iter::empty()),
+                Some(Flushed::Whole) => return None,
                 Some(Flushed::Through(bound)) => start = max_lower(start, Bound::Excluded(bound.as_slice())),
                 None => {}
             }
             let end = min_upper(upper, pivot_upper.map_or(Bound::Unbounded, Bound::Excluded));
-            segment.iter(start, end, direction)
+            if bounds_hold_nothing(start, end) {
+                return None;
+            }
+            let first = match direction {
+                Direction::Forward => bound_key(start),
+                Direction::Reverse => bound_key(end),
+            };
+            let open: OpenPart<'a> = Box::new(move || eager(segment.iter(start, end, direction)));
+            Some((first.map(<[u8]>::to_vec), open))
         };
+        let order: Box<dyn Iterator<Item = usize> + Send> = match direction {
+            Direction::Forward => Box::new(pivots),
+            Direction::Reverse => Box::new(pivots.rev()),
+        };
+        order.filter_map(part)
+    }
+
+    /// The children's ranges within the bounds, in `direction`, each opened only once the merge
+    /// reaches its pivot.
+    fn children_source<'a>(
+        &'a self,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+        direction: Direction,
+    ) -> LazyIter<'a> {
+        let part = move |i: usize| -> (Option<Key>, OpenPart<'a>) {
+            let (pivot_lower, pivot_upper) = self.pivot_range(i);
+            let first = match direction {
+                Direction::Forward => Some(pivot_lower),
+                Direction::Reverse => pivot_upper,
+            };
+            let open: OpenPart<'a> = Box::new(move || self.children[i].range(lower, upper, direction));
+            (first.map(<[u8]>::to_vec), open)
+        };
+        let pivots = self.pivots_within(lower, upper);
         match direction {
-            Direction::Forward => Box::new(pivots.flat_map(per_pivot)),
-            Direction::Reverse => Box::new(pivots.rev().flat_map(per_pivot)),
+            Direction::Forward => DeferredParts::boxed(pivots.map(part)),
+            Direction::Reverse => DeferredParts::boxed(pivots.rev().map(part)),
         }
     }
 
@@ -165,7 +197,7 @@ impl Node {
     fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<Vec<(Key, Entry)>> {
         let sources =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, Direction::Forward)).collect();
-        MergeIter::new(sources, Direction::Forward, MergeOutput::Above).collect()
+        MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above).collect()
     }
 
     /// Step 1 at a node: the batch enters the buffer as a binary counter.
@@ -175,7 +207,7 @@ impl Node {
         }
         let target = self.levels.iter().position(Vec::is_empty).unwrap_or(self.levels.len() - 1);
         let (lower, upper) = (self.pivots[0].clone(), self.upper.clone());
-        let mut sources: Vec<SourceIter<'_>> = vec![Box::new(batch.into_iter().map(Ok))];
+        let mut sources: Vec<LazyIter<'_>> = vec![eager(Box::new(batch.into_iter().map(Ok)))];
         for level in &self.levels[..=target] {
             sources.push(self.level_source(
                 level,
@@ -185,7 +217,7 @@ impl Node {
             ));
         }
         let merged: Vec<(Key, Entry)> =
-            MergeIter::new(sources, Direction::Forward, MergeOutput::Above).collect::<Result<_>>()?;
+            MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above).collect::<Result<_>>()?;
         for level in &mut self.levels[..=target] {
             level.clear();
         }
@@ -465,17 +497,11 @@ impl Node {
         lower: Bound<&'a [u8]>,
         upper: Bound<&'a [u8]>,
         direction: Direction,
-    ) -> SourceIter<'a> {
-        let mut sources: Vec<SourceIter<'a>> =
+    ) -> LazyIter<'a> {
+        let mut sources: Vec<LazyIter<'a>> =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, direction)).collect();
-        let pivots = self.pivots_within(lower, upper);
-        let children = &self.children[pivots];
-        let child_range = move |c: &'a Subtree| c.range(lower, upper, direction);
-        sources.push(match direction {
-            Direction::Forward => Box::new(children.iter().flat_map(child_range)),
-            Direction::Reverse => Box::new(children.iter().rev().flat_map(child_range)),
-        });
-        Box::new(MergeIter::new(sources, direction, MergeOutput::Visible))
+        sources.push(self.children_source(lower, upper, direction));
+        MergeIter::lazy(sources, direction, MergeOutput::Visible).into_lazy()
     }
 }
 
@@ -574,6 +600,14 @@ fn segments_within(level: &[Segment], lower: Bound<&[u8]>, upper: Bound<&[u8]>) 
         Bound::Unbounded => level.len(),
     };
     first..end.max(first)
+}
+
+/// The key of a bound (`None`: unbounded).
+fn bound_key(bound: Bound<&[u8]>) -> Option<&[u8]> {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
 }
 
 fn as_bound(upper: Option<&[u8]>) -> Bound<&[u8]> {

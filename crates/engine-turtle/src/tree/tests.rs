@@ -4,7 +4,7 @@ use std::ops::Bound;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata_core::{Direction, Key, Value};
-use strata_kit::sorted_run::Entry;
+use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput};
 
 use super::*;
 use crate::pages::{Pages, PAGES_FILE};
@@ -81,15 +81,16 @@ fn check(tree: &Tree, model: &BTreeMap<Key, Value>, rng: &mut SmallRng, key_spac
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let forward: Vec<_> = tree
-            .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Forward)
-            .map(|r| r.map(|(k, e)| (k, e.value)).unwrap())
-            .collect();
+        let range = |direction| {
+            let source =
+                tree.range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), direction);
+            MergeIter::lazy(vec![source], direction, MergeOutput::Visible)
+        };
+        let forward: Vec<_> =
+            range(Direction::Forward).map(|r| r.map(|(k, e)| (k, e.value)).unwrap()).collect();
         assert_eq!(forward, expected, "{lower:?}..{upper:?}");
-        let mut reverse: Vec<_> = tree
-            .range(strata_core::borrow_bound(&lower), strata_core::borrow_bound(&upper), Direction::Reverse)
-            .map(|r| r.map(|(k, e)| (k, e.value)).unwrap())
-            .collect();
+        let mut reverse: Vec<_> =
+            range(Direction::Reverse).map(|r| r.map(|(k, e)| (k, e.value)).unwrap()).collect();
         reverse.reverse();
         assert_eq!(reverse, expected, "reverse {lower:?}..{upper:?}");
     }

@@ -6,6 +6,12 @@
 //!
 //! The head of every source is compared on each step (k is the number of levels and MemTables,
 //! a few dozen at most, where a heap would clone every key it holds).
+//!
+//! Lazy sources (`LazyIter`) may yield `Sourced::NotBefore(key)` — nothing before `key` in the
+//! direction — instead of opening what lies there (a run's next part, a child's range): the
+//! merge opens it only once every other head has reached `key`, so a scan that stops earlier
+//! never reads its blocks. A merge is itself a lazy source for an enclosing one
+//! (`MergeIter::into_lazy`): when its first head is such a promise it passes it on.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -17,6 +23,30 @@ use crate::memtable::{KeyBounds, MemTable};
 
 /// A sorted source: entries with strictly ascending keys (descending in reverse).
 pub type SourceIter<'a> = Box<dyn Iterator<Item = Result<(Key, Entry)>> + Send + 'a>;
+
+/// What a lazy source yields, in its direction's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sourced {
+    Entry(Key, Entry),
+    /// No entry comes before this key (in the direction); one at the key itself may.
+    NotBefore(Key),
+}
+
+impl Sourced {
+    fn key(&self) -> &[u8] {
+        match self {
+            Sourced::Entry(key, _) | Sourced::NotBefore(key) => key,
+        }
+    }
+}
+
+/// A sorted source that may put off reading (`Sourced::NotBefore`).
+pub type LazyIter<'a> = Box<dyn Iterator<Item = Result<Sourced>> + Send + 'a>;
+
+/// `source` as a lazy source that never puts anything off.
+pub fn eager<'a>(source: SourceIter<'a>) -> LazyIter<'a> {
+    Box::new(source.map(|item| item.map(|(key, entry)| Sourced::Entry(key, entry))))
+}
 
 /// Resolves merge operands (an engine's partial updates).
 pub trait MergeOperator: Send + Sync {
@@ -39,8 +69,8 @@ pub enum MergeOutput {
 
 /// See the module documentation.
 pub struct MergeIter<'a> {
-    sources: Vec<SourceIter<'a>>,
-    heads: Vec<Option<(Key, Entry)>>,
+    sources: Vec<LazyIter<'a>>,
+    heads: Vec<Option<Sourced>>,
     direction: Direction,
     output: MergeOutput,
     operator: Option<Arc<dyn MergeOperator>>,
@@ -48,11 +78,18 @@ pub struct MergeIter<'a> {
     failed: Option<Error>,
     started: bool,
     done: bool,
+    /// The last promise passed on (`into_lazy`).
+    promised: Option<Key>,
 }
 
 impl<'a> MergeIter<'a> {
     /// `sources` newest first, each sorted in `direction`.
     pub fn new(sources: Vec<SourceIter<'a>>, direction: Direction, output: MergeOutput) -> MergeIter<'a> {
+        MergeIter::lazy(sources.into_iter().map(eager).collect(), direction, output)
+    }
+
+    /// `sources` newest first, each sorted in `direction`, any of them lazy.
+    pub fn lazy(sources: Vec<LazyIter<'a>>, direction: Direction, output: MergeOutput) -> MergeIter<'a> {
         let heads = (0..sources.len()).map(|_| None).collect();
         MergeIter {
             sources,
@@ -63,6 +100,7 @@ impl<'a> MergeIter<'a> {
             failed: None,
             started: false,
             done: false,
+            promised: None,
         }
     }
 
@@ -83,43 +121,97 @@ impl<'a> MergeIter<'a> {
         };
     }
 
-    /// The source whose head comes first in the direction (the newest on a tie).
+    /// The source whose head comes first in the direction: on a tie a promise before an entry
+    /// (what it puts off may hold that key), then the newest.
     fn first_head(&self) -> Option<usize> {
-        let mut best: Option<(usize, &[u8])> = None;
+        let mut best: Option<(usize, &Sourced)> = None;
         for (i, head) in self.heads.iter().enumerate() {
-            let Some((key, _)) = head else { continue };
+            let Some(head) = head else { continue };
             let better = match best {
                 None => true,
-                Some((_, best_key)) => {
-                    let order = key.as_slice().cmp(best_key);
-                    match self.direction {
-                        Direction::Forward => order == Ordering::Less,
-                        Direction::Reverse => order == Ordering::Greater,
+                Some((_, best_head)) => match head.key().cmp(best_head.key()) {
+                    Ordering::Equal => {
+                        matches!((head, best_head), (Sourced::NotBefore(_), Sourced::Entry(..)))
                     }
-                }
+                    order => (order == Ordering::Less) == (self.direction == Direction::Forward),
+                },
             };
             if better {
-                best = Some((i, key));
+                best = Some((i, head));
             }
         }
         best.map(|(i, _)| i)
     }
 
-    /// The next key's entries, newest first, every source holding it advanced.
-    fn next_key(&mut self) -> Option<(Key, Vec<Entry>)> {
-        let first = self.first_head()?;
-        let (key, newest) = self.heads[first].take()?;
-        self.advance(first);
-        let mut entries = vec![newest];
-        for i in first + 1..self.heads.len() {
-            if self.heads[i].as_ref().is_some_and(|(k, _)| *k == key) {
-                if let Some((_, entry)) = self.heads[i].take() {
-                    entries.push(entry);
+    /// The next key's entries, newest first, every source holding it advanced; or, when
+    /// `pass_promises` and the first head is a promise, that promise (nothing is opened).
+    fn next_key(&mut self, pass_promises: bool) -> Option<Next> {
+        loop {
+            let first = self.first_head()?;
+            if let Some(Sourced::NotBefore(key)) = &self.heads[first] {
+                // A promise passed on once is opened when the enclosing merge asks again:
+                // that it asked means every other head there has reached the key.
+                if pass_promises && self.promised.as_ref() != Some(key) {
+                    self.promised = Some(key.clone());
+                    return Some(Next::NotBefore(key.clone()));
                 }
-                self.advance(i);
+                self.advance(first); // opens what it put off
+                continue;
+            }
+            let Some(Sourced::Entry(key, newest)) = self.heads[first].take() else { return None };
+            self.advance(first);
+            let mut entries = vec![newest];
+            for i in first + 1..self.heads.len() {
+                if self.heads[i].as_ref().is_some_and(|h| h.key() == key.as_slice()) {
+                    if let Some(Sourced::Entry(_, entry)) = self.heads[i].take() {
+                        entries.push(entry);
+                    }
+                    self.advance(i);
+                }
+            }
+            return Some(Next::Key(key, entries));
+        }
+    }
+
+    /// The next item: an entry, or (when `pass_promises`) a promise.
+    fn next_sourced(&mut self, pass_promises: bool) -> Option<Result<Sourced>> {
+        if !self.started {
+            self.started = true;
+            (0..self.sources.len()).for_each(|i| self.advance(i));
+        }
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(e) = self.failed.take() {
+                self.done = true;
+                return Some(Err(e));
+            }
+            let (key, entries) = match self.next_key(pass_promises) {
+                Some(Next::Key(key, entries)) => (key, entries),
+                Some(Next::NotBefore(key)) => return Some(Ok(Sourced::NotBefore(key))),
+                None => {
+                    if self.failed.is_none() {
+                        self.done = true;
+                    }
+                    continue;
+                }
+            };
+            match self.resolve(&key, entries) {
+                Ok(Some(entry)) => return Some(Ok(Sourced::Entry(key, entry))),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
             }
         }
-        Some((key, entries))
+    }
+
+    /// This merge as a lazy source of an enclosing merge: it passes on its first head's
+    /// promise instead of opening what that puts off.
+    pub fn into_lazy(self) -> LazyIter<'a> {
+        Box::new(Promising(self))
     }
 
     /// What the merge yields for one key (`None`: nothing).
@@ -163,37 +255,34 @@ impl<'a> MergeIter<'a> {
     }
 }
 
+/// What `next_key` found.
+enum Next {
+    Key(Key, Vec<Entry>),
+    NotBefore(Key),
+}
+
 impl Iterator for MergeIter<'_> {
     type Item = Result<(Key, Entry)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if !self.started {
-            self.started = true;
-            (0..self.sources.len()).for_each(|i| self.advance(i));
-        }
         loop {
-            if self.done {
-                return None;
-            }
-            if let Some(e) = self.failed.take() {
-                self.done = true;
-                return Some(Err(e));
-            }
-            let Some((key, entries)) = self.next_key() else {
-                if self.failed.is_none() {
-                    self.done = true;
-                }
-                continue;
-            };
-            match self.resolve(&key, entries) {
-                Ok(Some(entry)) => return Some(Ok((key, entry))),
-                Ok(None) => {}
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+            match self.next_sourced(false)? {
+                Ok(Sourced::Entry(key, entry)) => return Some(Ok((key, entry))),
+                Ok(Sourced::NotBefore(_)) => continue, // only passed on when asked to
+                Err(e) => return Some(Err(e)),
             }
         }
+    }
+}
+
+/// A merge that passes its promises on (`MergeIter::into_lazy`).
+struct Promising<'a>(MergeIter<'a>);
+
+impl Iterator for Promising<'_> {
+    type Item = Result<Sourced>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next_sourced(true)
     }
 }
 

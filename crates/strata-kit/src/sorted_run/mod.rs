@@ -13,6 +13,7 @@
 
 mod block;
 mod block_cache;
+mod deferred;
 mod filter;
 mod merge;
 mod reader;
@@ -24,8 +25,11 @@ mod tests;
 
 pub use block::{Block, BlockBuilder, DecodedBlock};
 pub use block_cache::BlockCache;
+pub use deferred::{DeferredParts, OpenPart};
 pub use filter::RunFilter;
-pub use merge::{memtable_source, MergeIter, MergeOperator, MergeOutput, SourceIter};
+pub use merge::{
+    eager, memtable_source, LazyIter, MergeIter, MergeOperator, MergeOutput, SourceIter, Sourced,
+};
 pub use reader::{RunIter, RunReader};
 pub use writer::{RunInfo, RunOptions, RunWriter};
 
