@@ -143,7 +143,8 @@ impl<'a> MergeIter<'a> {
         best.map(|(i, _)| i)
     }
 
-    /// The next key's entries, newest first, every source holding it advanced; or, when
+    /// The next key's newest entry and (under a merge operand) its older ones, newest first,
+    /// every source holding it advanced; or, when
     /// `pass_promises` and the first head is a promise, that promise (nothing is opened).
     fn next_key(&mut self, pass_promises: bool) -> Option<Next> {
         loop {
@@ -160,16 +161,20 @@ impl<'a> MergeIter<'a> {
             }
             let Some(Sourced::Entry(key, newest)) = self.heads[first].take() else { return None };
             self.advance(first);
-            let mut entries = vec![newest];
+            // Older entries matter only under a merge operand: no allocation per key otherwise.
+            let keep_older = newest.kind == EntryKind::Merge;
+            let mut older = Vec::new();
             for i in first + 1..self.heads.len() {
                 if self.heads[i].as_ref().is_some_and(|h| h.key() == key.as_slice()) {
                     if let Some(Sourced::Entry(_, entry)) = self.heads[i].take() {
-                        entries.push(entry);
+                        if keep_older {
+                            older.push(entry);
+                        }
                     }
                     self.advance(i);
                 }
             }
-            return Some(Next::Key(key, entries));
+            return Some(Next::Key(key, newest, older));
         }
     }
 
@@ -187,8 +192,8 @@ impl<'a> MergeIter<'a> {
                 self.done = true;
                 return Some(Err(e));
             }
-            let (key, entries) = match self.next_key(pass_promises) {
-                Some(Next::Key(key, entries)) => (key, entries),
+            let (key, newest, older) = match self.next_key(pass_promises) {
+                Some(Next::Key(key, newest, older)) => (key, newest, older),
                 Some(Next::NotBefore(key)) => return Some(Ok(Sourced::NotBefore(key))),
                 None => {
                     if self.failed.is_none() {
@@ -197,7 +202,7 @@ impl<'a> MergeIter<'a> {
                     continue;
                 }
             };
-            match self.resolve(&key, entries) {
+            match self.resolve(&key, newest, older) {
                 Ok(Some(entry)) => return Some(Ok(Sourced::Entry(key, entry))),
                 Ok(None) => {}
                 Err(e) => {
@@ -215,12 +220,10 @@ impl<'a> MergeIter<'a> {
     }
 
     /// What the merge yields for one key (`None`: nothing).
-    fn resolve(&self, key: &[u8], entries: Vec<Entry>) -> Result<Option<Entry>> {
-        let mut entries = entries.into_iter();
-        let Some(newest) = entries.next() else { return Ok(None) };
+    fn resolve(&self, key: &[u8], newest: Entry, older: Vec<Entry>) -> Result<Option<Entry>> {
         let resolved = match newest.kind {
             EntryKind::Put | EntryKind::Delete => newest,
-            EntryKind::Merge => self.fold_operand(key, newest.value, entries)?,
+            EntryKind::Merge => self.fold_operand(key, newest.value, older.into_iter())?,
         };
         Ok(match (resolved.kind, self.output) {
             (EntryKind::Delete, MergeOutput::Visible | MergeOutput::Bottom) => None,
@@ -257,7 +260,8 @@ impl<'a> MergeIter<'a> {
 
 /// What `next_key` found.
 enum Next {
-    Key(Key, Vec<Entry>),
+    /// A key, its newest entry, and its older ones when the newest is a merge operand.
+    Key(Key, Entry, Vec<Entry>),
     NotBefore(Key),
 }
 
