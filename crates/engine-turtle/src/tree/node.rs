@@ -193,11 +193,29 @@ impl Node {
         }
     }
 
-    /// The buffer's entries within the bounds, newest per key, tombstones kept.
-    fn merged_buffer(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<Vec<(Key, Entry)>> {
+    /// The buffer's entries within the bounds, newest per key, tombstones kept, in key order,
+    /// up to about `limit_bytes` (at least one entry when there is any; the one that would pass
+    /// the limit is left): a flush reads only the leaf's worth it takes, not the whole pivot.
+    fn merged_buffer(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit_bytes: u64,
+    ) -> Result<Vec<(Key, Entry)>> {
         let sources =
             self.levels.iter().map(|l| self.level_source(l, lower, upper, Direction::Forward)).collect();
-        MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above).collect()
+        let mut merged = Vec::new();
+        let mut taken_bytes = 0u64;
+        for item in MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above) {
+            let (key, entry) = item?;
+            let bytes = entry_bytes(&key, &entry);
+            if !merged.is_empty() && taken_bytes + bytes > limit_bytes {
+                break;
+            }
+            taken_bytes += bytes;
+            merged.push((key, entry));
+        }
+        Ok(merged)
     }
 
     /// Step 1 at a node: the batch enters the buffer as a binary counter.
@@ -280,19 +298,8 @@ impl Node {
             let (l, u) = self.pivot_range(i);
             (l.to_vec(), u.map(<[u8]>::to_vec))
         };
-        let merged = self.merged_buffer(Bound::Included(&lower), as_bound(upper.as_deref()))?;
-        let mut taken_bytes = 0u64;
-        let take = merged
-            .iter()
-            .take_while(|(k, e)| {
-                let fits = taken_bytes == 0 || taken_bytes + entry_bytes(k, e) <= config.leaf_bytes;
-                taken_bytes += entry_bytes(k, e);
-                fits
-            })
-            .count()
-            .max(1);
-        let mut batch = merged;
-        batch.truncate(take);
+        let batch =
+            self.merged_buffer(Bound::Included(&lower), as_bound(upper.as_deref()), config.leaf_bytes)?;
         let Some(last) = batch.last().map(|(k, _)| k.clone()) else {
             // Nothing left: a disk run's estimate counted whole blocks.
             for segment in self.levels.iter_mut().flatten() {
@@ -469,7 +476,7 @@ impl Node {
 
     /// Flushes everything buffered into the only child and returns the child (a root giving way).
     pub fn drain_into_only_child(&mut self, config: &TreeConfig) -> Result<Subtree> {
-        let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded)?;
+        let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded, u64::MAX)?;
         self.levels.iter_mut().for_each(Vec::clear);
         let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::default()));
         let mut parts = child.apply(self.pivots[0].clone(), self.upper.clone(), batch, config)?;
