@@ -234,12 +234,12 @@ impl Node {
                 Direction::Forward,
             ));
         }
-        let merged: Vec<(Key, Entry)> =
-            MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above).collect::<Result<_>>()?;
+        let merged = MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above);
+        let segments = cut_into_segments(merged, lower.clone(), upper.clone(), config.leaf_bytes)?;
         for level in &mut self.levels[..=target] {
             level.clear();
         }
-        self.levels[target] = cut_into_segments(merged, lower, upper, config.leaf_bytes);
+        self.levels[target] = segments;
         Ok(())
     }
 
@@ -565,31 +565,30 @@ impl Node {
 /// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
 /// frees fit the next ones, and a segment whose entries are all flushed leaves on its own.
 fn cut_into_segments(
-    entries: Vec<(Key, Entry)>,
+    entries: impl Iterator<Item = Result<(Key, Entry)>>,
     lower: Key,
     upper: Option<Key>,
     leaf_bytes: u64,
-) -> Vec<Segment> {
+) -> Result<Vec<Segment>> {
     let mut segments = Vec::new();
     let mut chunk: Vec<(Key, Entry)> = Vec::new();
     let mut chunk_bytes = 0u64;
     let mut chunk_lower = lower;
-    let mut entries = entries.into_iter().peekable();
-    while let Some((key, entry)) = entries.next() {
+    // Entries stream from the merge into segment-sized vectors: the level is never whole in
+    // one vector (the merge of a node's buffer can be its whole `leaf_bytes · (pivots − 1)`).
+    for item in entries {
+        let (key, entry) = item?;
+        if chunk_bytes >= leaf_bytes {
+            let full = std::mem::take(&mut chunk);
+            segments.push(Segment::new(full).narrowed(&chunk_lower, Some(&key)));
+            chunk_lower = key.clone();
+            chunk_bytes = 0;
+        }
         chunk_bytes += entry_bytes(&key, &entry);
         chunk.push((key, entry));
-        if chunk_bytes >= leaf_bytes {
-            if let Some((next, _)) = entries.peek() {
-                let next = next.clone();
-                let full = std::mem::take(&mut chunk);
-                segments.push(Segment::new(full).narrowed(&chunk_lower, Some(&next)));
-                chunk_lower = next;
-                chunk_bytes = 0;
-            }
-        }
     }
     segments.push(Segment::new(chunk).narrowed(&chunk_lower, upper.as_deref()));
-    segments
+    Ok(segments)
 }
 
 /// The segments of a level (views ascending, not overlapping) whose views meet the bounds: a

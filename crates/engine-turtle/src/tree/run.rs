@@ -76,7 +76,9 @@ fn to_owned(bound: Bound<&[u8]>) -> Bound<Key> {
 
 impl Run {
     /// A run of `entries` (keys strictly ascending).
-    pub fn memory(entries: Vec<(Key, Entry)>) -> Run {
+    pub fn memory(mut entries: Vec<(Key, Entry)>) -> Run {
+        // Held until the next checkpoint: no spare capacity from the vector's growth.
+        entries.shrink_to_fit();
         let mut prefix_bytes = Vec::with_capacity(entries.len() + 1);
         let mut total = 0u64;
         prefix_bytes.push(0);
