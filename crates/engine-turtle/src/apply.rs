@@ -82,12 +82,29 @@ impl Inner {
             batch.push((key.to_vec(), entry));
             if batch_bytes >= leaf_bytes {
                 self.apply_batch(std::mem::take(&mut batch))?;
+                self.spill_if_over()?;
                 batch_bytes = 0;
             }
         }
         if !batch.is_empty() {
             self.apply_batch(batch)?;
         }
+        Ok(())
+    }
+
+    /// Step 6a: once the new runs (merged levels, rewritten leaves) hold more memory than χ,
+    /// they are written into free extents and the tree reads them from there — a checkpoint's
+    /// write and install without its sync and record. The durable state stays the last
+    /// checkpoint's: a crash leaves the written extents unreferenced (free at the next open),
+    /// and what the tree lets go of waits for the next record, as at a checkpoint. So a table's
+    /// apply holds little more than χ of new runs besides the tables, whatever it rewrites.
+    fn spill_if_over(&self) -> Result<()> {
+        if self.tree.read().new_run_bytes() <= self.checkpoint_distance_bytes.load(Relaxed) {
+            return Ok(());
+        }
+        let written = self.tree.read().write_checkpoint(&self.pages)?;
+        self.tree.write().install_checkpoint(written);
+        self.counters.spills.fetch_add(1, Relaxed);
         Ok(())
     }
 

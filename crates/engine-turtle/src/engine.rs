@@ -70,6 +70,7 @@ pub(crate) struct Counters {
     pub user_bytes_read: AtomicU64,
     pub batches_applied: AtomicU64,
     pub checkpoints: AtomicU64,
+    pub spills: AtomicU64,
     pub bytes_freed: AtomicU64,
     pub tables_finalized: AtomicU64,
     pub records_replayed: AtomicU64,

@@ -208,6 +208,8 @@ impl Engine for TurtleEngine {
                 ("tables_finalized", c.tables_finalized.load(Relaxed)),
                 ("batches_applied", c.batches_applied.load(Relaxed)),
                 ("checkpoints", c.checkpoints.load(Relaxed)),
+                ("spills", c.spills.load(Relaxed)),
+                ("tree_new_run_bytes", inner.tree.read().new_run_bytes()),
                 ("page_bytes_freed", c.bytes_freed.load(Relaxed)),
                 ("pages_end_bytes", inner.pages.end()),
                 ("pages_free_bytes", inner.pages.free_bytes()),

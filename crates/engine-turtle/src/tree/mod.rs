@@ -210,12 +210,13 @@ fn verify_subtree(subtree: &Subtree, seen: &mut HashSet<usize>, entries: &mut u6
     }
 }
 
-fn memory_of(subtree: &Subtree) -> u64 {
+fn memory_of(subtree: &Subtree, counted: fn(&Run) -> bool) -> u64 {
+    let of = |run: &Run| if counted(run) { run.memory_bytes() } else { 0 };
     match subtree {
-        Subtree::Leaf(leaf) => leaf.run().memory_bytes(),
+        Subtree::Leaf(leaf) => of(leaf.run()),
         Subtree::Node(node) => {
-            let buffered: u64 = node.levels().iter().flatten().map(|s| s.run().memory_bytes()).sum();
-            buffered + node.children().iter().map(memory_of).sum::<u64>()
+            let buffered: u64 = node.levels().iter().flatten().map(|s| of(s.run())).sum();
+            buffered + node.children().iter().map(|c| memory_of(c, counted)).sum::<u64>()
         }
     }
 }
@@ -301,7 +302,12 @@ impl Tree {
     /// Memory held: new runs' entries, and checkpointed runs' indexes and filters (a run shared
     /// by two views counted for each).
     pub fn memory_bytes(&self) -> u64 {
-        memory_of(&self.root)
+        memory_of(&self.root, |_| true)
+    }
+
+    /// Memory held by new runs (not yet written; a run shared by two views counted for each).
+    pub fn new_run_bytes(&self) -> u64 {
+        memory_of(&self.root, Run::is_memory)
     }
 
     pub fn leaf_count(&self) -> usize {

@@ -25,6 +25,8 @@ pub struct MemRun {
     entries: Vec<(Key, Entry)>,
     /// `prefix_bytes[i]`: `entry_bytes` of entries `0..i` (one more element than `entries`).
     prefix_bytes: Vec<u64>,
+    /// The heap it holds: the vectors, every key and value, and the allocator's header of each.
+    heap_bytes: u64,
     /// Set by the first checkpoint that writes it (every view then uses the one copy).
     persisted: OnceLock<Arc<DiskRun>>,
 }
@@ -70,6 +72,9 @@ impl DiskRun {
     }
 }
 
+/// The allocator's bookkeeping per allocation (glibc: a 16-byte header and rounding).
+const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
+
 fn to_owned(bound: Bound<&[u8]>) -> Bound<Key> {
     bound.map(<[u8]>::to_vec)
 }
@@ -81,12 +86,15 @@ impl Run {
         entries.shrink_to_fit();
         let mut prefix_bytes = Vec::with_capacity(entries.len() + 1);
         let mut total = 0u64;
+        let mut heap_bytes = (entries.capacity() * size_of::<(Key, Entry)>()) as u64;
         prefix_bytes.push(0);
         for (key, entry) in &entries {
             total += entry_bytes(key, entry);
             prefix_bytes.push(total);
+            heap_bytes += (key.capacity() + entry.value.capacity()) as u64 + 2 * ALLOCATION_OVERHEAD_BYTES;
         }
-        Run::Memory(Arc::new(MemRun { entries, prefix_bytes, persisted: OnceLock::new() }))
+        heap_bytes += (prefix_bytes.capacity() * size_of::<u64>()) as u64;
+        Run::Memory(Arc::new(MemRun { entries, prefix_bytes, heap_bytes, persisted: OnceLock::new() }))
     }
 
     /// The entry of `key`.
@@ -176,12 +184,18 @@ impl Run {
         }
     }
 
-    /// Memory the run holds: its entries (as `entry_bytes`), or its reader's index and filter.
+    /// Memory the run holds: its entries (their vectors and allocations), or its reader's index
+    /// and filter.
     pub fn memory_bytes(&self) -> u64 {
         match self {
-            Run::Memory(_) => self.total_bytes(),
+            Run::Memory(m) => m.heap_bytes,
             Run::Disk(d) => d.memory_bytes() as u64,
         }
+    }
+
+    /// Whether it is new (in memory, not yet written).
+    pub fn is_memory(&self) -> bool {
+        matches!(self, Run::Memory(_))
     }
 
     /// This run on disk, in blocks of about `block_bytes`: written into `pages` on the first call
