@@ -206,4 +206,29 @@ mod tests {
         assert_eq!(got.last().map(|(k, _)| k.as_slice()), Some(&b"00199"[..]));
         assert_eq!(opened.load(Relaxed), 2, "part 2 starts past where the merge stopped");
     }
+
+    #[test]
+    fn a_part_that_fails_when_opened_ends_the_merge_before_any_later_entry() {
+        let entry = |k: &[u8]| Ok((k.to_vec(), Entry::put(vec![1])));
+        let other = eager(Box::new(vec![entry(b"a"), entry(b"z")].into_iter()));
+        let parts: Vec<(Option<Key>, OpenPart<'_>)> = vec![
+            (None, Box::new(move || eager(Box::new(vec![entry(b"b")].into_iter())))),
+            (
+                Some(b"m".to_vec()),
+                Box::new(|| {
+                    eager(Box::new(std::iter::once(Err(strata_core::Error::corruption("run", 7, "bad")))))
+                }),
+            ),
+        ];
+        let items: Vec<_> = MergeIter::lazy(
+            vec![other, DeferredParts::boxed(parts.into_iter())],
+            Direction::Forward,
+            MergeOutput::Visible,
+        )
+        .collect();
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert_eq!(items[0].as_ref().unwrap().0, b"a");
+        assert_eq!(items[1].as_ref().unwrap().0, b"b");
+        assert!(items[2].is_err(), "{items:?}");
+    }
 }

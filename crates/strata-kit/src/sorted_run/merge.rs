@@ -144,8 +144,8 @@ impl<'a> MergeIter<'a> {
     }
 
     /// The next key's newest entry and (under a merge operand) its older ones, newest first,
-    /// every source holding it advanced; or, when
-    /// `pass_promises` and the first head is a promise, that promise (nothing is opened).
+    /// every source holding it advanced; or, when `pass_promises` and the first head is a
+    /// promise, that promise (nothing is opened).
     fn next_key(&mut self, pass_promises: bool) -> Option<Next> {
         loop {
             let first = self.first_head()?;
@@ -157,6 +157,9 @@ impl<'a> MergeIter<'a> {
                     return Some(Next::NotBefore(key.clone()));
                 }
                 self.advance(first); // opens what it put off
+                if self.failed.is_some() {
+                    return None; // the error comes next, before any entry it may have hidden
+                }
                 continue;
             }
             let Some(Sourced::Entry(key, newest)) = self.heads[first].take() else { return None };
