@@ -31,6 +31,9 @@ pub(crate) struct DistanceTuner {
     smoothed_write_share: Mutex<Option<f64>>,
     /// Times `auto` moved χ.
     pub changes: AtomicU64,
+    /// Held while χ is chosen or set, so a value fixed by `set_option` is never overwritten by
+    /// a window that ended as it was set.
+    pub choosing: Mutex<()>,
 }
 
 impl DistanceTuner {
@@ -41,6 +44,7 @@ impl DistanceTuner {
             window_writes: AtomicU64::new(0),
             smoothed_write_share: Mutex::new(None),
             changes: AtomicU64::new(0),
+            choosing: Mutex::new(()),
         }
     }
 

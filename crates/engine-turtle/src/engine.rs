@@ -203,12 +203,15 @@ impl Inner {
 
     /// Counts served operations for `auto` χ; the one that completes a window retunes.
     pub(crate) fn note_ops(&self, reads: u64, writes: u64) {
-        if self.tuner.note(reads, writes) {
-            let target = distance_for(self.tuner.end_window(), self.memory_budget_bytes);
-            if worth_changing(self.checkpoint_distance_bytes.load(Relaxed), target) {
-                self.tuner.changes.fetch_add(1, Relaxed);
-                self.set_checkpoint_distance(target);
-            }
+        if !self.tuner.note(reads, writes) {
+            return;
+        }
+        let _choosing = self.tuner.choosing.lock();
+        let share = self.tuner.end_window();
+        let target = distance_for(share, self.memory_budget_bytes);
+        if self.tuner.is_auto() && worth_changing(self.checkpoint_distance_bytes.load(Relaxed), target) {
+            self.tuner.changes.fetch_add(1, Relaxed);
+            self.set_checkpoint_distance(target);
         }
     }
 

@@ -69,6 +69,7 @@ impl Maintenance for TurtleEngine {
                     value,
                     CHECKPOINT_DISTANCE_RANGE,
                 )?;
+                let _choosing = self.inner.tuner.choosing.lock();
                 self.inner.tuner.set_auto(distance == AutoOr::Auto);
                 if let AutoOr::Fixed(bytes) = distance {
                     self.inner.set_checkpoint_distance(bytes);
