@@ -15,6 +15,12 @@ use crate::checkpoint::Checkpoint;
 use crate::engine::{Frozen, Inner};
 use crate::tree::entry_bytes;
 
+/// How far `apply_table` went.
+enum Applied {
+    Whole,
+    StoppedByClose,
+}
+
 impl Inner {
     /// The worker's step: every finalized table, oldest first, applied and checkpointed.
     /// Stops between tables once a close asked it to (the rest stays in the WAL for the next
@@ -53,11 +59,13 @@ impl Inner {
             return Ok(()); // closed, or another caller did it while this one waited
         }
         self.writes.state().check_not_poisoned()?;
-        let result = self.apply_table(frozen).and_then(|()| self.write_checkpoint(frozen.last_lsn));
-        let lsn = match result {
-            Ok(lsn) => lsn,
-            Err(e) => return Err(self.writes.poison(e)),
+        let lsn = match self.apply_table(frozen) {
+            Ok(Applied::Whole) => self.write_checkpoint(frozen.last_lsn),
+            // The tree in memory goes with the handle; the table stays in the WAL.
+            Ok(Applied::StoppedByClose) => return Ok(()),
+            Err(e) => Err(e),
         };
+        let lsn = lsn.map_err(|e| self.writes.poison(e))?;
         {
             // Under the tables' lock: an rmw that finds the table gone sees the new version.
             let mut tables = self.tables.write();
@@ -71,8 +79,11 @@ impl Inner {
         Ok(())
     }
 
-    /// Step 5: the table's entries (tombstones as deletes) in batches of about a leaf.
-    fn apply_table(&self, frozen: &Frozen) -> Result<()> {
+    /// Step 5: the table's entries (tombstones as deletes) in batches of about a leaf. A close
+    /// stops it between batches: what the tree took of the table is in memory only (and in
+    /// spilled extents no record refers to), so the next open replays the whole table from the
+    /// WAL onto the last checkpoint, and `close` does not wait for a table of up to χ.
+    fn apply_table(&self, frozen: &Frozen) -> Result<Applied> {
         let leaf_bytes = self.tree_config.leaf_bytes;
         let mut batch: Vec<(Key, Entry)> = Vec::new();
         let mut batch_bytes = 0u64;
@@ -82,14 +93,17 @@ impl Inner {
             batch.push((key.to_vec(), entry));
             if batch_bytes >= leaf_bytes {
                 self.apply_batch(std::mem::take(&mut batch))?;
-                self.spill_if_over()?;
                 batch_bytes = 0;
+                if self.writes.state().is_closed() {
+                    return Ok(Applied::StoppedByClose);
+                }
+                self.spill_if_over()?;
             }
         }
         if !batch.is_empty() {
             self.apply_batch(batch)?;
         }
-        Ok(())
+        Ok(Applied::Whole)
     }
 
     /// Step 6a: once the new runs (merged levels, rewritten leaves) hold more memory than χ,
