@@ -183,9 +183,9 @@ impl Engine for TurtleEngine {
             let tables = inner.tables.read();
             (tables.memory_bytes(), tables.finalized.len() as u64)
         };
-        let (tree_memory, height, leaves) = {
+        let (tree_memory, new_run_bytes, height, leaves) = {
             let tree = inner.tree.read();
-            (tree.memory_bytes(), tree.height() as u64, tree.leaf_count() as u64)
+            (tree.memory_bytes(), tree.new_run_bytes(), tree.height() as u64, tree.leaf_count() as u64)
         };
         let c = &inner.counters;
         let cache = inner.pages.block_cache();
@@ -210,7 +210,7 @@ impl Engine for TurtleEngine {
                 ("batches_applied", c.batches_applied.load(Relaxed)),
                 ("checkpoints", c.checkpoints.load(Relaxed)),
                 ("spills", c.spills.load(Relaxed)),
-                ("tree_new_run_bytes", inner.tree.read().new_run_bytes()),
+                ("tree_new_run_bytes", new_run_bytes),
                 ("page_bytes_freed", c.bytes_freed.load(Relaxed)),
                 ("pages_end_bytes", inner.pages.end()),
                 ("pages_free_bytes", inner.pages.free_bytes()),

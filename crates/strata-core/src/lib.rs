@@ -25,7 +25,9 @@ pub use engine_options::{
 };
 pub use error::{Error, Result};
 pub use poison::Poison;
-pub use range::{at_or_after, at_or_before, borrow_bound, bounds_hold_nothing, Direction, KeyRange};
+pub use range::{
+    at_or_after, at_or_before, borrow_bound, bound_key, bounds_hold_nothing, Direction, KeyRange,
+};
 pub use stats::{IoStats, Stats};
 
 /// Keys are arbitrary byte strings, ordered lexicographically.

@@ -84,6 +84,14 @@ pub fn borrow_bound(b: &Bound<Key>) -> Bound<&[u8]> {
     }
 }
 
+/// The key a bound names (`None`: unbounded).
+pub fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}
+
 /// The smallest key greater than every key with this prefix, or `None` if no such key exists
 /// (the prefix is empty or all 0xFF).
 fn prefix_successor(prefix: &[u8]) -> Option<Key> {

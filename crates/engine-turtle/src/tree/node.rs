@@ -9,7 +9,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::{bounds_hold_nothing, Direction, Key, Result};
+use strata_core::{bound_key, bounds_hold_nothing, Direction, Key, Result};
 use strata_kit::sorted_run::{eager, DeferredParts, Entry, LazyIter, MergeIter, MergeOutput, OpenPart};
 
 use super::segment::{max_lower, min_upper, Flushed, Segment};
@@ -140,9 +140,9 @@ impl Node {
         upper: Bound<&'a [u8]>,
         direction: Direction,
     ) -> impl Iterator<Item = (Option<Key>, OpenPart<'a>)> + Send + 'a {
+        // Bounds that miss the view leave every part empty (each is checked below).
         let (lower, upper) = segment.within_view(lower, upper);
-        #[allow(clippy::reversed_empty_ranges)] // no pivot: the bounds miss the view
-        let pivots = if bounds_hold_nothing(lower, upper) { 1..=0 } else { self.pivots_within(lower, upper) };
+        let pivots = self.pivots_within(lower, upper);
         let part = move |i: usize| -> Option<(Option<Key>, OpenPart<'a>)> {
             let (pivot_lower, pivot_upper) = self.pivot_range(i);
             let mut start = max_lower(lower, Bound::Included(pivot_lower));
@@ -606,14 +606,6 @@ fn segments_within(level: &[Segment], lower: Bound<&[u8]>, upper: Bound<&[u8]>) 
         Bound::Unbounded => level.len(),
     };
     first..end.max(first)
-}
-
-/// The key of a bound (`None`: unbounded).
-fn bound_key(bound: Bound<&[u8]>) -> Option<&[u8]> {
-    match bound {
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-        Bound::Unbounded => None,
-    }
 }
 
 fn as_bound(upper: Option<&[u8]>) -> Bound<&[u8]> {

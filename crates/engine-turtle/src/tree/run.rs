@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use strata_core::{Direction, Key, Result};
 use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
+use strata_kit::inline_key::heap_bytes as heap_bytes_of;
 use strata_kit::sorted_run::{Entry, RunOptions, RunReader, RunWriter, SourceIter};
 
 use super::{entry_bytes, index_range};
@@ -25,7 +26,7 @@ pub struct MemRun {
     entries: Vec<(Key, Entry)>,
     /// `prefix_bytes[i]`: `entry_bytes` of entries `0..i` (one more element than `entries`).
     prefix_bytes: Vec<u64>,
-    /// The heap it holds: the vectors, every key and value, and the allocator's header of each.
+    /// The heap it holds: the vectors, and every key and value as the allocator charges it.
     heap_bytes: u64,
     /// Set by the first checkpoint that writes it (every view then uses the one copy).
     persisted: OnceLock<Arc<DiskRun>>,
@@ -72,9 +73,6 @@ impl DiskRun {
     }
 }
 
-/// The allocator's bookkeeping per allocation (glibc: a 16-byte header and rounding).
-const ALLOCATION_OVERHEAD_BYTES: u64 = 16;
-
 fn to_owned(bound: Bound<&[u8]>) -> Bound<Key> {
     bound.map(<[u8]>::to_vec)
 }
@@ -91,7 +89,7 @@ impl Run {
         for (key, entry) in &entries {
             total += entry_bytes(key, entry);
             prefix_bytes.push(total);
-            heap_bytes += (key.capacity() + entry.value.capacity()) as u64 + 2 * ALLOCATION_OVERHEAD_BYTES;
+            heap_bytes += heap_bytes_of(key.capacity()) + heap_bytes_of(entry.value.capacity());
         }
         heap_bytes += (prefix_bytes.capacity() * size_of::<u64>()) as u64;
         Run::Memory(Arc::new(MemRun { entries, prefix_bytes, heap_bytes, persisted: OnceLock::new() }))

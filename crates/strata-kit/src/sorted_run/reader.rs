@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
-use strata_core::{at_or_after, at_or_before, borrow_bound, bounds_hold_nothing};
+use strata_core::{at_or_after, at_or_before, borrow_bound, bound_key, bounds_hold_nothing};
 use strata_core::{Direction, Error, Key, Result};
 use strata_io::StorageFile;
 
@@ -307,13 +307,6 @@ pub struct RunIter {
     done: bool,
 }
 
-fn bound_key(bound: &Bound<Key>) -> Option<&[u8]> {
-    match bound {
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-        Bound::Unbounded => None,
-    }
-}
-
 impl RunIter {
     fn new(run: Arc<RunReader>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
         let done = run.handles.is_empty();
@@ -326,7 +319,7 @@ impl RunIter {
         let blocks = self.run.handles.len();
         match self.direction {
             Direction::Forward => {
-                let first = bound_key(&self.lower).map_or(Some(0), |k| self.run.block_for(k));
+                let first = bound_key(borrow_bound(&self.lower)).map_or(Some(0), |k| self.run.block_for(k));
                 let Some(i) = first else {
                     self.done = true;
                     return Ok(());
@@ -339,7 +332,9 @@ impl RunIter {
                 };
             }
             Direction::Reverse => {
-                let last = bound_key(&self.upper).and_then(|k| self.run.block_for(k)).unwrap_or(blocks - 1);
+                let last = bound_key(borrow_bound(&self.upper))
+                    .and_then(|k| self.run.block_for(k))
+                    .unwrap_or(blocks - 1);
                 self.load(last)?;
                 self.pos = match &self.upper {
                     Bound::Unbounded => self.entries.len(),
