@@ -61,6 +61,13 @@ pub struct DirtyRecord {
     pub lsn: Lsn,
 }
 
+/// Whether the hand's walk goes on past an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Go,
+    Stop,
+}
+
 /// What one eviction step decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Victim {
@@ -202,11 +209,14 @@ impl RecordCache {
         self.map.range::<[u8], _>((Bound::Included(lower), end))
     }
 
-    /// The first key at or after `from` that is dirty with an lsn below `below_lsn`.
-    pub fn first_dirty_at_or_after(&self, from: &[u8], below_lsn: Lsn) -> Option<Key> {
+    /// The first `limit` keys at or after `from` that are dirty with an lsn below `below_lsn`,
+    /// in key order.
+    pub fn dirty_keys_from(&self, from: &[u8], below_lsn: Lsn, limit: usize) -> Vec<Key> {
         self.entries_in(from, None)
-            .find(|(_, e)| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+            .filter(|(_, e)| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+            .take(limit)
             .map(|(k, _)| k.to_vec())
+            .collect()
     }
 
     /// The smallest lsn of a dirty record (`None`: nothing is dirty). Every record whose last
@@ -252,42 +262,70 @@ impl RecordCache {
         }
     }
 
-    /// Moves the hand to the next entry in key order (wrapping) and returns its key.
-    fn advance(&mut self) -> Option<CacheKey> {
-        let next = match &self.hand {
-            Some(hand) => self.map.range::<[u8], _>((Bound::Excluded(&hand[..]), Bound::Unbounded)).next(),
-            None => None,
-        };
-        let key = next.or_else(|| self.map.iter().next()).map(|(k, _)| k.clone())?;
-        self.hand = Some(key.clone());
-        Some(key)
+    /// Moves the hand over up to `max_steps` entries in key order from the one after it
+    /// (wrapping), calling `visit` on each until it returns `Stop`; the hand is left on the last
+    /// entry visited. One ordered walk of the map, not a search per step: the walk is the
+    /// write-back worker's hottest loop.
+    fn walk_hand(&mut self, max_steps: usize, mut visit: impl FnMut(&CacheKey, &mut CachedRecord) -> Step) {
+        let mut steps = 0;
+        let mut from = self.hand.take();
+        let mut last: Option<CacheKey> = None;
+        while steps < max_steps && !self.map.is_empty() {
+            let entries: Box<dyn Iterator<Item = (&CacheKey, &mut CachedRecord)>> = match &from {
+                Some(hand) => {
+                    Box::new(self.map.range_mut::<[u8], _>((Bound::Excluded(&hand[..]), Bound::Unbounded)))
+                }
+                None => Box::new(self.map.iter_mut()),
+            };
+            let mut stopped = false;
+            for (key, entry) in entries {
+                steps += 1;
+                if visit(key, entry) == Step::Stop || steps >= max_steps {
+                    last = Some(key.clone());
+                    stopped = true;
+                    break;
+                }
+            }
+            if stopped {
+                break;
+            }
+            from = None; // the end of the map: wrap to its first entry
+        }
+        self.hand = last.or(from);
     }
 
     /// One eviction by the policy in the module documentation.
     pub fn choose_victim(&mut self) -> Victim {
+        if self.map.is_empty() {
+            return Victim::Empty;
+        }
         let max_steps = self.map.len() * (usize::from(P_MAX) + 1) + LOOKAHEAD + 1;
         let mut dirty_candidate: Option<CacheKey> = None;
+        let mut clean_victim: Option<CacheKey> = None;
         let mut looked_ahead = 0;
-        for _ in 0..max_steps {
-            let Some(key) = self.advance() else { return Victim::Empty };
-            let Some(entry) = self.map.get_mut(&key[..]) else { continue };
+        self.walk_hand(max_steps, |key, entry| {
             if entry.priority == 0 && entry.dirty_lsn == 0 {
-                self.remove(&key);
-                self.evictions += 1;
-                return Victim::Evicted;
+                clean_victim = Some(key.clone());
+                return Step::Stop;
             }
             if entry.priority > 0 {
                 entry.priority -= 1;
             } else if dirty_candidate.is_none() {
-                dirty_candidate = Some(key);
-                continue;
+                dirty_candidate = Some(key.clone());
+                return Step::Go;
             }
             if dirty_candidate.is_some() {
                 looked_ahead += 1;
                 if looked_ahead >= LOOKAHEAD {
-                    break;
+                    return Step::Stop;
                 }
             }
+            Step::Go
+        });
+        if let Some(key) = clean_victim {
+            self.remove(&key);
+            self.evictions += 1;
+            return Victim::Evicted;
         }
         dirty_candidate.map_or(Victim::Empty, |key| Victim::WriteBack(key.into_vec()))
     }
@@ -320,20 +358,29 @@ impl RecordCache {
     /// Evicts clean entries only (for read admissions, which do no writes) until under capacity
     /// or `max_steps` hand moves were spent.
     pub fn evict_clean_only(&mut self, max_steps: usize) {
-        for _ in 0..max_steps {
-            if !self.over_capacity() {
-                return;
-            }
-            let Some(key) = self.advance() else { return };
-            let Some(entry) = self.map.get_mut(&key[..]) else { continue };
-            if entry.dirty_lsn > 0 {
-                continue;
-            }
-            if entry.priority > 0 {
-                entry.priority -= 1;
-            } else {
-                self.remove(&key);
-                self.evictions += 1;
+        let mut steps_left = max_steps;
+        while steps_left > 0 && self.over_capacity() {
+            let mut victim: Option<CacheKey> = None;
+            let mut steps = 0;
+            self.walk_hand(steps_left, |key, entry| {
+                steps += 1;
+                if entry.dirty_lsn > 0 {
+                    return Step::Go;
+                }
+                if entry.priority > 0 {
+                    entry.priority -= 1;
+                    return Step::Go;
+                }
+                victim = Some(key.clone());
+                Step::Stop
+            });
+            steps_left = steps_left.saturating_sub(steps.max(1));
+            match victim {
+                Some(key) => {
+                    self.remove(&key);
+                    self.evictions += 1;
+                }
+                None => return,
             }
         }
     }
@@ -388,6 +435,39 @@ mod tests {
         c.mark_clean(&dirty[..1]);
         assert!(c.evict_if_clean(&key));
         assert_eq!(c.len(), 39);
+    }
+
+    #[test]
+    fn the_hand_walks_in_key_order_wraps_and_resumes_where_it_stopped() {
+        let mut c = RecordCache::new(1 << 20);
+        for i in 0..10 {
+            c.admit_clean(k(i), vec![1]);
+        }
+        // Two laps lower every priority from P_MID to 0; the third finds k0 first.
+        for expected in 0..3 {
+            assert_eq!(c.choose_victim(), Victim::Evicted);
+            assert!(!c.contains(&k(expected)), "k{expected} is the next at priority 0 in key order");
+        }
+        c.admit_clean(k(0), vec![1]);
+        assert_eq!(c.choose_victim(), Victim::Evicted);
+        assert!(c.contains(&k(0)) && !c.contains(&k(3)), "the hand resumes after k2, not from the start");
+        c.evict_clean_only(3);
+        assert_eq!(c.len(), 7, "clean-only eviction does not run while the cache is under capacity");
+        c.set_capacity_bytes(0);
+        c.evict_clean_only(2);
+        assert!(!c.contains(&k(4)) && !c.contains(&k(5)) && c.contains(&k(6)), "two steps, two victims");
+    }
+
+    #[test]
+    fn dirty_keys_from_lists_old_dirty_keys_in_order() {
+        let mut c = RecordCache::new(1 << 20);
+        for i in 0..10 {
+            c.put_dirty(k(i), Some(vec![1]), u64::from(i) + 1);
+        }
+        c.admit_clean(k(20), vec![1]);
+        assert_eq!(c.dirty_keys_from(&k(3), 8, 100), vec![k(3), k(4), k(5), k(6)]);
+        assert_eq!(c.dirty_keys_from(&k(3), 8, 2), vec![k(3), k(4)]);
+        assert!(c.dirty_keys_from(&k(10), u64::MAX, 5).is_empty());
     }
 
     #[test]

@@ -188,7 +188,30 @@ impl ShardedCache {
 
     /// The first key at or after `from` that is dirty with an lsn below `below_lsn`.
     pub fn first_dirty_at_or_after(&self, from: &[u8], below_lsn: Lsn) -> Option<Key> {
-        self.shards.iter().filter_map(|s| s.cache.lock().first_dirty_at_or_after(from, below_lsn)).min()
+        self.shards.iter().filter_map(|s| s.cache.lock().dirty_keys_from(from, below_lsn, 1).pop()).min()
+    }
+
+    /// Keys at or after `from` that are dirty with an lsn below `below_lsn`, in key order: every
+    /// such key up to the last one returned, and at most about `limit` of them. Each shard gives
+    /// its share of `limit` (keys spread evenly over shards); the merged list stops where the
+    /// first shard that gave its whole share stopped, since past that key it may lack some.
+    pub fn dirty_keys_from(&self, from: &[u8], below_lsn: Lsn, limit: usize) -> Vec<Key> {
+        let share = limit.div_ceil(self.shards.len()).max(1);
+        let mut keys: Vec<Key> = Vec::new();
+        let mut complete_up_to: Option<Key> = None;
+        for shard in self.shards.iter() {
+            let mine = shard.cache.lock().dirty_keys_from(from, below_lsn, share);
+            if mine.len() == share {
+                let last = mine.last().cloned();
+                complete_up_to = complete_up_to.into_iter().chain(last).min();
+            }
+            keys.extend(mine);
+        }
+        keys.sort_unstable();
+        if let Some(end) = complete_up_to {
+            keys.retain(|k| *k <= end);
+        }
+        keys
     }
 
     /// The smallest lsn of a dirty record.
@@ -280,6 +303,21 @@ mod tests {
         c.mark_clean(&dirty[..10]);
         assert_eq!(c.totals().dirty_records, 490);
         assert_eq!(c.used_bytes(), c.shards.iter().map(|s| s.cache.lock().used_bytes()).sum::<u64>());
+    }
+
+    #[test]
+    fn dirty_keys_from_is_a_gapless_prefix_across_shards() {
+        let c = ShardedCache::new(1 << 30, 16);
+        for i in 0..1_000 {
+            c.put_dirty(k(i), Some(vec![1]), u64::from(i) + 1);
+        }
+        let expected: Vec<Key> = (100..599).map(k).collect();
+        for limit in [1, 16, 64, 300] {
+            let got = c.dirty_keys_from(&k(100), 600, limit);
+            assert!(!got.is_empty() && got.len() <= expected.len(), "limit {limit}: {} keys", got.len());
+            assert_eq!(got[..], expected[..got.len()], "limit {limit}: a prefix with no key missing");
+        }
+        assert_eq!(c.dirty_keys_from(&k(100), 600, 10_000), expected, "a limit past them all lists them all");
     }
 
     #[test]

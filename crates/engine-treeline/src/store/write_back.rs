@@ -22,15 +22,73 @@ use crate::record_cache::DirtyRecord;
 
 /// Pages in one batched write-back.
 pub const MAX_BATCH_PAGES: usize = 64;
+/// Dirty keys a checkpoint's sweep looks ahead for the pages of its next batch (a page takes
+/// every dirty record of its fences, so many keys share one page).
+const SWEEP_LOOKAHEAD_KEYS: usize = 1024;
 /// Threads a batch's page reads and writes are spread over (the device serves several requests
 /// at once; the paper gives TreeLine 4 background threads).
-const IO_THREADS: usize = 4;
+const IO_THREADS: usize = 8;
 
 /// `f` over `items` on up to `IO_THREADS` scoped threads, results in order; the first error wins.
-fn parallel_io<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+pub(super) fn parallel_io<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
     strata_kit::parallel::map_parts(items, IO_THREADS, 2, "a treeline write-back I/O thread", |part| {
         part.iter().map(&f).collect()
     })
+}
+
+/// Most pages one read or write of a batch covers.
+const MAX_RUN_PAGES: usize = 16;
+
+/// `ids` (sorted, distinct) as runs of consecutive pages, `(first, count)`, each at most
+/// `MAX_RUN_PAGES`: a batch's pages are mostly neighbours in a segment, and one I/O per run
+/// costs the device a fraction of one per page.
+fn contiguous_runs(ids: &[PageId]) -> Vec<(PageId, usize)> {
+    let mut runs: Vec<(PageId, usize)> = Vec::new();
+    for &id in ids {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count as u64 == id && *count < MAX_RUN_PAGES => *count += 1,
+            _ => runs.push((id, 1)),
+        }
+    }
+    runs
+}
+
+/// Consecutive pages of one segment written in place with one write, under its latch.
+struct InPlaceRun {
+    segment_first_page: PageId,
+    first_page: PageId,
+    pages: usize,
+    bytes: Vec<u8>,
+}
+
+/// The in-place pages of `pairs` as runs: per segment, pages in id order, consecutive ones
+/// joined (at most `MAX_RUN_PAGES`).
+fn in_place_runs(pairs: &[PreparedPair]) -> Vec<InPlaceRun> {
+    let mut pages: Vec<(PageId, PageId, &[u8])> = pairs
+        .iter()
+        .flat_map(|p| p.in_place.iter().map(|(id, b)| (p.segment_first_page, *id, b.as_slice())))
+        .collect();
+    pages.sort_unstable_by_key(|&(segment, id, _)| (segment, id));
+    let mut runs: Vec<InPlaceRun> = Vec::new();
+    for (segment_first_page, id, bytes) in pages {
+        match runs.last_mut() {
+            Some(run)
+                if run.segment_first_page == segment_first_page
+                    && run.first_page + run.pages as u64 == id
+                    && run.pages < MAX_RUN_PAGES =>
+            {
+                run.bytes.extend_from_slice(bytes);
+                run.pages += 1;
+            }
+            _ => {
+                runs.push(InPlaceRun { segment_first_page, first_page: id, pages: 1, bytes: bytes.to_vec() })
+            }
+        }
+    }
+    runs
 }
 
 /// Pages prepared for one batched write, and the dirty records they take.
@@ -53,6 +111,11 @@ pub(crate) struct WriteBackBatch {
 impl WriteBackBatch {
     pub fn is_full(&self) -> bool {
         self.pairs.len() >= MAX_BATCH_PAGES
+    }
+
+    /// Nothing prepared and nothing read: a new batch, or one just written.
+    fn is_empty(&self) -> bool {
+        self.pairs.is_empty() && self.pages_read.is_empty()
     }
 
     /// Page `id`: the copy this batch already read, else from the data file.
@@ -173,9 +236,11 @@ impl Store {
     /// Writes back the pages of `keys` (each key's page with every dirty record in its fences),
     /// in batches.
     pub fn write_back_pages_of(&self, maint: &mut MaintState, keys: &[Key]) -> Result<()> {
-        let mut batch =
-            WriteBackBatch { pages_read: self.prefetch_pages_of(keys)?, ..WriteBackBatch::default() };
-        for key in keys {
+        let mut batch = WriteBackBatch::default();
+        for (i, key) in keys.iter().enumerate() {
+            if batch.is_empty() {
+                batch.pages_read = self.prefetch_pages_of(keys.get(i..).unwrap_or_default())?;
+            }
             self.add_page_of(maint, &mut batch, key)?;
             if batch.is_full() {
                 self.write_batch(maint, &mut batch)?;
@@ -191,6 +256,10 @@ impl Store {
         let mut batch = WriteBackBatch::default();
         let mut from: Key = Vec::new();
         while let Some(key) = self.cache.first_dirty_at_or_after(&from, below_lsn) {
+            if batch.is_empty() {
+                let ahead = self.cache.dirty_keys_from(&from, below_lsn, SWEEP_LOOKAHEAD_KEYS);
+                batch.pages_read = self.prefetch_pages_of(&ahead)?;
+            }
             let upper = self.add_page_of(maint, &mut batch, &key)?;
             if batch.is_full() {
                 self.write_batch(maint, &mut batch)?;
@@ -325,16 +394,13 @@ impl Store {
             Counters::add(&self.counters.double_write_syncs, 1);
         }
         self.enter_new_overflow_pages(batch)?;
-        let writes: Vec<(PageId, PageId, &[u8])> = batch
-            .pairs
-            .iter()
-            .flat_map(|p| p.in_place.iter().map(|(id, b)| (p.segment_first_page, *id, b.as_slice())))
-            .collect();
-        parallel_io(&writes, |&(segment_first_page, id, bytes)| {
-            let _latch = self.latch_write(segment_first_page);
-            self.data.write_page(id, bytes)
+        let writes = in_place_runs(&batch.pairs);
+        parallel_io(&writes, |run| {
+            let _latch = self.latch_write(run.segment_first_page);
+            self.data.write_page(run.first_page, &run.bytes)
         })?;
-        Counters::add(&self.counters.pages_written_back, writes.len() as u64);
+        let pages_written = batch.pairs.iter().map(|p| p.in_place.len()).sum::<usize>();
+        Counters::add(&self.counters.pages_written_back, pages_written as u64);
         Counters::add(&self.counters.write_back_batches, 1);
         self.mark_written(&batch.records);
         *batch = WriteBackBatch::default();
@@ -348,9 +414,8 @@ impl Store {
         if new.is_empty() {
             return Ok(());
         }
-        for (id, bytes) in new.iter().filter_map(|p| p.new_overflow.as_ref()) {
-            self.data.write_page(*id, bytes)?;
-        }
+        let pages: Vec<&(PageId, Vec<u8>)> = new.iter().filter_map(|p| p.new_overflow.as_ref()).collect();
+        parallel_io(&pages, |(id, bytes)| self.data.write_page(*id, bytes))?;
         let mut index = self.index.write();
         for pair in new {
             let Some((id, _)) = &pair.new_overflow else { continue };
@@ -371,18 +436,31 @@ impl Store {
     }
 
     /// Reads, in parallel, the base page the model picks for each of `keys` and its overflow
-    /// page (a batch's page reads would otherwise wait on the device one after another).
+    /// page, for the first `MAX_BATCH_PAGES` base pages the keys name in order (a batch's page
+    /// reads would otherwise wait on the device one after another). Only a guess of the pages
+    /// the batch will take: a key the model misplaces is read when the batch reaches it.
     fn prefetch_pages_of(&self, keys: &[Key]) -> Result<HashMap<PageId, Page>> {
-        let mut ids: Vec<PageId> = {
+        let mut bases: HashSet<PageId> = HashSet::new();
+        let mut ids: Vec<PageId> = Vec::new();
+        {
             let index = self.index.read();
-            keys.iter()
-                .filter_map(|k| index.locate(k))
-                .flat_map(|l| std::iter::once(l.base_page()).chain(l.overflow()))
-                .collect()
-        };
+            for location in keys.iter().filter_map(|k| index.locate(k)) {
+                if bases.len() >= MAX_BATCH_PAGES {
+                    break;
+                }
+                if bases.insert(location.base_page()) {
+                    ids.push(location.base_page());
+                    ids.extend(location.overflow());
+                }
+            }
+        }
         ids.sort_unstable();
         ids.dedup();
-        let pages = parallel_io(&ids, |&id| self.data.read_page(id))?;
+        let runs = contiguous_runs(&ids);
+        let pages: Vec<Page> = parallel_io(&runs, |&(first, count)| self.data.read_pages(first, count))?
+            .into_iter()
+            .flatten()
+            .collect();
         Ok(ids.into_iter().zip(pages).collect())
     }
 
@@ -398,5 +476,48 @@ impl Store {
         self.data.write_page(slot.first_page, &page.into_sealed_bytes())?;
         self.index.write().insert(Vec::new(), SegmentEntry::new(slot, None, production_id));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_pages_become_runs_of_at_most_max_run_pages() {
+        assert_eq!(contiguous_runs(&[1, 2, 3, 5, 6, 9]), vec![(1, 3), (5, 2), (9, 1)]);
+        let ids: Vec<PageId> = (100..140).collect();
+        assert_eq!(contiguous_runs(&ids), vec![(100, 16), (116, 16), (132, 8)]);
+        assert!(contiguous_runs(&[]).is_empty());
+    }
+
+    fn pair(segment_first_page: PageId, in_place: &[PageId]) -> PreparedPair {
+        PreparedPair {
+            segment_lower: Vec::new(),
+            segment_first_page,
+            page_index: 0,
+            in_place: in_place.iter().map(|&id| (id, vec![id as u8; 4])).collect(),
+            new_overflow: None,
+            needs_double_write: false,
+        }
+    }
+
+    #[test]
+    fn in_place_runs_join_neighbours_of_one_segment_only() {
+        // Segment 10 holds pages 10..14 (overflow page 40); segment 14 starts right after it.
+        let pairs = [pair(10, &[12]), pair(10, &[40, 11]), pair(14, &[14]), pair(10, &[13])];
+        let runs: Vec<(PageId, PageId, usize, Vec<u8>)> = in_place_runs(&pairs)
+            .into_iter()
+            .map(|r| (r.segment_first_page, r.first_page, r.pages, r.bytes))
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                (10, 11, 3, [[11u8; 4], [12; 4], [13; 4]].concat()),
+                (10, 40, 1, vec![40; 4]),
+                (14, 14, 1, vec![14; 4]),
+            ],
+            "page 14 follows page 13 on disk but belongs to another segment (another latch)"
+        );
     }
 }
