@@ -419,8 +419,9 @@ impl Store {
         let mut index = self.index.write();
         for pair in new {
             let Some((id, _)) = &pair.new_overflow else { continue };
-            let slot = index.get_mut(&pair.segment_lower).and_then(|e| e.overflow.get_mut(pair.page_index));
-            *slot.ok_or_else(|| Error::corruption("treeline index", 0, "segment vanished"))? = *id;
+            if !index.set_overflow(&pair.segment_lower, pair.page_index, *id) {
+                return Err(Error::corruption("treeline index", 0, "segment vanished"));
+            }
         }
         Ok(())
     }
