@@ -20,8 +20,10 @@ use crate::index::{Location, SegmentEntry};
 use crate::page::{Page, PageKind, PutOutcome, Stored};
 use crate::record_cache::DirtyRecord;
 
-/// Pages in one batched write-back.
-pub const MAX_BATCH_PAGES: usize = 64;
+/// Pages in one batched write-back: 128 against 64 halves the double-write syncs and gives the
+/// device more reads at once (2M x 64 B put load 69-71k -> 74-75k puts/s); a batch holds about
+/// two pages and their copies per pair, 1 MiB at 4 KiB pages.
+pub const MAX_BATCH_PAGES: usize = 128;
 /// Dirty keys a checkpoint's sweep looks ahead for the pages of its next batch (a page takes
 /// every dirty record of its fences, so many keys share one page).
 const SWEEP_LOOKAHEAD_KEYS: usize = 1024;
@@ -98,13 +100,14 @@ pub(crate) struct WriteBackBatch {
     /// Base pages already in the batch: a second key on one of them adds nothing.
     base_pages: HashSet<PageId>,
     /// The records the pairs took, by key and lsn (marking them clean needs no more): their
-    /// values are dropped once applied, so a batch of 64 pages does not hold 64 pages' worth
+    /// values are dropped once applied, so a batch of 128 pages does not hold 128 pages' worth
     /// of large values until it is written.
     records: Vec<DirtyRecord>,
-    /// Pages this batch read (ahead in parallel by `prefetch_pages_of`, or on a miss). Only the
-    /// write-back writes pages (it holds `maint`) and it writes them when the batch is written,
-    /// which drops this map (a reorganization writes the batch first): until then every page
-    /// here is what the disk holds.
+    /// Pages read for this batch and the next ones of the same write-back (ahead in parallel by
+    /// `prefetch_pages`, or on a miss), each as the disk holds it: only the write-back writes
+    /// pages (it holds `maint`), and writing a batch drops the pages it wrote (a reorganization
+    /// writes the batch first); a reorganization writes only free pages, and a page it frees is
+    /// reused only after the next checkpoint, which no write-back spans.
     pages_read: HashMap<PageId, Page>,
 }
 
@@ -113,9 +116,21 @@ impl WriteBackBatch {
         self.pairs.len() >= MAX_BATCH_PAGES
     }
 
-    /// Nothing prepared and nothing read: a new batch, or one just written.
+    /// Nothing prepared: a new batch, or one just written.
     fn is_empty(&self) -> bool {
-        self.pairs.is_empty() && self.pages_read.is_empty()
+        self.pairs.is_empty()
+    }
+
+    /// After the batch was written: empty again, keeping the pages read that it did not write.
+    fn written(&mut self) {
+        for pair in self.pairs.drain(..) {
+            let new_overflow = pair.new_overflow.iter().map(|(id, _)| id);
+            for id in pair.in_place.iter().map(|(id, _)| id).chain(new_overflow) {
+                self.pages_read.remove(id);
+            }
+        }
+        self.base_pages.clear();
+        self.records.clear();
     }
 
     /// Page `id`: the copy this batch already read, else from the data file.
@@ -239,7 +254,7 @@ impl Store {
         let mut batch = WriteBackBatch::default();
         for (i, key) in keys.iter().enumerate() {
             if batch.is_empty() {
-                batch.pages_read = self.prefetch_pages_of(keys.get(i..).unwrap_or_default())?;
+                self.prefetch_pages(&mut batch.pages_read, keys.get(i..).unwrap_or_default())?;
             }
             self.add_page_of(maint, &mut batch, key)?;
             if batch.is_full() {
@@ -258,7 +273,7 @@ impl Store {
         while let Some(key) = self.cache.first_dirty_at_or_after(&from, below_lsn) {
             if batch.is_empty() {
                 let ahead = self.cache.dirty_keys_from(&from, below_lsn, SWEEP_LOOKAHEAD_KEYS);
-                batch.pages_read = self.prefetch_pages_of(&ahead)?;
+                self.prefetch_pages(&mut batch.pages_read, &ahead)?;
             }
             let upper = self.add_page_of(maint, &mut batch, &key)?;
             if batch.is_full() {
@@ -375,7 +390,6 @@ impl Store {
     /// again meanwhile.
     pub(crate) fn write_batch(&self, maint: &mut MaintState, batch: &mut WriteBackBatch) -> Result<()> {
         let Some(newest_lsn) = batch.records.iter().map(|r| r.lsn).max() else {
-            batch.pages_read.clear();
             return Ok(());
         };
         self.writes.wal().commit(newest_lsn, Durability::Sync)?;
@@ -403,7 +417,7 @@ impl Store {
         Counters::add(&self.counters.pages_written_back, pages_written as u64);
         Counters::add(&self.counters.write_back_batches, 1);
         self.mark_written(&batch.records);
-        *batch = WriteBackBatch::default();
+        batch.written();
         Ok(())
     }
 
@@ -436,11 +450,12 @@ impl Store {
         self.cache.mark_clean(records);
     }
 
-    /// Reads, in parallel, the base page the model picks for each of `keys` and its overflow
-    /// page, for the first `MAX_BATCH_PAGES` base pages the keys name in order (a batch's page
-    /// reads would otherwise wait on the device one after another). Only a guess of the pages
-    /// the batch will take: a key the model misplaces is read when the batch reaches it.
-    fn prefetch_pages_of(&self, keys: &[Key]) -> Result<HashMap<PageId, Page>> {
+    /// Makes `pages` hold the base page the model picks for each of `keys` and its overflow
+    /// page, for the first `MAX_BATCH_PAGES` base pages the keys name in order, and no other:
+    /// those already there are kept, the others read in parallel (a batch's page reads would
+    /// otherwise wait on the device one after another). Only a guess of the pages the batch
+    /// will take: a key the model misplaces is read when the batch reaches it.
+    fn prefetch_pages(&self, pages: &mut HashMap<PageId, Page>, keys: &[Key]) -> Result<()> {
         let mut bases: HashSet<PageId> = HashSet::new();
         let mut ids: Vec<PageId> = Vec::new();
         {
@@ -455,14 +470,15 @@ impl Store {
                 }
             }
         }
+        let wanted: HashSet<PageId> = ids.iter().copied().collect();
+        pages.retain(|id, _| wanted.contains(id));
+        ids.retain(|id| !pages.contains_key(id));
         ids.sort_unstable();
         ids.dedup();
         let runs = contiguous_runs(&ids);
-        let pages: Vec<Page> = parallel_io(&runs, |&(first, count)| self.data.read_pages(first, count))?
-            .into_iter()
-            .flatten()
-            .collect();
-        Ok(ids.into_iter().zip(pages).collect())
+        let read = parallel_io(&runs, |&(first, count)| self.data.read_pages(first, count))?;
+        pages.extend(ids.into_iter().zip(read.into_iter().flatten()));
+        Ok(())
     }
 
     /// A store's first write-back creates its first segment: one empty page covering every key.
@@ -501,6 +517,27 @@ mod tests {
             new_overflow: None,
             needs_double_write: false,
         }
+    }
+
+    #[test]
+    fn a_written_batch_forgets_the_pages_it_wrote_and_keeps_the_others() {
+        let page = || {
+            let kind = PageKind::SegmentHead { pages: 1, production_id: 1, model: None };
+            Page::new(crate::page::PageSize::DEFAULT, kind, b"", None).unwrap()
+        };
+        let mut with_new_overflow = pair(1, &[1]);
+        with_new_overflow.new_overflow = Some((7, Vec::new()));
+        let mut batch = WriteBackBatch {
+            pairs: vec![with_new_overflow, pair(3, &[3])],
+            base_pages: [1, 3].into_iter().collect(),
+            records: Vec::new(),
+            pages_read: [1, 2, 3, 7].into_iter().map(|id| (id, page())).collect(),
+        };
+        batch.written();
+        assert!(batch.is_empty() && batch.base_pages.is_empty() && batch.records.is_empty());
+        let mut kept: Vec<PageId> = batch.pages_read.keys().copied().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![2], "pages 1, 3 and 7 were written: their copies are stale");
     }
 
     #[test]
