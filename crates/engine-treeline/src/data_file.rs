@@ -142,6 +142,20 @@ impl DataFile {
         self.file.len()
     }
 
+    /// Gives the blocks of the free runs `(first page, pages)` below `end` back to the file
+    /// system (holes: the file's length stays), so free pages inside the file cost no disk
+    /// space until they are reused. The caller guarantees that neither the index nor the durable
+    /// checkpoint references them. A run reaching `end` is cut at it (`give_back_pages_from`
+    /// takes the rest).
+    pub fn give_back_free_runs(&self, runs: &[(PageId, u64)], end: PageId) -> Result<()> {
+        let page_bytes = self.size.bytes() as u64;
+        for &(first, pages) in runs.iter().filter(|(first, _)| *first < end) {
+            let pages = pages.min(end - first);
+            self.file.punch_hole(self.offset_of(first)?, pages * page_bytes)?;
+        }
+        Ok(())
+    }
+
     /// Gives the pages from `end` on back to the file system, if the file reaches past it. The
     /// caller guarantees no page there is referenced by the index or by the durable checkpoint.
     pub fn give_back_pages_from(&self, end: PageId) -> Result<()> {

@@ -101,6 +101,14 @@ impl FreeSpace {
         self.runs.len()
     }
 
+    /// Whether pages `first .. first + pages` are all free (below the end, in one free run).
+    pub fn is_free(&self, first: PageId, pages: u64) -> bool {
+        self.runs
+            .range(..=first)
+            .next_back()
+            .is_some_and(|(&run, &run_pages)| first.saturating_add(pages) <= run + run_pages)
+    }
+
     /// Total free pages below the end.
     pub fn free_pages(&self) -> u64 {
         self.runs.values().sum()
@@ -201,6 +209,19 @@ impl FreeSpace {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn is_free_asks_for_the_whole_range_in_one_run() {
+        let mut free = FreeSpace::new();
+        let a = free.allocate(4).unwrap();
+        let b = free.allocate(4).unwrap();
+        let _c = free.allocate(1).unwrap();
+        free.release(a).unwrap();
+        free.release(b).unwrap();
+        assert!(free.is_free(a.first_page, 8), "a and b merged into one run");
+        assert!(free.is_free(a.first_page + 2, 6) && !free.is_free(a.first_page, 9));
+        assert!(!free.is_free(free.end(), 1), "past the end");
+    }
 
     #[test]
     fn page_ids_and_offsets() {

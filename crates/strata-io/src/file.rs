@@ -436,6 +436,39 @@ impl StorageFile for FileHandle {
         })
     }
 
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
+        let end = offset.saturating_add(len_bytes).min(self.current_len()?);
+        if offset >= end {
+            return Ok(());
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let context =
+                || format!("punching {len_bytes} bytes at offset {offset} of {}", self.path.display());
+            let (start, len) = match (libc::off_t::try_from(offset), libc::off_t::try_from(end - offset)) {
+                (Ok(start), Ok(len)) => (start, len),
+                _ => return Err(Error::invalid(format!("{}: does not fit in off_t", context()))),
+            };
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            loop {
+                // SAFETY: the descriptor belongs to `self.file`, which outlives the call.
+                let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, start, len) };
+                if rc == 0 {
+                    return Ok(());
+                }
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // The file system keeps the blocks: the range keeps its bytes.
+                    Some(libc::EOPNOTSUPP) => return Ok(()),
+                    _ => return Err(Error::io(context(), err)),
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(())
+    }
+
     fn allocate(&self, len_bytes: u64) -> Result<()> {
         if len_bytes <= self.current_len()? {
             return Ok(());
@@ -475,6 +508,43 @@ mod tests {
         assert!(is_aligned(8192));
         assert!(!is_aligned(4095));
         assert!(!is_aligned(4097));
+    }
+
+    /// Every storage reads a punched range as zeros (or its old bytes where holes are not
+    /// supported), keeps the length, clips at the end; a real file gives the blocks back.
+    #[test]
+    fn punched_ranges_read_as_zeros_and_keep_the_length() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<(Arc<dyn StorageFile>, bool)> = vec![
+            (
+                FileStorage::open_dir(dir.path(), false).unwrap().open("f", OpenOptions::create()).unwrap(),
+                true,
+            ),
+            (crate::MemStorage::new().open("f", OpenOptions::create()).unwrap(), false),
+            (crate::SimStorage::new(1).open("f", OpenOptions::create()).unwrap(), false),
+        ];
+        for (file, real) in files {
+            file.write_at(0, &vec![7u8; 64 << 10]).unwrap();
+            file.sync().unwrap();
+            file.punch_hole(16 << 10, 32 << 10).unwrap();
+            file.punch_hole(60 << 10, 1 << 20).unwrap();
+            assert_eq!(file.len().unwrap(), 64 << 10, "{}", file.name());
+            let mut back = vec![0u8; 64 << 10];
+            file.read_at(0, &mut back).unwrap();
+            let punched = |i: usize| (16 << 10..48 << 10).contains(&i) || i >= 60 << 10;
+            let zeros = back.iter().enumerate().filter(|&(i, &b)| punched(i) && b == 0).count();
+            let kept = back.iter().enumerate().all(|(i, &b)| punched(i) || b == 7);
+            assert!(kept, "bytes outside the holes changed");
+            if real {
+                let blocks = std::fs::metadata(dir.path().join("f")).unwrap().blocks() * 512;
+                if blocks < 64 << 10 {
+                    assert_eq!(zeros, 36 << 10, "a file system that punches reads zeros");
+                }
+            } else {
+                assert_eq!(zeros, 36 << 10);
+            }
+        }
     }
 
     #[test]

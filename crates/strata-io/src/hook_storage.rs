@@ -157,6 +157,9 @@ impl StorageFile for HookFile {
     fn allocate(&self, len_bytes: u64) -> Result<()> {
         self.inner.allocate(len_bytes)
     }
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
+        self.inner.punch_hole(offset, len_bytes)
+    }
 }
 
 #[cfg(test)]

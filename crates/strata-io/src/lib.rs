@@ -91,6 +91,11 @@ pub trait StorageFile: Send + Sync + Debug {
     /// Reserves disk space up to `len_bytes` (fallocate) so later writes below it need no
     /// allocation; extends the file with zeros if it is shorter. Never shrinks.
     fn allocate(&self, len_bytes: u64) -> Result<()>;
+    /// Gives the blocks of `offset .. offset + len_bytes` (clipped to the file's length) back
+    /// to the file system: the range then reads as zeros, or keeps its bytes where the file
+    /// system cannot punch holes. The length never changes. Not durable until a `sync`: after a
+    /// crash the range holds either. For space the caller no longer references.
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()>;
 }
 
 /// Held while a directory lock is taken.

@@ -172,4 +172,14 @@ impl StorageFile for MemFile {
         }
         Ok(())
     }
+
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
+        let mut data = self.data.write();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+        let end = usize::try_from(offset.saturating_add(len_bytes)).unwrap_or(usize::MAX).min(data.len());
+        if let Some(range) = data.get_mut(start..end) {
+            range.fill(0);
+        }
+        Ok(())
+    }
 }

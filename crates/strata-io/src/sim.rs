@@ -480,4 +480,15 @@ impl StorageFile for SimFile {
         let len = to_usize(len_bytes, "length")?;
         self.grow_or_change(context, len, Change::Allocate(len))
     }
+
+    /// An unsynced write of zeros over the range (clipped to the length): lost or kept at a
+    /// crash like any other write, which is what a real file system allows.
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
+        let file_len = self.len()?;
+        let end = offset.saturating_add(len_bytes).min(file_len);
+        if offset >= end {
+            return Ok(());
+        }
+        self.write_at(offset, &vec![0; to_usize(end - offset, "hole length")?])
+    }
 }

@@ -7,6 +7,7 @@ use strata_core::{Durability, Key, Result};
 
 use super::{Counters, MaintState, Store};
 use crate::checkpoint_file::Checkpoint;
+use crate::free_space::PageId;
 use crate::key_projection::KeyMap;
 
 /// Which dirty records a checkpoint writes back.
@@ -50,11 +51,14 @@ impl Store {
         // now (merged with their free neighbours; a free run at the file's end moves the end
         // down), so the end this checkpoint stores is the one after them. Nothing allocates
         // before it is stored (`maint` is held; a failure poisons the store).
+        let mut released: Vec<(PageId, u64)> = Vec::new();
         for slot in maint.freed_since_checkpoint.drain(..) {
             maint.free.release(slot)?;
+            released.push((slot.first_page, u64::from(slot.pages)));
         }
         for (first_page, pages) in maint.blob_runs_freed_since_checkpoint.drain(..) {
             maint.free.release_run(first_page, pages)?;
+            released.push((first_page, pages));
         }
         let generation = maint.generation + 1;
         let checkpoint = Checkpoint {
@@ -73,6 +77,14 @@ impl Store {
         // The file still holds every page the previous checkpoint references; from here on the
         // one just stored is the recovery point, and no page at or past its end is in its index.
         self.data.give_back_pages_from(maint.free.end())?;
+        let previous = std::mem::replace(&mut maint.released_at_last_checkpoint, released);
+        let mut still_free: Vec<(PageId, u64)> =
+            previous.into_iter().filter(|&(first, pages)| maint.free.is_free(first, pages)).collect();
+        if sweep == Sweep::All {
+            // A close or an asked-for checkpoint: no write may follow soon to reuse them.
+            still_free.append(&mut maint.released_at_last_checkpoint);
+        }
+        self.data.give_back_free_runs(&still_free, maint.free.end())?;
         self.follow_data_size(maint.free.end())?;
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
