@@ -148,12 +148,12 @@ impl Index {
     /// Links overflow page `id` to base page `page_index` of the segment starting at `lower`;
     /// `false` if there is no such segment or page.
     pub fn set_overflow(&mut self, lower: &[u8], page_index: usize, id: PageId) -> bool {
-        let Some(entry) = self.map.get_mut(lower) else { return false };
-        let old = entry.clone();
-        let Some(slot) = entry.overflow.get_mut(page_index) else { return false };
+        let Some(slot) = self.map.get_mut(lower).and_then(|e| e.overflow.get_mut(page_index)) else {
+            return false;
+        };
+        // Only the count of linked overflow pages changes (memory bytes follow the page count).
+        self.totals.overflow_pages = self.totals.overflow_pages - u64::from(*slot != 0) + u64::from(id != 0);
         *slot = id;
-        self.totals.subtract(lower, &old);
-        self.totals.add(lower, entry);
         true
     }
 

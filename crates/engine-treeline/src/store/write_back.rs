@@ -111,6 +111,8 @@ pub(crate) struct WriteBackBatch {
     /// writes the batch first); a reorganization writes only free pages, and a page it frees is
     /// reused only after the next checkpoint, which no write-back spans.
     pages_read: HashMap<PageId, Page>,
+    /// The pages of the keys ahead were read since the batch was last written.
+    read_ahead: bool,
 }
 
 impl WriteBackBatch {
@@ -118,9 +120,10 @@ impl WriteBackBatch {
         self.pairs.len() >= MAX_BATCH_PAGES
     }
 
-    /// Nothing prepared: a new batch, or one just written.
-    fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+    /// Nothing prepared and no read-ahead since the batch was last written: the moment to read
+    /// the next keys' pages ahead (a key that adds no pair must not start another one).
+    fn wants_read_ahead(&self) -> bool {
+        self.pairs.is_empty() && !self.read_ahead
     }
 
     /// After the batch was written: empty again, keeping the pages read that it did not write.
@@ -133,6 +136,7 @@ impl WriteBackBatch {
         }
         self.base_pages.clear();
         self.records.clear();
+        self.read_ahead = false;
     }
 
     /// Page `id`: the copy this batch already read, else from the data file.
@@ -255,8 +259,9 @@ impl Store {
     pub fn write_back_pages_of(&self, maint: &mut MaintState, keys: &[Key]) -> Result<()> {
         let mut batch = WriteBackBatch::default();
         for (i, key) in keys.iter().enumerate() {
-            if batch.is_empty() {
+            if batch.wants_read_ahead() {
                 self.prefetch_pages(&mut batch.pages_read, keys.get(i..).unwrap_or_default())?;
+                batch.read_ahead = true;
             }
             self.add_page_of(maint, &mut batch, key)?;
             if batch.is_full() {
@@ -273,9 +278,10 @@ impl Store {
         let mut batch = WriteBackBatch::default();
         let mut from: Key = Vec::new();
         while let Some(key) = self.cache.first_dirty_at_or_after(&from, below_lsn) {
-            if batch.is_empty() {
+            if batch.wants_read_ahead() {
                 let ahead = self.cache.dirty_keys_from(&from, below_lsn, SWEEP_LOOKAHEAD_KEYS);
                 self.prefetch_pages(&mut batch.pages_read, &ahead)?;
+                batch.read_ahead = true;
             }
             let upper = self.add_page_of(maint, &mut batch, &key)?;
             if batch.is_full() {
@@ -534,9 +540,10 @@ mod tests {
             base_pages: [1, 3].into_iter().collect(),
             records: Vec::new(),
             pages_read: [1, 2, 3, 7].into_iter().map(|id| (id, page())).collect(),
+            read_ahead: true,
         };
         batch.written();
-        assert!(batch.is_empty() && batch.base_pages.is_empty() && batch.records.is_empty());
+        assert!(batch.wants_read_ahead() && batch.base_pages.is_empty() && batch.records.is_empty());
         let mut kept: Vec<PageId> = batch.pages_read.keys().copied().collect();
         kept.sort_unstable();
         assert_eq!(kept, vec![2], "pages 1, 3 and 7 were written: their copies are stale");
