@@ -12,7 +12,8 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
     # The harness's lints (the fuzz crate is its own workspace: CI's clippy does not reach it)
-    # and its own tests (reseal per format, seed files, the treeline checkpoint bit-flip sweep),
+    # and its own tests (reseal per format, seed files, the treeline checkpoint bit-flip sweep,
+    # inputs a model target once failed on),
     # before any target runs.
     cargo +nightly clippy --all-targets -- -D warnings
     cargo +nightly test --release
