@@ -219,6 +219,11 @@ impl RecordCache {
             .collect()
     }
 
+    /// Whether `key` is cached dirty with an lsn below `below_lsn`.
+    pub fn is_dirty_below(&self, key: &[u8], below_lsn: Lsn) -> bool {
+        self.map.get(key).is_some_and(|e| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+    }
+
     /// The smallest lsn of a dirty record (`None`: nothing is dirty). Every record whose last
     /// write is older is in the pages, so a WAL replay from here restores every dirty record.
     /// Linear in the cache's entries (a checkpoint runs it once).
@@ -468,6 +473,8 @@ mod tests {
         assert_eq!(c.dirty_keys_from(&k(3), 8, 100), vec![k(3), k(4), k(5), k(6)]);
         assert_eq!(c.dirty_keys_from(&k(3), 8, 2), vec![k(3), k(4)]);
         assert!(c.dirty_keys_from(&k(10), u64::MAX, 5).is_empty());
+        assert!(c.is_dirty_below(&k(3), 8) && !c.is_dirty_below(&k(3), 3), "k(3) is dirty at lsn 3");
+        assert!(!c.is_dirty_below(&k(99), u64::MAX), "not cached");
     }
 
     #[test]

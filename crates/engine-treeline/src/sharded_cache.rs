@@ -186,9 +186,9 @@ impl ShardedCache {
         out
     }
 
-    /// The first key at or after `from` that is dirty with an lsn below `below_lsn`.
-    pub fn first_dirty_at_or_after(&self, from: &[u8], below_lsn: Lsn) -> Option<Key> {
-        self.shards.iter().filter_map(|s| s.cache.lock().dirty_keys_from(from, below_lsn, 1).pop()).min()
+    /// Whether `key` is cached dirty with an lsn below `below_lsn`.
+    pub fn is_dirty_below(&self, key: &[u8], below_lsn: Lsn) -> bool {
+        self.shard_of(key).cache.lock().is_dirty_below(key, below_lsn)
     }
 
     /// Keys at or after `from` that are dirty with an lsn below `below_lsn`, in key order: every
@@ -297,8 +297,7 @@ mod tests {
         let dirty = c.dirty_in(&k(0), None);
         assert_eq!(dirty.len(), 500);
         assert!(dirty.windows(2).all(|w| w[0].key < w[1].key));
-        assert_eq!(c.first_dirty_at_or_after(&k(250), 300), Some(k(250)));
-        assert_eq!(c.first_dirty_at_or_after(&k(250), 250), None, "lsns 251.. are not below 250");
+        assert!(c.is_dirty_below(&k(250), 300) && !c.is_dirty_below(&k(250), 250), "k(250) has lsn 251");
         assert_eq!(c.min_dirty_lsn(), Some(1));
         c.mark_clean(&dirty[..10]);
         assert_eq!(c.totals().dirty_records, 490);

@@ -118,6 +118,34 @@ fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
     assert!(restored > 0, "no torn page was repaired in 12 crashes");
 }
 
+/// A commit's sweep walks lists of the next 1,024 dirty keys: with 3,000 keys dirty on many
+/// pages (a cache that holds them all, checkpoints far apart) it takes several lists, and none
+/// of their keys, nor a key between two lists, stays dirty; the pages hold the model.
+#[test]
+fn a_sweep_over_more_dirty_keys_than_its_lookahead_writes_them_all() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let mut options =
+        config().engine_option("record_cache_bytes", "8MiB").engine_option("checkpoint_wal_bytes", "64MiB");
+    options.memory_budget_bytes = 16 << 20;
+    let engine = TreelineEngine::open(storage.clone(), &options).unwrap();
+    let mut model = BTreeMap::new();
+    // First into pages (one reorganization of the first page takes them all), then rewritten at
+    // the same sizes: each page takes its own keys back, no reorganization.
+    for round in 0..2 {
+        for i in 0..3_000 {
+            engine.put(&key(i), &value(i, 0), Durability::Buffered).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        assert_eq!(counter(&engine, "cache.dirty_records"), 3_000, "round {round}: none written back yet");
+        engine.maintenance().run(MaintenanceTask::Commit).unwrap();
+        assert_eq!(counter(&engine, "cache.dirty_records"), 0, "round {round}");
+    }
+    assert!(counter(&engine, "pages_written_back") > 20, "the second round wrote pages back one by one");
+    engine.maintenance().set_option("record_cache_bytes", "4KiB").unwrap();
+    check_all(&engine, &model);
+    engine.close().unwrap();
+}
+
 #[test]
 fn maintenance_tasks_write_back_reorganize_and_checkpoint() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());

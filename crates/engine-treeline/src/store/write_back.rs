@@ -273,23 +273,33 @@ impl Store {
     }
 
     /// Writes back every dirty record whose lsn is below `below_lsn` (`u64::MAX`: all), with the
-    /// other dirty records of their pages, sweeping the key space once in order.
+    /// other dirty records of their pages, sweeping the key space once in order. The sweep walks
+    /// lists of the next old dirty keys (`dirty_keys_from`: every such key up to the list's last),
+    /// skipping keys a page already taken covers and keys a reorganization wrote meanwhile; no
+    /// key turns old and dirty during the sweep (new writes have lsns past the checkpoint's cut).
     pub fn write_back_older_than(&self, maint: &mut MaintState, below_lsn: u64) -> Result<()> {
         let mut batch = WriteBackBatch::default();
         let mut from: Key = Vec::new();
-        while let Some(key) = self.cache.first_dirty_at_or_after(&from, below_lsn) {
+        let mut ahead: Vec<Key> = Vec::new();
+        let mut next = 0;
+        loop {
+            if next == ahead.len() {
+                ahead = self.cache.dirty_keys_from(&from, below_lsn, SWEEP_LOOKAHEAD_KEYS);
+                next = 0;
+            }
+            let Some(key) = ahead.get(next) else { break };
+            next += 1;
+            if *key < from || !self.cache.is_dirty_below(key, below_lsn) {
+                continue;
+            }
             if batch.wants_read_ahead() {
-                let ahead = self.cache.dirty_keys_from(&from, below_lsn, SWEEP_LOOKAHEAD_KEYS);
-                self.prefetch_pages(&mut batch.pages_read, &ahead)?;
+                self.prefetch_pages(&mut batch.pages_read, ahead.get(next - 1..).unwrap_or_default())?;
                 batch.read_ahead = true;
             }
-            let upper = self.add_page_of(maint, &mut batch, &key)?;
+            let Some(upper) = self.add_page_of(maint, &mut batch, key)? else { break };
+            from = upper;
             if batch.is_full() {
                 self.write_batch(maint, &mut batch)?;
-            }
-            match upper {
-                Some(upper) => from = upper,
-                None => break,
             }
         }
         self.write_batch(maint, &mut batch)?;
