@@ -49,8 +49,9 @@ pub struct TreelineOptions {
     pub forecasting: bool,
     /// Inserts per forecasting epoch (the paper's 100,000).
     pub forecast_epoch_inserts: u64,
-    /// Histogram partitions *b*; default a fifth of the epoch (the paper's 20,000 for 100,000),
-    /// at most 2^20. The reservoir sample holds `10·b` keys.
+    /// Histogram partitions *b*; default a fifth of the epoch (the paper's 20,000 for 100,000)
+    /// within a sixteenth of the budget (`forecast_partitions()`), at most 2^20. The reservoir
+    /// sample holds `10·b` keys.
     pub forecast_partitions: Option<usize>,
     /// Most epochs of forecast inserts a reorganization leaves room for (the paper's *f*, 100);
     /// fewer while the forecaster has completed fewer epochs (`store/forecast_room.rs`).
@@ -132,9 +133,26 @@ impl TreelineOptions {
         Ok(options)
     }
 
-    /// Histogram partitions: the knob, or a fifth of the epoch.
-    pub fn forecast_partitions(&self) -> usize {
-        self.forecast_partitions.unwrap_or((self.forecast_epoch_inserts / 5).clamp(1, 1 << 20) as usize)
+    /// Histogram partitions: the knob, or a fifth of the epoch but no more than fit a
+    /// `FORECAST_BUDGET_DIVISOR`th of the budget (`forecast::memory_bound_bytes`: 20,000
+    /// partitions, the default epoch's fifth, take 8.8 MB at an epoch's end), and no fewer than
+    /// `MIN_FORECAST_PARTITIONS` (a few hot spots need a partition each).
+    pub fn forecast_partitions(&self, config: &EngineConfig) -> usize {
+        self.forecast_partitions.unwrap_or_else(|| {
+            let by_epoch = (self.forecast_epoch_inserts / 5).clamp(1, 1 << 20) as usize;
+            let by_budget =
+                crate::forecast::partitions_within(config.memory_budget_bytes / FORECAST_BUDGET_DIVISOR);
+            by_epoch.min(by_budget.max(MIN_FORECAST_PARTITIONS))
+        })
+    }
+
+    /// What the forecaster holds at most (0 without forecasting), counted in the budget like the
+    /// index.
+    pub fn forecaster_memory_bytes(&self, config: &EngineConfig) -> u64 {
+        match self.forecasting {
+            true => crate::forecast::memory_bound_bytes(self.forecast_partitions(config)),
+            false => 0,
+        }
     }
 
     /// The record cache capacity for `config`'s budget.
@@ -169,18 +187,23 @@ pub fn wal_segment_bytes_for_distance(config: &EngineConfig, distance_bytes: u64
     Some((quarter_mib << 20).min(config.effective_wal_segment_bytes()))
 }
 
+/// The forecaster's default partitions fit this share of the budget (1/16).
+pub const FORECAST_BUDGET_DIVISOR: u64 = 16;
+/// The fewest partitions the budget leaves the forecaster by default (113 KB at most).
+pub const MIN_FORECAST_PARTITIONS: usize = 256;
+
 /// The record cache never gets less than this share of the budget (1/4), however much the index
 /// takes: with a fixed cache of a few KiB a store whose index filled its budget read every
 /// record from its pages. The memory then exceeds the budget, which stats report
 /// (`memory.over_budget_bytes`).
 pub const CACHE_FLOOR_BUDGET_DIVISOR: u64 = 4;
 
-/// The record cache capacity: `requested`, within what the budget leaves after the index and the
-/// buffer reserve, but at least a quarter of the budget (`CACHE_FLOOR_BUDGET_DIVISOR`) unless
-/// less was requested, and at least `MIN_RECORD_CACHE_BYTES`.
-pub fn cache_bytes_within_budget(config: &EngineConfig, requested: u64, index_bytes: u64) -> u64 {
+/// The record cache capacity: `requested`, within what the budget leaves after `held_bytes` (the
+/// index and the forecaster) and the buffer reserve, but at least a quarter of the budget
+/// (`CACHE_FLOOR_BUDGET_DIVISOR`) unless less was requested, and at least `MIN_RECORD_CACHE_BYTES`.
+pub fn cache_bytes_within_budget(config: &EngineConfig, requested: u64, held_bytes: u64) -> u64 {
     let budget = config.memory_budget_bytes;
-    let left = budget.saturating_sub(index_bytes + buffer_reserve_bytes(config));
+    let left = budget.saturating_sub(held_bytes + buffer_reserve_bytes(config));
     let floor = budget / CACHE_FLOOR_BUDGET_DIVISOR;
     requested.min(left.max(floor)).max(MIN_RECORD_CACHE_BYTES)
 }
@@ -233,6 +256,25 @@ mod tests {
             TreelineOptions::from_config(&config.clone().engine_option("checkpoint_wal_bytes", "5MiB"))
                 .unwrap();
         assert_eq!(knob.checkpoint_wal_bytes(&config, 0), 5 * mib);
+    }
+
+    #[test]
+    fn the_forecaster_fits_a_sixteenth_of_the_budget_unless_its_knob_says_otherwise() {
+        let at = |budget: u64, knobs: &[(&str, &str)]| {
+            let config = EngineConfig { memory_budget_bytes: budget, ..EngineConfig::default() }
+                .with_engine_options(knobs.iter().copied());
+            let o = TreelineOptions::from_config(&config).unwrap();
+            (o.forecast_partitions(&config), o.forecaster_memory_bytes(&config))
+        };
+        let mib = 1u64 << 20;
+        let (partitions, bytes) = at(36 * mib, &[]);
+        assert!(partitions < 20_000 && bytes <= 36 * mib / 16, "{partitions} partitions, {bytes} bytes");
+        assert!(crate::forecast::memory_bound_bytes(partitions + 1) > 36 * mib / 16, "the most that fit");
+        assert_eq!(at(4 << 30, &[]).0, 20_000, "a large budget: the default epoch's fifth");
+        assert_eq!(at(36 * mib, &[("forecast_partitions", "30000")]).0, 30_000, "the knob wins");
+        assert_eq!(at(36 * mib, &[("forecasting", "false")]).1, 0, "no forecaster, nothing held");
+        assert_eq!(at(mib, &[]).0, MIN_FORECAST_PARTITIONS, "a small budget: the floor");
+        assert_eq!(at(mib, &[("forecast_epoch_inserts", "500")]).0, 100, "the epoch's fifth below it");
     }
 
     #[test]

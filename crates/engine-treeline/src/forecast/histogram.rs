@@ -135,23 +135,7 @@ fn group_ranges(sorted: &[u64], partitions: usize) -> Vec<std::ops::Range<usize>
     if sorted.is_empty() {
         return Vec::new();
     }
-    let mut gaps: Vec<(u64, usize)> = sorted
-        .iter()
-        .zip(sorted.iter().skip(1))
-        .enumerate()
-        .filter(|(_, (a, b))| b > a)
-        .map(|(i, (a, b))| (b - a, i + 1))
-        .collect();
-    let mut widths: Vec<u64> = gaps.iter().map(|&(width, _)| width).collect();
-    let middle = widths.len() / 2;
-    let median = if widths.is_empty() { 0 } else { *widths.select_nth_unstable(middle).1 };
-    gaps.retain(|&(width, _)| width / BREAK_GAP_TO_MEDIAN >= median.max(1));
-    let breaks = (partitions - 1).min(gaps.len());
-    if breaks < gaps.len() {
-        gaps.select_nth_unstable_by(breaks, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    }
-    let mut cuts: Vec<usize> = gaps.iter().take(breaks).map(|&(_, at)| at).collect();
-    cuts.sort_unstable();
+    let cuts = break_cuts(sorted, partitions);
     let max_group = sorted.len().div_ceil(partitions).max(1);
     let mut groups = Vec::new();
     let mut start = 0;
@@ -160,6 +144,30 @@ fn group_ranges(sorted: &[u64], partitions: usize) -> Vec<std::ops::Range<usize>
         start = end;
     }
     groups
+}
+
+/// Where the sorted sample breaks (ascending positions): its widest gaps of at least
+/// `BREAK_GAP_TO_MEDIAN` times the median gap, at most `partitions - 1` of them. The gaps
+/// (16 bytes per sample key, the largest temporary of an epoch's end) are freed on return,
+/// before the groups are built.
+fn break_cuts(sorted: &[u64], partitions: usize) -> Vec<usize> {
+    let mut gaps: Vec<(u64, usize)> = sorted
+        .iter()
+        .zip(sorted.iter().skip(1))
+        .enumerate()
+        .filter(|(_, (a, b))| b > a)
+        .map(|(i, (a, b))| (b - a, i + 1))
+        .collect();
+    let middle = gaps.len() / 2;
+    let median = if gaps.is_empty() { 0 } else { gaps.select_nth_unstable_by_key(middle, |g| g.0).1 .0 };
+    gaps.retain(|&(width, _)| width / BREAK_GAP_TO_MEDIAN >= median.max(1));
+    let breaks = (partitions - 1).min(gaps.len());
+    if breaks < gaps.len() {
+        gaps.select_nth_unstable_by(breaks, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    }
+    let mut cuts: Vec<usize> = gaps.iter().take(breaks).map(|&(_, at)| at).collect();
+    cuts.sort_unstable();
+    cuts
 }
 
 /// Pushes `range` as groups of at most about `max_group` keys, cut only between distinct keys.

@@ -40,6 +40,28 @@ pub struct ForecastConfig {
     pub seed: u64,
 }
 
+/// The most bytes a forecaster with `partitions` (b) histogram partitions holds, at the end of
+/// an epoch, its peak: the sample (10·b keys of 8 bytes); the building, frozen and next
+/// histograms (at most 4·b + 1 partitions each, a bound and a count of 8 bytes); and the larger
+/// of the end's two temporary phases — the sample's gaps (16 bytes each) with the cuts (at most
+/// b − 1 positions), or the groups (fewer than 2·b ranges of 16 bytes) with the cuts.
+pub fn memory_bound_bytes(partitions: usize) -> u64 {
+    let b = partitions as u64;
+    let sample = 10 * b * 8;
+    let histograms = 3 * (4 * b + 1) * 16;
+    let cuts = b * 8;
+    let temporaries = (10 * b * 16).max(2 * b * 16) + cuts;
+    sample + histograms + temporaries
+}
+
+/// The most histogram partitions a forecaster can have within `bytes` (at least 1).
+pub fn partitions_within(bytes: u64) -> usize {
+    // memory_bound_bytes is linear in b.
+    let per_partition = memory_bound_bytes(2) - memory_bound_bytes(1);
+    let fixed = memory_bound_bytes(1) - per_partition;
+    usize::try_from(bytes.saturating_sub(fixed) / per_partition).unwrap_or(usize::MAX).max(1)
+}
+
 /// Counts inserts per epoch and forecasts inserts per key range.
 #[derive(Clone, Debug)]
 pub struct Forecaster {

@@ -322,3 +322,14 @@ fn forecast_state_size_stays_within_the_partition_bound() {
         }
     }
 }
+
+#[test]
+fn partitions_within_a_size_are_the_most_whose_bound_fits_it() {
+    assert_eq!(crate::forecast::memory_bound_bytes(20_000), 440 * 20_000 + 48, "docs quote 440·b + 48");
+    for bytes in [0u64, 1_000, 360_000, 1 << 20, 36 << 20, 1 << 40] {
+        let b = crate::forecast::partitions_within(bytes);
+        let bound = crate::forecast::memory_bound_bytes(b);
+        assert!(b == 1 || bound <= bytes, "{b} partitions take {bound} > {bytes} bytes");
+        assert!(crate::forecast::memory_bound_bytes(b + 1) > bytes, "{} partitions fit {bytes}", b + 1);
+    }
+}

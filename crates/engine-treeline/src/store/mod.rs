@@ -161,7 +161,7 @@ impl Store {
         let free = derive_free_space(&checkpoint)?;
         let double_write = DoubleWrite::open(storage.as_ref(), checkpoint.page_size, checkpoint.generation)?;
         let forecaster = match options.forecasting {
-            true => Some(restored_forecaster(storage.as_ref(), &options, &checkpoint)?),
+            true => Some(restored_forecaster(storage.as_ref(), config, &options, &checkpoint)?),
             false => None,
         };
         let forecast_stored = forecaster.as_ref().map(Forecaster::progress);
@@ -260,19 +260,19 @@ impl Store {
     /// reserve leave of the memory budget (never below the minimum).
     pub fn effective_cache_bytes(&self) -> u64 {
         let requested = self.record_cache_bytes.load(Relaxed);
-        crate::options::cache_bytes_within_budget(
-            &self.config,
-            requested,
-            self.index_memory_bytes.load(Relaxed),
-        )
+        crate::options::cache_bytes_within_budget(&self.config, requested, self.held_memory_bytes())
     }
 
-    /// What the index, the buffer reserve and the record cache's capacity hold beyond the budget
+    /// What the index and the forecaster hold (counted in the budget before the record cache).
+    pub fn held_memory_bytes(&self) -> u64 {
+        self.index_memory_bytes.load(Relaxed) + self.options.forecaster_memory_bytes(&self.config)
+    }
+
+    /// What the index, the forecaster, the buffer reserve and the record cache's capacity hold beyond the budget
     /// (the cache's floor: `options::CACHE_FLOOR_BUDGET_DIVISOR`); 0 within it.
     pub fn over_budget_bytes(&self) -> u64 {
-        let held = self.index_memory_bytes.load(Relaxed)
-            + buffer_reserve_bytes(&self.config)
-            + self.effective_cache_bytes();
+        let held =
+            self.held_memory_bytes() + buffer_reserve_bytes(&self.config) + self.effective_cache_bytes();
         held.saturating_sub(self.config.memory_budget_bytes)
     }
 
@@ -307,12 +307,13 @@ fn replay_into_cache(
 /// key map the index's key prefix (a different prefix restarts its histograms).
 fn restored_forecaster(
     storage: &dyn Storage,
+    config: &EngineConfig,
     options: &TreelineOptions,
     checkpoint: &Checkpoint,
 ) -> Result<Forecaster> {
     let mut forecaster = Forecaster::new(ForecastConfig {
         epoch_inserts: options.forecast_epoch_inserts,
-        partitions: options.forecast_partitions(),
+        partitions: options.forecast_partitions(config),
         overestimation: 1.0,
         seed: 0x7472_6565_6c69_6e65,
     })?;

@@ -96,6 +96,7 @@ impl Store {
             ("cache.shards".to_string(), self.cache.shard_count() as u64),
             ("index.segments".to_string(), segments),
             ("index.bytes".to_string(), index_bytes),
+            ("forecast.memory_bound_bytes".to_string(), self.options.forecaster_memory_bytes(&self.config)),
             ("index.base_pages".to_string(), base_pages),
             ("index.overflow_pages".to_string(), overflow_pages),
             ("free_pages".to_string(), free_pages),
@@ -115,7 +116,7 @@ impl Store {
             io: self.storage.io_stats(),
             cache_hits: hits,
             cache_misses: misses,
-            memory_bytes: cache_bytes + index_bytes,
+            memory_bytes: cache_bytes + self.held_memory_bytes(),
             disk_bytes: strata_io::total_file_bytes(self.storage.as_ref()),
             engine_counters: counters,
             notices: self.memory_notices(segments),
@@ -132,11 +133,12 @@ impl Store {
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         vec![format!(
             "treeline: the memory budget ({:.1} MiB) cannot hold the index ({:.1} MiB for {segments} \
-             segments) and a record cache of a quarter of it; the cache keeps that floor ({:.1} MiB), \
-             so memory exceeds the budget by {:.1} MiB. Raise the memory budget, or use larger pages \
-             (page_size_bytes) for a smaller index.",
+             segments), the forecaster ({:.1} MiB) and a record cache of a quarter of it; the cache \
+             keeps that floor ({:.1} MiB), so memory exceeds the budget by {:.1} MiB. Raise the memory \
+             budget, or use larger pages (page_size_bytes) for a smaller index.",
             mib(self.config.memory_budget_bytes),
             mib(self.index_memory_bytes.load(Relaxed)),
+            mib(self.options.forecaster_memory_bytes(&self.config)),
             mib(self.effective_cache_bytes()),
             mib(over),
         )]
