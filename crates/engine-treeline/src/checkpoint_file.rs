@@ -3,6 +3,8 @@
 //! WAL replays from, the data file's end, the next production id and the checkpoint's
 //! *generation*, which the double-write area's entries carry (docs/format/treeline.md).
 
+use std::borrow::Cow;
+
 use strata_core::{Error, Result};
 use strata_io::Storage;
 use strata_kit::small_file::{CrcLayout, SmallFileFormat};
@@ -31,9 +33,11 @@ pub const PAGE_SIZE_LOG2: usize = 32;
 pub const RESERVED: usize = 33;
 pub const INDEX: usize = 40;
 
-/// What a checkpoint records.
+/// What a checkpoint records. Its tables are borrowed when one is stored (the live index and
+/// blob table: a copy would double the index's memory at every checkpoint) and owned when one
+/// is loaded.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Checkpoint {
+pub struct Checkpoint<'a> {
     /// Bumped by every checkpoint; double-write entries of other generations are ignored.
     pub generation: u64,
     /// Every WAL record below this lsn is in the data pages.
@@ -42,12 +46,12 @@ pub struct Checkpoint {
     pub data_end_page: PageId,
     pub next_production_id: u64,
     pub page_size: PageSize,
-    pub index: Index,
+    pub index: Cow<'a, Index>,
     /// Live blob runs (docs/format/treeline.md, "Blob runs").
-    pub blobs: BlobTable,
+    pub blobs: Cow<'a, BlobTable>,
 }
 
-impl Checkpoint {
+impl Checkpoint<'_> {
     pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(INDEX + 64 * self.index.len());
         for v in [self.generation, self.wal_replay_from_lsn, self.data_end_page, self.next_production_id] {
@@ -57,7 +61,7 @@ impl Checkpoint {
         p.extend_from_slice(&[0; INDEX - RESERVED]);
         self.index.encode(&mut p);
         p.extend_from_slice(&(self.blobs.len() as u32).to_le_bytes());
-        for (first_page, slot) in &self.blobs {
+        for (first_page, slot) in self.blobs.iter() {
             p.extend_from_slice(&first_page.to_le_bytes());
             p.extend_from_slice(&(slot.pages as u32).to_le_bytes());
             p.extend_from_slice(&slot.blob_id.to_le_bytes());
@@ -66,7 +70,12 @@ impl Checkpoint {
     }
 
     /// Decodes a version-`version` payload found at `payload_offset` of `file`.
-    pub fn decode(payload: &[u8], version: u32, file: &str, payload_offset: u64) -> Result<Checkpoint> {
+    pub fn decode(
+        payload: &[u8],
+        version: u32,
+        file: &str,
+        payload_offset: u64,
+    ) -> Result<Checkpoint<'static>> {
         let corrupt =
             |at: usize, what: &str| Error::corruption(file, payload_offset + at as u64, what.to_string());
         let u64_at =
@@ -105,13 +114,13 @@ impl Checkpoint {
             data_end_page,
             next_production_id,
             page_size,
-            index,
-            blobs,
+            index: Cow::Owned(index),
+            blobs: Cow::Owned(blobs),
         })
     }
 
     /// The checkpoint in `storage`, if there is one.
-    pub fn load(storage: &dyn Storage) -> Result<Option<Checkpoint>> {
+    pub fn load(storage: &dyn Storage) -> Result<Option<Checkpoint<'static>>> {
         if !storage.exists(FILE_NAME)? {
             return Ok(None);
         }
@@ -165,7 +174,7 @@ mod tests {
     use crate::free_space::SegmentSlot;
     use crate::index::SegmentEntry;
 
-    fn sample() -> Checkpoint {
+    fn sample() -> Checkpoint<'static> {
         let mut index = Index::default();
         index.insert(Vec::new(), SegmentEntry::new(SegmentSlot { first_page: 1, pages: 1 }, None, 3));
         Checkpoint {
@@ -174,8 +183,8 @@ mod tests {
             data_end_page: 5,
             next_production_id: 4,
             page_size: PageSize::DEFAULT,
-            index,
-            blobs: BlobTable::from([(2, BlobSlot { pages: 3, blob_id: 0xAB })]),
+            index: Cow::Owned(index),
+            blobs: Cow::Owned(BlobTable::from([(2, BlobSlot { pages: 3, blob_id: 0xAB })])),
         }
     }
 
@@ -206,7 +215,7 @@ mod tests {
     #[test]
     fn version_one_has_no_blob_table() {
         let mut c = sample();
-        c.blobs.clear();
+        c.blobs.to_mut().clear();
         let v2 = c.encode();
         let v1 = &v2[..v2.len() - 4];
         assert_eq!(Checkpoint::decode(v1, 1, "f", 12).unwrap(), c);
@@ -224,7 +233,7 @@ mod tests {
             vec![(0, BlobSlot { pages: 1, blob_id: 1 })],
         ] {
             let mut c = sample();
-            c.blobs.clear();
+            c.blobs.to_mut().clear();
             let mut p = c.encode();
             p.truncate(p.len() - 4);
             p.extend_from_slice(&(blobs.len() as u32).to_le_bytes());

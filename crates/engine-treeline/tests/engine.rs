@@ -591,13 +591,13 @@ fn an_index_entry_leading_to_a_stale_free_page_is_corruption() {
     for (lower, stale) in one_page.iter().flat_map(|l| free.iter().take(4).map(move |&f| (l.clone(), f))) {
         for as_overflow in [false, true] {
             let mut checkpoint = original.clone();
-            let mut entry = checkpoint.index.remove(&lower).unwrap();
+            let mut entry = checkpoint.index.to_mut().remove(&lower).unwrap();
             if as_overflow {
                 entry.overflow[0] = stale;
             } else {
                 entry.first_page = stale;
             }
-            checkpoint.index.insert(lower.clone(), entry);
+            checkpoint.index.to_mut().insert(lower.clone(), entry);
             checkpoint.store(storage.as_ref()).unwrap();
             let Ok(engine) = TreelineEngine::open(storage.clone(), &config()) else { continue };
             checked += 1;
@@ -638,9 +638,9 @@ fn verify_reports_an_index_entry_leading_to_a_stale_free_page() {
     let stale = (1..original.data_end_page).find(|id| !used.contains(id)).expect("a freed page");
     let mut checkpoint = original.clone();
     let lower = checkpoint.index.iter().find(|(_, e)| e.pages == 1).map(|(k, _)| k.clone()).unwrap();
-    let mut entry = checkpoint.index.remove(&lower).unwrap();
+    let mut entry = checkpoint.index.to_mut().remove(&lower).unwrap();
     entry.first_page = stale;
-    checkpoint.index.insert(lower, entry);
+    checkpoint.index.to_mut().insert(lower, entry);
     checkpoint.store(storage.as_ref()).unwrap();
     let engine = TreelineEngine::open(storage, &config()).unwrap();
     let verified = engine.verify();

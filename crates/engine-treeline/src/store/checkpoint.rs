@@ -1,6 +1,7 @@
 //! Checkpoints (the recovery point: every record whose last write is older than the checkpoint's
 //! replay lsn is in the pages, and its index says where) and the on-demand maintenance tasks.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 
 use strata_core::{Durability, Key, Result};
@@ -61,16 +62,22 @@ impl Store {
             released.push((first_page, pages));
         }
         let generation = maint.generation + 1;
-        let checkpoint = Checkpoint {
-            generation,
-            wal_replay_from_lsn: replay_from_lsn,
-            data_end_page: maint.free.end(),
-            next_production_id: maint.next_production_id,
-            page_size: self.page_size,
-            index: self.index.read().clone(),
-            blobs: maint.blobs.clone(),
+        let data_prefix = {
+            // Stored from the live tables under the index's read lock: only the holder of
+            // `maint` (this checkpoint) changes the index, and readers share the lock.
+            let index = self.index.read();
+            let checkpoint = Checkpoint {
+                generation,
+                wal_replay_from_lsn: replay_from_lsn,
+                data_end_page: maint.free.end(),
+                next_production_id: maint.next_production_id,
+                page_size: self.page_size,
+                index: Cow::Borrowed(&index),
+                blobs: Cow::Borrowed(&maint.blobs),
+            };
+            checkpoint.store(self.storage.as_ref())?;
+            index.data_prefix().to_vec()
         };
-        checkpoint.store(self.storage.as_ref())?;
         maint.generation = generation;
         maint.checkpoint_production_id = maint.next_production_id;
         maint.last_cut_lsn = cut_lsn;
@@ -88,7 +95,7 @@ impl Store {
         self.follow_data_size(maint.free.end())?;
         maint.double_write.reset(generation)?;
         maint.imaged_since_checkpoint.clear();
-        self.store_forecasts(maint, &checkpoint)?;
+        self.store_forecasts(maint, &data_prefix)?;
         self.double_write_bytes.store(0, Relaxed);
         self.writes.wal().truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
@@ -97,9 +104,9 @@ impl Store {
 
     /// The forecaster's key map follows the index's key prefix; its histograms go to
     /// `treeline-forecast` when they changed since last stored.
-    fn store_forecasts(&self, maint: &mut MaintState, checkpoint: &Checkpoint) -> Result<()> {
+    fn store_forecasts(&self, maint: &mut MaintState, data_prefix: &[u8]) -> Result<()> {
         let Some(forecaster) = maint.forecaster.as_mut() else { return Ok(()) };
-        forecaster.set_key_map(KeyMap::new(checkpoint.index.data_prefix()));
+        forecaster.set_key_map(KeyMap::new(data_prefix));
         let progress = forecaster.progress();
         if maint.forecast_stored != Some(progress) {
             forecaster.state().store(self.storage.as_ref())?;

@@ -27,6 +27,7 @@ pub(crate) use self::bulk_load::BulkLoad;
 pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -183,7 +184,7 @@ impl Store {
             maint: Mutex::new(MaintState {
                 free,
                 freed_since_checkpoint: Vec::new(),
-                blobs: checkpoint.blobs,
+                blobs: checkpoint.blobs.into_owned(),
                 unplaced_blobs: HashMap::new(),
                 blob_runs_freed_since_checkpoint: Vec::new(),
                 next_blob_id: blobs::first_blob_id_of_this_open(),
@@ -197,7 +198,7 @@ impl Store {
                 last_cut_lsn: 0,
                 released_at_last_checkpoint: Vec::new(),
             }),
-            index: RwLock::new(checkpoint.index),
+            index: RwLock::new(checkpoint.index.into_owned()),
             latches: std::array::from_fn(|_| RwLock::new(())),
             cache,
             page_write_epoch: AtomicU64::new(0),
@@ -332,7 +333,7 @@ fn open_or_create(
     config: &EngineConfig,
     options: &TreelineOptions,
     wal_options: &WalOptions,
-) -> Result<(Checkpoint, DataFile)> {
+) -> Result<(Checkpoint<'static>, DataFile)> {
     if let Some(checkpoint) = Checkpoint::load(storage)? {
         let data = DataFile::open(storage, config.direct_io)?;
         if data.page_size() != checkpoint.page_size {
@@ -357,8 +358,8 @@ fn open_or_create(
         data_end_page: RESERVED_PAGES,
         next_production_id: 1,
         page_size,
-        index: Index::default(),
-        blobs: BlobTable::new(),
+        index: Cow::Owned(Index::default()),
+        blobs: Cow::Owned(BlobTable::new()),
     };
     checkpoint.store(storage)?;
     Ok((checkpoint, data))
