@@ -59,26 +59,43 @@ impl<'a> SegmentBounds<'a> {
 }
 
 /// Segments' base pages bound for consecutive slots, gathered into one write of up to
-/// `CONTIGUOUS_WRITE_BYTES`: a bulk load and a reorganization that grows the file allocate
-/// contiguous slots, and one large sequential write costs the device far less than a write per
-/// segment (up to 16 pages).
-#[derive(Default)]
+/// `max_bytes`: a bulk load and a reorganization that grows the file allocate contiguous slots,
+/// and one large sequential write costs the device far less than a write per segment (up to 16
+/// pages).
 struct ContiguousWrites {
     first_page: PageId,
     bytes: Vec<u8>,
+    /// `contiguous_write_bytes`; the buffer is reserved to it at once (grown by doubling, it
+    /// held its old and new allocations together: 6 MiB at a 4 MiB write).
+    max_bytes: usize,
 }
 
-/// Largest write `ContiguousWrites` gathers.
+/// Largest write `ContiguousWrites` gathers at large budgets.
 const CONTIGUOUS_WRITE_BYTES: usize = 4 << 20;
 
+/// The largest gathered write for `config`'s budget: `CONTIGUOUS_WRITE_BYTES`, at most a quarter
+/// of the buffer reserve (at a 9.2 MiB budget 294 KiB; 4 MiB from a 128 MiB budget).
+fn contiguous_write_bytes(config: &strata_core::EngineConfig) -> usize {
+    let quarter_reserve =
+        usize::try_from(crate::options::buffer_reserve_bytes(config) / 4).unwrap_or(usize::MAX);
+    quarter_reserve.min(CONTIGUOUS_WRITE_BYTES)
+}
+
 impl ContiguousWrites {
+    fn new(max_bytes: usize) -> ContiguousWrites {
+        ContiguousWrites { first_page: 0, bytes: Vec::new(), max_bytes }
+    }
+
     fn write(&mut self, data: &DataFile, first_page: PageId, bytes: &[u8]) -> Result<()> {
         let page_bytes = data.page_size().bytes();
         let next_page = self.first_page + (self.bytes.len() / page_bytes) as u64;
         let joins = !self.bytes.is_empty() && first_page == next_page;
-        if !joins || self.bytes.len() + bytes.len() > CONTIGUOUS_WRITE_BYTES {
+        if !joins || self.bytes.len() + bytes.len() > self.max_bytes {
             self.flush(data)?;
             self.first_page = first_page;
+        }
+        if self.bytes.capacity() < self.max_bytes {
+            self.bytes.reserve_exact(self.max_bytes.max(bytes.len()) - self.bytes.len());
         }
         self.bytes.extend_from_slice(bytes);
         Ok(())
@@ -497,7 +514,7 @@ impl Store {
         built: Vec<BuiltSegment>,
     ) -> Result<Vec<(Key, SegmentEntry)>> {
         let mut post = Vec::with_capacity(built.len());
-        let mut pending = ContiguousWrites::default();
+        let mut pending = ContiguousWrites::new(contiguous_write_bytes(&self.config));
         for segment in built {
             let slot = maint.free.allocate(segment.plan.page_count as u8)?;
             let production_id = match segment.base.first().map(Page::kind) {
@@ -528,7 +545,32 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::Sizing;
+    use super::{contiguous_write_bytes, ContiguousWrites, Sizing, CONTIGUOUS_WRITE_BYTES};
+    use crate::data_file::DataFile;
+    use crate::page::PageSize;
+
+    #[test]
+    fn gathered_writes_follow_the_budget_and_never_grow_past_their_size() {
+        let at = |budget: u64| {
+            contiguous_write_bytes(&strata_core::EngineConfig {
+                memory_budget_bytes: budget,
+                ..Default::default()
+            })
+        };
+        assert_eq!(at(128 << 20), CONTIGUOUS_WRITE_BYTES);
+        assert_eq!(at(8 << 20), 256 << 10, "a quarter of a 1 MiB reserve");
+        let storage = strata_io::MemStorage::new();
+        let data = DataFile::create(&storage, PageSize::DEFAULT, false).unwrap();
+        let mut writes = ContiguousWrites::new(3 * 4096);
+        for first_page in 1..=7 {
+            writes.write(&data, first_page, &[first_page as u8; 4096]).unwrap();
+            assert!(writes.bytes.capacity() <= 3 * 4096, "reserved once, exactly");
+        }
+        writes.flush(&data).unwrap();
+        for page in 1..=7u8 {
+            assert_eq!(data.read_raw(u64::from(page)).unwrap(), vec![page; 4096], "page {page}");
+        }
+    }
 
     /// Regression: a goal lowered for forecast inserts keeps the ε of the full goal; with the
     /// lowered goal's, `(cap - goal) / 2`, the model could fill a page up to the cap and the
