@@ -15,6 +15,7 @@ use std::time::Duration;
 use strata_core::Result;
 use strata_kit::worker::Worker;
 
+use super::write_back::MAX_BATCH_PAGES;
 use super::Store;
 
 /// How long a writer waits for the worker before it checks the store's state again.
@@ -121,7 +122,7 @@ impl Store {
                 if self.cache.used_bytes() <= target(capacity_bytes) {
                     return Ok(());
                 }
-                self.cache.choose_victims(self.batch_pages(), target(capacity_bytes))
+                self.cache.choose_victims(MAX_BATCH_PAGES, target(capacity_bytes))
             };
             if victims.is_empty() {
                 self.signals.notify_progress();

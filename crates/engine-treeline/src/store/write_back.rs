@@ -20,24 +20,10 @@ use crate::index::{Location, SegmentEntry};
 use crate::page::{Page, PageKind, PutOutcome, Stored};
 use crate::record_cache::DirtyRecord;
 
-/// Most pages in one batched write-back: 128 against 64 halves the double-write syncs and gives
-/// the device more reads at once (2M x 64 B put load 69-71k -> 74-75k puts/s).
+/// Pages in one batched write-back: 128 against 64 halves the double-write syncs and gives the
+/// device more reads at once (2M x 64 B put load 69-71k -> 74-75k puts/s); a batch holds about
+/// two pages and their copies per pair, 1 MiB at 4 KiB pages.
 pub const MAX_BATCH_PAGES: usize = 128;
-/// Fewest pages in one batch, however small the budget.
-const MIN_BATCH_PAGES: usize = 16;
-/// Bytes a batch holds per page, in pages: the pair read (base and overflow), its applied copy,
-/// its bytes to write and their run copy, and the dirty records taken for it (heaptrack: ~3 MiB
-/// at the peak of a 128-page batch of 4 KiB pages).
-const BATCH_BYTES_PER_PAGE_IN_PAGES: usize = 6;
-
-/// Pages per batch for `config`'s budget: a batch holds at most half the buffer reserve (the
-/// other half is the WAL's buffer and a reorganization's pre pages), between `MIN_BATCH_PAGES`
-/// and `MAX_BATCH_PAGES` (at 4 KiB pages: 128 from a 48 MiB budget, 24 at 9.2 MiB).
-pub fn batch_pages_for(config: &strata_core::EngineConfig, page_bytes: usize) -> usize {
-    let half_reserve =
-        usize::try_from(crate::options::buffer_reserve_bytes(config) / 2).unwrap_or(usize::MAX);
-    (half_reserve / (BATCH_BYTES_PER_PAGE_IN_PAGES * page_bytes)).clamp(MIN_BATCH_PAGES, MAX_BATCH_PAGES)
-}
 /// Dirty keys a checkpoint's sweep looks ahead for the pages of its next batch (a page takes
 /// every dirty record of its fences, so many keys share one page). 2,048 was not faster on a
 /// 2M x 64 B put load (72-81k against 79-86k puts/s, three alternating runs).
@@ -110,9 +96,8 @@ fn in_place_runs(pairs: &[PreparedPair]) -> Vec<InPlaceRun> {
 }
 
 /// Pages prepared for one batched write, and the dirty records they take.
+#[derive(Default)]
 pub(crate) struct WriteBackBatch {
-    /// Pairs at which the batch is written (`batch_pages_for`).
-    max_pages: usize,
     pairs: Vec<PreparedPair>,
     /// Base pages already in the batch: a second key on one of them adds nothing.
     base_pages: HashSet<PageId>,
@@ -131,19 +116,8 @@ pub(crate) struct WriteBackBatch {
 }
 
 impl WriteBackBatch {
-    fn new(max_pages: usize) -> WriteBackBatch {
-        WriteBackBatch {
-            max_pages,
-            pairs: Vec::new(),
-            base_pages: HashSet::new(),
-            records: Vec::new(),
-            pages_read: HashMap::new(),
-            read_ahead: false,
-        }
-    }
-
     pub fn is_full(&self) -> bool {
-        self.pairs.len() >= self.max_pages
+        self.pairs.len() >= MAX_BATCH_PAGES
     }
 
     /// Nothing prepared and no read-ahead since the batch was last written: the moment to read
@@ -283,7 +257,7 @@ impl Store {
     /// Writes back the pages of `keys` (each key's page with every dirty record in its fences),
     /// in batches.
     pub fn write_back_pages_of(&self, maint: &mut MaintState, keys: &[Key]) -> Result<()> {
-        let mut batch = WriteBackBatch::new(self.batch_pages());
+        let mut batch = WriteBackBatch::default();
         for (i, key) in keys.iter().enumerate() {
             if batch.wants_read_ahead() {
                 self.prefetch_pages(&mut batch.pages_read, keys.get(i..).unwrap_or_default())?;
@@ -304,7 +278,7 @@ impl Store {
     /// skipping keys a page already taken covers and keys a reorganization wrote meanwhile; no
     /// key turns old and dirty during the sweep (new writes have lsns past the checkpoint's cut).
     pub fn write_back_older_than(&self, maint: &mut MaintState, below_lsn: u64) -> Result<()> {
-        let mut batch = WriteBackBatch::new(self.batch_pages());
+        let mut batch = WriteBackBatch::default();
         let mut from: Key = Vec::new();
         let mut ahead: Vec<Key> = Vec::new();
         let mut next = 0;
@@ -494,13 +468,8 @@ impl Store {
         self.cache.mark_clean(records);
     }
 
-    /// Pages per batch (`batch_pages_for` the budget).
-    pub(super) fn batch_pages(&self) -> usize {
-        batch_pages_for(&self.config, self.page_size.bytes())
-    }
-
     /// Makes `pages` hold the base page the model picks for each of `keys` and its overflow
-    /// page, for the first `batch_pages()` base pages the keys name in order, and no other:
+    /// page, for the first `MAX_BATCH_PAGES` base pages the keys name in order, and no other:
     /// those already there are kept, the others read in parallel (a batch's page reads would
     /// otherwise wait on the device one after another). Only a guess of the pages the batch
     /// will take: a key the model misplaces is read when the batch reaches it.
@@ -510,7 +479,7 @@ impl Store {
         {
             let index = self.index.read();
             for location in keys.iter().filter_map(|k| index.locate(k)) {
-                if bases.len() >= self.batch_pages() {
+                if bases.len() >= MAX_BATCH_PAGES {
                     break;
                 }
                 if bases.insert(location.base_page()) {
@@ -550,21 +519,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_batch_holds_at_most_half_the_buffer_reserve() {
-        let at = |budget_mib: u64, page_bytes: usize| {
-            let config =
-                strata_core::EngineConfig { memory_budget_bytes: budget_mib << 20, ..Default::default() };
-            batch_pages_for(&config, page_bytes)
-        };
-        assert_eq!(at(48, 4096), MAX_BATCH_PAGES, "6 MiB reserve: 3 MiB for 128 pages of 24 KiB");
-        assert_eq!(at(4096, 4096), MAX_BATCH_PAGES, "never more");
-        assert_eq!(at(41, 4096), 109);
-        assert_eq!(at(9, 4096), 24);
-        assert_eq!(at(1, 4096), MIN_BATCH_PAGES, "never fewer");
-        assert_eq!(at(48, 16384), 32, "larger pages, fewer of them");
-    }
-
-    #[test]
     fn contiguous_pages_become_runs_of_at_most_max_run_pages() {
         assert_eq!(contiguous_runs(&[1, 2, 3, 5, 6, 9]), vec![(1, 3), (5, 2), (9, 1)]);
         let ids: Vec<PageId> = (100..140).collect();
@@ -592,7 +546,6 @@ mod tests {
         let mut with_new_overflow = pair(1, &[1]);
         with_new_overflow.new_overflow = Some((7, Vec::new()));
         let mut batch = WriteBackBatch {
-            max_pages: MAX_BATCH_PAGES,
             pairs: vec![with_new_overflow, pair(3, &[3])],
             base_pages: [1, 3].into_iter().collect(),
             records: Vec::new(),
