@@ -607,6 +607,9 @@ fn describe(v: Option<&[u8]>) -> String {
     v.map_or_else(|| "nothing".to_string(), |v| format!("a value of {} bytes", v.len()))
 }
 
+/// Bytes per input unit of a large put's length (255 units: 6,120 bytes, f2's largest value).
+const LARGE_PUT_STEP_BYTES: usize = 24;
+
 /// Runs the operations the input describes against `kind` on an in-memory store and a
 /// `BTreeMap`, reopening when asked; every read and scan must match the model.
 pub fn model_ops(kind: EngineKind, data: &[u8]) {
@@ -620,7 +623,8 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
         match op % 8 {
             0..=2 => {
                 // Up to 765 bytes, and up to 6 KiB for one op in three (treeline's blob runs).
-                let n = usize::from(input.byte().unwrap_or(0)) * if op % 8 == 2 { 24 } else { 3 };
+                let step = if op % 8 == 2 { LARGE_PUT_STEP_BYTES } else { 3 };
+                let n = usize::from(input.byte().unwrap_or(0)) * step;
                 let v = vec![op; n];
                 db.put(&k, &v).expect("put");
                 model.insert(k, v);
@@ -634,7 +638,7 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
                 // An rmw grows a value by one byte, but never past the largest value the puts
                 // above write (255 × 24 = 6,120 bytes, f2's limit exactly): growing past it is
                 // an engine's refusal (`InvalidArgument`), not a bug (model_f2 found this).
-                const LARGEST_PUT_BYTES: usize = 255 * 24;
+                const LARGEST_PUT_BYTES: usize = 255 * LARGE_PUT_STEP_BYTES;
                 let grow =
                     |o: &[u8]| if o.len() < LARGEST_PUT_BYTES { [o, b"+"].concat() } else { o.to_vec() };
                 let new = db.rmw(&k, |old| old.map(grow)).expect("rmw");

@@ -53,6 +53,13 @@ pub struct CachedRecord {
     priority: u8,
 }
 
+impl CachedRecord {
+    /// Dirty, last written at an lsn below `below_lsn` (what a checkpoint's sweep writes back).
+    fn is_dirty_below(&self, below_lsn: Lsn) -> bool {
+        self.dirty_lsn > 0 && self.dirty_lsn < below_lsn
+    }
+}
+
 /// A dirty record as write-back takes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirtyRecord {
@@ -213,7 +220,7 @@ impl RecordCache {
     /// in key order.
     pub fn dirty_keys_from(&self, from: &[u8], below_lsn: Lsn, limit: usize) -> Vec<Key> {
         self.entries_in(from, None)
-            .filter(|(_, e)| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+            .filter(|(_, e)| e.is_dirty_below(below_lsn))
             .take(limit)
             .map(|(k, _)| k.to_vec())
             .collect()
@@ -221,7 +228,7 @@ impl RecordCache {
 
     /// Whether `key` is cached dirty with an lsn below `below_lsn`.
     pub fn is_dirty_below(&self, key: &[u8], below_lsn: Lsn) -> bool {
-        self.map.get(key).is_some_and(|e| e.dirty_lsn > 0 && e.dirty_lsn < below_lsn)
+        self.map.get(key).is_some_and(|e| e.is_dirty_below(below_lsn))
     }
 
     /// The smallest lsn of a dirty record (`None`: nothing is dirty). Every record whose last

@@ -136,6 +136,8 @@ pub(crate) struct Store {
     /// The record cache capacity asked for (the budget may leave less; `effective_cache_bytes`).
     pub record_cache_bytes: AtomicU64,
     pub index_memory_bytes: AtomicU64,
+    /// What the forecaster holds at most (`options.forecaster_memory_bytes`, fixed at open).
+    pub forecaster_memory_bytes: u64,
     pub double_write_bytes: AtomicU64,
     /// The write-back worker's signals (eviction.rs).
     pub signals: Arc<WorkerSignals>,
@@ -206,6 +208,7 @@ impl Store {
             checkpoint_wal_bytes: AtomicU64::new(0),
             record_cache_bytes: AtomicU64::new(cache_bytes),
             index_memory_bytes: AtomicU64::new(index_memory_bytes),
+            forecaster_memory_bytes: options.forecaster_memory_bytes(config),
             double_write_bytes: AtomicU64::new(0),
             signals: Arc::default(),
             counters: Counters::default(),
@@ -266,7 +269,7 @@ impl Store {
 
     /// What the index and the forecaster hold (counted in the budget before the record cache).
     pub fn held_memory_bytes(&self) -> u64 {
-        self.index_memory_bytes.load(Relaxed) + self.options.forecaster_memory_bytes(&self.config)
+        self.index_memory_bytes.load(Relaxed) + self.forecaster_memory_bytes
     }
 
     /// What the index, the forecaster, the buffer reserve and the record cache's capacity hold beyond the budget

@@ -96,7 +96,7 @@ impl Store {
             ("cache.shards".to_string(), self.cache.shard_count() as u64),
             ("index.segments".to_string(), segments),
             ("index.bytes".to_string(), index_bytes),
-            ("forecast.memory_bound_bytes".to_string(), self.options.forecaster_memory_bytes(&self.config)),
+            ("forecast.memory_bound_bytes".to_string(), self.forecaster_memory_bytes),
             ("index.base_pages".to_string(), base_pages),
             ("index.overflow_pages".to_string(), overflow_pages),
             ("free_pages".to_string(), free_pages),
@@ -138,7 +138,7 @@ impl Store {
              budget, or use larger pages (page_size_bytes) for a smaller index.",
             mib(self.config.memory_budget_bytes),
             mib(self.index_memory_bytes.load(Relaxed)),
-            mib(self.options.forecaster_memory_bytes(&self.config)),
+            mib(self.forecaster_memory_bytes),
             mib(self.effective_cache_bytes()),
             mib(over),
         )]
