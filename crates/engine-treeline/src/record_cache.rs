@@ -226,6 +226,17 @@ impl RecordCache {
             .collect()
     }
 
+    /// Dirty records with `lower <= key < upper`, counted up to `at_most`.
+    pub fn dirty_count_in(&self, lower: &[u8], upper: Option<&[u8]>, at_most: usize) -> usize {
+        self.entries_in(lower, upper).filter(|(_, e)| e.dirty_lsn > 0).take(at_most).count()
+    }
+
+    /// The `n`th dirty key (from 1) with `from <= key < upper`, if there are that many.
+    pub fn nth_dirty_key(&self, from: &[u8], upper: Option<&[u8]>, n: usize) -> Option<Key> {
+        let nth = self.entries_in(from, upper).filter(|(_, e)| e.dirty_lsn > 0).nth(n.checked_sub(1)?);
+        nth.map(|(k, _)| k.to_vec())
+    }
+
     /// Whether `key` is cached dirty with an lsn below `below_lsn`.
     pub fn is_dirty_below(&self, key: &[u8], below_lsn: Lsn) -> bool {
         self.map.get(key).is_some_and(|e| e.is_dirty_below(below_lsn))
@@ -253,6 +264,30 @@ impl RecordCache {
                 self.remove(&record.key);
             }
         }
+    }
+
+    /// After a page write that took every dirty record of `lower <= key < upper` (a
+    /// reorganization's piece): each one still dirty at an lsn up to `up_to_lsn` becomes clean (a
+    /// clean tombstone is dropped). Every write up to `up_to_lsn` was in the cache when the
+    /// records were taken, so such a record is one that was taken; later writes have larger lsns
+    /// and stay dirty. Returns how many became clean.
+    pub fn mark_clean_in(&mut self, lower: &[u8], upper: Option<&[u8]>, up_to_lsn: Lsn) -> u64 {
+        let mut tombstones: Vec<Key> = Vec::new();
+        let mut cleaned = 0;
+        let end = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        for (key, entry) in self.map.range_mut::<[u8], _>((Bound::Included(lower), end)) {
+            if entry.dirty_lsn == 0 || entry.dirty_lsn > up_to_lsn {
+                continue;
+            }
+            entry.dirty_lsn = 0;
+            cleaned += 1;
+            if entry.value.is_none() {
+                tombstones.push(key.to_vec());
+            }
+        }
+        self.dirty_entries -= cleaned as usize;
+        tombstones.iter().for_each(|key| self.remove(key));
+        cleaned
     }
 
     /// Evicts `key` if it is cached and clean.
@@ -419,6 +454,26 @@ mod tests {
         assert!(!c.contains(&k(2)), "a clean tombstone is dropped");
         assert_eq!(c.get(&k(1)), Some(Some(b"b".to_vec())));
         assert_eq!(c.used_bytes(), entry_bytes(&k(1), Some(&b"b".to_vec())));
+    }
+
+    #[test]
+    fn a_range_marked_clean_up_to_an_lsn_keeps_later_writes_and_other_keys_dirty() {
+        let mut c = RecordCache::new(1 << 20);
+        c.put_dirty(k(1), Some(b"a".to_vec()), 5);
+        c.put_dirty(k(2), None, 6);
+        c.put_dirty(k(3), Some(b"c".to_vec()), 9);
+        c.put_dirty(k(4), Some(b"d".to_vec()), 2);
+        c.admit_clean(k(0), b"z".to_vec());
+        assert_eq!(c.mark_clean_in(&k(0), Some(&k(4)), 7), 2, "k1 at 5 and k2 at 6; k3 is newer");
+        assert_eq!(c.dirty_entries(), 2);
+        assert!(!c.contains(&k(2)), "a clean tombstone is dropped");
+        assert_eq!(c.dirty_keys_from(b"", Lsn::MAX, 10), vec![k(3), k(4)], "k4 is past the range");
+        assert_eq!(c.get(&k(1)), Some(Some(b"a".to_vec())));
+        let bytes: u64 = [(0, b"z"), (1, b"a"), (3, b"c"), (4, b"d")]
+            .iter()
+            .map(|(i, v)| entry_bytes(&k(*i), Some(&v.to_vec())))
+            .sum();
+        assert_eq!(c.used_bytes(), bytes);
     }
 
     #[test]

@@ -237,6 +237,34 @@ impl ShardedCache {
         }
     }
 
+    /// `RecordCache::mark_clean_in` on every shard; returns how many records became clean.
+    pub fn mark_clean_in(&self, lower: &[u8], upper: Option<&[u8]>, up_to_lsn: Lsn) -> u64 {
+        self.shards.iter().map(|shard| self.run_on(shard, |c| c.mark_clean_in(lower, upper, up_to_lsn))).sum()
+    }
+
+    /// Whether more than `n` records with `lower <= key < upper` are dirty (each shard counts
+    /// at most what is still missing).
+    pub fn has_more_dirty_than(&self, lower: &[u8], upper: Option<&[u8]>, n: usize) -> bool {
+        let mut left = n + 1;
+        for shard in self.shards.iter() {
+            left -= shard.cache.lock().dirty_count_in(lower, upper, left);
+            if left == 0 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Where a run of about `limit` dirty keys in `from..upper` ends (exclusive): each shard
+    /// counts up to its share of them (at least 2), and the run ends at the smallest share-th
+    /// key of a shard that has that many, so it holds at most `limit` rounded up to whole shares
+    /// and at least one key. `None`: no shard has its share (what is dirty in `from..upper` is
+    /// one run).
+    pub fn dirty_run_end(&self, from: &[u8], upper: Option<&[u8]>, limit: usize) -> Option<Key> {
+        let share = limit.div_ceil(self.shards.len()).max(2);
+        self.shards.iter().filter_map(|s| s.cache.lock().nth_dirty_key(from, upper, share)).min()
+    }
+
     fn index_of(&self, key: &[u8]) -> usize {
         self.hasher.hash_one(key) as usize & (self.shards.len() - 1)
     }
@@ -317,6 +345,27 @@ mod tests {
             assert_eq!(got[..], expected[..got.len()], "limit {limit}: a prefix with no key missing");
         }
         assert_eq!(c.dirty_keys_from(&k(100), 600, 10_000), expected, "a limit past them all lists them all");
+    }
+
+    #[test]
+    fn a_dirty_run_holds_about_its_limit_and_at_least_one_key() {
+        let c = ShardedCache::new(1 << 30, 16);
+        for i in 0..1_000 {
+            c.put_dirty(k(i), Some(vec![1]), u64::from(i) + 1);
+        }
+        for limit in [1, 64, 300] {
+            let end = c.dirty_run_end(&k(100), None, limit).expect("more than a run is dirty");
+            let run = c.dirty_in(&k(100), Some(&end)).len();
+            let bound = limit.div_ceil(16).max(2) * 16;
+            assert!((1..=bound).contains(&run), "limit {limit}: a run of {run} keys");
+        }
+        assert_eq!(c.dirty_run_end(&k(990), None, 300), None, "ten keys left: one run");
+        assert!(c.has_more_dirty_than(&k(100), Some(&k(200)), 99));
+        assert!(!c.has_more_dirty_than(&k(100), Some(&k(200)), 100), "exactly 100 in the range");
+        assert_eq!(c.dirty_run_end(&k(1_000), None, 1), None, "nothing dirty from there");
+        assert_eq!(c.dirty_run_end(&k(100), Some(&k(120)), 300), None, "twenty keys below the upper bound");
+        let end = c.dirty_run_end(&k(100), Some(&k(900)), 64).expect("800 keys in the range");
+        assert!(end > k(100) && end < k(900));
     }
 
     #[test]

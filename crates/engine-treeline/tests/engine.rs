@@ -118,6 +118,38 @@ fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
     assert!(restored > 0, "no torn page was repaired in 12 crashes");
 }
 
+/// A reorganization takes its range's dirty records in pieces of bounded size: a young store's
+/// one segment covers every key, so the first write-back of 3,000 dirty records reorganizes
+/// them all; at a 2 MiB budget it plans and writes them in many pieces, marks each record clean
+/// exactly once, and the pages hold the model, after a reopen too.
+#[test]
+fn a_reorganization_over_many_dirty_records_writes_them_in_pieces() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let mut options =
+        config().engine_option("record_cache_bytes", "1MiB").engine_option("checkpoint_wal_bytes", "64MiB");
+    options.memory_budget_bytes = 2 << 20;
+    let engine = TreelineEngine::open(storage.clone(), &options).unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = StdRng::seed_from_u64(5);
+    for round in 0..3_000 {
+        let i = rng.gen_range(0..100_000);
+        engine.put(&key(i), &value(i, round), Durability::Buffered).unwrap();
+        model.insert(key(i), value(i, round));
+    }
+    assert_eq!(counter(&engine, "reorganizations"), 0, "everything still in the cache");
+    engine.maintenance().run(MaintenanceTask::Commit).unwrap();
+    assert_eq!(counter(&engine, "cache.dirty_records"), 0);
+    assert_eq!(counter(&engine, "records_written_back"), model.len() as u64);
+    let (reorganizations, pieces) =
+        (counter(&engine, "reorganizations"), counter(&engine, "reorganization_pieces"));
+    assert!(pieces >= reorganizations + 10, "{reorganizations} reorganizations in {pieces} pieces");
+    check_all(&engine, &model);
+    engine.verify().unwrap();
+    engine.close().unwrap();
+    let engine = TreelineEngine::open(storage, &options).unwrap();
+    check_all(&engine, &model);
+}
+
 /// A commit's sweep walks lists of the next 1,024 dirty keys: with 3,000 keys dirty on many
 /// pages (a cache that holds them all, checkpoints far apart) it takes several lists, and none
 /// of their keys, nor a key between two lists, stays dirty; the pages hold the model.

@@ -17,6 +17,9 @@ pub struct Counters {
     pub overflow_pages_created: AtomicU64,
     pub reorganizations: AtomicU64,
     pub pre_segments_reorganized: AtomicU64,
+    /// Pieces reorganizations planned and wrote their ranges in (one per run of at most
+    /// `Store::piece_records` dirty records; one for most reorganizations).
+    pub reorganization_pieces: AtomicU64,
     pub post_segments_written: AtomicU64,
     /// Post segments of more than one page (page grouping at work).
     pub multi_page_segments_written: AtomicU64,
@@ -55,6 +58,7 @@ impl Counters {
             ("overflow_pages_created", &self.overflow_pages_created),
             ("reorganizations", &self.reorganizations),
             ("pre_segments_reorganized", &self.pre_segments_reorganized),
+            ("reorganization_pieces", &self.reorganization_pieces),
             ("post_segments_written", &self.post_segments_written),
             ("multi_page_segments_written", &self.multi_page_segments_written),
             ("forecast_lowered_goals", &self.forecast_lowered_goals),

@@ -27,6 +27,20 @@ use crate::record_cache::DirtyRecord;
 /// A base page and its overflow page, if it has one.
 type PagePair = (Page, Option<Page>);
 
+/// Fewest dirty records a reorganization piece takes (`Store::piece_records`).
+const MIN_PIECE_RECORDS: usize = 64;
+
+/// The post segments of a reorganization's pieces, in key order, and the pieces written.
+type PostPieces = (Vec<(Key, SegmentEntry)>, Vec<WrittenPiece>);
+
+/// A key range whose dirty records a reorganization wrote into post segments, every write up
+/// to `up_to_lsn` among them (`Store::mark_pieces_written`).
+struct WrittenPiece {
+    lower: Key,
+    upper: Option<Key>,
+    up_to_lsn: u64,
+}
+
 /// A post segment built in memory: base pages, and overflow pages by base page index.
 pub(super) struct BuiltSegment {
     lower: Key,
@@ -135,21 +149,16 @@ impl Store {
     /// writing back every dirty record of their range with them: the post segments are planned
     /// around all the records the range holds (a hot spot's inserts may still be in the record
     /// cache, and pages planned around only those on disk would give its new keys too few
-    /// pages), and those records are marked clean afterwards.
+    /// pages), and those records are marked clean afterwards. The range is planned and written
+    /// in pieces of a bounded number of dirty records (`write_post_pieces`), so a wide range
+    /// (a young store's first segment covers every key) never copies the whole cache.
     pub fn reorganize(&self, maint: &mut MaintState, full_lower: &[u8]) -> Result<()> {
         // Phase I: range detection.
         let (pre, upper) = self.pre_segments(full_lower);
         let lower = pre.first().map(|(k, _)| k.clone()).unwrap_or_default();
-        // Phase II input: the reorganization set, with the range's dirty records applied. No
-        // page may hold a write the WAL could lose: they are made durable first.
-        let pending = self.cache.dirty_in(&lower, upper.as_deref());
-        if let Some(newest_lsn) = pending.iter().map(|r| r.lsn).max() {
-            self.writes.wal().commit(newest_lsn, Durability::Sync)?;
-        }
-        let records = self.reorganization_set(maint, &pre, &pending)?;
         // Phases II and III.
-        let built = self.build_post_segments(maint, &lower, upper.as_deref(), &records, true)?;
-        let post = self.write_post_segments(maint, built)?;
+        let on_pages = self.pre_records(maint, &pre)?;
+        let (post, written) = self.write_post_pieces(maint, &lower, upper.as_deref(), on_pages)?;
         // Phase IV: the index swap (readers of pre segments finish first: they hold the lock).
         {
             let mut index = self.index.write();
@@ -171,13 +180,76 @@ impl Store {
         let c = &self.counters;
         Counters::add(&c.reorganizations, 1);
         Counters::add(&c.pre_segments_reorganized, pre.len() as u64);
+        Counters::add(&c.reorganization_pieces, written.len() as u64);
         Counters::add(&c.post_segments_written, post.len() as u64);
         Counters::add(
             &c.multi_page_segments_written,
             post.iter().filter(|(_, e)| e.pages > 1).count() as u64,
         );
-        self.mark_written(&pending);
+        self.mark_pieces_written(&written);
         Ok(())
+    }
+
+    /// Phases II and III over `lower..upper` in pieces: each takes the next run of at most
+    /// `piece_records` dirty records from the cache (made durable in the WAL first: no page may
+    /// hold a write the WAL could lose), merges them over `on_pages` (the pre pages' records, in
+    /// key order) within its bounds, and plans and writes its post segments before the next
+    /// piece is taken. Returns the post segments in key order and the pieces written.
+    fn write_post_pieces(
+        &self,
+        maint: &mut MaintState,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        on_pages: Vec<(Key, StoredValue)>,
+    ) -> Result<PostPieces> {
+        let limit = self.piece_records();
+        let mut on_pages = on_pages.into_iter().peekable();
+        let (mut post, mut written) = (Vec::new(), Vec::new());
+        let mut piece_lower = lower.to_vec();
+        loop {
+            // Every write up to `seen_lsn` is in the cache now, so `dirty_in` below takes each of
+            // them that is still dirty in the piece (`mark_pieces_written` relies on it).
+            let seen_lsn = self.applied.lsn();
+            let piece_upper: Option<Key> =
+                self.cache.dirty_run_end(&piece_lower, upper, limit).or_else(|| upper.map(<[u8]>::to_vec));
+            let pending = self.cache.dirty_in(&piece_lower, piece_upper.as_deref());
+            if let Some(newest_lsn) = pending.iter().map(|r| r.lsn).max() {
+                self.writes.wal().commit(newest_lsn, Durability::Sync)?;
+            }
+            let below_upper = |(k, _): &(Key, StoredValue)| piece_upper.as_ref().is_none_or(|u| k < u);
+            let piece_on_pages: Vec<(Key, StoredValue)> =
+                std::iter::from_fn(|| on_pages.next_if(below_upper)).collect();
+            let records = self.with_pending(maint, piece_on_pages, pending)?;
+            let built =
+                self.build_post_segments(maint, &piece_lower, piece_upper.as_deref(), &records, true)?;
+            drop(records);
+            post.extend(self.write_post_segments(maint, built)?);
+            let next_lower = piece_upper.clone().filter(|u| Some(u.as_slice()) != upper);
+            written.push(WrittenPiece { lower: piece_lower, upper: piece_upper, up_to_lsn: seen_lsn });
+            match next_lower {
+                Some(next) => piece_lower = next,
+                None => return Ok((post, written)),
+            }
+        }
+    }
+
+    /// Dirty records per reorganization piece: about an eighth of the buffer reserve at the
+    /// cache's mean entry size, at least `MIN_PIECE_RECORDS`.
+    fn piece_records(&self) -> usize {
+        let records = self.cache.totals().records.max(1);
+        let mean_entry_bytes = (self.cache.used_bytes() / records).max(1);
+        let piece_bytes = crate::options::buffer_reserve_bytes(&self.config) / 8;
+        usize::try_from(piece_bytes / mean_entry_bytes).unwrap_or(usize::MAX).max(MIN_PIECE_RECORDS)
+    }
+
+    /// After the index swap: the pieces' dirty records become clean unless written again since
+    /// they were taken (`RecordCache::mark_clean_in`); readers may cache page reads again only
+    /// after the epoch bumped first.
+    fn mark_pieces_written(&self, written: &[WrittenPiece]) {
+        self.page_write_epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
+        let cleaned: u64 =
+            written.iter().map(|p| self.cache.mark_clean_in(&p.lower, p.upper.as_deref(), p.up_to_lsn)).sum();
+        Counters::add(&self.counters.records_written_back, cleaned);
     }
 
     /// Phase I: the full segment and its neighbours up to `reorg_radius` away on each side, out to
@@ -223,16 +295,14 @@ impl Store {
         (pre, index.upper_of(&last).cloned())
     }
 
-    /// Every record of the pre segments' pages, in key order, with `pending` applied over them
-    /// (a pending put of a key no page held is an insert, counted by the forecaster).
-    /// Each base page is read before its overflow page and a key already taken is kept: where both
-    /// pages of a pair hold a key, the base page's record wins, as in `get`, scans and
-    /// write-back (which updates the base page's copy when it has one).
-    fn reorganization_set(
+    /// Every record of the pre segments' pages, in key order. Each base page is read before its
+    /// overflow page and a key already taken is kept: where both pages of a pair hold a key, the
+    /// base page's record wins, as in `get`, scans and write-back (which updates the base page's
+    /// copy when it has one).
+    fn pre_records(
         &self,
         maint: &mut MaintState,
         pre: &[(Key, SegmentEntry)],
-        pending: &[DirtyRecord],
     ) -> Result<Vec<(Key, StoredValue)>> {
         let mut records: BTreeMap<Key, StoredValue> = BTreeMap::new();
         for pairs in self.read_pre_pages(pre)? {
@@ -256,25 +326,37 @@ impl Store {
                 }
             }
         }
-        let blobs = self.blobs_for(maint, pending)?;
-        for (record, &blob) in pending.iter().zip(&blobs) {
-            let replaced = match &record.value {
-                Some(value) => {
-                    let stored = blob.map_or_else(|| StoredValue::Inline(value.clone()), StoredValue::Blob);
-                    records.insert(record.key.clone(), stored)
-                }
-                None => records.remove(&record.key),
-            };
+        Ok(records.into_iter().collect())
+    }
+
+    /// `on_pages` with `pending` applied over them, merged in key order (both are in key order,
+    /// each key once); a pending put of a key no page held is an insert, counted by the
+    /// forecaster.
+    fn with_pending(
+        &self,
+        maint: &mut MaintState,
+        on_pages: Vec<(Key, StoredValue)>,
+        pending: Vec<DirtyRecord>,
+    ) -> Result<Vec<(Key, StoredValue)>> {
+        let blobs = self.blobs_for(maint, &pending)?;
+        let mut records = Vec::with_capacity(on_pages.len() + pending.len());
+        let mut on_pages = on_pages.into_iter().peekable();
+        for (record, blob) in pending.into_iter().zip(blobs) {
+            records.extend(std::iter::from_fn(|| on_pages.next_if(|(k, _)| *k < record.key)));
+            let replaced = on_pages.next_if(|(k, _)| *k == record.key).map(|(_, v)| v);
             let replaced_blob = replaced.as_ref().and_then(|v| v.as_stored().blob());
             if let Some(r) = replaced_blob.filter(|&r| blob != Some(r)) {
                 self.release(maint, r);
             }
             Self::placed(maint, &record.key, blob);
-            if let (None, Some(_), Some(forecaster)) = (&replaced, &record.value, &mut maint.forecaster) {
+            let Some(value) = record.value else { continue };
+            if let (None, Some(forecaster)) = (&replaced, &mut maint.forecaster) {
                 forecaster.record_insert_key(&record.key);
             }
+            records.push((record.key, blob.map_or(StoredValue::Inline(value), StoredValue::Blob)));
         }
-        Ok(records.into_iter().collect())
+        records.extend(on_pages);
+        Ok(records)
     }
 
     /// Every page pair of the pre segments, checked, by segment in key order: each segment's

@@ -175,6 +175,16 @@ struct Applied {
     replaced_blobs: Vec<BlobRef>,
 }
 
+/// What a write-back does with one page pair.
+enum PageWork {
+    /// No dirty record in its fences.
+    Clean,
+    /// Its dirty records applied to copies of the pair, with their blob runs.
+    Applied { applied: Box<Applied>, dirty: Vec<DirtyRecord>, blobs: Vec<Option<BlobRef>> },
+    /// They do not fit: its segment is reorganized.
+    Reorganize,
+}
+
 /// Puts `key` into `page`, or reports that it has no room; a key new to the page is noted in
 /// `inserted`.
 fn put(page: &mut Page, key: &[u8], value: Stored<'_>, inserted: &mut Vec<Key>) -> Result<bool> {
@@ -340,29 +350,50 @@ impl Store {
             }
             None => None,
         };
-        let dirty = self.cache.dirty_in(base.lower_fence(), upper.as_deref());
-        if dirty.is_empty() {
-            return Ok(upper);
-        }
-        let blobs = self.blobs_for(maint, &dirty)?;
-        match apply_dirty(&base, overflow.as_ref(), &dirty, &blobs)? {
-            Some(applied) => {
+        match self.apply_page_dirty(maint, &base, overflow.as_ref(), upper.as_deref())? {
+            PageWork::Clean => {}
+            PageWork::Applied { applied, dirty, blobs } => {
                 if let Some(forecaster) = &mut maint.forecaster {
                     applied.inserted.iter().for_each(|key| forecaster.record_insert_key(key));
                 }
                 applied.replaced_blobs.iter().for_each(|&r| self.release(maint, r));
                 dirty.iter().zip(&blobs).for_each(|(r, &blob)| Self::placed(maint, &r.key, blob));
-                let pair = self.prepare_pair(maint, &location, page_index, overflow_id, applied)?;
+                let pair = self.prepare_pair(maint, &location, page_index, overflow_id, *applied)?;
                 batch.pairs.push(pair);
                 batch.base_pages.insert(base_id);
                 batch.records.extend(dirty.into_iter().map(|r| DirtyRecord { value: None, ..r }));
             }
-            None => {
+            PageWork::Reorganize => {
                 self.write_batch(maint, batch)?;
                 self.reorganize(maint, &location.lower)?;
             }
         }
         Ok(upper)
+    }
+
+    /// The dirty records within `base`'s fences (up to `upper`) applied to copies of the pair.
+    /// More of them than the pair has slots (a young store's one page covers every key) go
+    /// to a reorganization, which takes them in pieces, without being copied here.
+    fn apply_page_dirty(
+        &self,
+        maint: &mut MaintState,
+        base: &Page,
+        overflow: Option<&Page>,
+        upper: Option<&[u8]>,
+    ) -> Result<PageWork> {
+        let pair_slots = 2 * self.page_size.max_records();
+        if self.cache.has_more_dirty_than(base.lower_fence(), upper, pair_slots) {
+            return Ok(PageWork::Reorganize);
+        }
+        let dirty = self.cache.dirty_in(base.lower_fence(), upper);
+        if dirty.is_empty() {
+            return Ok(PageWork::Clean);
+        }
+        let blobs = self.blobs_for(maint, &dirty)?;
+        Ok(match apply_dirty(base, overflow, &dirty, &blobs)? {
+            Some(applied) => PageWork::Applied { applied: Box::new(applied), dirty, blobs },
+            None => PageWork::Reorganize,
+        })
     }
 
     /// The images of an applied pair; a new overflow page gets a free page (linked from the base
