@@ -52,21 +52,32 @@ pub struct Checkpoint<'a> {
 }
 
 impl Checkpoint<'_> {
+    /// The payload's bytes (docs/format/treeline.md).
     pub fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(INDEX + 64 * self.index.len());
+        let mut p = Vec::with_capacity(self.payload_bytes());
+        self.encode_into(&mut p);
+        p
+    }
+
+    /// Exactly what `encode_into` appends.
+    pub fn payload_bytes(&self) -> usize {
+        INDEX + self.index.encoded_bytes() + 4 + BLOB_ENTRY_BYTES * self.blobs.len()
+    }
+
+    /// Appends the payload to `p`.
+    pub fn encode_into(&self, p: &mut Vec<u8>) {
         for v in [self.generation, self.wal_replay_from_lsn, self.data_end_page, self.next_production_id] {
             p.extend_from_slice(&v.to_le_bytes());
         }
         p.push(self.page_size.log2());
         p.extend_from_slice(&[0; INDEX - RESERVED]);
-        self.index.encode(&mut p);
+        self.index.encode(p);
         p.extend_from_slice(&(self.blobs.len() as u32).to_le_bytes());
         for (first_page, slot) in self.blobs.iter() {
             p.extend_from_slice(&first_page.to_le_bytes());
             p.extend_from_slice(&(slot.pages as u32).to_le_bytes());
             p.extend_from_slice(&slot.blob_id.to_le_bytes());
         }
-        p
     }
 
     /// Decodes a version-`version` payload found at `payload_offset` of `file`.
@@ -132,7 +143,9 @@ impl Checkpoint<'_> {
 
     /// Durably replaces the checkpoint file (temporary file, fsync, rename, directory fsync).
     pub fn store(&self, storage: &dyn Storage) -> Result<()> {
-        FORMAT.store(storage, FILE_NAME, VERSION, &self.encode())
+        // Encoded straight into the file's bytes: the index is the store's largest table, and a
+        // payload of its own copied into them held it twice more at every checkpoint.
+        FORMAT.store_with(storage, FILE_NAME, VERSION, self.payload_bytes(), |out| self.encode_into(out))
     }
 }
 
@@ -186,6 +199,32 @@ mod tests {
             index: Cow::Owned(index),
             blobs: Cow::Owned(BlobTable::from([(2, BlobSlot { pages: 3, blob_id: 0xAB })])),
         }
+    }
+
+    /// The file is encoded in place with its payload's exact size reserved: the same bytes as
+    /// the payload encoded on its own and framed, for segments with and without models and
+    /// overflow pages.
+    #[test]
+    fn a_checkpoint_stored_in_place_is_the_framed_payload_of_its_exact_size() {
+        let mut c = Checkpoint { data_end_page: 40, ..sample() };
+        let model =
+            crate::model::SegmentModel { prefix_len: 2, base: 9, slope: 0.5, intercept: 1.0, pages: 4 };
+        let index = c.index.to_mut();
+        index.insert(
+            b"m".to_vec(),
+            SegmentEntry::new(SegmentSlot { first_page: 9, pages: 4 }, Some(model), 5),
+        );
+        assert!(index.set_overflow(b"m", 2, 30));
+        let payload = c.encode();
+        assert_eq!(c.payload_bytes(), payload.len());
+        assert_eq!(payload.capacity(), payload.len(), "reserved exactly, never grown");
+        let storage = strata_io::MemStorage::new();
+        c.store(&storage).unwrap();
+        let stored = strata_io::read_all(
+            storage.open(FILE_NAME, strata_io::OpenOptions::existing()).unwrap().as_ref(),
+        );
+        assert_eq!(stored.unwrap(), FORMAT.encode(VERSION, &payload));
+        assert_eq!(Checkpoint::load(&storage).unwrap(), Some(c));
     }
 
     /// docs/format/treeline.md, "treeline-checkpoint": every field at its documented offset.

@@ -64,6 +64,12 @@ impl SegmentEntry {
     }
 }
 
+/// Encoded bytes of an index entry besides its lower bound, model and overflow ids: lower
+/// length, first page, pages, has-model, model prefix length, production id (`Index::encode`).
+const ENTRY_FIXED_BYTES: usize = 2 + 8 + 1 + 1 + 2 + 8;
+/// Encoded bytes of a model: base, slope bits, intercept bits.
+const MODEL_BYTES: usize = 3 * 8;
+
 /// The index: lower bound → segment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Index {
@@ -204,6 +210,15 @@ impl Index {
 
     pub fn memory_bytes(&self) -> u64 {
         self.totals.memory_bytes
+    }
+
+    /// Bytes `encode` appends.
+    pub fn encoded_bytes(&self) -> usize {
+        let entry_bytes = |(lower, e): (&Key, &SegmentEntry)| {
+            let model_bytes = if e.model.is_some() { MODEL_BYTES } else { 0 };
+            ENTRY_FIXED_BYTES + lower.len() + model_bytes + 8 * e.overflow.len()
+        };
+        4 + self.map.iter().map(entry_bytes).sum::<usize>()
     }
 
     /// The byte form: `u32` count, then per segment (in key order) `u16` lower length, the lower

@@ -89,18 +89,32 @@ impl SmallFileFormat {
 
     /// The file's bytes: `OVERHEAD_BYTES + payload.len()` of them.
     pub fn encode(&self, version: u32, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(OVERHEAD_BYTES + payload.len());
+        self.encode_with(version, payload.len(), |out| out.extend_from_slice(payload))
+    }
+
+    /// The file's bytes, its payload whatever `write_payload` appends to the buffer it is given
+    /// (reserved for `payload_bytes`): a large payload (treeline's index) is encoded in place
+    /// instead of into a buffer of its own that the file's bytes then copy.
+    pub fn encode_with(
+        &self,
+        version: u32,
+        payload_bytes: usize,
+        write_payload: impl FnOnce(&mut Vec<u8>),
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(OVERHEAD_BYTES + payload_bytes);
         out.extend_from_slice(self.magic);
         out.extend_from_slice(&version.to_le_bytes());
-        let crc_at = self.crc_offset(OVERHEAD_BYTES + payload.len());
-        if self.crc == CrcLayout::Trailing {
-            out.extend_from_slice(payload);
+        if self.crc != CrcLayout::Trailing {
             out.extend_from_slice(&[0; CRC_BYTES]);
-        } else {
-            out.extend_from_slice(&[0; CRC_BYTES]);
-            out.extend_from_slice(payload);
         }
-        let crc = self.checksum(&out, payload);
+        let payload_at = out.len();
+        write_payload(&mut out);
+        let payload_end = out.len();
+        if self.crc == CrcLayout::Trailing {
+            out.extend_from_slice(&[0; CRC_BYTES]);
+        }
+        let crc_at = self.crc_offset(out.len());
+        let crc = self.checksum(&out, out.get(payload_at..payload_end).unwrap_or_default());
         if let Some(slot) = out.get_mut(crc_at..crc_at + CRC_BYTES) {
             slot.copy_from_slice(&crc.to_le_bytes());
         }
@@ -158,6 +172,18 @@ impl SmallFileFormat {
     /// `strata_io::write_file_atomic`), so it is either the old or the new file after a crash.
     pub fn store(&self, storage: &dyn Storage, file: &str, version: u32, payload: &[u8]) -> Result<()> {
         write_file_atomic(storage, file, &self.encode(version, payload))
+    }
+
+    /// `store` with the payload written in place (`encode_with`).
+    pub fn store_with(
+        &self,
+        storage: &dyn Storage,
+        file: &str,
+        version: u32,
+        payload_bytes: usize,
+        write_payload: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<()> {
+        write_file_atomic(storage, file, &self.encode_with(version, payload_bytes, write_payload))
     }
 }
 

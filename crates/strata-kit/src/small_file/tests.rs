@@ -102,3 +102,17 @@ fn store_then_load_round_trips_and_a_missing_file_is_none() {
     assert_eq!(f.load(&storage, "small").unwrap(), Some((3, b"two!".to_vec())));
     assert_eq!(storage.list().unwrap(), vec!["small".to_string()], "no temporary file left");
 }
+
+#[test]
+fn a_payload_written_in_place_encodes_as_the_same_payload_passed_whole() {
+    let payload: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    for crc in LAYOUTS {
+        let f = format(crc, None);
+        let in_place = f.encode_with(3, 10, |out| {
+            out.extend_from_slice(&payload[..100]);
+            out.extend_from_slice(&payload[100..]);
+        });
+        assert_eq!(in_place, f.encode(3, &payload), "{crc:?}");
+        assert_eq!(f.decode("x", &in_place).unwrap().payload, &payload[..], "{crc:?}");
+    }
+}
