@@ -106,6 +106,26 @@ impl DoubleWrite {
         Ok(())
     }
 
+    /// Empties the area within its generation, durably, once the data file was synced after
+    /// every in-place write its images cover (those pages are intact on disk and need no image
+    /// until they are written again: the caller forgets which pages have one). The truncation is
+    /// synced before any new entry is appended at offset 0, so recovery never reads the new
+    /// entries followed by old ones of the same generation; a crash before it is durable leaves
+    /// the old entries, images of pages since the checkpoint that recovery may restore as it
+    /// restores any first image (the WAL replay from the checkpoint brings each page's records
+    /// up to date).
+    pub fn rewind(&mut self) -> Result<()> {
+        self.file.set_len(0)?;
+        self.file.sync()?;
+        (self.next_offset, self.next_sequence) = (0, 0);
+        Ok(())
+    }
+
+    /// Bytes `pages` images take in the area.
+    pub fn bytes_for(&self, pages: usize) -> u64 {
+        (pages * entry_bytes(self.size)) as u64
+    }
+
     /// The latest image of each page written in `generation`, read from the area in `storage`.
     /// Entries are read in order up to the first that is not a valid entry of `generation` with
     /// the next sequence number (the end, or the write a crash interrupted, whose entries may
@@ -178,6 +198,20 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[&5], image(3));
         assert!(DoubleWrite::recover(&storage, PageSize::DEFAULT, 4).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_rewound_area_holds_only_the_images_appended_since() {
+        let storage = MemStorage::new();
+        let mut dwb = DoubleWrite::open(&storage, PageSize::DEFAULT, 2).unwrap();
+        dwb.append_and_sync(&[(5, &image(1)), (6, &image(2))]).unwrap();
+        dwb.rewind().unwrap();
+        assert_eq!(dwb.bytes(), 0);
+        assert!(DoubleWrite::recover(&storage, PageSize::DEFAULT, 2).unwrap().is_empty());
+        dwb.append_and_sync(&[(7, &image(3))]).unwrap();
+        let got = DoubleWrite::recover(&storage, PageSize::DEFAULT, 2).unwrap();
+        assert_eq!(got.into_iter().collect::<Vec<_>>(), vec![(7, image(3))], "sequence 0 again, at offset 0");
+        assert_eq!(dwb.bytes(), dwb.bytes_for(1));
     }
 
     #[test]

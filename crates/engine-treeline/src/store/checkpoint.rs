@@ -127,13 +127,10 @@ impl Store {
         }
     }
 
-    /// Whether the WAL grew by `checkpoint_wal_bytes` or the double-write area by as much (at
-    /// least 64 pages) since the last checkpoint.
+    /// Whether the WAL grew by `checkpoint_wal_bytes` since the last checkpoint. (The
+    /// double-write area keeps within its limit by rewinding: `write_batch`.)
     pub(crate) fn checkpoint_due(&self) -> bool {
-        let distance = self.checkpoint_wal_bytes.load(Relaxed);
-        let dwb_limit = distance.max(64 * self.page_size.bytes() as u64);
-        self.wal_bytes_since_checkpoint.load(Relaxed) >= distance
-            || self.double_write_bytes.load(Relaxed) >= dwb_limit
+        self.wal_bytes_since_checkpoint.load(Relaxed) >= self.checkpoint_wal_bytes.load(Relaxed)
     }
 
     /// An automatic checkpoint when one is due (the write-back worker's step).

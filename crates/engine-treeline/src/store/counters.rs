@@ -12,6 +12,8 @@ pub struct Counters {
     pub double_write_pages: AtomicU64,
     /// Syncs of the double-write area (one per batch that had images).
     pub double_write_syncs: AtomicU64,
+    /// Times the double-write area was emptied between checkpoints (data file synced first).
+    pub double_write_rewinds: AtomicU64,
     /// Batched write-backs (each one WAL sync, at most one double-write sync).
     pub write_back_batches: AtomicU64,
     pub overflow_pages_created: AtomicU64,
@@ -54,6 +56,7 @@ impl Counters {
             ("records_written_back", &self.records_written_back),
             ("double_write_pages", &self.double_write_pages),
             ("double_write_syncs", &self.double_write_syncs),
+            ("double_write_rewinds", &self.double_write_rewinds),
             ("write_back_batches", &self.write_back_batches),
             ("overflow_pages_created", &self.overflow_pages_created),
             ("reorganizations", &self.reorganizations),

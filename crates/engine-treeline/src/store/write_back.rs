@@ -185,6 +185,18 @@ enum PageWork {
     Reorganize,
 }
 
+/// The in-place pages of `batch` that need a double-write image first: of segments recovery
+/// repairs, with no image since the last checkpoint (or rewind).
+fn images_needed<'a>(batch: &'a WriteBackBatch, maint: &MaintState) -> Vec<(PageId, &'a [u8])> {
+    batch
+        .pairs
+        .iter()
+        .filter(|p| p.needs_double_write)
+        .flat_map(|p| p.in_place.iter().map(|(id, b)| (*id, b.as_slice())))
+        .filter(|(id, _)| !maint.imaged_since_checkpoint.contains(id))
+        .collect()
+}
+
 /// Puts `key` into `page`, or reports that it has no room; a key new to the page is noted in
 /// `inserted`.
 fn put(page: &mut Page, key: &[u8], value: Stored<'_>, inserted: &mut Vec<Key>) -> Result<bool> {
@@ -442,13 +454,14 @@ impl Store {
             return Ok(());
         };
         self.writes.wal().commit(newest_lsn, Durability::Sync)?;
-        let images: Vec<(PageId, &[u8])> = batch
-            .pairs
-            .iter()
-            .filter(|p| p.needs_double_write)
-            .flat_map(|p| p.in_place.iter().map(|(id, b)| (*id, b.as_slice())))
-            .filter(|(id, _)| !maint.imaged_since_checkpoint.contains(id))
-            .collect();
+        let mut images = images_needed(batch, maint);
+        let limit_bytes = self.double_write_limit_bytes();
+        if !images.is_empty()
+            && maint.double_write.bytes() + maint.double_write.bytes_for(images.len()) > limit_bytes
+        {
+            self.rewind_double_write(maint)?;
+            images = images_needed(batch, maint);
+        }
         if !images.is_empty() {
             maint.double_write.append_and_sync(&images)?;
             maint.imaged_since_checkpoint.extend(images.iter().map(|(id, _)| *id));
@@ -467,6 +480,24 @@ impl Store {
         Counters::add(&self.counters.write_back_batches, 1);
         self.mark_written(&batch.records);
         batch.written();
+        Ok(())
+    }
+
+    /// The double-write area's size limit: the checkpoint distance, at least 64 pages.
+    pub(crate) fn double_write_limit_bytes(&self) -> u64 {
+        self.checkpoint_wal_bytes.load(Relaxed).max(64 * self.page_size.bytes() as u64)
+    }
+
+    /// Syncs the data file, so every in-place write the double-write area's images cover is
+    /// intact on disk, then empties the area (`DoubleWrite::rewind`): each page gets an image
+    /// again at its next in-place write. Keeps the area within its limit between checkpoints
+    /// (a checkpoint's sweep images nearly every page it writes) without a checkpoint.
+    fn rewind_double_write(&self, maint: &mut MaintState) -> Result<()> {
+        self.data.sync()?;
+        maint.double_write.rewind()?;
+        maint.imaged_since_checkpoint.clear();
+        self.double_write_bytes.store(0, Relaxed);
+        Counters::add(&self.counters.double_write_rewinds, 1);
         Ok(())
     }
 
