@@ -118,6 +118,15 @@ fn power_cuts_recover_every_synced_write_and_repair_torn_pages() {
     assert!(restored > 0, "no torn page was repaired in 12 crashes");
 }
 
+/// The kit's configuration with a record cache of `cache` within `budget_bytes` and checkpoints
+/// 64 MiB of WAL apart: everything a test writes stays dirty until it asks for a write-back.
+fn far_apart_checkpoints(cache: &str, budget_bytes: u64) -> strata_core::EngineConfig {
+    let mut options =
+        config().engine_option("record_cache_bytes", cache).engine_option("checkpoint_wal_bytes", "64MiB");
+    options.memory_budget_bytes = budget_bytes;
+    options
+}
+
 /// The double-write area rewinds between checkpoints (data file synced, area emptied, pages
 /// imaged again at their next write) when checkpoints are far apart: power cuts at any point,
 /// with torn in-place writes and a rewind's truncation lost or kept, recover every synced write.
@@ -152,9 +161,7 @@ fn power_cuts_recover_every_synced_write_across_double_write_rewinds() {
 #[test]
 fn a_reorganization_over_many_dirty_records_writes_them_in_pieces() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let mut options =
-        config().engine_option("record_cache_bytes", "1MiB").engine_option("checkpoint_wal_bytes", "64MiB");
-    options.memory_budget_bytes = 2 << 20;
+    let options = far_apart_checkpoints("1MiB", 2 << 20);
     let engine = TreelineEngine::open(storage.clone(), &options).unwrap();
     let mut model = BTreeMap::new();
     let mut rng = StdRng::seed_from_u64(5);
@@ -183,9 +190,7 @@ fn a_reorganization_over_many_dirty_records_writes_them_in_pieces() {
 #[test]
 fn a_sweep_over_more_dirty_keys_than_its_lookahead_writes_them_all() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let mut options =
-        config().engine_option("record_cache_bytes", "8MiB").engine_option("checkpoint_wal_bytes", "64MiB");
-    options.memory_budget_bytes = 16 << 20;
+    let options = far_apart_checkpoints("8MiB", 16 << 20);
     let engine = TreelineEngine::open(storage.clone(), &options).unwrap();
     let mut model = BTreeMap::new();
     // First into pages (one reorganization of the first page takes them all), then rewritten at
