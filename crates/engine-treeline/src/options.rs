@@ -162,7 +162,7 @@ impl TreelineOptions {
 
     /// The checkpoint distance for a store whose data file holds `data_bytes`: the knob, or the
     /// record cache size (at least 256 KiB) but no more than a sixteenth of the data (at least
-    /// 1 MiB). The WAL kept is about two distances, and slots freed by reorganizations are
+    /// 1 MiB). The WAL kept is about three distances, and slots freed by reorganizations are
     /// reused only after the next checkpoint: a distance of a whole cache made the WAL of a
     /// 30 MB store 29 MB and left 30% of its data file free between checkpoints.
     pub fn checkpoint_wal_bytes(&self, config: &EngineConfig, data_bytes: u64) -> u64 {
@@ -176,8 +176,8 @@ impl TreelineOptions {
 
 /// The WAL segment size for checkpoint distance `distance_bytes`: a quarter of it in whole MiB
 /// (at least 1 MiB), at most the budget's default (`EngineConfig::effective_wal_segment_bytes`);
-/// `None` when the configuration sets the size. The log keeps about two distances plus the
-/// active segment and two recycled ones, so segments of a quarter distance keep it near 2.75
+/// `None` when the configuration sets the size. The log keeps about three distances plus the
+/// active segment and two recycled ones, so segments of a quarter distance keep it near 3.75
 /// distances where budget-sized ones (4 MiB at 16 MiB) made a 30 MB store's log 16 MB.
 pub fn wal_segment_bytes_for_distance(config: &EngineConfig, distance_bytes: u64) -> Option<u64> {
     if config.wal_segment_bytes.is_some() {

@@ -419,7 +419,7 @@ fn a_deleted_data_file_or_a_lost_checkpoint_is_corruption_naming_it() {
     assert_eq!(names(&err), "treeline-checkpoint", "{err}");
 }
 
-/// Automatic checkpoints write back only records dirty since before the previous cut, so a
+/// Automatic checkpoints write back only records dirty since before the cut before last, so a
 /// record rewritten all the time stays dirty in the cache across them; its latest synced value
 /// must come back after a power cut from the WAL the checkpoint kept for it.
 #[test]

@@ -16,10 +16,12 @@ use crate::key_projection::KeyMap;
 pub(crate) enum Sweep {
     /// Every dirty record: the WAL is released up to the cut (close, `MaintenanceTask::Checkpoint`).
     All,
-    /// Only records dirty since before the previous checkpoint's cut (automatic checkpoints):
-    /// hot records rewritten all the time stay in the cache, and the WAL kept is about two
-    /// checkpoint distances.
-    OlderThanLastCut,
+    /// Only records dirty since before the cut of the checkpoint before the previous one
+    /// (automatic checkpoints): hot records rewritten all the time stay in the cache, most others
+    /// leave it by eviction first (sweeping those older than the previous cut wrote a put load's
+    /// pages back half again as often: 42k against 28k page writes for 300k records at the
+    /// default budget), and the WAL kept is about three checkpoint distances.
+    OlderThanCutBeforeLast,
 }
 
 impl Store {
@@ -43,7 +45,7 @@ impl Store {
         self.wal_bytes_since_checkpoint.store(0, Relaxed);
         let below_lsn = match sweep {
             Sweep::All => u64::MAX,
-            Sweep::OlderThanLastCut => maint.last_cut_lsn + 1,
+            Sweep::OlderThanCutBeforeLast => maint.cut_before_last_lsn + 1,
         };
         self.write_back_older_than(maint, below_lsn)?;
         self.data.sync()?;
@@ -80,6 +82,7 @@ impl Store {
         };
         maint.generation = generation;
         maint.checkpoint_production_id = maint.next_production_id;
+        maint.cut_before_last_lsn = maint.last_cut_lsn;
         maint.last_cut_lsn = cut_lsn;
         // The file still holds every page the previous checkpoint references; from here on the
         // one just stored is the recovery point, and no page at or past its end is in its index.
@@ -139,7 +142,7 @@ impl Store {
             return Ok(());
         }
         let mut maint = self.maint.lock();
-        self.maintain(|| self.checkpoint(&mut maint, Sweep::OlderThanLastCut))
+        self.maintain(|| self.checkpoint(&mut maint, Sweep::OlderThanCutBeforeLast))
     }
 
     /// `MaintenanceTask::Commit`: every dirty record written back (the WAL is kept).

@@ -92,6 +92,9 @@ pub(crate) struct MaintState {
     pub checkpoint_production_id: u64,
     /// The cut lsn (the last applied one) of the last checkpoint (0: none since open).
     pub last_cut_lsn: u64,
+    /// The cut lsn of the checkpoint before the last (0: none since open): an automatic
+    /// checkpoint writes back the records dirty since before it.
+    pub cut_before_last_lsn: u64,
     /// The runs the last checkpoint released to the free pages: the next one gives back to the
     /// file system those still free then (`give_back_free_runs`). Runs reused within one
     /// checkpoint distance are not punched: a write into a hole allocates again, which cost a
@@ -198,6 +201,7 @@ impl Store {
                 next_production_id: checkpoint.next_production_id,
                 checkpoint_production_id: checkpoint.next_production_id,
                 last_cut_lsn: 0,
+                cut_before_last_lsn: 0,
                 released_at_last_checkpoint: Vec::new(),
             }),
             index: RwLock::new(checkpoint.index.into_owned()),
