@@ -3,7 +3,9 @@
 //! that tears the in-place write (SimStorage keeps a random prefix of unsynced writes) can be
 //! repaired at open: the latest image of each such page written since the checkpoint is written
 //! back in place. Entries carry the checkpoint generation; recovery ignores other generations, so
-//! a checkpoint only needs to truncate the file to reclaim its space, not to be correct.
+//! a checkpoint only needs to truncate the file to reclaim its space, not to be correct. Between
+//! checkpoints the area rewinds (`DoubleWrite::rewind`) once the data file is synced, so it
+//! stays within its limit.
 //!
 //! Entry (`ENTRY_HEADER_BYTES + P` bytes, back to back from offset 0): `u32` CRC-32C of the rest
 //! of the entry, `u32` magic `"TLDW"`, `u64` generation, `u64` page id, `u64` sequence number

@@ -196,10 +196,23 @@ impl RecordCache {
 
     /// Every dirty record with `lower <= key < upper` (`upper = None`: unbounded), in key order.
     pub fn dirty_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<DirtyRecord> {
-        self.entries_in(lower, upper)
-            .filter(|(_, e)| e.dirty_lsn > 0)
+        self.dirty_in_up_to(lower, upper, usize::MAX)
+    }
+
+    /// The first `at_most` dirty records with `lower <= key < upper`, in key order.
+    pub fn dirty_in_up_to(&self, lower: &[u8], upper: Option<&[u8]>, at_most: usize) -> Vec<DirtyRecord> {
+        self.dirty_entries_in(lower, upper)
+            .take(at_most)
             .map(|(k, e)| DirtyRecord { key: k.to_vec(), value: e.value.clone(), lsn: e.dirty_lsn })
             .collect()
+    }
+
+    fn dirty_entries_in<'a>(
+        &'a self,
+        lower: &'a [u8],
+        upper: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a CacheKey, &'a CachedRecord)> + 'a {
+        self.entries_in(lower, upper).filter(|(_, e)| e.dirty_lsn > 0)
     }
 
     /// Every cached record with `lower <= key < upper`, in key order (`None` values: deleted).
@@ -226,15 +239,9 @@ impl RecordCache {
             .collect()
     }
 
-    /// Dirty records with `lower <= key < upper`, counted up to `at_most`.
-    pub fn dirty_count_in(&self, lower: &[u8], upper: Option<&[u8]>, at_most: usize) -> usize {
-        self.entries_in(lower, upper).filter(|(_, e)| e.dirty_lsn > 0).take(at_most).count()
-    }
-
     /// The `n`th dirty key (from 1) with `from <= key < upper`, if there are that many.
     pub fn nth_dirty_key(&self, from: &[u8], upper: Option<&[u8]>, n: usize) -> Option<Key> {
-        let nth = self.entries_in(from, upper).filter(|(_, e)| e.dirty_lsn > 0).nth(n.checked_sub(1)?);
-        nth.map(|(k, _)| k.to_vec())
+        self.dirty_entries_in(from, upper).nth(n.checked_sub(1)?).map(|(k, _)| k.to_vec())
     }
 
     /// Whether `key` is cached dirty with an lsn below `below_lsn`.

@@ -165,12 +165,23 @@ impl ShardedCache {
 
     /// Every dirty record with `lower <= key < upper`, in key order.
     pub fn dirty_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<DirtyRecord> {
+        self.dirty_in_at_most(lower, upper, usize::MAX - 1).unwrap_or_default()
+    }
+
+    /// Every dirty record with `lower <= key < upper`, in key order, if there are at most
+    /// `n`; `None` if there are more, having copied no more than `n + 1` of them (each shard
+    /// takes at most what is still missing).
+    pub fn dirty_in_at_most(&self, lower: &[u8], upper: Option<&[u8]>, n: usize) -> Option<Vec<DirtyRecord>> {
         let mut out: Vec<DirtyRecord> = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.cache.lock().dirty_in(lower, upper));
+            let left = n + 1 - out.len();
+            out.extend(shard.cache.lock().dirty_in_up_to(lower, upper, left));
+            if out.len() > n {
+                return None;
+            }
         }
         out.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        out
+        Some(out)
     }
 
     /// Every cached record with `lower <= key < upper`, in key order, never half of a batch.
@@ -240,19 +251,6 @@ impl ShardedCache {
     /// `RecordCache::mark_clean_in` on every shard; returns how many records became clean.
     pub fn mark_clean_in(&self, lower: &[u8], upper: Option<&[u8]>, up_to_lsn: Lsn) -> u64 {
         self.shards.iter().map(|shard| self.run_on(shard, |c| c.mark_clean_in(lower, upper, up_to_lsn))).sum()
-    }
-
-    /// Whether more than `n` records with `lower <= key < upper` are dirty (each shard counts
-    /// at most what is still missing).
-    pub fn has_more_dirty_than(&self, lower: &[u8], upper: Option<&[u8]>, n: usize) -> bool {
-        let mut left = n + 1;
-        for shard in self.shards.iter() {
-            left -= shard.cache.lock().dirty_count_in(lower, upper, left);
-            if left == 0 {
-                return true;
-            }
-        }
-        false
     }
 
     /// Where a run of about `limit` dirty keys in `from..upper` ends (exclusive): each shard
@@ -360,8 +358,9 @@ mod tests {
             assert!((1..=bound).contains(&run), "limit {limit}: a run of {run} keys");
         }
         assert_eq!(c.dirty_run_end(&k(990), None, 300), None, "ten keys left: one run");
-        assert!(c.has_more_dirty_than(&k(100), Some(&k(200)), 99));
-        assert!(!c.has_more_dirty_than(&k(100), Some(&k(200)), 100), "exactly 100 in the range");
+        assert!(c.dirty_in_at_most(&k(100), Some(&k(200)), 99).is_none());
+        let exactly = c.dirty_in_at_most(&k(100), Some(&k(200)), 100);
+        assert_eq!(exactly.map(|d| d.len()), Some(100), "exactly 100 in the range");
         assert_eq!(c.dirty_run_end(&k(1_000), None, 1), None, "nothing dirty from there");
         assert_eq!(c.dirty_run_end(&k(100), Some(&k(120)), 300), None, "twenty keys below the upper bound");
         let end = c.dirty_run_end(&k(100), Some(&k(900)), 64).expect("800 keys in the range");

@@ -171,7 +171,7 @@ impl SmallFileFormat {
     /// Durably replaces `file` (temporary file, fsync, rename, directory fsync:
     /// `strata_io::write_file_atomic`), so it is either the old or the new file after a crash.
     pub fn store(&self, storage: &dyn Storage, file: &str, version: u32, payload: &[u8]) -> Result<()> {
-        write_file_atomic(storage, file, &self.encode(version, payload))
+        self.store_with(storage, file, version, payload.len(), |out| out.extend_from_slice(payload))
     }
 
     /// `store` with the payload written in place (`encode_with`).

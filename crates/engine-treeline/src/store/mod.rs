@@ -76,10 +76,11 @@ pub(crate) struct MaintState {
     pub next_blob_id: u64,
     pub double_write: DoubleWrite,
     /// Pages with an image in the double-write area's current generation. Later in-place writes
-    /// of such a page until the next checkpoint need no image: recovery restores that image and
+    /// of such a page until the next checkpoint or rewind need no image: recovery restores that image and
     /// replays the WAL from the checkpoint's replay lsn, which holds every record written to
     /// the page since (each was dirty after the checkpoint, so its last write is at or above
-    /// the replay lsn). Empty after open and after each checkpoint.
+    /// the replay lsn). Empty after open, after each checkpoint and after each rewind of the
+    /// area (the data file synced first: those pages' writes are intact on disk).
     pub imaged_since_checkpoint: HashSet<PageId>,
     pub forecaster: Option<Forecaster>,
     /// The forecaster's `progress` when `treeline-forecast` was last stored (or loaded).

@@ -385,7 +385,8 @@ impl Store {
 
     /// The dirty records within `base`'s fences (up to `upper`) applied to copies of the pair.
     /// More of them than the pair has slots (a young store's one page covers every key) go
-    /// to a reorganization, which takes them in pieces, without being copied here.
+    /// to a reorganization, which takes them in pieces; no more than one past the slots is
+    /// copied here.
     fn apply_page_dirty(
         &self,
         maint: &mut MaintState,
@@ -394,10 +395,9 @@ impl Store {
         upper: Option<&[u8]>,
     ) -> Result<PageWork> {
         let pair_slots = 2 * self.page_size.max_records();
-        if self.cache.has_more_dirty_than(base.lower_fence(), upper, pair_slots) {
+        let Some(dirty) = self.cache.dirty_in_at_most(base.lower_fence(), upper, pair_slots) else {
             return Ok(PageWork::Reorganize);
-        }
-        let dirty = self.cache.dirty_in(base.lower_fence(), upper);
+        };
         if dirty.is_empty() {
             return Ok(PageWork::Clean);
         }
