@@ -3,6 +3,8 @@
 //! `EngineConfig::direct_io`; every write is a whole page at a page-aligned offset, so it meets
 //! O_DIRECT's alignment rules for every page size.
 
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::Arc;
 
 use strata_core::{Error, Result};
@@ -25,29 +27,44 @@ pub const HEADER_FORMAT: SmallFileFormat = SmallFileFormat {
     payload_bytes: Some(HEADER_PAYLOAD_BYTES),
 };
 
-/// The open data file.
+/// The open data file. Its page size changes only while no checkpoint references any of its
+/// pages (`reformat`), before any page of the new size is written.
 #[derive(Debug)]
 pub struct DataFile {
     file: Arc<dyn StorageFile>,
-    size: PageSize,
+    page_size_log2: AtomicU8,
+}
+
+/// Truncates `file` to its header page for `size`, written and synced.
+fn write_header(file: &dyn StorageFile, size: PageSize) -> Result<()> {
+    file.set_len(0)?;
+    let mut header = vec![0u8; size.bytes()];
+    let mut payload = [0u8; HEADER_PAYLOAD_BYTES];
+    payload[0] = size.log2();
+    let encoded = HEADER_FORMAT.encode(HEADER_VERSION, &payload);
+    if let Some(dst) = header.get_mut(..encoded.len()) {
+        dst.copy_from_slice(&encoded);
+    }
+    file.write_at(0, &header)?;
+    file.sync()
 }
 
 impl DataFile {
     /// Creates (or re-creates) the file with its header page, synced.
     pub fn create(storage: &dyn Storage, size: PageSize, direct: bool) -> Result<DataFile> {
         let file = storage.open(FILE_NAME, OpenOptions::create().with_direct(direct))?;
-        file.set_len(0)?;
-        let mut header = vec![0u8; size.bytes()];
-        let mut payload = [0u8; HEADER_PAYLOAD_BYTES];
-        payload[0] = size.log2();
-        let encoded = HEADER_FORMAT.encode(HEADER_VERSION, &payload);
-        if let Some(dst) = header.get_mut(..encoded.len()) {
-            dst.copy_from_slice(&encoded);
-        }
-        file.write_at(0, &header)?;
-        file.sync()?;
+        write_header(file.as_ref(), size)?;
         storage.sync_dir()?;
-        Ok(DataFile { file, size })
+        Ok(DataFile { file, page_size_log2: AtomicU8::new(size.log2()) })
+    }
+
+    /// Re-creates the file as a header for `size` pages, dropping every page. Only for a file
+    /// no checkpoint references a page of (a new store choosing its page size at its first
+    /// write-back): those pages hold nothing recovery needs, as the WAL holds their records.
+    pub fn reformat(&self, size: PageSize) -> Result<()> {
+        write_header(self.file.as_ref(), size)?;
+        self.page_size_log2.store(size.log2(), Release);
+        Ok(())
     }
 
     /// Opens the file and reads its page size from the header. Called only when a checkpoint
@@ -71,15 +88,15 @@ impl DataFile {
                 "reserved bytes are not zero",
             ));
         }
-        Ok(DataFile { file, size })
+        Ok(DataFile { file, page_size_log2: AtomicU8::new(size.log2()) })
     }
 
     pub fn page_size(&self) -> PageSize {
-        self.size
+        PageSize::from_log2(self.page_size_log2.load(Acquire)).unwrap_or(PageSize::DEFAULT)
     }
 
     fn offset_of(&self, id: PageId) -> Result<u64> {
-        page_offset(id, self.size)
+        page_offset(id, self.page_size())
             .ok_or_else(|| Error::corruption(FILE_NAME, 0, format!("page id {id} overflows")))
     }
 
@@ -91,7 +108,7 @@ impl DataFile {
     /// The raw bytes of pages `first .. first + count`, in one read; a read past the end of
     /// the file is corruption (the index referenced a page the file does not have).
     fn read_bytes(&self, first: PageId, count: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; self.size.bytes() * count];
+        let mut buf = vec![0u8; self.page_size().bytes() * count];
         let offset = self.offset_of(first)?;
         self.file.read_at(offset, &mut buf).map_err(|e| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -120,7 +137,7 @@ impl DataFile {
     /// Pages `first .. first + count`, validated, read in one I/O (a segment's base pages are
     /// contiguous: page grouping turns a scan into one sequential read).
     pub fn read_pages(&self, first: PageId, count: usize) -> Result<Vec<Page>> {
-        let page_bytes = self.size.bytes();
+        let page_bytes = self.page_size().bytes();
         let offset = self.offset_of(first)?;
         let buf = self.read_bytes(first, count)?;
         let mut pages = Vec::with_capacity(count);
@@ -148,7 +165,7 @@ impl DataFile {
     /// checkpoint references them. A run reaching `end` is cut at it (`give_back_pages_from`
     /// takes the rest).
     pub fn give_back_free_runs(&self, runs: &[(PageId, u64)], end: PageId) -> Result<()> {
-        let page_bytes = self.size.bytes() as u64;
+        let page_bytes = self.page_size().bytes() as u64;
         for &(first, pages) in runs.iter().filter(|(first, _)| *first < end) {
             let pages = pages.min(end - first);
             self.file.punch_hole(self.offset_of(first)?, pages * page_bytes)?;

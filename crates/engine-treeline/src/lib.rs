@@ -72,7 +72,7 @@ impl TreelineEngine {
 
     /// The page size the store was created with.
     pub fn page_size_bytes(&self) -> usize {
-        self.store.page_size.bytes()
+        self.store.page_size().bytes()
     }
 }
 
@@ -108,7 +108,7 @@ impl Engine for TreelineEngine {
     /// the largest values.
     fn limits(&self) -> Limits {
         Limits {
-            max_key_bytes: self.store.page_size.max_key_bytes(),
+            max_key_bytes: self.store.page_size().max_key_bytes(),
             max_value_bytes: blob::MAX_VALUE_BYTES,
             max_batch_bytes: 2 * blob::MAX_VALUE_BYTES + (1 << 20),
         }

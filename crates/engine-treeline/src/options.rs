@@ -1,7 +1,7 @@
 //! The engine's knobs (`EngineConfig::engine_options`, read with `EngineOptionReader`) and the
 //! sizes derived from them and the memory budget.
 
-use strata_core::{EngineConfig, EngineOptionReader, Error, Result};
+use strata_core::{AutoOr, EngineConfig, EngineOptionReader, Error, Result};
 
 use crate::page::PageSize;
 
@@ -28,7 +28,9 @@ pub fn buffer_reserve_bytes(config: &EngineConfig) -> u64 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TreelineOptions {
     /// Page size of a new store (4 KiB–64 KiB, a power of two); an existing store keeps its own.
-    pub page_size_bytes: usize,
+    /// `None` (`auto`, the default): chosen from the records at the store's first write-back or
+    /// bulk load (`PageSize::for_record_bytes`), so a page holds about a dozen of them.
+    pub page_size: Option<PageSize>,
     /// Record cache capacity; default the whole memory budget, which the index and the buffer
     /// reserve then reduce (`Store::effective_cache_bytes`), as the paper gives its record cache
     /// all the memory. Runtime knob.
@@ -75,7 +77,7 @@ pub struct TreelineOptions {
 impl Default for TreelineOptions {
     fn default() -> Self {
         TreelineOptions {
-            page_size_bytes: PageSize::DEFAULT.bytes(),
+            page_size: None,
             record_cache_bytes: None,
             record_cache_shards: None,
             goal: None,
@@ -100,10 +102,9 @@ impl TreelineOptions {
     pub fn from_config(config: &EngineConfig) -> Result<TreelineOptions> {
         let mut options = TreelineOptions::default();
         let mut r = EngineOptionReader::new(ENGINE_NAME, &config.engine_options)?;
-        if let Some(bytes) = r.bytes("page_size_bytes", 4096..=65536)? {
+        if let Some(AutoOr::Fixed(bytes)) = r.bytes_or_auto("page_size_bytes", 4096..=65536)? {
             let size = usize::try_from(bytes).map_err(|_| Error::invalid("page_size_bytes"))?;
-            PageSize::new(size)?;
-            options.page_size_bytes = size;
+            options.page_size = Some(PageSize::new(size)?);
         }
         options.record_cache_bytes = r.bytes("record_cache_bytes", cache_range(config))?;
         options.record_cache_shards = r.count("record_cache_shards", 1..=16)?.map(|n| n as usize);

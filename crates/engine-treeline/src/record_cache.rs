@@ -215,6 +215,12 @@ impl RecordCache {
         self.entries_in(lower, upper).filter(|(_, e)| e.dirty_lsn > 0)
     }
 
+    /// Key + value bytes of up to `at_most` cached records (tombstones skipped), lowest keys
+    /// first.
+    pub fn record_bytes(&self, at_most: usize) -> impl Iterator<Item = usize> + '_ {
+        self.map.iter().filter_map(|(k, e)| Some(k.len() + e.value.as_ref()?.len())).take(at_most)
+    }
+
     /// Every cached record with `lower <= key < upper`, in key order (`None` values: deleted).
     pub fn cached_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<(Key, Option<Value>)> {
         self.entries_in(lower, upper).map(|(k, e)| (k.to_vec(), e.value.clone())).collect()

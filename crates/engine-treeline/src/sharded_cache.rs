@@ -163,6 +163,12 @@ impl ShardedCache {
         t
     }
 
+    /// Key + value bytes of up to `at_most` cached records, an equal share from each shard.
+    pub fn record_bytes_sample(&self, at_most: usize) -> Vec<usize> {
+        let share = at_most.div_ceil(self.shards.len());
+        self.shards.iter().flat_map(|shard| shard.cache.lock().record_bytes(share).collect::<Vec<_>>()).collect()
+    }
+
     /// Every dirty record with `lower <= key < upper`, in key order.
     pub fn dirty_in(&self, lower: &[u8], upper: Option<&[u8]>) -> Vec<DirtyRecord> {
         self.dirty_in_at_most(lower, upper, usize::MAX - 1).unwrap_or_default()

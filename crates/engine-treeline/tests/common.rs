@@ -12,6 +12,12 @@ use strata_io::Storage;
 /// average ~700 bytes, 5 to a page, and its keys are far from linear, so these make multi-page
 /// segments), 24 KiB of WAL trigger a checkpoint, and forecasting epochs are 8 inserts.
 pub fn config() -> EngineConfig {
+    config_with_page_size("4KiB")
+}
+
+/// `config()` with `page_size_bytes` set to `page_size` (`auto`: chosen from the first records;
+/// the kit's average ~700 bytes choose 16 KiB pages).
+pub fn config_with_page_size(page_size: &str) -> EngineConfig {
     EngineConfig {
         wal_segment_bytes: Some(16 << 10),
         memory_budget_bytes: 256 << 10,
@@ -24,6 +30,7 @@ pub fn config() -> EngineConfig {
         ("epsilon", "4"),
         ("forecast_epoch_inserts", "8"),
         ("reorg_radius", "2"),
+        ("page_size_bytes", page_size),
     ])
 }
 

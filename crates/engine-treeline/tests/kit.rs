@@ -17,12 +17,13 @@ use strata_core::{
 use strata_testkit::conformance::{self, Config};
 use strata_testkit::{StorageKind, Target};
 
+/// The page size left to the store, as by default: each store's first write-back chooses it
+/// from the records in its cache (a crash may fall between its steps).
 fn target() -> Target {
+    let config = common::config_with_page_size("auto");
     Target::new(
         "treeline",
-        Arc::new(
-            |storage| Ok(Box::new(TreelineEngine::open(storage, &common::config())?) as Box<dyn Engine>),
-        ),
+        Arc::new(move |storage| Ok(Box::new(TreelineEngine::open(storage, &config)?) as Box<dyn Engine>)),
     )
 }
 

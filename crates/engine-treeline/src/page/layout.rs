@@ -53,7 +53,7 @@ pub fn is_segment_page_count(pages: u8) -> bool {
 }
 
 /// A validated page size: a power of two from 4 KiB to 64 KiB, fixed when a store is created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PageSize(u32);
 
 impl PageSize {
@@ -99,7 +99,33 @@ impl PageSize {
     pub fn max_records(self) -> usize {
         (self.bytes() - HEADER_LEN) / SLOT_LEN
     }
+
+    /// The page size for records of these sizes (key + value bytes each): the smallest whose
+    /// page holds [`RECORDS_PER_PAGE_TARGET`] records of the median size. Records so large that
+    /// no size holds that many get the smallest pages, where each value is a blob run of its
+    /// own and a page holds their references. A page of two or three records would make
+    /// nearly every insert overflow its page and a third of them reorganize (1 KiB records on
+    /// 4 KiB pages loaded at 0.37× the speed of 16 KiB pages, docs/benchmarks.md); larger
+    /// pages than needed cost point reads bytes (a miss reads a whole page). No sizes: the
+    /// default.
+    pub fn for_record_bytes(sizes: &mut [usize]) -> PageSize {
+        if sizes.is_empty() {
+            return PageSize::DEFAULT;
+        }
+        let middle = sizes.len() / 2;
+        let (_, &mut median, _) = sizes.select_nth_unstable(middle);
+        let holds_target = |size: &PageSize| {
+            (size.bytes() - HEADER_LEN) / median.saturating_add(SLOT_LEN) >= RECORDS_PER_PAGE_TARGET
+        };
+        (Self::MIN.ilog2()..=Self::MAX.ilog2())
+            .filter_map(|log2| PageSize::new(1 << log2).ok())
+            .find(holds_target)
+            .unwrap_or(PageSize::DEFAULT)
+    }
 }
+
+/// Records of the median size a page chosen by [`PageSize::for_record_bytes`] holds at least.
+pub const RECORDS_PER_PAGE_TARGET: usize = 12;
 
 /// Checks a key and value against the page size's limits, naming the bound that failed.
 pub fn check_record_size(size: PageSize, key: &[u8], value: &[u8]) -> Result<()> {
@@ -183,6 +209,25 @@ mod tests {
             assert!(used <= size.bytes());
             assert!(size.max_record_bytes() < usize::from(u16::MAX));
             assert!(size.max_records() <= usize::from(u16::MAX));
+        }
+    }
+
+    #[test]
+    fn a_page_size_for_records_holds_a_dozen_of_the_median_size() {
+        let choose = |sizes: &[usize]| PageSize::for_record_bytes(&mut sizes.to_vec()).bytes();
+        assert_eq!(choose(&[]), 4096);
+        assert_eq!(choose(&[88; 100]), 4096, "YCSB-like 64-byte values");
+        assert_eq!(choose(&[124; 100]), 4096);
+        assert_eq!(choose(&[500; 100]), 8192);
+        assert_eq!(choose(&[1048; 100]), 16384, "1 KiB values: 15 per page, 7 on 8 KiB");
+        assert_eq!(choose(&[2048; 100]), 32768);
+        assert_eq!(choose(&[5000; 100]), 65536);
+        assert_eq!(choose(&[8000; 100]), 4096, "values that become blob runs");
+        let mut mixed = vec![1048; 99];
+        mixed.push(16 << 20);
+        assert_eq!(choose(&mixed), 16384, "one huge value does not move the median");
+        for sizes in [&[1usize][..], &[0, 0, 0], &[usize::MAX / 4; 3]] {
+            PageSize::for_record_bytes(&mut sizes.to_vec());
         }
     }
 

@@ -58,7 +58,7 @@ impl Store {
         value: &Value,
         lsn: Lsn,
     ) -> Result<Option<BlobRef>> {
-        if !blob::needs_blob(self.page_size, key.len(), value.len()) {
+        if !blob::needs_blob(self.page_size(), key.len(), value.len()) {
             return Ok(None);
         }
         if let Some(&(written_lsn, r)) = maint.unplaced_blobs.get(key) {
@@ -92,8 +92,8 @@ impl Store {
     /// Writes a run for `key` and `value` into free pages, registered as live.
     pub(super) fn write_blob(&self, maint: &mut MaintState, key: &[u8], value: &[u8]) -> Result<BlobRef> {
         let blob_id = maint.take_blob_id();
-        let bytes = blob::encode_run(self.page_size, value);
-        let pages = (bytes.len() / self.page_size.bytes()) as u64;
+        let bytes = blob::encode_run(self.page_size(), value);
+        let pages = (bytes.len() / self.page_size().bytes()) as u64;
         let first_page = maint.free.allocate_run(pages)?;
         self.data.write_page(first_page, &bytes)?;
         maint.blobs.insert(first_page, BlobSlot { pages, blob_id });
@@ -162,10 +162,10 @@ impl Store {
     }
 
     fn read_blob(&self, key: &[u8], r: &BlobRef) -> Result<Value> {
-        let offset = page_offset(r.first_page, self.page_size).ok_or_else(|| {
+        let offset = page_offset(r.first_page, self.page_size()).ok_or_else(|| {
             Error::corruption(FILE_NAME, 0, format!("blob page id {} overflows", r.first_page))
         })?;
-        let pages = r.pages(self.page_size);
+        let pages = r.pages(self.page_size());
         let bytes = self.data.read_run(r.first_page, pages)?;
         Counters::add(&self.counters.blob_runs_read, 1);
         blob::decode_run(bytes, key, r, FILE_NAME, offset)

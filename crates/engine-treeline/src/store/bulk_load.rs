@@ -129,6 +129,10 @@ impl Store {
                 }
             }
             next = records.next().transpose()?;
+            if loaded == 0 {
+                let sizes = chunk.iter().map(|(k, v)| k.len() + v.len()).collect();
+                self.maintain(|| self.settle_page_size(maint, sizes))?;
+            }
             let upper = next.as_ref().map(|(k, _)| k.as_slice());
             // An I/O error poisons the store: the failed call's reserved slots are lost to the
             // free list, and one at the end of the file would make the next checkpoint store a
@@ -161,7 +165,7 @@ impl Store {
     ) -> Result<Vec<(Key, StoredValue)>> {
         let mut stored = Vec::with_capacity(chunk.len());
         for (key, value) in chunk {
-            let value = match crate::blob::needs_blob(self.page_size, key.len(), value.len()) {
+            let value = match crate::blob::needs_blob(self.page_size(), key.len(), value.len()) {
                 false => StoredValue::Inline(value),
                 true => {
                     let r = self.write_blob(maint, &key, &value)?;

@@ -73,7 +73,7 @@ impl Store {
                 wal_replay_from_lsn: replay_from_lsn,
                 data_end_page: maint.free.end(),
                 next_production_id: maint.next_production_id,
-                page_size: self.page_size,
+                page_size: self.page_size(),
                 index: Cow::Borrowed(&index),
                 blobs: Cow::Borrowed(&maint.blobs),
             };
@@ -121,7 +121,7 @@ impl Store {
     /// Re-derives the checkpoint distance from the data file's `data_pages`, and the WAL's
     /// segment size from it (`options::wal_segment_bytes_for_distance`).
     pub(crate) fn follow_data_size(&self, data_pages: u64) -> Result<()> {
-        let data_bytes = data_pages * self.page_size.bytes() as u64;
+        let data_bytes = data_pages * self.page_size().bytes() as u64;
         let distance = self.options.checkpoint_wal_bytes(&self.config, data_bytes);
         self.checkpoint_wal_bytes.store(distance, Relaxed);
         match crate::options::wal_segment_bytes_for_distance(&self.config, distance) {

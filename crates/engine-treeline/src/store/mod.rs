@@ -15,6 +15,7 @@ mod checkpoint;
 mod counters;
 mod eviction;
 mod forecast_room;
+mod page_size_choice;
 mod reads;
 mod reorg;
 mod scan;
@@ -116,7 +117,7 @@ pub(crate) struct Store {
     pub storage: Arc<dyn Storage>,
     pub config: EngineConfig,
     pub options: TreelineOptions,
-    pub page_size: PageSize,
+    /// The data file, which carries the store's page size (`Store::page_size`).
     pub data: DataFile,
     pub wal_options: WalOptions,
     /// The WAL, the closed flag and the poison; writes reach `cache` through it, in log order
@@ -182,7 +183,6 @@ impl Store {
         let index_memory_bytes = checkpoint.index.memory_bytes();
         let data_pages = free.end();
         let store = Store {
-            page_size: checkpoint.page_size,
             data,
             applied: AppliedWrites::after_replay(replayed.wal.last_lsn()),
             writes: LoggedWrites::new(replayed.wal, "treeline"),
@@ -234,6 +234,11 @@ impl Store {
         // 6. Bring the cache back under its capacity (write-backs need the open WAL).
         store.evict_while_over_capacity()?;
         Ok(store)
+    }
+
+    /// The store's page size: fixed once a checkpoint references a page (`settle_page_size`).
+    pub fn page_size(&self) -> PageSize {
+        self.data.page_size()
     }
 
     /// `Err` once closed or poisoned.
@@ -342,7 +347,11 @@ fn open_or_create(
     options: &TreelineOptions,
     wal_options: &WalOptions,
 ) -> Result<(Checkpoint<'static>, DataFile)> {
-    if let Some(checkpoint) = Checkpoint::load(storage)? {
+    if let Some(mut checkpoint) = Checkpoint::load(storage)? {
+        if checkpoint.index.is_empty() && checkpoint.blobs.is_empty() {
+            let data = data_file_of_an_empty_store(storage, &mut checkpoint, config.direct_io)?;
+            return Ok((checkpoint, data));
+        }
         let data = DataFile::open(storage, config.direct_io)?;
         if data.page_size() != checkpoint.page_size {
             return Err(Error::corruption(
@@ -358,7 +367,7 @@ fn open_or_create(
         return Ok((checkpoint, data));
     }
     refuse_files_without_a_checkpoint(storage, wal_options)?;
-    let page_size = PageSize::new(options.page_size_bytes)?;
+    let page_size = options.page_size.unwrap_or(PageSize::DEFAULT);
     let data = DataFile::create(storage, page_size, config.direct_io)?;
     let checkpoint = Checkpoint {
         generation: 1,
@@ -371,6 +380,26 @@ fn open_or_create(
     };
     checkpoint.store(storage)?;
     Ok((checkpoint, data))
+}
+
+/// The data file of a store whose checkpoint references no page (a new one's): its pages hold
+/// nothing recovery needs, so a header that is missing, damaged or of another page size (a
+/// crash while a new store chose its page size: the checkpoint naming the size is stored
+/// first, `Store::settle_page_size`) is written again for the checkpoint's size, and the
+/// checkpoint's data end is then the header's.
+fn data_file_of_an_empty_store(
+    storage: &dyn Storage,
+    checkpoint: &mut Checkpoint,
+    direct: bool,
+) -> Result<DataFile> {
+    match DataFile::open(storage, direct) {
+        Ok(data) if data.page_size() == checkpoint.page_size => return Ok(data),
+        Ok(_) => {}
+        Err(e) if e.is_corruption() => {}
+        Err(e) => return Err(e),
+    }
+    checkpoint.data_end_page = RESERVED_PAGES;
+    DataFile::create(storage, checkpoint.page_size, direct)
 }
 
 /// No checkpoint: a new store, or one whose creation crashed after the data file's header and

@@ -118,7 +118,7 @@ impl Store {
         if ok {
             return Ok(());
         }
-        Err(Error::corruption(FILE_NAME, page_offset(id, self.page_size).unwrap_or(0), what()))
+        Err(Error::corruption(FILE_NAME, page_offset(id, self.page_size()).unwrap_or(0), what()))
     }
 
     /// The base page whose fences hold `key`: the one the model picks, or a neighbour if the
@@ -152,7 +152,7 @@ impl Store {
                 (false, _) => break,
             }
         }
-        let offset = page_offset(location.entry.base_page(i), self.page_size).unwrap_or(0);
+        let offset = page_offset(location.entry.base_page(i), self.page_size()).unwrap_or(0);
         Err(Error::corruption(FILE_NAME, offset, "no page of the key's segment covers the key"))
     }
 }

@@ -258,7 +258,7 @@ impl Store {
     /// order and the upper bound of the last.
     fn pre_segments(&self, full_lower: &[u8]) -> (Vec<(Key, SegmentEntry)>, Option<Key>) {
         let index = self.index.read();
-        let page_bytes = self.page_size.bytes() as u64;
+        let page_bytes = self.page_size().bytes() as u64;
         let mut budget_bytes = crate::options::buffer_reserve_bytes(&self.config) / 2;
         let mut fits = |entry: &SegmentEntry| {
             let pages = u64::from(entry.pages) + entry.overflow.iter().filter(|&&o| o != 0).count() as u64;
@@ -387,7 +387,7 @@ impl Store {
         upper: Option<&[u8]>,
         records: &'a [(Key, StoredValue)],
     ) -> &'a [u8] {
-        let cap = self.page_size.max_key_bytes() - 8;
+        let cap = self.page_size().max_key_bytes() - 8;
         let (from, common) = match (upper, records.first(), records.last()) {
             (Some(upper), _, _) if !lower.is_empty() => (lower, common_prefix(lower, upper)),
             (_, Some((first, _)), Some((last, _))) => (first.as_slice(), common_prefix(first, last)),
@@ -407,8 +407,8 @@ impl Store {
             .sum();
         let per_record = record_bytes / count + 1 + SLOT_LEN;
         let usable =
-            self.page_size.bytes() - HEADER_LEN - 2 * lower.len().min(self.page_size.max_key_bytes());
-        let cap = (usable / per_record).clamp(1, self.page_size.max_records());
+            self.page_size().bytes() - HEADER_LEN - 2 * lower.len().min(self.page_size().max_key_bytes());
+        let cap = (usable / per_record).clamp(1, self.page_size().max_records());
         let goal = self.options.goal.unwrap_or(cap * 7 / 10).clamp(1, cap);
         let epsilon = self.options.epsilon.unwrap_or_else(|| epsilon_for(goal, cap));
         Sizing { goal, epsilon, max_records_per_page: cap }
@@ -567,7 +567,7 @@ impl Store {
             } else {
                 PageKind::SegmentMember { pages, index: i as u8 }
             };
-            base.push(Page::new(self.page_size, kind, lower, page_upper)?);
+            base.push(Page::new(self.page_size(), kind, lower, page_upper)?);
         }
         let mut overflow: Vec<Option<Page>> = vec![None; base.len()];
         for (key, value) in records {
@@ -604,7 +604,7 @@ impl Store {
                 _ => 0,
             };
             let mut entry = SegmentEntry::new(slot, segment.plan.model, production_id);
-            let mut bytes = Vec::with_capacity(segment.base.len() * self.page_size.bytes());
+            let mut bytes = Vec::with_capacity(segment.base.len() * self.page_size().bytes());
             for (i, (mut page, extra)) in segment.base.into_iter().zip(segment.overflow).enumerate() {
                 if let Some(extra) = extra {
                     let id: PageId = maint.free.allocate(1)?.first_page;

@@ -429,7 +429,7 @@ fn check_within_segment(
 
 /// Corruption of the data file at page `id`, which `what`.
 pub(super) fn page_error(store: &Store, id: crate::free_space::PageId, what: &str) -> strata_core::Error {
-    let offset = crate::free_space::page_offset(id, store.page_size).unwrap_or(0);
+    let offset = crate::free_space::page_offset(id, store.page_size()).unwrap_or(0);
     strata_core::Error::corruption(crate::data_file::FILE_NAME, offset, format!("page {id} {what}"))
 }
 

@@ -25,14 +25,14 @@ impl Store {
         if ForecastState::load(self.storage.as_ref())?.is_some() {
             report.files_checked += 1;
         }
-        let images = DoubleWrite::recover(self.storage.as_ref(), self.page_size, maint.generation)?;
+        let images = DoubleWrite::recover(self.storage.as_ref(), self.page_size(), maint.generation)?;
         report.files_checked += 1;
         report.bytes_checked += maint.double_write.bytes();
         report.records_checked += images.len() as u64 + u64::from(checkpoint.is_some());
         let (records, pages) = self.verify_segments()?;
         report.records_checked += records;
         report.files_checked += 1;
-        report.bytes_checked += pages * self.page_size.bytes() as u64;
+        report.bytes_checked += pages * self.page_size().bytes() as u64;
         Ok(report)
     }
 
@@ -101,6 +101,7 @@ impl Store {
             ("index.overflow_pages".to_string(), overflow_pages),
             ("free_pages".to_string(), free_pages),
             ("data_pages".to_string(), data_pages),
+            ("page_size_bytes".to_string(), self.page_size().bytes() as u64),
             ("blob_runs".to_string(), blob_runs),
             ("blob_pages".to_string(), blob_pages),
             ("slots_freed_since_checkpoint".to_string(), deferred),

@@ -394,7 +394,7 @@ impl Store {
         overflow: Option<&Page>,
         upper: Option<&[u8]>,
     ) -> Result<PageWork> {
-        let pair_slots = 2 * self.page_size.max_records();
+        let pair_slots = 2 * self.page_size().max_records();
         let Some(dirty) = self.cache.dirty_in_at_most(base.lower_fence(), upper, pair_slots) else {
             return Ok(PageWork::Reorganize);
         };
@@ -485,7 +485,7 @@ impl Store {
 
     /// The double-write area's size limit: the checkpoint distance, at least 64 pages.
     pub(crate) fn double_write_limit_bytes(&self) -> u64 {
-        self.checkpoint_wal_bytes.load(Relaxed).max(64 * self.page_size.bytes() as u64)
+        self.checkpoint_wal_bytes.load(Relaxed).max(64 * self.page_size().bytes() as u64)
     }
 
     /// Syncs the data file, so every in-place write the double-write area's images cover is
@@ -561,15 +561,18 @@ impl Store {
         Ok(())
     }
 
-    /// A store's first write-back creates its first segment: one empty page covering every key.
+    /// A store's first write-back chooses its page size from the cached records (if the options
+    /// leave it to the store) and creates its first segment: one empty page covering every key.
     fn ensure_first_segment(&self, maint: &mut MaintState) -> Result<()> {
         if !self.index.read().is_empty() {
             return Ok(());
         }
+        let sample = self.cache.record_bytes_sample(super::page_size_choice::PAGE_SIZE_SAMPLE_RECORDS);
+        self.settle_page_size(maint, sample)?;
         let slot: SegmentSlot = maint.free.allocate(1)?;
         let production_id = maint.take_production_id();
         let kind = PageKind::SegmentHead { pages: 1, production_id, model: None };
-        let page = Page::new(self.page_size, kind, b"", None)?;
+        let page = Page::new(self.page_size(), kind, b"", None)?;
         self.data.write_page(slot.first_page, &page.into_sealed_bytes())?;
         self.index.write().insert(Vec::new(), SegmentEntry::new(slot, None, production_id));
         Ok(())
