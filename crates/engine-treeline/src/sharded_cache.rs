@@ -166,7 +166,10 @@ impl ShardedCache {
     /// Key + value bytes of up to `at_most` cached records, an equal share from each shard.
     pub fn record_bytes_sample(&self, at_most: usize) -> Vec<usize> {
         let share = at_most.div_ceil(self.shards.len());
-        self.shards.iter().flat_map(|shard| shard.cache.lock().record_bytes(share).collect::<Vec<_>>()).collect()
+        self.shards
+            .iter()
+            .flat_map(|shard| shard.cache.lock().record_bytes(share).collect::<Vec<_>>())
+            .collect()
     }
 
     /// Every dirty record with `lower <= key < upper`, in key order.

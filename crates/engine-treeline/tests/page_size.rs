@@ -137,7 +137,9 @@ fn open_rewrites_a_new_stores_data_header_that_lags_its_checkpoint() {
             file.write_at(0, old).unwrap();
             file.sync().unwrap();
         }),
-        ("an empty file", |s, _| s.open("treeline-data", OpenOptions::existing()).unwrap().set_len(0).unwrap()),
+        ("an empty file", |s, _| {
+            s.open("treeline-data", OpenOptions::existing()).unwrap().set_len(0).unwrap()
+        }),
         ("no file", |s, _| s.remove("treeline-data").unwrap()),
     ];
     for (seed, (what, damage)) in (10..).zip(damages) {

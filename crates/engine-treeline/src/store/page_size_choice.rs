@@ -29,7 +29,11 @@ impl Store {
     ///
     /// A crash after step 1 leaves a header older than the checkpoint, which open writes again
     /// (`data_file_of_an_empty_store`): no checkpoint references a page of it.
-    pub(super) fn settle_page_size(&self, maint: &mut MaintState, mut record_bytes: Vec<usize>) -> Result<()> {
+    pub(super) fn settle_page_size(
+        &self,
+        maint: &mut MaintState,
+        mut record_bytes: Vec<usize>,
+    ) -> Result<()> {
         let new_store = maint.free.end() == RESERVED_PAGES && self.index.read().is_empty();
         if self.options.page_size.is_some() || !new_store {
             return Ok(());
