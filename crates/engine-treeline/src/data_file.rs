@@ -211,4 +211,18 @@ mod tests {
         let data = DataFile::open(&storage, false);
         assert!(data.is_err());
     }
+
+    /// A new store choosing its page size: the file becomes a header for the new size, and its
+    /// pages are gone.
+    #[test]
+    fn reformat_leaves_a_header_for_the_new_size_only() {
+        let storage = MemStorage::new();
+        let data = DataFile::create(&storage, PageSize::DEFAULT, false).unwrap();
+        data.write_page(5, &[7u8; 4096]).unwrap();
+        assert_eq!(data.len_bytes().unwrap(), 6 * 4096);
+        let big = PageSize::new(16384).unwrap();
+        data.reformat(big).unwrap();
+        assert_eq!((data.page_size(), data.len_bytes().unwrap()), (big, 16384));
+        assert_eq!(DataFile::open(&storage, false).unwrap().page_size(), big);
+    }
 }

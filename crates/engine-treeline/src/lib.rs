@@ -70,7 +70,8 @@ impl TreelineEngine {
         Ok(TreelineEngine { store, write_back })
     }
 
-    /// The page size the store was created with.
+    /// The store's page size: with `page_size_bytes=auto` (the default), 4 KiB until a new
+    /// store's first write-back or bulk load chooses it from its records.
     pub fn page_size_bytes(&self) -> usize {
         self.store.page_size().bytes()
     }
