@@ -51,6 +51,27 @@ pub struct Checkpoint<'a> {
     pub blobs: Cow<'a, BlobTable>,
 }
 
+impl Checkpoint<'static> {
+    /// The checkpoint of a store that references no page yet: a new store's (generation 1,
+    /// replay from lsn 1), or one choosing its page size (`Store::settle_page_size`).
+    pub fn of_empty_store(
+        generation: u64,
+        wal_replay_from_lsn: u64,
+        next_production_id: u64,
+        page_size: PageSize,
+    ) -> Checkpoint<'static> {
+        Checkpoint {
+            generation,
+            wal_replay_from_lsn,
+            data_end_page: crate::free_space::RESERVED_PAGES,
+            next_production_id,
+            page_size,
+            index: Cow::Owned(Index::default()),
+            blobs: Cow::Owned(BlobTable::new()),
+        }
+    }
+}
+
 impl Checkpoint<'_> {
     /// The payload's bytes (docs/format/treeline.md).
     pub fn encode(&self) -> Vec<u8> {

@@ -49,7 +49,7 @@ impl Store {
         };
         self.write_back_older_than(maint, below_lsn)?;
         self.data.sync()?;
-        let replay_from_lsn = self.cache.min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1));
+        let replay_from_lsn = self.replay_from_lsn(cut_lsn);
         // Slots freed since the last checkpoint are in no index from this one on: release them
         // now (merged with their free neighbours; a free run at the file's end moves the end
         // down), so the end this checkpoint stores is the one after them. Nothing allocates
@@ -103,6 +103,13 @@ impl Store {
         self.writes.wal().truncate_before(replay_from_lsn)?;
         Counters::add(&self.counters.checkpoints, 1);
         Ok(())
+    }
+
+    /// Where a checkpoint cut at `cut_lsn` (every batch up to it applied to the cache) replays
+    /// the WAL from: the oldest lsn still dirty in the cache, at most `cut_lsn + 1`. Every record
+    /// whose last write is older is in the pages; later batches may be logged and not applied.
+    pub(super) fn replay_from_lsn(&self, cut_lsn: u64) -> u64 {
+        self.cache.min_dirty_lsn().map_or(cut_lsn + 1, |m| m.min(cut_lsn + 1))
     }
 
     /// The forecaster's key map follows the index's key prefix; its histograms go to

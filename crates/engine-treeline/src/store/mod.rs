@@ -28,7 +28,6 @@ pub(crate) use self::bulk_load::BulkLoad;
 pub(crate) use self::checkpoint::Sweep;
 pub(crate) use self::eviction::spawn as spawn_write_back_worker;
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -369,15 +368,7 @@ fn open_or_create(
     refuse_files_without_a_checkpoint(storage, wal_options)?;
     let page_size = options.page_size.unwrap_or(PageSize::DEFAULT);
     let data = DataFile::create(storage, page_size, config.direct_io)?;
-    let checkpoint = Checkpoint {
-        generation: 1,
-        wal_replay_from_lsn: 1,
-        data_end_page: RESERVED_PAGES,
-        next_production_id: 1,
-        page_size,
-        index: Cow::Owned(Index::default()),
-        blobs: Cow::Owned(BlobTable::new()),
-    };
+    let checkpoint = Checkpoint::of_empty_store(1, 1, 1, page_size);
     checkpoint.store(storage)?;
     Ok((checkpoint, data))
 }

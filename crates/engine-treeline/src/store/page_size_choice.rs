@@ -1,16 +1,12 @@
 //! A new store's page size, chosen from its first records when the options leave it to the
 //! store (`TreelineOptions::page_size` is `auto`, the default).
 
-use std::borrow::Cow;
-
 use strata_core::Result;
 
 use super::{MaintState, Store};
-use crate::blob::BlobTable;
 use crate::checkpoint_file::Checkpoint;
 use crate::double_write::DoubleWrite;
 use crate::free_space::RESERVED_PAGES;
-use crate::index::Index;
 use crate::page::PageSize;
 
 /// Cached records whose sizes choose a new store's page size at its first write-back.
@@ -44,17 +40,9 @@ impl Store {
             return Ok(());
         }
         let generation = maint.generation + 1;
-        let after_applied = self.applied.lsn() + 1;
-        let checkpoint = Checkpoint {
-            generation,
-            wal_replay_from_lsn: self.cache.min_dirty_lsn().map_or(after_applied, |m| m.min(after_applied)),
-            data_end_page: RESERVED_PAGES,
-            next_production_id: maint.next_production_id,
-            page_size: chosen,
-            index: Cow::Owned(Index::default()),
-            blobs: Cow::Owned(BlobTable::new()),
-        };
-        checkpoint.store(self.storage.as_ref())?;
+        let replay_from_lsn = self.replay_from_lsn(self.applied.lsn());
+        Checkpoint::of_empty_store(generation, replay_from_lsn, maint.next_production_id, chosen)
+            .store(self.storage.as_ref())?;
         maint.generation = generation;
         self.data.reformat(chosen)?;
         maint.double_write = DoubleWrite::open(self.storage.as_ref(), chosen, generation)?;
