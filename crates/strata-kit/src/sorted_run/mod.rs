@@ -16,6 +16,7 @@ mod block_cache;
 mod deferred;
 mod filter;
 mod merge;
+mod read_ahead;
 mod reader;
 pub mod varint;
 mod writer;

@@ -1,7 +1,7 @@
 //! `RunReader`: a run opened from `(file, base, len)`: footer, index and filter read and checked
 //! once and held in memory; data blocks read (and their checksums checked) on each use. Point
 //! reads ask the filter first, then read one block. `RunIter` walks a key range forward or in
-//! reverse, one block at a time.
+//! reverse, one block at a time, reading ahead once it reads far (`read_ahead`).
 
 use std::ops::Bound;
 use std::sync::atomic::AtomicU32;
@@ -14,6 +14,7 @@ use strata_io::StorageFile;
 use super::block::{Block, DecodedBlock};
 use super::block_cache::{BlockCache, NO_SLOT};
 use super::filter::RunFilter;
+use super::read_ahead::ReadAhead;
 use super::writer::Footer;
 use super::{varint, Entry, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
 
@@ -153,22 +154,66 @@ impl RunReader {
     fn read_with_crc(&self, offset: u64, len: usize) -> Result<(Vec<u8>, u32)> {
         let mut buf = vec![0u8; len + BLOCK_TRAILER_BYTES];
         self.file.read_at(self.base + offset, &mut buf)?;
-        let stored = strata_core::le_bytes::u32_at(&buf, len).unwrap_or(0);
-        buf.truncate(len);
-        if crc32c::crc32c(&buf) != stored {
+        self.checked(offset, len, buf)
+    }
+
+    /// `raw` (`len` bytes read at `offset` and their CRC-32C) without its checksum, once checked;
+    /// with the checksum.
+    fn checked(&self, offset: u64, len: usize, mut raw: Vec<u8>) -> Result<(Vec<u8>, u32)> {
+        let stored = strata_core::le_bytes::u32_at(&raw, len).unwrap_or(0);
+        raw.truncate(len);
+        if crc32c::crc32c(&raw) != stored {
             return Err(self.corrupt(offset, format!("checksum mismatch in the {len}-byte block")));
         }
-        Ok((buf, stored))
+        Ok((raw, stored))
     }
 
     /// Data block `i`, decoded and checked: from the cache, or read, checked and cached.
     fn block(&self, i: usize) -> Result<Arc<DecodedBlock>> {
-        if let Some(c) = &self.cache {
-            if let Some(block) = c.cache.get(&c.slots[i], c.run_id, i as u64) {
-                return Ok(block);
-            }
+        match self.cached_block(i) {
+            Some(block) => Ok(block),
+            None => self.read_block(i),
         }
-        let block = Arc::new(self.decoded_block(i)?);
+    }
+
+    /// Data block `i` if the cache holds it.
+    pub(super) fn cached_block(&self, i: usize) -> Option<Arc<DecodedBlock>> {
+        let c = self.cache.as_ref()?;
+        c.cache.get(&c.slots[i], c.run_id, i as u64)
+    }
+
+    /// Data block `i` read, checked, decoded and cached.
+    pub(super) fn read_block(&self, i: usize) -> Result<Arc<DecodedBlock>> {
+        let (offset, len) = self.handles[i];
+        let mut raw = vec![0u8; len + BLOCK_TRAILER_BYTES];
+        self.file.read_at(self.base + offset, &mut raw)?;
+        self.block_from_raw(i, raw)
+    }
+
+    /// Data blocks `first..end` read in one I/O: each one's bytes and checksum trailer, in
+    /// order, not yet checked (`block_from_raw` checks each when it is reached).
+    pub(super) fn read_raw_blocks(&self, first: usize, end: usize) -> Result<Vec<Vec<u8>>> {
+        let start = self.handles[first].0;
+        let (last_offset, last_len) = self.handles[end - 1];
+        let span = last_offset + (last_len + BLOCK_TRAILER_BYTES) as u64 - start;
+        let mut buf = vec![0u8; span as usize];
+        self.file.read_at(self.base + start, &mut buf)?;
+        Ok(self.handles[first..end]
+            .iter()
+            .map(|&(offset, len)| {
+                let at = (offset - start) as usize;
+                buf[at..at + len + BLOCK_TRAILER_BYTES].to_vec()
+            })
+            .collect())
+    }
+
+    /// Data block `i` from `raw` (its bytes and checksum trailer as read), checked, decoded and
+    /// cached.
+    pub(super) fn block_from_raw(&self, i: usize, raw: Vec<u8>) -> Result<Arc<DecodedBlock>> {
+        let (offset, len) = self.handles[i];
+        let (bytes, _) = self.checked(offset, len, raw)?;
+        let block = Block::parse(bytes).map_err(|e| self.corrupt(offset, e))?;
+        let block = Arc::new(self.decoded_block(i, block)?);
         if let Some(c) = &self.cache {
             c.cache.insert(&c.slots[i], c.run_id, i as u64, block.clone());
         }
@@ -181,17 +226,33 @@ impl RunReader {
         Block::parse(self.read_checked(offset, len)?).map_err(|e| self.corrupt(offset, e))
     }
 
-    /// Data block `i` read, decoded, checked to hold keys above the previous block's last key
-    /// and to end with the key the index gives it (so scans stay in order across blocks).
-    fn decoded_block(&self, i: usize) -> Result<DecodedBlock> {
+    /// Data block `i` (`block`, its checksum and restarts checked) decoded, checked to hold keys
+    /// above the previous block's last key and to end with the key the index gives it (so scans
+    /// stay in order across blocks).
+    fn decoded_block(&self, i: usize, block: Block) -> Result<DecodedBlock> {
         let offset = self.handles[i].0;
-        let block = self.raw_block(i)?.decode().map_err(|e| self.corrupt(offset, e))?;
+        let block = block.decode().map_err(|e| self.corrupt(offset, e))?;
         let last = block.len().checked_sub(1).map(|j| block.entry(j).0);
         let after_previous = i == 0 || !block.is_empty() && block.entry(0).0 > self.index.entry(i - 1).0;
         if last != Some(self.index.entry(i).0) || !after_previous {
             return Err(self.corrupt(offset, "the block's keys disagree with the index"));
         }
         Ok(block)
+    }
+
+    /// Data block `i`'s bytes in the file, its checksum trailer included.
+    pub(super) fn block_bytes(&self, i: usize) -> usize {
+        self.handles[i].1 + BLOCK_TRAILER_BYTES
+    }
+
+    /// The farthest block an iteration in `direction` may need, `far` being its far bound: the
+    /// block that holds the bound's key (or the run's last block, or its first in reverse).
+    fn last_block_needed(&self, far: Bound<&[u8]>, direction: Direction) -> usize {
+        let end = match direction {
+            Direction::Forward => self.handles.len().saturating_sub(1),
+            Direction::Reverse => 0,
+        };
+        bound_key(far).and_then(|k| self.block_for(k)).unwrap_or(end)
     }
 
     /// The first data block whose last key is not below `key` (`None`: past the last).
@@ -305,13 +366,22 @@ pub struct RunIter {
     /// Forward: the next entry; reverse: one past it.
     pos: usize,
     done: bool,
+    /// The farthest block the range may need, in the direction.
+    last_needed: usize,
+    read_ahead: ReadAhead,
 }
 
 impl RunIter {
     fn new(run: Arc<RunReader>, lower: Bound<Key>, upper: Bound<Key>, direction: Direction) -> RunIter {
         let done = run.handles.is_empty();
         let entries = Arc::default();
-        RunIter { run, lower, upper, direction, block: None, entries, pos: 0, done }
+        let far = match direction {
+            Direction::Forward => borrow_bound(&upper),
+            Direction::Reverse => borrow_bound(&lower),
+        };
+        let last_needed = run.last_block_needed(far, direction);
+        let read_ahead = ReadAhead::default();
+        RunIter { run, lower, upper, direction, block: None, entries, pos: 0, done, last_needed, read_ahead }
     }
 
     /// Loads the first block to read and positions `pos` at the range's start in it.
@@ -347,7 +417,7 @@ impl RunIter {
     }
 
     fn load(&mut self, i: usize) -> Result<()> {
-        self.entries = self.run.block(i)?;
+        self.entries = self.read_ahead.load(&self.run, i, self.direction, self.last_needed)?;
         self.block = Some(i);
         Ok(())
     }

@@ -489,3 +489,98 @@ fn a_reader_moved_with_its_run_reads_the_copy() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A run of many small blocks in a storage that counts reads.
+fn counted_run(seed: u64, entries: usize) -> (Arc<dyn Storage>, Arc<dyn StorageFile>, Model, RunInfo) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let model = random_model(&mut rng, entries, 20_000);
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let file = storage.open("run", OpenOptions::create()).unwrap();
+    let info = write_run(&file, 0, &model, small_blocks());
+    (storage, file, model, info)
+}
+
+/// Reads and bytes read while `f` runs.
+fn reads_during<T>(storage: &Arc<dyn Storage>, f: impl FnOnce() -> T) -> (T, u64, u64) {
+    let before = storage.io_stats();
+    let out = f();
+    let after = storage.io_stats();
+    (out, after.read_ops - before.read_ops, after.bytes_read - before.bytes_read)
+}
+
+#[test]
+fn an_iteration_through_a_run_reads_ahead_in_few_reads_both_ways() {
+    let (storage, file, model, info) = counted_run(21, 2_000);
+    let run = open(&file, 0, &info);
+    assert!(info.data_blocks > 300, "{} blocks", info.data_blocks);
+    for direction in [Direction::Forward, Direction::Reverse] {
+        let (got, reads, _) = reads_during(&storage, || {
+            run.iter(Bound::Unbounded, Bound::Unbounded, direction).map(Result::unwrap).collect::<Vec<_>>()
+        });
+        assert_eq!(got, model_range(&model, &Bound::Unbounded, &Bound::Unbounded, direction));
+        // Two single reads, then windows doubling from 16 KiB to 128 KiB of ~270-byte blocks.
+        assert!(
+            reads * 20 < info.data_blocks,
+            "{direction:?}: {reads} reads for {} blocks",
+            info.data_blocks
+        );
+    }
+}
+
+#[test]
+fn a_short_scan_reads_only_its_blocks_and_read_ahead_stops_at_the_range_end() {
+    let (storage, file, model, info) = counted_run(22, 2_000);
+    let run = open(&file, 0, &info);
+    // A scan of a few entries reads its one or two blocks, one read each.
+    let (_, reads, _) = reads_during(&storage, || {
+        run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).take(3).count()
+    });
+    assert!(reads <= 2, "{reads} reads for 3 entries");
+    // A range of a fifth of the run reads at most its own blocks' bytes (trailers included)
+    // and one block more.
+    let keys: Vec<&Key> = model.keys().collect();
+    let (lower, upper) = (keys[800].clone(), keys[1_200].clone());
+    for direction in [Direction::Forward, Direction::Reverse] {
+        let (lower, upper) = (Bound::Included(lower.clone()), Bound::Excluded(upper.clone()));
+        let (got, _, bytes) = reads_during(&storage, || {
+            run.iter(lower.clone(), upper.clone(), direction).map(Result::unwrap).collect::<Vec<_>>()
+        });
+        assert_eq!(got, model_range(&model, &lower, &upper, direction));
+        let range_bytes = run.approximate_bytes(borrow_bound(&lower), borrow_bound(&upper));
+        let blocks = range_bytes / 200 + 2;
+        assert!(
+            bytes <= range_bytes + blocks * 4 + 600,
+            "{direction:?}: {bytes} bytes read for a range of {range_bytes}"
+        );
+    }
+}
+
+#[test]
+fn a_damaged_block_read_ahead_is_an_error_only_when_the_iteration_reaches_it() {
+    let (_, file, model, info) = counted_run(23, 2_000);
+    let pristine = strata_io::read_all(file.as_ref()).unwrap();
+    let run = open(&file, 0, &info);
+    // Damage the data block holding the 100th key: the windows that read it start well before.
+    let keys: Vec<&Key> = model.keys().collect();
+    let damaged_key = keys[100].clone();
+    let at = run.approximate_bytes(Bound::Unbounded, Bound::Included(damaged_key.as_slice())) as usize - 8;
+    let mut damaged = pristine.clone();
+    damaged[at] ^= 0x40;
+    let copy = MemStorage::new().open("run", OpenOptions::create()).unwrap();
+    copy.write_at(0, &damaged).unwrap();
+    let run = Arc::new(RunReader::open(copy, "run", 0, info.len_bytes).unwrap());
+    let before: Vec<_> = run
+        .iter(Bound::Unbounded, Bound::Excluded(damaged_key.clone()), Direction::Forward)
+        .take(60)
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(before.len(), 60);
+    let through: Result<Vec<_>> = run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).collect();
+    match through {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, "run");
+            assert!(offset <= at as u64 && at as u64 - offset < 600, "damage at {at}, reported at {offset}");
+        }
+        other => panic!("the damaged block went unnoticed: {:?}", other.map(|v| v.len())),
+    }
+}
