@@ -518,7 +518,7 @@ fn an_iteration_through_a_run_reads_ahead_in_few_reads_both_ways() {
             run.iter(Bound::Unbounded, Bound::Unbounded, direction).map(Result::unwrap).collect::<Vec<_>>()
         });
         assert_eq!(got, model_range(&model, &Bound::Unbounded, &Bound::Unbounded, direction));
-        // Two single reads, then windows doubling from 16 KiB to 128 KiB of ~270-byte blocks.
+        // Three single reads, then windows doubling from 8 KiB to 128 KiB of ~270-byte blocks.
         assert!(
             reads * 20 < info.data_blocks,
             "{direction:?}: {reads} reads for {} blocks",
