@@ -64,7 +64,8 @@ impl ReadAhead {
         self.last_loaded = Some(i);
         while let Some((j, raw)) = self.ahead.pop_front() {
             if j == i {
-                return run.block_from_raw(i, raw);
+                // A block cached since (another reader's) is not decoded and cached twice.
+                return run.cached_block(i).map_or_else(|| run.block_from_raw(i, raw), Ok);
             }
         }
         if let Some(block) = run.cached_block(i) {
