@@ -434,12 +434,13 @@ impl RunIter {
             let current = self.block.unwrap_or(0);
             match self.direction {
                 Direction::Forward if self.pos < self.entries.len() => break,
-                Direction::Forward if current + 1 < self.run.handles.len() => {
+                // Blocks past `last_needed` hold no key of the range: not read.
+                Direction::Forward if current < self.last_needed => {
                     self.load(current + 1)?;
                     self.pos = 0;
                 }
                 Direction::Reverse if self.pos > 0 => break,
-                Direction::Reverse if current > 0 => {
+                Direction::Reverse if current > self.last_needed => {
                     self.load(current - 1)?;
                     self.pos = self.entries.len();
                 }

@@ -518,7 +518,7 @@ fn an_iteration_through_a_run_reads_ahead_in_few_reads_both_ways() {
             run.iter(Bound::Unbounded, Bound::Unbounded, direction).map(Result::unwrap).collect::<Vec<_>>()
         });
         assert_eq!(got, model_range(&model, &Bound::Unbounded, &Bound::Unbounded, direction));
-        // Three single reads, then windows doubling from 8 KiB to 128 KiB of ~270-byte blocks.
+        // Four single reads, then windows doubling from 16 KiB to 128 KiB of ~270-byte blocks.
         assert!(
             reads * 20 < info.data_blocks,
             "{direction:?}: {reads} reads for {} blocks",
@@ -582,5 +582,94 @@ fn a_damaged_block_read_ahead_is_an_error_only_when_the_iteration_reaches_it() {
             assert!(offset <= at as u64 && at as u64 - offset < 600, "damage at {at}, reported at {offset}");
         }
         other => panic!("the damaged block went unnoticed: {:?}", other.map(|v| v.len())),
+    }
+}
+
+/// A file whose reads longer than `max_len` fail (a read-ahead window meeting a bad sector).
+#[derive(Debug)]
+struct FailingLongReads {
+    inner: Arc<dyn StorageFile>,
+    max_len: usize,
+}
+
+impl StorageFile for FailingLongReads {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.len() > self.max_len {
+            return Err(Error::io("run", std::io::Error::other("injected: a long read failed")));
+        }
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len_bytes: u64) -> Result<()> {
+        self.inner.set_len(len_bytes)
+    }
+    fn allocate(&self, len_bytes: u64) -> Result<()> {
+        self.inner.allocate(len_bytes)
+    }
+    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
+        self.inner.punch_hole(offset, len_bytes)
+    }
+}
+
+#[test]
+fn a_window_that_fails_to_read_falls_back_to_the_block_the_iteration_needs() {
+    let (_, file, model, info) = counted_run(24, 2_000);
+    let reader = RunReader::open(file.clone(), "run", 0, info.len_bytes).unwrap();
+    // Blocks of ~270 bytes read alone; every window (two blocks or more) fails.
+    let failing: Arc<dyn StorageFile> = Arc::new(FailingLongReads { inner: file, max_len: 600 });
+    let run = Arc::new(reader.moved_to(failing, "run", 0));
+    for direction in [Direction::Forward, Direction::Reverse] {
+        let got: Vec<_> =
+            run.iter(Bound::Unbounded, Bound::Unbounded, direction).collect::<Result<_>>().unwrap();
+        assert_eq!(got, model_range(&model, &Bound::Unbounded, &Bound::Unbounded, direction));
+    }
+}
+
+#[test]
+fn a_bounded_iteration_reads_no_block_past_its_last_key() {
+    let (storage, file, model, info) = counted_run(25, 2_000);
+    let run = open(&file, 0, &info);
+    let keys: Vec<&Key> = model.keys().take(8).collect();
+    // Reads an unbounded iteration has made when it yields each of the first keys (three blocks
+    // at most: no window yet).
+    let mut reads_when_yielded = Vec::new();
+    let mut all = run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+    let start = storage.io_stats().read_ops;
+    for _ in &keys {
+        all.next().unwrap().unwrap();
+        reads_when_yielded.push(storage.io_stats().read_ops - start);
+    }
+    for (k, expected) in keys.iter().zip(reads_when_yielded) {
+        let upper = Bound::Included((*k).clone());
+        let (n, reads, _) =
+            reads_during(&storage, || run.iter(Bound::Unbounded, upper, Direction::Forward).count());
+        assert!(n > 0);
+        assert_eq!(reads, expected, "up to {k:?}");
+    }
+    // In reverse, down to each of the last keys.
+    let last: Vec<&Key> = model.keys().rev().take(8).collect();
+    let mut reads_when_yielded = Vec::new();
+    let mut all = run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Reverse);
+    let start = storage.io_stats().read_ops;
+    for _ in &last {
+        all.next().unwrap().unwrap();
+        reads_when_yielded.push(storage.io_stats().read_ops - start);
+    }
+    for (k, expected) in last.iter().zip(reads_when_yielded) {
+        let lower = Bound::Included((*k).clone());
+        let (_, reads, _) =
+            reads_during(&storage, || run.iter(lower, Bound::Unbounded, Direction::Reverse).count());
+        assert_eq!(reads, expected, "down to {k:?}");
     }
 }
