@@ -7,7 +7,8 @@
 //! there, and a window never passes the last block the range may need.
 //!
 //! Blocks read ahead are kept as read and checked when the iterator reaches them (a damaged
-//! block it never reaches is no error, as before), then decoded and cached like any other; the
+//! block it never reaches is no error, as before), then decoded but not cached (`FillCache::No`:
+//! what a long iteration streams, a merge above all, is not what point reads come back to); the
 //! iterator holds at most one window of raw bytes.
 
 use std::collections::VecDeque;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use strata_core::{Direction, Result};
 
 use super::block::DecodedBlock;
-use super::reader::RunReader;
+use super::reader::{FillCache, RunReader};
 
 /// Consecutive neighbouring blocks read from the file before the iterator reads ahead: a
 /// YCSB E scan (up to 100 records) reads a few blocks per source, and at 2 such scans read a
@@ -66,7 +67,7 @@ impl ReadAhead {
         while let Some((j, raw)) = self.ahead.pop_front() {
             if j == i {
                 // A block cached since (another reader's) is not decoded and cached twice.
-                return run.cached_block(i).map_or_else(|| run.block_from_raw(i, raw), Ok);
+                return run.cached_block(i).map_or_else(|| run.block_from_raw(i, raw, FillCache::No), Ok);
             }
         }
         if let Some(block) = run.cached_block(i) {
@@ -88,7 +89,7 @@ impl ReadAhead {
         }
         self.ahead = read;
         match self.ahead.pop_front() {
-            Some((j, raw)) if j == i => run.block_from_raw(i, raw),
+            Some((j, raw)) if j == i => run.block_from_raw(i, raw, FillCache::No),
             _ => run.read_block(i), // not reached: the window starts at `i`
         }
     }

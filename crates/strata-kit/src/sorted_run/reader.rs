@@ -18,6 +18,16 @@ use super::read_ahead::ReadAhead;
 use super::writer::Footer;
 use super::{varint, Entry, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
 
+/// Whether a block read from the file goes into the block cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FillCache {
+    Yes,
+    /// A block streamed by a long iteration (read ahead): a merge reads each block of runs it is
+    /// replacing once, and caching them would evict the blocks point reads come back to (RocksDB's
+    /// compactions read with `fill_cache = false` for the same reason).
+    No,
+}
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct RunReader {
@@ -187,7 +197,7 @@ impl RunReader {
         let (offset, len) = self.handles[i];
         let mut raw = vec![0u8; len + BLOCK_TRAILER_BYTES];
         self.file.read_at(self.base + offset, &mut raw)?;
-        self.block_from_raw(i, raw)
+        self.block_from_raw(i, raw, FillCache::Yes)
     }
 
     /// Data blocks `first..end` read in one I/O: each one's bytes and checksum trailer, in
@@ -208,13 +218,18 @@ impl RunReader {
     }
 
     /// Data block `i` from `raw` (its bytes and checksum trailer as read), checked, decoded and
-    /// cached.
-    pub(super) fn block_from_raw(&self, i: usize, raw: Vec<u8>) -> Result<Arc<DecodedBlock>> {
+    /// cached if `fill` says so.
+    pub(super) fn block_from_raw(
+        &self,
+        i: usize,
+        raw: Vec<u8>,
+        fill: FillCache,
+    ) -> Result<Arc<DecodedBlock>> {
         let (offset, len) = self.handles[i];
         let (bytes, _) = self.checked(offset, len, raw)?;
         let block = Block::parse(bytes).map_err(|e| self.corrupt(offset, e))?;
         let block = Arc::new(self.decoded_block(i, block)?);
-        if let Some(c) = &self.cache {
+        if let (Some(c), FillCache::Yes) = (&self.cache, fill) {
             c.cache.insert(&c.slots[i], c.run_id, i as u64, block.clone());
         }
         Ok(block)

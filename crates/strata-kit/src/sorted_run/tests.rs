@@ -673,3 +673,25 @@ fn a_bounded_iteration_reads_no_block_past_its_last_key() {
         assert_eq!(reads, expected, "down to {k:?}");
     }
 }
+
+#[test]
+fn blocks_read_ahead_do_not_fill_the_block_cache() {
+    let (_, file, model, info) = counted_run(26, 2_000);
+    let cache = BlockCache::new(16 << 20);
+    let run = Arc::new(RunReader::open_cached(file, "run", 0, info.len_bytes, Some(cache.clone())).unwrap());
+    let all: Vec<_> =
+        run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).map(Result::unwrap).collect();
+    assert_eq!(all.len(), model.len());
+    // Only the blocks read one at a time before the first window (a few hundred bytes each).
+    let after_scan = cache.used_bytes();
+    assert!(
+        after_scan > 0 && after_scan < 8 << 10,
+        "{after_scan} bytes cached by a scan of {} blocks",
+        info.data_blocks
+    );
+    // Point reads still cache what they read.
+    for (key, entry) in model.iter().step_by(50) {
+        assert_eq!(run.get(key).unwrap().as_ref(), Some(entry));
+    }
+    assert!(cache.used_bytes() > after_scan);
+}
