@@ -20,14 +20,16 @@ pub type SyncHook = Arc<dyn Fn(&str) -> Result<()> + Send + Sync>;
 /// `Err` is returned instead of writing (nothing is written).
 pub type WriteHook = Arc<dyn Fn(&str, u64, usize) -> Result<()> + Send + Sync>;
 
-/// Called with the file's name, the offset and the length before each `StorageFile::read_at`.
-pub type ReadHook = Arc<dyn Fn(&str, u64, usize) + Send + Sync>;
+/// Called with the file's name, the offset and the length before each `StorageFile::read_at`; an
+/// `Err` is returned instead of reading (a bad sector).
+pub type ReadHook = Arc<dyn Fn(&str, u64, usize) -> Result<()> + Send + Sync>;
 
 /// Forwards everything to `inner`, except that every file sync runs the sync hook: before the
 /// sync (`new`; an `Err` is returned instead of syncing) or after a successful one (`after`; an
 /// `Err` is returned although the sync took effect, and a delay there models a sync that returns
 /// late); every file write runs the write hook (`with_writes`; an `Err` is returned instead of
-/// writing); and every file read runs the read hook (`reads`).
+/// writing); and every file read runs the read hook (`reads`; an `Err` is returned instead of
+/// reading).
 #[derive(Clone)]
 pub struct HookStorage {
     inner: Arc<dyn Storage>,
@@ -70,6 +72,7 @@ impl HookStorage {
         let seen = longest.clone();
         let hook: ReadHook = Arc::new(move |_, _, len| {
             seen.fetch_max(len, Ordering::Relaxed);
+            Ok(())
         });
         (HookStorage::reads(inner, hook), longest)
     }
@@ -129,7 +132,7 @@ impl StorageFile for HookFile {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if let Some(hook) = &self.hooks.read {
-            hook(self.inner.name(), offset, buf.len());
+            hook(self.inner.name(), offset, buf.len())?;
         }
         self.inner.read_at(offset, buf)
     }
@@ -231,8 +234,10 @@ mod tests {
     fn the_read_hook_sees_every_read_and_syncs_pass_through() {
         let reads = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let seen = reads.clone();
-        let hook: ReadHook =
-            Arc::new(move |name, offset, len| seen.lock().push((name.to_string(), offset, len)));
+        let hook: ReadHook = Arc::new(move |name, offset, len| {
+            seen.lock().push((name.to_string(), offset, len));
+            Ok(())
+        });
         let storage = HookStorage::reads(Arc::new(MemStorage::new()), hook);
         let file = storage.open("f", OpenOptions::create()).unwrap();
         file.write_at(0, b"abcdef").unwrap();

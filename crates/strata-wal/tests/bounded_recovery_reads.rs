@@ -202,6 +202,7 @@ fn a_torn_tail_reads_the_segments_trailing_zeros_once() {
     let counted = total.clone();
     let hook: ReadHook = Arc::new(move |_, _, len| {
         counted.fetch_add(len, Ordering::Relaxed);
+        Ok(())
     });
     let counting: Arc<dyn Storage> = Arc::new(HookStorage::reads(storage.clone(), hook));
     let (_wal, report, _) = open(&counting, &opts, 1).unwrap();

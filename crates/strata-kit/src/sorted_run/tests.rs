@@ -585,49 +585,16 @@ fn a_damaged_block_read_ahead_is_an_error_only_when_the_iteration_reaches_it() {
     }
 }
 
-/// A file whose reads longer than `max_len` fail (a read-ahead window meeting a bad sector).
-#[derive(Debug)]
-struct FailingLongReads {
-    inner: Arc<dyn StorageFile>,
-    max_len: usize,
-}
-
-impl StorageFile for FailingLongReads {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        if buf.len() > self.max_len {
-            return Err(Error::io("run", std::io::Error::other("injected: a long read failed")));
-        }
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len_bytes: u64) -> Result<()> {
-        self.inner.set_len(len_bytes)
-    }
-    fn allocate(&self, len_bytes: u64) -> Result<()> {
-        self.inner.allocate(len_bytes)
-    }
-    fn punch_hole(&self, offset: u64, len_bytes: u64) -> Result<()> {
-        self.inner.punch_hole(offset, len_bytes)
-    }
-}
-
 #[test]
 fn a_window_that_fails_to_read_falls_back_to_the_block_the_iteration_needs() {
-    let (_, file, model, info) = counted_run(24, 2_000);
-    let reader = RunReader::open(file.clone(), "run", 0, info.len_bytes).unwrap();
+    let (storage, file, model, info) = counted_run(24, 2_000);
+    let reader = RunReader::open(file, "run", 0, info.len_bytes).unwrap();
     // Blocks of ~270 bytes read alone; every window (two blocks or more) fails.
-    let failing: Arc<dyn StorageFile> = Arc::new(FailingLongReads { inner: file, max_len: 600 });
+    let hook: strata_io::ReadHook = Arc::new(|name, _, len| match len > 600 {
+        true => Err(Error::io(name, std::io::Error::other("injected: a long read failed"))),
+        false => Ok(()),
+    });
+    let failing = strata_io::HookStorage::reads(storage, hook).open("run", OpenOptions::existing()).unwrap();
     let run = Arc::new(reader.moved_to(failing, "run", 0));
     for direction in [Direction::Forward, Direction::Reverse] {
         let got: Vec<_> =
@@ -640,37 +607,32 @@ fn a_window_that_fails_to_read_falls_back_to_the_block_the_iteration_needs() {
 fn a_bounded_iteration_reads_no_block_past_its_last_key() {
     let (storage, file, model, info) = counted_run(25, 2_000);
     let run = open(&file, 0, &info);
-    let keys: Vec<&Key> = model.keys().take(8).collect();
-    // Reads an unbounded iteration has made when it yields each of the first keys (three blocks
-    // at most: no window yet).
-    let mut reads_when_yielded = Vec::new();
-    let mut all = run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward);
-    let start = storage.io_stats().read_ops;
-    for _ in &keys {
-        all.next().unwrap().unwrap();
-        reads_when_yielded.push(storage.io_stats().read_ops - start);
-    }
-    for (k, expected) in keys.iter().zip(reads_when_yielded) {
-        let upper = Bound::Included((*k).clone());
-        let (n, reads, _) =
-            reads_during(&storage, || run.iter(Bound::Unbounded, upper, Direction::Forward).count());
-        assert!(n > 0);
-        assert_eq!(reads, expected, "up to {k:?}");
-    }
-    // In reverse, down to each of the last keys.
-    let last: Vec<&Key> = model.keys().rev().take(8).collect();
-    let mut reads_when_yielded = Vec::new();
-    let mut all = run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Reverse);
-    let start = storage.io_stats().read_ops;
-    for _ in &last {
-        all.next().unwrap().unwrap();
-        reads_when_yielded.push(storage.io_stats().read_ops - start);
-    }
-    for (k, expected) in last.iter().zip(reads_when_yielded) {
-        let lower = Bound::Included((*k).clone());
-        let (_, reads, _) =
-            reads_during(&storage, || run.iter(lower, Bound::Unbounded, Direction::Reverse).count());
-        assert_eq!(reads, expected, "down to {k:?}");
+    for direction in [Direction::Forward, Direction::Reverse] {
+        // The first keys in the direction, and the reads an unbounded iteration has made when it
+        // yields each (three blocks at most: no window yet).
+        let keys: Vec<Key> = model_range(&model, &Bound::Unbounded, &Bound::Unbounded, direction)
+            .into_iter()
+            .take(8)
+            .map(|(k, _)| k)
+            .collect();
+        let mut all = run.iter(Bound::Unbounded, Bound::Unbounded, direction);
+        let start = storage.io_stats().read_ops;
+        let reads_when_yielded: Vec<u64> = keys
+            .iter()
+            .map(|_| {
+                all.next().unwrap().unwrap();
+                storage.io_stats().read_ops - start
+            })
+            .collect();
+        for (k, expected) in keys.iter().zip(reads_when_yielded) {
+            let (lower, upper) = match direction {
+                Direction::Forward => (Bound::Unbounded, Bound::Included(k.clone())),
+                Direction::Reverse => (Bound::Included(k.clone()), Bound::Unbounded),
+            };
+            let (n, reads, _) = reads_during(&storage, || run.iter(lower, upper, direction).count());
+            assert!(n > 0);
+            assert_eq!(reads, expected, "{direction:?} to {k:?}");
+        }
     }
 }
 
