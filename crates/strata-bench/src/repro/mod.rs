@@ -229,19 +229,6 @@ impl Run<'_> {
     }
 }
 
-/// The ok results of (engine, workload), by round.
-fn phase_results<'r>(
-    report: &'r BenchReport,
-    engine: &str,
-    workload: &str,
-) -> Vec<&'r crate::report::PhaseResult> {
-    report
-        .results
-        .iter()
-        .filter(|r| r.engine == engine && r.workload == workload && r.status == "ok")
-        .collect()
-}
-
 fn header(shape: &PaperShape, scale: Scale, budget_fraction: f64, args: &ReproArgs, report: &BenchReport) {
     println!("paper: {}", shape.paper);
     println!("  paper's machine: {}", shape.machine);

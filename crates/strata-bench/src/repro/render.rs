@@ -4,7 +4,7 @@ use crate::report::summary::Spread;
 use crate::report::{fmt_count, BenchReport};
 
 /// Median over the rounds of `pick` on (engine, workload)'s ok results.
-fn median(
+pub(super) fn median(
     report: &BenchReport,
     engine: &str,
     workload: &str,
@@ -19,7 +19,8 @@ fn median(
     Spread::of(&values)
 }
 
-fn ops(spread: Option<Spread>) -> String {
+/// A median count (`-` when there is none).
+pub(super) fn ops(spread: Option<Spread>) -> String {
     spread.map_or_else(|| "-".into(), |s| fmt_count(s.median.round() as u64))
 }
 

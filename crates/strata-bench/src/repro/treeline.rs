@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::papers::{self, TREELINE};
 use super::render::print_rows;
-use super::{header, phase_results as results, render, ReproArgs, Run, Scale};
+use super::{header, render, ReproArgs, Run, Scale};
 use crate::report::summary::Spread;
 use crate::report::{fmt_bytes, fmt_count, BenchReport, PhaseResult};
 use crate::workload::{ClusteredInserts, DistributionKind, KeyFormat, KeySpec, ValueSpec};
@@ -98,6 +98,15 @@ fn shape_run<'a>(args: &'a ReproArgs, shape: &RecordShape, engines: Vec<String>)
         bulk_load: true,
         from_checkpoint: true,
     }
+}
+
+/// Ok results of (engine, workload), by round.
+fn results<'r>(report: &'r BenchReport, engine: &str, workload: &str) -> Vec<&'r PhaseResult> {
+    report
+        .results
+        .iter()
+        .filter(|r| r.engine == engine && r.workload == workload && r.status == "ok")
+        .collect()
 }
 
 /// `engine`'s throughput over the first engine's, per round (the first engine's own rows have 1).

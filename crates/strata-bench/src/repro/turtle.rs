@@ -15,9 +15,8 @@
 use std::time::Duration;
 
 use super::papers::{self, TURTLE};
-use super::render::print_rows;
-use super::{header, phase_results, ReproArgs, Run, Scale};
-use crate::report::summary::Spread;
+use super::render::{median, ops, print_rows};
+use super::{header, ReproArgs, Run, Scale};
 use crate::report::{fmt_bytes, fmt_count, BenchReport, PhaseResult};
 use crate::workload::{DistributionKind, KeyFormat, KeySpec, ValueSpec};
 
@@ -78,16 +77,15 @@ fn fig8(args: &ReproArgs, budget_fraction: f64) -> Result<(), String> {
     header(&TURTLE, run.scale, budget_fraction, args, &report);
     let mut rows = Vec::new();
     for w in WORKLOADS {
-        let ops =
-            |engine: &str| median_of(&phase_results(&report, engine, w), |r| Some(r.throughput_ops_per_sec));
-        let ratio = median_of(&phase_results(&report, &args.rocksdb, w), |r| {
+        let throughput = |engine: &str| median(&report, engine, w, |r| Some(r.throughput_ops_per_sec));
+        let ratio = median(&report, &args.rocksdb, w, |r| {
             r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x)
         });
         let target = papers::turtle_target(w);
         rows.push(vec![
             w.to_uppercase(),
-            count(ops(TURTLE_ENGINE)),
-            count(ops(&args.rocksdb)),
+            ops(throughput(TURTLE_ENGINE)),
+            ops(throughput(&args.rocksdb)),
             ratio.map_or_else(|| "-".into(), |s| s.describe_ratio()),
             match (ratio, target) {
                 (Some(s), Some(t)) => {
@@ -112,9 +110,9 @@ fn bytes_and_latency_table(report: &BenchReport, engines: &[&str]) {
     let mut rows = Vec::new();
     for w in WORKLOADS {
         for engine in engines {
-            let rs = phase_results(report, engine, w);
             let bytes = |pick: fn(&PhaseResult) -> Option<f64>| {
-                median_of(&rs, pick).map_or_else(|| "-".into(), |s| fmt_bytes(s.median.round() as u64))
+                median(report, engine, w, pick)
+                    .map_or_else(|| "-".into(), |s| fmt_bytes(s.median.round() as u64))
             };
             let op = match w {
                 "load" => "insert",
@@ -122,7 +120,7 @@ fn bytes_and_latency_table(report: &BenchReport, engines: &[&str]) {
                 _ => "",
             };
             let tail = |pick: fn(&crate::report::LatencySummary) -> f64| {
-                median_of(&rs, |r| r.latency_us_by_op.get(op).map(pick))
+                median(report, engine, w, |r| r.latency_us_by_op.get(op).map(pick))
                     .map_or_else(|| "-".into(), |s| format!("{:.0}", s.median))
             };
             rows.push(vec![
@@ -154,10 +152,9 @@ fn chi_sweep(args: &ReproArgs) -> Result<BenchReport, String> {
     for engine in &engines {
         let mut row = vec![chi_label(engine)];
         for w in WORKLOADS {
-            let ops = median_of(&phase_results(&report, engine, w), |r| Some(r.throughput_ops_per_sec));
-            row.push(count(ops));
+            row.push(ops(median(&report, engine, w, |r| Some(r.throughput_ops_per_sec))));
         }
-        let wa = median_of(&phase_results(&report, engine, "load"), |r| r.write_amplification);
+        let wa = median(&report, engine, "load", |r| r.write_amplification);
         row.push(wa.map_or_else(|| "-".into(), |s| format!("{:.2}", s.median)));
         rows.push(row);
     }
@@ -185,21 +182,25 @@ fn chi_label(engine: &str) -> String {
 /// Per workload, `auto` over the best fixed χ (the issue asks within 10%), and the geometric
 /// mean over the workloads of each (the issue asks `auto` ahead of every fixed χ).
 fn auto_against_fixed(report: &BenchReport, engines: &[String]) {
-    let ops = |engine: &str, w: &str| {
-        median_of(&phase_results(report, engine, w), |r| Some(r.throughput_ops_per_sec)).map(|s| s.median)
+    let throughput = |engine: &str, w: &str| {
+        median(report, engine, w, |r| Some(r.throughput_ops_per_sec)).map(|s| s.median)
     };
     let (fixed, auto) = engines.split_at(engines.len() - 1);
     let mut cells = Vec::new();
     for w in WORKLOADS {
-        let best = fixed.iter().filter_map(|e| ops(e, w)).fold(0.0, f64::max);
-        if let (Some(a), true) = (ops(&auto[0], w), best > 0.0) {
+        let best = fixed.iter().filter_map(|e| throughput(e, w)).fold(0.0, f64::max);
+        if let (Some(a), true) = (throughput(&auto[0], w), best > 0.0) {
             cells.push(format!("{} {:.0}%", w.to_uppercase(), a / best * 100.0));
         }
     }
     println!("  auto against the best fixed χ per workload (within 10% asked): {}", cells.join(", "));
     let geo = |engine: &str| {
-        let logs: Vec<f64> =
-            WORKLOADS.iter().filter_map(|w| ops(engine, w)).filter(|x| *x > 0.0).map(f64::ln).collect();
+        let logs: Vec<f64> = WORKLOADS
+            .iter()
+            .filter_map(|w| throughput(engine, w))
+            .filter(|x| *x > 0.0)
+            .map(f64::ln)
+            .collect();
         (logs.len() == WORKLOADS.len()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
     };
     let means: Vec<String> = engines
@@ -224,7 +225,7 @@ fn fig9e(args: &ReproArgs, sweep: &BenchReport) -> Result<(), String> {
     println!("\n=== TurtleKV Fig 9e: the load's write amplification against χ at N and N/4 ===");
     println!("  paper: {}", papers::TURTLE_FIG9E);
     let wa = |r: &BenchReport, engine: &str| {
-        median_of(&phase_results(r, engine, "load"), |x| x.write_amplification)
+        median(r, engine, "load", |x| x.write_amplification)
             .map_or_else(|| "-".into(), |s| format!("{:.2}", s.median))
     };
     let rows: Vec<Vec<String>> =
@@ -232,15 +233,6 @@ fn fig9e(args: &ReproArgs, sweep: &BenchReport) -> Result<(), String> {
     let (n, quarter_n) = (fmt_count(full.scale.records), fmt_count(quarter.records));
     print_rows(&["χ", &format!("write amp, N = {n}"), &format!("write amp, N = {quarter_n}")], &rows);
     Ok(())
-}
-
-fn median_of(results: &[&PhaseResult], pick: impl Fn(&PhaseResult) -> Option<f64>) -> Option<Spread> {
-    let values: Vec<f64> = results.iter().filter_map(|r| pick(r)).collect();
-    Spread::of(&values)
-}
-
-fn count(spread: Option<Spread>) -> String {
-    spread.map_or_else(|| "-".into(), |s| fmt_count(s.median.round() as u64))
 }
 
 #[cfg(test)]

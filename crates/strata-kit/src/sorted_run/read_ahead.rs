@@ -34,8 +34,6 @@ pub const MAX_WINDOW_BYTES: usize = 128 << 10;
 pub(super) struct ReadAhead {
     /// Blocks read and not reached yet, in the direction's order: index and raw bytes.
     ahead: VecDeque<(usize, Vec<u8>)>,
-    /// The block loaded last.
-    last_loaded: Option<usize>,
     /// Neighbouring blocks read from the file in a row (a block from the cache ends the row).
     misses_in_a_row: u32,
     window_bytes: usize,
@@ -43,27 +41,22 @@ pub(super) struct ReadAhead {
 
 impl Default for ReadAhead {
     fn default() -> ReadAhead {
-        ReadAhead {
-            ahead: VecDeque::new(),
-            last_loaded: None,
-            misses_in_a_row: 0,
-            window_bytes: FIRST_WINDOW_BYTES,
-        }
+        ReadAhead { ahead: VecDeque::new(), misses_in_a_row: 0, window_bytes: FIRST_WINDOW_BYTES }
     }
 }
 
 impl ReadAhead {
-    /// Block `i` of `run`, the iterator walking in `direction` and its range needing no block
-    /// past `last_needed` (in that direction).
+    /// Block `i` of `run`, the iterator having loaded `previous` last, walking in `direction`,
+    /// its range needing no block past `last_needed` (in that direction).
     pub fn load(
         &mut self,
         run: &RunReader,
+        previous: Option<usize>,
         i: usize,
         direction: Direction,
         last_needed: usize,
     ) -> Result<Arc<DecodedBlock>> {
-        let follows = self.last_loaded.is_some_and(|b| next(b, direction) == Some(i));
-        self.last_loaded = Some(i);
+        let follows = previous.is_some_and(|b| next(b, direction) == Some(i));
         while let Some((j, raw)) = self.ahead.pop_front() {
             if j == i {
                 // A block cached since (another reader's) is not decoded and cached twice.

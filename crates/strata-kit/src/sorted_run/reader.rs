@@ -162,9 +162,14 @@ impl RunReader {
 
     /// `read_checked`, with the checksum it checked.
     fn read_with_crc(&self, offset: u64, len: usize) -> Result<(Vec<u8>, u32)> {
-        let mut buf = vec![0u8; len + BLOCK_TRAILER_BYTES];
-        self.file.read_at(self.base + offset, &mut buf)?;
-        self.checked(offset, len, buf)
+        self.checked(offset, len, self.read_raw(offset, len)?)
+    }
+
+    /// `len` bytes at `offset` and the checksum trailer after them, unchecked.
+    fn read_raw(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut raw = vec![0u8; len + BLOCK_TRAILER_BYTES];
+        self.file.read_at(self.base + offset, &mut raw)?;
+        Ok(raw)
     }
 
     /// `raw` (`len` bytes read at `offset` and their CRC-32C) without its checksum, once checked;
@@ -195,9 +200,7 @@ impl RunReader {
     /// Data block `i` read, checked, decoded and cached.
     pub(super) fn read_block(&self, i: usize) -> Result<Arc<DecodedBlock>> {
         let (offset, len) = self.handles[i];
-        let mut raw = vec![0u8; len + BLOCK_TRAILER_BYTES];
-        self.file.read_at(self.base + offset, &mut raw)?;
-        self.block_from_raw(i, raw, FillCache::Yes)
+        self.block_from_raw(i, self.read_raw(offset, len)?, FillCache::Yes)
     }
 
     /// Data blocks `first..end` read in one I/O: each one's bytes and checksum trailer, in
@@ -432,7 +435,7 @@ impl RunIter {
     }
 
     fn load(&mut self, i: usize) -> Result<()> {
-        self.entries = self.read_ahead.load(&self.run, i, self.direction, self.last_needed)?;
+        self.entries = self.read_ahead.load(&self.run, self.block, i, self.direction, self.last_needed)?;
         self.block = Some(i);
         Ok(())
     }
