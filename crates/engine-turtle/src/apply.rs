@@ -122,16 +122,23 @@ impl Inner {
         Ok(())
     }
 
-    /// One batch into the tree under its write lock. A failure (or a panic) leaves the tree
-    /// half-changed, so the engine is poisoned before the lock is let go: readers check the
-    /// poison once they hold the read lock (`read_tree`).
+    /// One batch into a copy of the tree (its nodes shared until the batch changes them), with
+    /// no lock held while it reads and merges runs; the copy then replaces the tree under its
+    /// write lock, so readers wait for a swap, not for a batch's I/O. The worker, under
+    /// `apply_lock`, is the tree's only writer: nothing changes the tree between the copy and
+    /// the swap. A failure (or a panic) leaves the tree whole but the table half-applied: the
+    /// engine is poisoned (the table stays in the WAL for the next open).
     fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
-        let mut tree = self.tree.write();
-        let applied = catch_unwind(AssertUnwindSafe(|| tree.apply_batch(batch)))
+        let mut next = self.tree.read().clone();
+        let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch(batch)))
             .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));
         if let Err(e) = applied {
             return Err(self.writes.poison(e));
         }
+        let replaced = std::mem::replace(&mut *self.tree.write(), next);
+        // Dropped with no lock held: runs and node pages only it used are retired here, and no
+        // reader can still be reading them (none holds the old tree).
+        drop(replaced);
         self.counters.batches_applied.fetch_add(1, Relaxed);
         Ok(())
     }

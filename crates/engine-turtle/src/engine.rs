@@ -264,9 +264,8 @@ impl Inner {
         self.read_tree()?.get(key)
     }
 
-    /// The tree's read lock, once the engine is known not to be poisoned: a failed apply leaves
-    /// the tree half-changed and poisons the engine before it lets go of the write lock, so a
-    /// reader that waited for that lock must not read the tree.
+    /// The tree's read lock, once the engine is known not to be poisoned: a poisoned engine
+    /// serves no reads (a failed apply or checkpoint poisons it).
     pub(crate) fn read_tree(&self) -> Result<parking_lot::RwLockReadGuard<'_, Tree>> {
         let tree = self.tree.read();
         self.writes.state().check_not_poisoned()?;

@@ -309,3 +309,58 @@ fn a_close_while_writers_wait_for_room_closes_cleanly() {
         }
     }
 }
+
+/// Readers never wait for an applied batch's reads: the worker applies a batch to a copy of the
+/// tree and swaps it in (a batch held the tree's write lock while it read the leaves it
+/// rewrote, so every get and scan of the tree waited for the device behind it).
+#[test]
+fn reads_of_the_tree_go_on_while_the_worker_waits_for_the_device() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let mem: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TurtleEngine::open(mem.clone(), &config("64KiB")).unwrap();
+    for i in 0..6_000 {
+        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
+    }
+    engine.close().unwrap();
+    drop(engine);
+    // Reopened over a storage whose reads on the worker's thread wait while `held` is set.
+    let (held, worker_reads_waiting) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let (held_in_hook, waiting_in_hook) = (held.clone(), worker_reads_waiting.clone());
+    let hook: strata_io::ReadHook = Arc::new(move |_, _, _| {
+        if std::thread::current().name() == Some("turtle-apply") && held_in_hook.load(SeqCst) {
+            waiting_in_hook.fetch_add(1, SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while held_in_hook.load(SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    });
+    let storage: Arc<dyn Storage> = Arc::new(strata_io::HookStorage::reads(mem, hook));
+    let engine = Arc::new(TurtleEngine::open(storage, &config("64KiB")).unwrap());
+    held.store(true, SeqCst);
+    // New keys only, so the old ones are found in the tree alone; one table's worth, so no
+    // writer waits for room while the worker is held.
+    let mut i = 10_000;
+    while counter(&engine, "tables_finalized") == 0 {
+        engine.put(&key(i), &value(i, 1), Durability::None).unwrap();
+        i += 1;
+    }
+    wait_until(|| worker_reads_waiting.load(SeqCst) > 0);
+    let reader = engine.clone();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let got: Vec<_> = (0..6_000).step_by(97).map(|i| reader.get(&key(i)).unwrap()).collect();
+        let scanned = reader.range(KeyRange::all(), Direction::Forward).unwrap().take(500).count();
+        sender.send((got, scanned)).unwrap();
+    });
+    let answer = received.recv_timeout(Duration::from_secs(10));
+    held.store(false, SeqCst);
+    let (got, scanned) = answer.expect("reads waited for the worker's device read");
+    for (n, found) in got.into_iter().enumerate() {
+        assert_eq!(found, Some(value(n as u64 * 97, 0)), "key {}", n * 97);
+    }
+    assert_eq!(scanned, 500);
+    engine.close().unwrap();
+}

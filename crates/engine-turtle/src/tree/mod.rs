@@ -30,6 +30,7 @@ mod tests;
 
 use std::collections::HashSet;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use strata_core::{Direction, Key, Result, Value};
 use strata_kit::sorted_run::{Entry, EntryKind};
@@ -81,7 +82,9 @@ impl TreeConfig {
 #[derive(Clone, Debug)]
 pub enum Subtree {
     Leaf(Leaf),
-    Node(Box<Node>),
+    /// Shared with the tree readers see while the worker applies a batch to its copy
+    /// (`Arc::unwrap_or_clone` copies only the nodes a batch changes).
+    Node(Arc<Node>),
 }
 
 impl Subtree {
@@ -103,7 +106,8 @@ impl Subtree {
                 .into_iter()
                 .map(|(k, l)| (k, Subtree::Leaf(l)))
                 .collect()),
-            Subtree::Node(mut node) => {
+            Subtree::Node(node) => {
+                let mut node = Arc::unwrap_or_clone(node);
                 node.set_upper(upper);
                 node.insert(batch, config)?;
                 node.flush_while_due(config)?;
@@ -255,7 +259,7 @@ impl Tree {
         self.root = if parts.len() == 1 {
             parts.into_iter().next().map(|(_, s)| s).unwrap_or(Subtree::Leaf(Leaf::default()))
         } else {
-            Subtree::Node(Box::new(Node::above(parts, &self.config)))
+            Subtree::Node(Arc::new(Node::above(parts, &self.config)))
         };
         self.collapse_root()
     }
@@ -266,7 +270,7 @@ impl Tree {
             if node.pivot_count() > 1 {
                 return Ok(());
             }
-            let child = node.drain_into_only_child(&self.config)?;
+            let child = Arc::make_mut(node).drain_into_only_child(&self.config)?;
             self.root = child;
         }
         Ok(())

@@ -375,7 +375,7 @@ impl Node {
                     .collect()
             }
             (Subtree::Node(a), Subtree::Node(b)) => {
-                let mut node = a.join(*b);
+                let mut node = Arc::unwrap_or_clone(a).join(Arc::unwrap_or_clone(b));
                 // An underfull node may buffer up to one leaf's worth (a one-pivot node's bound
                 // is not 0), so the sum of two can exceed the joined node's bound.
                 node.set_upper(upper);
@@ -433,7 +433,7 @@ impl Node {
     /// A node over `max_pivots` splits in half (repeatedly); returns it or its parts.
     pub fn split_if_needed(self, config: &TreeConfig) -> Result<Vec<(Key, Subtree)>> {
         if self.pivots.len() <= config.max_pivots {
-            return Ok(vec![(self.pivots[0].clone(), Subtree::Node(Box::new(self)))]);
+            return Ok(vec![(self.pivots[0].clone(), Subtree::Node(Arc::new(self)))]);
         }
         let (mut left, mut right) = self.split_half();
         left.restore_buffer_bound(config)?;
@@ -483,7 +483,7 @@ impl Node {
         if parts.len() == 1 {
             return Ok(parts.remove(0).1);
         }
-        Ok(Subtree::Node(Box::new(Node::above(parts, config))))
+        Ok(Subtree::Node(Arc::new(Node::above(parts, config))))
     }
 
     /// The newest entry of `key` here or below.

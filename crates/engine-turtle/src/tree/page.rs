@@ -136,6 +136,7 @@ fn install_subtree(subtree: &mut Subtree, node_pages: &mut impl Iterator<Item = 
     match subtree {
         Subtree::Leaf(leaf) => leaf.install_written(),
         Subtree::Node(node) => {
+            let node = Arc::make_mut(node);
             let (children, levels) = node.parts_mut();
             children.iter_mut().for_each(|c| install_subtree(c, node_pages));
             levels.iter_mut().flatten().for_each(Segment::install_written);
@@ -311,7 +312,7 @@ impl Opened {
                 self.run(child.extent(), child.leaf_bytes, child.checksum)?,
                 child.leaf_bytes,
             ))),
-            ChildKind::Node => Ok(Subtree::Node(Box::new(self.node(child, depth)?))),
+            ChildKind::Node => Ok(Subtree::Node(Arc::new(self.node(child, depth)?))),
         }
     }
 
