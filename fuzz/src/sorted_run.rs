@@ -1,5 +1,6 @@
 //! The shared kit's sorted runs (docs/format/sorted-run.md) under damage. The input's first part
-//! is a model (keys, kinds, values) written as a run with small blocks; the rest edits the run's
+//! is a model (keys, kinds, values) written as a run with small blocks, packed or aligned (a bit
+//! of the first byte chooses); the rest edits the run's
 //! bytes (xor at offsets), and a flag reseals every checksum the decoder would reach (footer,
 //! filter, index, each data block the damaged index names), so damage gets behind the CRCs.
 //!
@@ -47,9 +48,11 @@ fn model_from(data: &mut &[u8]) -> BTreeMap<Key, Entry> {
     model
 }
 
-fn write(model: &BTreeMap<Key, Entry>) -> Vec<u8> {
+/// `block_align_bytes` 1 writes packed blocks, 128 aligned ones (padding between blocks).
+fn write(model: &BTreeMap<Key, Entry>, block_align_bytes: usize) -> Vec<u8> {
     let file = MemStorage::new().open(NAME, OpenOptions::create()).expect("mem file");
-    let options = RunOptions { block_bytes: 128, restart_interval: 3, ..RunOptions::default() };
+    let options =
+        RunOptions { block_bytes: 128, restart_interval: 3, block_align_bytes, ..RunOptions::default() };
     let mut writer = RunWriter::new(file.clone(), 0, options).expect("writer");
     for (key, entry) in model {
         writer.add(key, entry.kind, &entry.value).expect("model keys ascend");
@@ -117,7 +120,9 @@ fn read_everything(bytes: &[u8], model: &BTreeMap<Key, Entry>) -> Result<Reads> 
 pub fn sorted_run(data: &[u8]) {
     let mut rest = data;
     let model = model_from(&mut rest);
-    let pristine = write(&model);
+    // Bit 4 of the first entry's header (unused by the model) chooses aligned blocks.
+    let block_align_bytes = if data.first().is_some_and(|b| b & 0x10 != 0) { 128 } else { 1 };
+    let pristine = write(&model, block_align_bytes);
     let Some((&flags, edits)) = rest.split_first() else {
         let (forward, _, _) = read_everything(&pristine, &model).expect("an undamaged run reads");
         assert_eq!(forward, model.into_iter().collect::<Vec<_>>());

@@ -66,10 +66,11 @@ impl Default for TreeConfig {
 }
 
 impl TreeConfig {
-    /// A checkpointed run's block size: 4 KiB, smaller for small leaves (tests), so the block
-    /// index's byte estimates stay fine next to `leaf_bytes`.
+    /// A checkpointed run's block size and alignment: 4 KiB (a device page), smaller for small
+    /// leaves (tests), so the block index's byte estimates stay fine next to `leaf_bytes`; a
+    /// power of two.
     pub fn run_block_bytes(&self) -> usize {
-        (self.leaf_bytes / 64).clamp(256, 4096) as usize
+        ((self.leaf_bytes / 64).clamp(256, 4096) as usize).next_power_of_two().min(4096)
     }
 
     /// Buffer levels per node: ⌈log2 ρ⌉ (at least 1).

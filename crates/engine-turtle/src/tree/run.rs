@@ -242,9 +242,16 @@ impl Run {
 }
 
 /// `entries` as a kit sorted run padded to the page alignment, at the start of `file`; returns
-/// its length.
+/// its length. Its data blocks are aligned to their size (a power of two, at most a page, and
+/// extents start on pages), so a block read from `turtle-pages` with direct I/O is one page,
+/// not the two a packed block spans.
 fn encode(file: &Arc<dyn StorageFile>, entries: &[(Key, Entry)], block_bytes: usize) -> Result<u64> {
-    let options = RunOptions { block_bytes, align_bytes: ALIGN_BYTES as usize, ..RunOptions::default() };
+    let options = RunOptions {
+        block_bytes,
+        block_align_bytes: block_bytes,
+        align_bytes: ALIGN_BYTES as usize,
+        ..RunOptions::default()
+    };
     let mut writer = RunWriter::new(file.clone(), 0, options)?;
     for (key, entry) in entries {
         writer.add(key, entry.kind, &entry.value)?;

@@ -22,6 +22,8 @@ pub mod varint;
 mod writer;
 
 #[cfg(test)]
+mod aligned_tests;
+#[cfg(test)]
 mod tests;
 
 pub use block::{Block, BlockBuilder, DecodedBlock};
@@ -94,3 +96,5 @@ pub const RUN_MAGIC: [u8; 4] = *b"SRUN";
 pub const RUN_VERSION: u16 = 1;
 /// Bytes of the CRC-32C after every block.
 pub const BLOCK_TRAILER_BYTES: usize = 4;
+/// The largest data block alignment a run may have (`RunOptions::block_align_bytes`).
+pub const MAX_BLOCK_ALIGN_BYTES: usize = 1 << 16;

@@ -129,9 +129,11 @@ impl RunReader {
         Error::corruption(self.name.as_str(), self.base + at, what)
     }
 
-    /// The data blocks' handles, checked to tile the run from 0 to the filter.
+    /// The data blocks' handles, checked to tile the run from 0 to the filter, each block at
+    /// the first multiple of the block alignment after the one before it.
     fn decode_handles(&self) -> Result<Vec<(u64, usize)>> {
         let mut handles = Vec::with_capacity(self.index.len());
+        let align = self.footer.block_align_bytes();
         let mut expected_offset = 0u64;
         for i in 0..self.index.len() {
             let (_, _, value) = self.index.entry(i);
@@ -140,7 +142,8 @@ impl RunReader {
             match handle {
                 Some((offset, len, end)) if end == value.len() && offset == expected_offset => {
                     handles.push((offset, len));
-                    expected_offset = offset + (len + BLOCK_TRAILER_BYTES) as u64;
+                    let end = offset + (len + BLOCK_TRAILER_BYTES) as u64;
+                    expected_offset = end.div_ceil(align) * align;
                 }
                 _ => {
                     return Err(

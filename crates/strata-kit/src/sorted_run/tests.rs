@@ -60,6 +60,7 @@ fn footer_offsets() {
         entry_count: 0x4142_4344_4546_4748,
         tombstone_count: 0x5152_5354_5556_5758,
         max_lsn: 0x6162_6364_6566_6768,
+        block_align_log2: 12,
     };
     let bytes = footer.encode();
     assert_eq!(bytes.len(), FOOTER_BYTES);
@@ -71,7 +72,7 @@ fn footer_offsets() {
     assert_eq!(bytes[24], 0x48);
     assert_eq!(bytes[32], 0x58);
     assert_eq!(bytes[40], 0x68);
-    assert_eq!(&bytes[48..52], &[1, 0, 0, 0]);
+    assert_eq!(&bytes[48..52], &[1, 0, 12, 0]);
     assert_eq!(&bytes[52..56], b"SRUN");
     assert_eq!(u32::from_le_bytes(bytes[56..60].try_into().unwrap()), crc32c::crc32c(&bytes[..56]));
     assert_eq!(Footer::decode(&bytes), Ok(footer));

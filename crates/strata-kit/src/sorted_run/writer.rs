@@ -10,7 +10,9 @@ use strata_io::StorageFile;
 
 use super::block::BlockBuilder;
 use super::filter::{key_hash, RunFilter};
-use super::{varint, EntryKind, FOOTER_BYTES, RUN_MAGIC, RUN_VERSION};
+use super::{
+    varint, EntryKind, BLOCK_TRAILER_BYTES, FOOTER_BYTES, MAX_BLOCK_ALIGN_BYTES, RUN_MAGIC, RUN_VERSION,
+};
 
 /// Bytes gathered before a write to the file.
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
@@ -27,13 +29,26 @@ pub struct RunOptions {
     /// The run's length is a multiple of this (padding before the footer), and so is every
     /// write: 4,096 for O_DIRECT files (`base` must then be aligned too), 1 for none.
     pub align_bytes: usize,
+    /// Every data block starts at a multiple of this from the run's first byte (zero padding
+    /// between blocks), and a block with its checksum fits the pages `block_bytes` round up to
+    /// (one entry larger than that makes a block of its own): with 4,096 and an aligned `base`,
+    /// reading a block is one device page, where a packed block of 4 KiB spans two. A power of
+    /// two up to 64 KiB; 1: blocks packed back to back.
+    pub block_align_bytes: usize,
     /// Stored in the footer for the engine (`RunReader::max_lsn`).
     pub max_lsn: u64,
 }
 
 impl Default for RunOptions {
     fn default() -> RunOptions {
-        RunOptions { block_bytes: 4096, restart_interval: 16, filter: true, align_bytes: 1, max_lsn: 0 }
+        RunOptions {
+            block_bytes: 4096,
+            restart_interval: 16,
+            filter: true,
+            align_bytes: 1,
+            block_align_bytes: 1,
+            max_lsn: 0,
+        }
     }
 }
 
@@ -75,10 +90,16 @@ impl RunWriter {
                 "a run's base {base} is not a multiple of its alignment {align}"
             )));
         }
+        let block_align = options.block_align_bytes.max(1);
+        if !block_align.is_power_of_two() || block_align > MAX_BLOCK_ALIGN_BYTES {
+            return Err(Error::invalid(format!(
+                "a run's block alignment {block_align} is not a power of two up to {MAX_BLOCK_ALIGN_BYTES}"
+            )));
+        }
         Ok(RunWriter {
             file,
             base,
-            options: RunOptions { align_bytes: align as usize, ..options },
+            options: RunOptions { align_bytes: align as usize, block_align_bytes: block_align, ..options },
             pending: Vec::new(),
             written: 0,
             block: BlockBuilder::new(options.restart_interval),
@@ -116,6 +137,9 @@ impl RunWriter {
         if self.first_key.is_none() {
             self.first_key = Some(key.to_vec());
         }
+        if !self.block.is_empty() && !self.block_fits(key, value) {
+            self.finish_block()?;
+        }
         if self.options.filter {
             self.hashes.push(key_hash(key));
         }
@@ -133,11 +157,31 @@ impl RunWriter {
         self.written + self.pending.len() as u64 + self.block.size_bytes() as u64
     }
 
+    /// Whether the block, `key` and `value` added, still fits its aligned pages (always, with
+    /// packed blocks). Counts the entry at most: its whole key (no shared prefix) and one more
+    /// restart.
+    fn block_fits(&self, key: &[u8], value: &[u8]) -> bool {
+        let align = self.options.block_align_bytes;
+        if align == 1 {
+            return true;
+        }
+        let (key_len, value_len) = (key.len() as u64, value.len() as u64);
+        let fields_most = 2 * varint::len(key_len) + varint::len(value_len) + 1;
+        let entry_most = fields_most + key.len() + value.len() + 4;
+        let pages_bytes = self.options.block_bytes.max(1).div_ceil(align) * align;
+        self.block.size_bytes() + entry_most + BLOCK_TRAILER_BYTES <= pages_bytes
+    }
+
     fn finish_block(&mut self) -> Result<()> {
         let last_key = self.block.last_key().to_vec();
         let bytes = self.block.finish();
         let offset = self.written + self.pending.len() as u64;
         self.append_with_crc(&bytes);
+        // The next block (or the filter) starts at the next multiple of the block alignment.
+        let align = self.options.block_align_bytes as u64;
+        let end = self.written + self.pending.len() as u64;
+        let padding = (end.div_ceil(align) * align - end) as usize;
+        self.pending.resize(self.pending.len() + padding, 0);
         let mut handle = Vec::with_capacity(12);
         varint::put(&mut handle, offset);
         varint::put(&mut handle, bytes.len() as u64);
@@ -196,6 +240,7 @@ impl RunWriter {
             entry_count: self.entry_count,
             tombstone_count: self.tombstone_count,
             max_lsn: self.options.max_lsn,
+            block_align_log2: self.options.block_align_bytes.trailing_zeros() as u8,
         };
         self.pending.extend_from_slice(&footer.encode());
         self.write_aligned_prefix()?;
@@ -225,9 +270,16 @@ pub(crate) struct Footer {
     pub entry_count: u64,
     pub tombstone_count: u64,
     pub max_lsn: u64,
+    /// Data blocks start at multiples of `1 << block_align_log2` (0: packed).
+    pub block_align_log2: u8,
 }
 
 impl Footer {
+    /// The data blocks' alignment in bytes (1: packed).
+    pub fn block_align_bytes(&self) -> u64 {
+        1 << self.block_align_log2
+    }
+
     pub fn encode(&self) -> [u8; FOOTER_BYTES] {
         let mut out = [0u8; FOOTER_BYTES];
         out[0..8].copy_from_slice(&self.index_offset.to_le_bytes());
@@ -238,7 +290,8 @@ impl Footer {
         out[32..40].copy_from_slice(&self.tombstone_count.to_le_bytes());
         out[40..48].copy_from_slice(&self.max_lsn.to_le_bytes());
         out[48..50].copy_from_slice(&RUN_VERSION.to_le_bytes());
-        out[50..52].copy_from_slice(&0u16.to_le_bytes());
+        out[50] = self.block_align_log2;
+        out[51] = 0;
         out[52..56].copy_from_slice(&RUN_MAGIC);
         let crc = crc32c::crc32c(&out[..56]);
         out[56..60].copy_from_slice(&crc.to_le_bytes());
@@ -259,8 +312,12 @@ impl Footer {
             return Err("not a sorted run (bad magic)".into());
         }
         let version = u16::from_le_bytes([bytes[48], bytes[49]]);
-        if version != RUN_VERSION || bytes[50..52] != [0, 0] {
+        if version != RUN_VERSION || bytes[51] != 0 {
             return Err(format!("unsupported sorted run version {version}"));
+        }
+        let block_align_log2 = bytes[50];
+        if 1usize.checked_shl(u32::from(block_align_log2)).is_none_or(|a| a > MAX_BLOCK_ALIGN_BYTES) {
+            return Err(format!("block alignment 2^{block_align_log2} over {MAX_BLOCK_ALIGN_BYTES} bytes"));
         }
         let field = |at| u64_at(bytes, at).unwrap_or(0);
         Ok(Footer {
@@ -271,6 +328,7 @@ impl Footer {
             entry_count: field(24),
             tombstone_count: field(32),
             max_lsn: field(40),
+            block_align_log2,
         })
     }
 }
