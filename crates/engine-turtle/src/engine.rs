@@ -264,10 +264,14 @@ impl Inner {
         self.read_tree()?.get(key)
     }
 
-    /// The tree's read lock, once the engine is known not to be poisoned: a poisoned engine
-    /// serves no reads (a failed apply or checkpoint poisons it).
-    pub(crate) fn read_tree(&self) -> Result<parking_lot::RwLockReadGuard<'_, Tree>> {
-        let tree = self.tree.read();
+    /// The tree as it is now, to read with no lock held (a copy shares every node and run:
+    /// the worker swaps in new trees, never changes a shared node; the runs it holds stay
+    /// readable, their extents unfreed, until it is dropped), once the engine is known not to
+    /// be poisoned: a poisoned engine serves no reads (a failed apply or checkpoint poisons it).
+    /// A read that held the tree's lock across its device reads made the worker's swap wait,
+    /// and every read behind the swap with it.
+    pub(crate) fn read_tree(&self) -> Result<Tree> {
+        let tree = self.tree.read().clone();
         self.writes.state().check_not_poisoned()?;
         Ok(tree)
     }

@@ -364,3 +364,90 @@ fn reads_of_the_tree_go_on_while_the_worker_waits_for_the_device() {
     assert_eq!(scanned, 500);
     engine.close().unwrap();
 }
+
+/// A scan reads a copy of the active table's first entries, not the table under its lock: where
+/// the copy holds only deletes that hide the tree's records, the scan reads past them (and
+/// records written in between are found), both ways and from any start.
+#[test]
+fn scans_read_past_many_deletes_in_the_active_table() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TurtleEngine::open(storage, &config("4MiB")).unwrap();
+    let k = |i: u64| format!("k{i:06}").into_bytes();
+    for i in 0..3_000 {
+        engine.put(&k(i), &value(i, 0), Durability::None).unwrap();
+    }
+    engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
+    for i in 0..2_000 {
+        engine.delete(&k(i), Durability::None).unwrap();
+    }
+    for i in (2_100..2_200).chain(500..510) {
+        engine.put(&k(i), &value(i, 1), Durability::None).unwrap();
+    }
+    let expected = |i: u64| match i {
+        500..510 | 2_100..2_200 => Some(value(i, 1)),
+        0..2_000 => None,
+        _ => Some(value(i, 0)),
+    };
+    for (from, to) in [(0, 3_000), (3, 2_150), (495, 2_005), (1_999, 2_001), (505, 600)] {
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            (from..to).filter_map(|i| expected(i).map(|v| (k(i), v))).collect();
+        let range = KeyRange::from_bounds(k(from)..k(to));
+        let forward: Vec<_> =
+            engine.range(range.clone(), Direction::Forward).unwrap().map(Result::unwrap).collect();
+        assert_eq!(forward, want, "forward {from}..{to}");
+        let mut reverse: Vec<_> =
+            engine.range(range, Direction::Reverse).unwrap().map(Result::unwrap).collect();
+        reverse.reverse();
+        assert_eq!(reverse, want, "reverse {from}..{to}");
+    }
+    assert_eq!(counter(&engine, "checkpoints"), 1, "the deletes stayed in the active table");
+}
+
+/// Writers never wait for a scan's device reads: a chunk copies what it needs of the tables
+/// under their lock and reads the tree with no lock held (it held the tables' read lock across
+/// its reads, so every write waited for the device behind a scan).
+#[test]
+fn writes_go_on_while_a_scan_waits_for_the_device() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let mem: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TurtleEngine::open(mem.clone(), &config("64KiB")).unwrap();
+    for i in 0..6_000 {
+        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
+    }
+    engine.close().unwrap();
+    drop(engine);
+    let (held, scan_reads_waiting) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
+    let (held_in_hook, waiting_in_hook) = (held.clone(), scan_reads_waiting.clone());
+    let hook: strata_io::ReadHook = Arc::new(move |_, _, _| {
+        if std::thread::current().name() == Some("scanner") && held_in_hook.load(SeqCst) {
+            waiting_in_hook.fetch_add(1, SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while held_in_hook.load(SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    });
+    let storage: Arc<dyn Storage> = Arc::new(strata_io::HookStorage::reads(mem, hook));
+    let engine = Arc::new(TurtleEngine::open(storage, &config("64KiB")).unwrap());
+    let scanner = engine.clone();
+    let scan = std::thread::Builder::new()
+        .name("scanner".into())
+        .spawn(move || scanner.range(KeyRange::all(), Direction::Forward).unwrap().take(100).count())
+        .unwrap();
+    wait_until(|| scan_reads_waiting.load(SeqCst) > 0);
+    let writer = engine.clone();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for i in 0..50 {
+            writer.put(&key(10_000 + i), &value(i, 1), Durability::None).unwrap();
+        }
+        sender.send(()).unwrap();
+    });
+    let wrote = received.recv_timeout(Duration::from_secs(10));
+    held.store(false, SeqCst);
+    wrote.expect("writes waited for a scan's device read");
+    assert_eq!(scan.join().unwrap(), 100);
+    engine.close().unwrap();
+}
