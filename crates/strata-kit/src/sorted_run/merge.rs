@@ -4,8 +4,11 @@
 //! it a base. What comes out depends on who reads (`MergeOutput`): a reader sees values only, a
 //! compaction into the bottom drops deletes, a compaction above older data keeps them.
 //!
-//! The head of every source is compared on each step (k is the number of levels and MemTables,
-//! a few dozen at most, where a heap would clone every key it holds).
+//! The head of every source is compared on a step (k is the number of levels and MemTables,
+//! a few dozen at most, where a heap would clone every key it holds), unless only the first
+//! source moved since the last comparison and its new head still comes before the runner-up's:
+//! then it is first again with one comparison (a merge mostly takes long stretches from one
+//! source, a leaf under a few buffered updates).
 //!
 //! Lazy sources (`LazyIter`) may yield `Sourced::NotBefore(key)` — nothing before `key` in the
 //! direction — instead of opening what lies there (a run's next part, a child's range): the
@@ -80,6 +83,9 @@ pub struct MergeIter<'a> {
     done: bool,
     /// The last promise passed on (`into_lazy`).
     promised: Option<Key>,
+    /// The last comparison's first source and runner-up (`None`: no other head), valid while
+    /// no other source has moved.
+    order: Option<(usize, Option<usize>)>,
 }
 
 impl<'a> MergeIter<'a> {
@@ -101,6 +107,7 @@ impl<'a> MergeIter<'a> {
             started: false,
             done: false,
             promised: None,
+            order: None,
         }
     }
 
@@ -123,24 +130,48 @@ impl<'a> MergeIter<'a> {
 
     /// The source whose head comes first in the direction: on a tie a promise before an entry
     /// (what it puts off may hold that key), then the newest.
-    fn first_head(&self) -> Option<usize> {
-        let mut best: Option<(usize, &Sourced)> = None;
-        for (i, head) in self.heads.iter().enumerate() {
-            let Some(head) = head else { continue };
-            let better = match best {
-                None => true,
-                Some((_, best_head)) => match head.key().cmp(best_head.key()) {
-                    Ordering::Equal => {
-                        matches!((head, best_head), (Sourced::NotBefore(_), Sourced::Entry(..)))
-                    }
-                    order => (order == Ordering::Less) == (self.direction == Direction::Forward),
-                },
-            };
-            if better {
-                best = Some((i, head));
+    fn first_head(&mut self) -> Option<usize> {
+        if let Some((first, runner_up)) = self.order {
+            if let Some(head) = &self.heads[first] {
+                let still_first = runner_up.is_none_or(|r| {
+                    self.heads[r].as_ref().is_some_and(|other| self.strictly_before(head, other))
+                });
+                if still_first {
+                    return Some(first);
+                }
             }
         }
-        best.map(|(i, _)| i)
+        let (mut best, mut second): (Option<usize>, Option<usize>) = (None, None);
+        for i in 0..self.heads.len() {
+            if self.heads[i].is_none() {
+                continue;
+            }
+            if best.is_none_or(|b| self.comes_before(i, b)) {
+                second = best;
+                best = Some(i);
+            } else if second.is_none_or(|s| self.comes_before(i, s)) {
+                second = Some(i);
+            }
+        }
+        self.order = best.map(|b| (b, second));
+        best
+    }
+
+    /// Whether head `i` comes before head `j` (both present; `i` the newer on a tie of kinds).
+    fn comes_before(&self, i: usize, j: usize) -> bool {
+        let (Some(a), Some(b)) = (&self.heads[i], &self.heads[j]) else { return false };
+        match a.key().cmp(b.key()) {
+            Ordering::Equal => matches!((a, b), (Sourced::NotBefore(_), Sourced::Entry(..))),
+            _ => self.strictly_before(a, b),
+        }
+    }
+
+    /// Whether `a`'s key comes strictly before `b`'s in the direction.
+    fn strictly_before(&self, a: &Sourced, b: &Sourced) -> bool {
+        match self.direction {
+            Direction::Forward => a.key() < b.key(),
+            Direction::Reverse => a.key() > b.key(),
+        }
     }
 
     /// The next key's newest entry and (under a merge operand) its older ones, newest first,
@@ -175,6 +206,7 @@ impl<'a> MergeIter<'a> {
                         }
                     }
                     self.advance(i);
+                    self.order = None; // another source moved: compare every head again
                 }
             }
             return Some(Next::Key(key, newest, older));
