@@ -69,7 +69,7 @@ impl Inner {
         {
             // Under the tables' lock: an rmw that finds the table gone sees the new version.
             let mut tables = self.tables.write();
-            tables.finalized.pop_front();
+            tables.remove_oldest_finalized();
             self.tree_version.fetch_add(1, Relaxed);
         }
         self.signals.notify_progress();

@@ -40,9 +40,17 @@ pub(crate) struct Tables {
     /// The last record applied to `active`.
     pub active_last_lsn: u64,
     pub finalized: VecDeque<Arc<Frozen>>,
+    /// Bumped whenever a table moves (finalized, or gone into the tree): a reader that let go
+    /// of the lock between taking the finalized tables and the active one sees whether they
+    /// still fit together.
+    pub generation: u64,
 }
 
 impl Tables {
+    pub fn new(active: MemTable, active_last_lsn: u64) -> Tables {
+        Tables { active, active_last_lsn, finalized: VecDeque::new(), generation: 0 }
+    }
+
     /// Moves a non-empty active table to the finalized list.
     pub fn finalize_active(&mut self) -> bool {
         if self.active.is_empty() {
@@ -50,7 +58,14 @@ impl Tables {
         }
         let table = std::mem::take(&mut self.active);
         self.finalized.push_back(Arc::new(Frozen { table, last_lsn: self.active_last_lsn }));
+        self.generation += 1;
         true
+    }
+
+    /// The oldest finalized table leaves (the tree holds it durably).
+    pub fn remove_oldest_finalized(&mut self) {
+        self.finalized.pop_front();
+        self.generation += 1;
     }
 
     pub fn memory_bytes(&self) -> u64 {
@@ -131,7 +146,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     };
     pages.rebuild_free(used);
     // 3. The WAL after the checkpoint, into the active table.
-    let mut tables = Tables { active: MemTable::default(), active_last_lsn: 0, finalized: VecDeque::new() };
+    let mut tables = Tables::new(MemTable::default(), 0);
     let from_lsn = checkpoint.map_or(0, |c| c.wal_lsn) + 1;
     let replayed =
         strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
