@@ -8,30 +8,8 @@ use engine_turtle::TurtleEngine;
 use strata_core::{Direction, Durability, Engine, EngineConfig, KeyRange, MaintenanceTask};
 use strata_io::{MemStorage, Storage};
 
-fn config(distance: &str) -> EngineConfig {
-    EngineConfig {
-        wal_segment_bytes: Some(64 << 10),
-        memory_budget_bytes: 4 << 20,
-        ..EngineConfig::default()
-    }
-    .with_engine_options([
-        ("checkpoint_distance", distance),
-        ("leaf_bytes", "8KiB"),
-        ("max_pivots", "8"),
-    ])
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key-{:08}", i.wrapping_mul(0x9E37_79B9) % 1_000_000_007).into_bytes()
-}
-
-fn value(i: u64, round: u64) -> Vec<u8> {
-    format!("value-{i}-{round}-{}", "x".repeat((i % 50) as usize)).into_bytes()
-}
-
-fn counter(engine: &TurtleEngine, name: &str) -> u64 {
-    engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"))
-}
+mod common;
+use common::{config, counter, key, value, wait_until};
 
 #[test]
 fn the_tree_grows_through_checkpoints_and_reopens_with_deletes_intact() {
@@ -127,14 +105,6 @@ fn auto_distance_follows_the_write_share() {
     assert!(counter(&engine, "checkpoint_distance_bytes") < 128 << 10);
     for i in 0..6_000 {
         assert_eq!(engine.get(&key(i)).unwrap(), Some(value(24_000 + i, 1)), "key {i}");
-    }
-}
-
-fn wait_until(done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "timed out");
-        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -310,61 +280,6 @@ fn a_close_while_writers_wait_for_room_closes_cleanly() {
     }
 }
 
-/// Readers never wait for an applied batch's reads: the worker applies a batch to a copy of the
-/// tree and swaps it in (a batch held the tree's write lock while it read the leaves it
-/// rewrote, so every get and scan of the tree waited for the device behind it).
-#[test]
-fn reads_of_the_tree_go_on_while_the_worker_waits_for_the_device() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-    use std::time::{Duration, Instant};
-    let mem: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let engine = TurtleEngine::open(mem.clone(), &config("64KiB")).unwrap();
-    for i in 0..6_000 {
-        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
-    }
-    engine.close().unwrap();
-    drop(engine);
-    // Reopened over a storage whose reads on the worker's thread wait while `held` is set.
-    let (held, worker_reads_waiting) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-    let (held_in_hook, waiting_in_hook) = (held.clone(), worker_reads_waiting.clone());
-    let hook: strata_io::ReadHook = Arc::new(move |_, _, _| {
-        if std::thread::current().name() == Some("turtle-apply") && held_in_hook.load(SeqCst) {
-            waiting_in_hook.fetch_add(1, SeqCst);
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while held_in_hook.load(SeqCst) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        Ok(())
-    });
-    let storage: Arc<dyn Storage> = Arc::new(strata_io::HookStorage::reads(mem, hook));
-    let engine = Arc::new(TurtleEngine::open(storage, &config("64KiB")).unwrap());
-    held.store(true, SeqCst);
-    // New keys only, so the old ones are found in the tree alone; one table's worth, so no
-    // writer waits for room while the worker is held.
-    let mut i = 10_000;
-    while counter(&engine, "tables_finalized") == 0 {
-        engine.put(&key(i), &value(i, 1), Durability::None).unwrap();
-        i += 1;
-    }
-    wait_until(|| worker_reads_waiting.load(SeqCst) > 0);
-    let reader = engine.clone();
-    let (sender, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let got: Vec<_> = (0..6_000).step_by(97).map(|i| reader.get(&key(i)).unwrap()).collect();
-        let scanned = reader.range(KeyRange::all(), Direction::Forward).unwrap().take(500).count();
-        sender.send((got, scanned)).unwrap();
-    });
-    let answer = received.recv_timeout(Duration::from_secs(10));
-    held.store(false, SeqCst);
-    let (got, scanned) = answer.expect("reads waited for the worker's device read");
-    for (n, found) in got.into_iter().enumerate() {
-        assert_eq!(found, Some(value(n as u64 * 97, 0)), "key {}", n * 97);
-    }
-    assert_eq!(scanned, 500);
-    engine.close().unwrap();
-}
-
 /// A scan reads a copy of the active table's first entries, not the table under its lock: where
 /// the copy holds only deletes that hide the tree's records, the scan reads past them (and
 /// records written in between are found), both ways and from any start.
@@ -401,90 +316,4 @@ fn scans_read_past_many_deletes_in_the_active_table() {
         assert_eq!(reverse, want, "reverse {from}..{to}");
     }
     assert_eq!(counter(&engine, "checkpoints"), 1, "the deletes stayed in the active table");
-}
-
-/// Writers never wait for a scan's device reads: a chunk copies what it needs of the tables
-/// under their lock and reads the tree with no lock held (it held the tables' read lock across
-/// its reads, so every write waited for the device behind a scan).
-#[test]
-fn writes_go_on_while_a_scan_waits_for_the_device() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-    use std::time::{Duration, Instant};
-    let mem: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let engine = TurtleEngine::open(mem.clone(), &config("64KiB")).unwrap();
-    for i in 0..6_000 {
-        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
-    }
-    engine.close().unwrap();
-    drop(engine);
-    let (held, scan_reads_waiting) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
-    let (held_in_hook, waiting_in_hook) = (held.clone(), scan_reads_waiting.clone());
-    let hook: strata_io::ReadHook = Arc::new(move |_, _, _| {
-        if std::thread::current().name() == Some("scanner") && held_in_hook.load(SeqCst) {
-            waiting_in_hook.fetch_add(1, SeqCst);
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while held_in_hook.load(SeqCst) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        Ok(())
-    });
-    let storage: Arc<dyn Storage> = Arc::new(strata_io::HookStorage::reads(mem, hook));
-    let engine = Arc::new(TurtleEngine::open(storage, &config("64KiB")).unwrap());
-    let scanner = engine.clone();
-    let scan = std::thread::Builder::new()
-        .name("scanner".into())
-        .spawn(move || scanner.range(KeyRange::all(), Direction::Forward).unwrap().take(100).count())
-        .unwrap();
-    wait_until(|| scan_reads_waiting.load(SeqCst) > 0);
-    let writer = engine.clone();
-    let (sender, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for i in 0..50 {
-            writer.put(&key(10_000 + i), &value(i, 1), Durability::None).unwrap();
-        }
-        sender.send(()).unwrap();
-    });
-    let wrote = received.recv_timeout(Duration::from_secs(10));
-    held.store(false, SeqCst);
-    wrote.expect("writes waited for a scan's device read");
-    assert_eq!(scan.join().unwrap(), 100);
-    engine.close().unwrap();
-}
-
-/// A scan chunk reads the finalized tables and the tree before it copies the active table: a
-/// table finalized in between would leave its records in neither copy, so the part starts
-/// again. Records written once before the scans, then carried from the active table into the
-/// finalized list and the tree by a writer's other keys, are in every scan.
-#[test]
-fn scans_see_records_while_their_table_is_finalized_and_applied() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let engine = Arc::new(TurtleEngine::open(storage, &config("64KiB")).unwrap());
-    let stable = |i: u64| format!("b{i:05}").into_bytes();
-    let churn = |i: u64| format!("c{:05}", i % 3_000).into_bytes();
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (writer_engine, writer_done) = (engine.clone(), done.clone());
-    let writer = std::thread::spawn(move || {
-        let mut i = 0;
-        while !writer_done.load(std::sync::atomic::Ordering::Relaxed) {
-            writer_engine.put(&churn(i), &value(i, 2), Durability::None).unwrap();
-            i += 1;
-        }
-    });
-    for round in 0..80u64 {
-        for i in 0..200 {
-            engine.put(&stable(round * 200 + i), &value(i, round), Durability::None).unwrap();
-        }
-        let seen: Vec<Vec<u8>> = engine
-            .range(KeyRange::from_bounds(b"b".to_vec()..b"c".to_vec()), Direction::Forward)
-            .unwrap()
-            .map(|r| r.unwrap().0)
-            .collect();
-        let expected: Vec<Vec<u8>> = (0..(round + 1) * 200).map(stable).collect();
-        assert_eq!(seen.len(), expected.len(), "round {round}");
-        assert_eq!(seen, expected, "round {round}");
-    }
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
-    assert!(counter(&engine, "tables_finalized") > 40, "{:?}", engine.stats().engine_counters);
 }
