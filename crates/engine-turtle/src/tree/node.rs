@@ -9,7 +9,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use strata_core::{bound_key, bounds_hold_nothing, Direction, Key, Result};
+use strata_core::{bound_key, bounds_hold_nothing, Direction, Error, Key, Result};
 use strata_kit::sorted_run::{eager, DeferredParts, Entry, LazyIter, MergeIter, MergeOutput, OpenPart};
 
 use super::segment::{max_lower, min_upper, Flushed, Segment};
@@ -218,29 +218,61 @@ impl Node {
         Ok(merged)
     }
 
-    /// Step 1 at a node: the batch enters the buffer as a binary counter.
-    pub fn insert(&mut self, batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<()> {
+    /// Step 1 at a node: the batch enters the buffer as a binary counter. A merge of four
+    /// batches' worth or more (into level 2 and up) runs as two halves split at the middle
+    /// pivot, the lower one on a second thread (the paper's §4.2 splits a merge over cores):
+    /// each half's segments cover its own key range, side by side.
+    pub fn insert(&mut self, mut batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<()> {
         if self.levels.len() < config.max_levels() {
             self.levels.resize(config.max_levels(), Vec::new());
         }
         let target = self.levels.iter().position(Vec::is_empty).unwrap_or(self.levels.len() - 1);
         let (lower, upper) = (self.pivots[0].clone(), self.upper.clone());
-        let mut sources: Vec<LazyIter<'_>> = vec![eager(Box::new(batch.into_iter().map(Ok)))];
-        for level in &self.levels[..=target] {
-            sources.push(self.level_source(
-                level,
-                Bound::Included(&lower),
-                as_bound(upper.as_deref()),
-                Direction::Forward,
-            ));
-        }
-        let merged = MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above);
-        let segments = cut_into_segments(merged, lower.clone(), upper.clone(), config.leaf_bytes)?;
+        let segments = if target >= PARALLEL_MERGE_MIN_LEVEL && self.pivots.len() >= 2 {
+            let mid = self.pivots[self.pivots.len() / 2].clone();
+            let upper_batch = batch.split_off(batch.partition_point(|(k, _)| k < &mid));
+            let (lower_half, upper_half) = std::thread::scope(|scope| {
+                let this = &*self;
+                let lower_half =
+                    scope.spawn(|| this.merged_segments(batch, target, &lower, Some(&mid), config));
+                let upper_half = this.merged_segments(upper_batch, target, &mid, upper.as_ref(), config);
+                (lower_half.join(), upper_half)
+            });
+            let mut segments =
+                lower_half.unwrap_or_else(|_| Err(Error::Poisoned("a panic in a level merge".into())))?;
+            segments.extend(upper_half?);
+            segments
+        } else {
+            self.merged_segments(batch, target, &lower, upper.as_ref(), config)?
+        };
         for level in &mut self.levels[..=target] {
             level.clear();
         }
         self.levels[target] = segments;
         Ok(())
+    }
+
+    /// `batch` (its keys within `[lower, upper)`) merged with the levels up to `target` there,
+    /// as segments of about a leaf whose views cover `[lower, upper)`.
+    fn merged_segments(
+        &self,
+        batch: Vec<(Key, Entry)>,
+        target: usize,
+        lower: &Key,
+        upper: Option<&Key>,
+        config: &TreeConfig,
+    ) -> Result<Vec<Segment>> {
+        let mut sources: Vec<LazyIter<'_>> = vec![eager(Box::new(batch.into_iter().map(Ok)))];
+        for level in &self.levels[..=target] {
+            sources.push(self.level_source(
+                level,
+                Bound::Included(lower),
+                as_bound(upper.map(Vec::as_slice)),
+                Direction::Forward,
+            ));
+        }
+        let merged = MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above);
+        cut_into_segments(merged, lower.clone(), upper.cloned(), config.leaf_bytes)
     }
 
     /// Unflushed bytes buffered for pivot `i`.
@@ -560,6 +592,9 @@ impl Node {
         Ok(())
     }
 }
+
+/// The first level whose merges (about `2^level` batches) run in two halves.
+const PARALLEL_MERGE_MIN_LEVEL: usize = 2;
 
 /// A level's merged entries as segments of about `leaf_bytes` each, their views side by side
 /// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
