@@ -110,20 +110,11 @@ fn a_damaged_aligned_run_is_an_error_or_unchanged_data() {
     let file = MemStorage::new().open("run", OpenOptions::create()).unwrap();
     let info = write(&file, &entries, aligned(256));
     let pristine = strata_io::read_all(file.as_ref()).unwrap();
+    assert_eq!(pristine.len() as u64, info.len_bytes);
+    let keys: Vec<&Key> = entries.iter().map(|(k, _)| k).collect();
     let mut padding_flips = 0;
     for at in 0..pristine.len() {
-        let mut damaged = pristine.clone();
-        damaged[at] ^= 0x40;
-        let copy = MemStorage::new().open("run", OpenOptions::create()).unwrap();
-        copy.write_at(0, &damaged).unwrap();
-        let outcome = RunReader::open(copy, "run", 0, info.len_bytes).and_then(|run| {
-            let run = Arc::new(run);
-            let all: Result<Vec<_>> =
-                run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Reverse).collect();
-            let gets: Result<Vec<_>> = entries.iter().map(|(k, _)| run.get(k)).collect();
-            Ok((all?, gets?))
-        });
-        match outcome {
+        match super::tests::read_with_byte_flipped(&pristine, at, &keys, Direction::Reverse) {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, "run"),
             Err(e) => panic!("byte {at}: {e}"),
             Ok((mut all, gets)) => {

@@ -298,19 +298,10 @@ fn every_damaged_byte_is_an_error_never_other_data() {
         pristine.len(),
         info.data_blocks
     );
+    assert_eq!(pristine.len() as u64, info.len_bytes);
+    let keys: Vec<&Key> = model.keys().collect();
     for at in 0..pristine.len() {
-        let mut damaged = pristine.clone();
-        damaged[at] ^= 0x40;
-        let copy = MemStorage::new().open("run", OpenOptions::create()).unwrap();
-        copy.write_at(0, &damaged).unwrap();
-        let outcome = RunReader::open(copy, "run", 0, info.len_bytes).and_then(|run| {
-            let run = Arc::new(run);
-            let all: Result<Vec<_>> =
-                run.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).collect();
-            let gets: Result<Vec<_>> = model.keys().map(|k| run.get(k)).collect();
-            Ok((all?, gets?))
-        });
-        match outcome {
+        match read_with_byte_flipped(&pristine, at, &keys, Direction::Forward) {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, "run"),
             Err(e) => panic!("byte {at}: {e}"),
             Ok((all, gets)) => {
@@ -318,6 +309,27 @@ fn every_damaged_byte_is_an_error_never_other_data() {
             }
         }
     }
+}
+
+/// A run's entries in one direction, and what gets of some keys returned.
+pub(super) type EntriesAndGets = (Vec<(Key, Entry)>, Vec<Option<Entry>>);
+
+/// What a reader of the run `pristine` (written at offset 0 of a file named "run") returns with
+/// byte `at` flipped: every entry in `direction`, and a get of each of `keys`.
+pub(super) fn read_with_byte_flipped(
+    pristine: &[u8],
+    at: usize,
+    keys: &[&Key],
+    direction: Direction,
+) -> Result<EntriesAndGets> {
+    let mut damaged = pristine.to_vec();
+    damaged[at] ^= 0x40;
+    let copy = MemStorage::new().open("run", OpenOptions::create())?;
+    copy.write_at(0, &damaged)?;
+    let run = Arc::new(RunReader::open(copy, "run", 0, pristine.len() as u64)?);
+    let all = run.iter(Bound::Unbounded, Bound::Unbounded, direction).collect::<Result<_>>()?;
+    let gets = keys.iter().map(|k| run.get(k)).collect::<Result<_>>()?;
+    Ok((all, gets))
 }
 
 /// Concatenates `operand`s (newer after older); applied to a base, appends to it.
