@@ -8,9 +8,9 @@
 //! 3. Under the tables' read lock again: unless the generation moved (a table was finalized or
 //!    left: start again), a copy of the active table's entries within that span, at most
 //!    `reach` (more are cut off: the span then ends at the last one copied).
-//! 4. With no lock: the copy laid over step 2's entries within the span (`overlay`). Where deletes in the
-//!    active table hid records and the span ended before the chunk was full, the chunk goes on
-//!    past the span's end with twice the reach.
+//! 4. With no lock: the copy laid over step 2's entries within the span (`overlay`). Where
+//!    deletes in the active table hid records and the span ended before the chunk was full, the
+//!    chunk goes on past the span's end with twice the reach.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
