@@ -204,7 +204,7 @@ impl ChunkSource for Inner {
         let mut reach = limit;
         loop {
             let want = limit - chunk.len();
-            let part = self.read_part(&rest, direction, want, reach.max(want))?;
+            let part = self.read_part(&rest, direction, want, reach)?;
             reach = reach.saturating_mul(2).min(MAX_REACH);
             let short = part.records.len() < want;
             chunk.extend(part.records);
