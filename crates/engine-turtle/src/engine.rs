@@ -2,7 +2,6 @@
 //! most two finalized tables on their way into the tree, and the tree behind them
 //! (docs/ARCHITECTURE.md, "turtle").
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -11,8 +10,8 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::{AutoOr, EngineConfig, Result, Value};
 use strata_io::{OpenOptions, Storage};
 use strata_kit::logged_writes::{ApplyLogged, Current, Logged, LoggedWrites, ReadCurrent, WriteSizes};
-use strata_kit::memtable::MemTable;
 use strata_kit::sorted_run::BlockCache;
+use strata_kit::versioned_memtable::VersionedMemTable;
 use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::WalOptions;
 
@@ -20,6 +19,7 @@ use crate::checkpoint::Checkpoint;
 use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::TurtleOptions;
 use crate::pages::{Pages, PAGES_FILE};
+use crate::tables::{Snapshots, Table, Tables};
 use crate::tree::{Tree, TreeConfig};
 
 /// WAL segment files are named `turtle-wal-{id}.log`.
@@ -27,58 +27,6 @@ pub const WAL_FILE_PREFIX: &str = "turtle-wal-";
 
 /// Finalized tables waiting for the tree before writers wait (the paper's two).
 const MAX_FINALIZED: usize = 2;
-
-/// A finalized MemTable: no more writes; `last_lsn` is the last WAL record it holds.
-pub(crate) struct Frozen {
-    pub table: MemTable,
-    pub last_lsn: u64,
-}
-
-/// The MemTables: the active one and the finalized ones, oldest first.
-pub(crate) struct Tables {
-    pub active: MemTable,
-    /// The last record applied to `active`.
-    pub active_last_lsn: u64,
-    pub finalized: VecDeque<Arc<Frozen>>,
-    /// Bumped whenever a table moves (finalized, or gone into the tree): a reader that let go
-    /// of the lock between taking the finalized tables and the active one sees whether they
-    /// still fit together.
-    pub generation: u64,
-}
-
-impl Tables {
-    pub fn new(active: MemTable, active_last_lsn: u64) -> Tables {
-        Tables { active, active_last_lsn, finalized: VecDeque::new(), generation: 0 }
-    }
-
-    /// Moves a non-empty active table to the finalized list.
-    pub fn finalize_active(&mut self) -> bool {
-        if self.active.is_empty() {
-            return false;
-        }
-        let table = std::mem::take(&mut self.active);
-        self.finalized.push_back(Arc::new(Frozen { table, last_lsn: self.active_last_lsn }));
-        self.generation += 1;
-        true
-    }
-
-    /// The oldest finalized table leaves (the tree holds it durably).
-    pub fn remove_oldest_finalized(&mut self) {
-        self.finalized.pop_front();
-        self.generation += 1;
-    }
-
-    pub fn memory_bytes(&self) -> u64 {
-        self.active.memory_bytes() + self.finalized.iter().map(|f| f.table.memory_bytes()).sum::<u64>()
-    }
-
-    /// `key` in the tables, newest first: `Some(None)` a delete, `None` not there (look in the
-    /// tree).
-    pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
-        let mut tables = std::iter::once(&self.active).chain(self.finalized.iter().rev().map(|f| &f.table));
-        tables.find_map(|table| table.get(key)).map(|found| found.cloned())
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -98,6 +46,8 @@ pub(crate) struct Inner {
     /// The WAL, the closed flag and the poison; batches reach `tables.active` through it.
     pub writes: LoggedWrites,
     pub tables: RwLock<Tables>,
+    /// Live snapshots (scans): the active table keeps the versions they read.
+    pub snapshots: Arc<Snapshots>,
     pub tree: RwLock<Tree>,
     pub tree_config: TreeConfig,
     pub pages: Arc<Pages>,
@@ -146,16 +96,20 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     };
     pages.rebuild_free(used);
     // 3. The WAL after the checkpoint, into the active table.
-    let mut tables = Tables::new(MemTable::default(), 0);
-    let from_lsn = checkpoint.map_or(0, |c| c.wal_lsn) + 1;
-    let replayed =
-        strata_kit::replay::open_wal(storage.clone(), wal_options.clone(), from_lsn, &mut |lsn, batch| {
+    let mut active = VersionedMemTable::default();
+    let mut last_lsn = checkpoint.map_or(0, |c| c.wal_lsn);
+    let replayed = strata_kit::replay::open_wal(
+        storage.clone(),
+        wal_options.clone(),
+        last_lsn + 1,
+        &mut |lsn, batch| {
             for op in batch.into_ops() {
-                tables.active.apply(op);
+                active.apply(op, lsn, None);
             }
-            tables.active_last_lsn = lsn;
+            last_lsn = lsn;
             Ok(())
-        })?;
+        },
+    )?;
     // Only now, with the WAL found whole, is anything changed: the pages file's unused tail
     // (from an interrupted checkpoint) goes back.
     pages.trim_file()?;
@@ -164,7 +118,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         storage,
         wal_options,
         writes: LoggedWrites::new(replayed.wal, "turtle engine"),
-        tables: RwLock::new(tables),
+        tables: RwLock::new(Tables::new(Table::new(active, last_lsn))),
+        snapshots: Arc::default(),
         tree: RwLock::new(tree),
         tree_config,
         pages,
@@ -241,7 +196,8 @@ impl Inner {
     fn finalize_if_full(&self) {
         let distance = self.checkpoint_distance_bytes.load(Relaxed);
         let mut tables = self.tables.write();
-        if tables.active.memory_bytes() >= distance && tables.finalize_active() {
+        let full = tables.active.read().entries.memory_bytes() >= distance;
+        if full && tables.finalize_active() {
             self.counters.tables_finalized.fetch_add(1, Relaxed);
             drop(tables);
             self.signals.request();
@@ -297,12 +253,14 @@ impl Inner {
 impl ApplyLogged for Inner {
     fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
         {
-            let mut tables = self.tables.write();
+            let tables = self.tables.read();
+            let mut active = tables.active.write();
+            let newest_snapshot = self.snapshots.newest();
             for Logged { lsn, batch } in run.drain(..) {
                 for op in batch.into_ops() {
-                    tables.active.apply(op);
+                    active.entries.apply(op, lsn, newest_snapshot);
                 }
-                tables.active_last_lsn = lsn;
+                active.last_lsn = lsn;
             }
         }
         self.finalize_if_full();

@@ -1,14 +1,15 @@
-//! Range scans: the tables and the tree merged (`strata_kit::sorted_run::MergeIter`), read in
-//! chunks (`strata_kit::chunked_range`). A chunk holds no lock while it reads the device, and
-//! copies no more of the active table than the records it returns can reach:
-//! 1. Under the tables' read lock: the finalized tables (shared, immutable), a copy of the tree
-//!    (`Inner::read_tree`) and the tables' generation.
-//! 2. With no lock: the finalized tables and the tree merged (deletes kept) until they give
-//!    `reach` records (at first as many as the chunk wants): their span ends at the last key read.
-//! 3. Under the tables' read lock again: unless the generation moved (a table was finalized or
-//!    left: start again), a copy of the active table's entries within that span, at most
-//!    `reach` (more are cut off: the span then ends at the last one copied).
-//! 4. With no lock: the copy laid over step 2's entries within the span (`overlay`). Where
+//! Range scans, point-in-time: a scan takes a `View` when it starts (the tables and a copy of
+//! the tree as of the last applied write, its lsn registered so the active table keeps the
+//! versions it reads) and reads it in chunks (`strata_kit::chunked_range`). The view holds the
+//! tables and the tree's runs until the scan is dropped. A chunk holds no lock while it reads
+//! the device, and copies no more of the active table than the records it returns can reach:
+//! 1. With no lock (the finalized tables' read locks, which no writer takes): the view's
+//!    finalized tables and tree merged (deletes kept) until they give `reach` records (at
+//!    first as many as the chunk wants): their span ends at the last key read.
+//! 2. Under the view's active table's read lock: a copy of its entries as of the view's lsn
+//!    within that span, at most `reach` (more are cut off: the span then ends at the last one
+//!    copied).
+//! 3. With no lock: the copy laid over step 1's entries within the span (`overlay`). Where
 //!    deletes in the active table hid records and the span ended before the chunk was full, the
 //!    chunk goes on past the span's end with twice the reach.
 
@@ -19,9 +20,10 @@ use std::sync::Arc;
 
 use strata_core::{borrow_bound, Direction, Key, KeyRange, Result, Value};
 use strata_kit::chunked_range::{ChunkSizes, ChunkSource};
-use strata_kit::sorted_run::{eager, memtable_source, Entry, EntryKind, LazyIter, MergeIter, MergeOutput};
+use strata_kit::sorted_run::{eager, table_source, Entry, EntryKind, LazyIter, MergeIter, MergeOutput};
 
-use crate::engine::{Frozen, Inner};
+use crate::engine::Inner;
+use crate::tables::{Registration, Table};
 use crate::tree::Tree;
 
 /// Each chunk seeks every run on the path again (a block per level of every node, mostly cached
@@ -32,10 +34,6 @@ use crate::tree::Tree;
 /// bytes read per scan (docs/benchmarks.md); 16 read a little less again for more re-seeks.
 pub(crate) const CHUNK_SIZES: ChunkSizes = ChunkSizes { first_entries: 32, max_entries: 1024 };
 
-/// Times a part starts again because a table moved between steps 1 and 3 before it keeps the
-/// tables' read lock from step 1 to step 3 (so a part always ends).
-const ATTEMPTS_WITHOUT_THE_LOCK: usize = 4;
-
 /// The most records a part reaches for (a part after one whose records deletes hid reaches
 /// twice as far as it, up to this).
 const MAX_REACH: usize = 1 << 16;
@@ -43,11 +41,21 @@ const MAX_REACH: usize = 1 << 16;
 /// Entries, and where their span ends short of the range's end.
 type Spanned = (Vec<(Key, Entry)>, Option<Key>);
 
-/// Step 1's layers: everything older than the active table.
-struct Older {
+/// The store as of one write (`lsn`): the tables then, and the tree then.
+pub(crate) struct View {
+    lsn: u64,
+    /// The table that was active: writes after `lsn` may still land in it (they are not seen).
+    active: Arc<Table>,
     /// Newest first.
-    finalized: Vec<Arc<Frozen>>,
+    finalized: Vec<Arc<Table>>,
     tree: Tree,
+    _registration: Registration,
+}
+
+/// A scan: the engine (for its state and counters) and the view it reads.
+pub(crate) struct Scan {
+    pub inner: Arc<Inner>,
+    pub view: View,
 }
 
 /// What one part read: its records, and where its span ended short of the range's end.
@@ -120,14 +128,35 @@ fn past(range: &KeyRange, key: Key, direction: Direction) -> KeyRange {
     }
 }
 
-impl Older {
-    /// Step 2: entries (deletes kept) until `records` puts or the range's end, and the span's
+impl Inner {
+    /// The store as of now: under the tables' read lock (the tree then holds exactly the
+    /// tables that left the list), the active table's last lsn registered under its read lock
+    /// (see `tables`).
+    pub(crate) fn view(&self) -> Result<View> {
+        let tables = self.tables.read();
+        let (lsn, registration) = {
+            let active = tables.active.read();
+            (active.last_lsn, self.snapshots.register(active.last_lsn))
+        };
+        Ok(View {
+            lsn,
+            active: tables.active.clone(),
+            finalized: tables.finalized.iter().rev().cloned().collect(),
+            tree: self.read_tree()?,
+            _registration: registration,
+        })
+    }
+}
+
+impl View {
+    /// Step 1: entries (deletes kept) until `records` puts or the range's end, and the span's
     /// end (`None`: the range's end).
-    fn read(&self, range: &KeyRange, direction: Direction, records: usize) -> Result<Spanned> {
+    fn read_older(&self, range: &KeyRange, direction: Direction, records: usize) -> Result<Spanned> {
         let (lower, upper) = (borrow_bound(&range.start), borrow_bound(&range.end));
-        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(self.finalized.len() + 1);
-        for frozen in &self.finalized {
-            sources.push(eager(memtable_source(&frozen.table, (lower, upper), direction)));
+        let finalized: Vec<_> = self.finalized.iter().map(|t| t.read()).collect();
+        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(finalized.len() + 1);
+        for table in &finalized {
+            sources.push(eager(table_source(table.entries.range_at((lower, upper), self.lsn), direction)));
         }
         sources.push(self.tree.range(lower, upper, direction));
         let mut entries = Vec::new();
@@ -143,10 +172,8 @@ impl Older {
         }
         Ok((entries, None))
     }
-}
 
-impl Inner {
-    /// Steps 1–4 for at most `records` records, reading `reach` records of the older layers
+    /// Steps 1–3 for at most `records` records, reading `reach` records of the older layers
     /// and at most `reach` entries of the active table.
     fn read_part(
         &self,
@@ -155,44 +182,29 @@ impl Inner {
         records: usize,
         reach: usize,
     ) -> Result<Part> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let tables = self.tables.read();
-            let older = Older {
-                finalized: tables.finalized.iter().rev().cloned().collect(),
-                tree: self.read_tree()?,
-            };
-            let generation = tables.generation;
-            let held = (attempt > ATTEMPTS_WITHOUT_THE_LOCK).then_some(tables);
-            let (older_entries, older_end) = older.read(range, direction, reach)?;
-            let tables = held.unwrap_or_else(|| self.tables.read());
-            if tables.generation != generation {
-                continue;
-            }
-            let bounds = bounds_until(range, older_end.as_ref(), direction);
-            let mut active: Vec<(Key, Entry)> =
-                memtable_source(&tables.active, bounds, direction).take(reach + 1).collect::<Result<_>>()?;
-            drop(tables);
-            let span_end = if active.len() > reach {
-                active.truncate(reach);
-                active.last().map(|(k, _)| k.clone())
-            } else {
-                older_end
-            };
-            let older_entries: Vec<(Key, Entry)> = older_entries
-                .into_iter()
-                .take_while(|(k, _)| within(k, span_end.as_ref(), direction))
-                .collect();
-            let records = overlay(active, older_entries, direction, records);
-            return Ok(Part { records, span_end });
-        }
+        let (older_entries, older_end) = self.read_older(range, direction, reach)?;
+        let bounds = bounds_until(range, older_end.as_ref(), direction);
+        let mut active: Vec<(Key, Entry)> = {
+            let table = self.active.read();
+            let entries = table_source(table.entries.range_at(bounds, self.lsn), direction);
+            entries.take(reach + 1).collect::<Result<_>>()?
+        };
+        let span_end = if active.len() > reach {
+            active.truncate(reach);
+            active.last().map(|(k, _)| k.clone())
+        } else {
+            older_end
+        };
+        let older_entries: Vec<(Key, Entry)> =
+            older_entries.into_iter().take_while(|(k, _)| within(k, span_end.as_ref(), direction)).collect();
+        let records = overlay(active, older_entries, direction, records);
+        Ok(Part { records, span_end })
     }
 }
 
-impl ChunkSource for Inner {
+impl ChunkSource for Scan {
     fn check_readable(&self) -> Result<()> {
-        self.writes.check_usable()
+        self.inner.writes.check_usable()
     }
 
     /// Reads parts until `limit` records or the range's end: a part whose span ended before it
@@ -204,7 +216,7 @@ impl ChunkSource for Inner {
         let mut reach = limit;
         loop {
             let want = limit - chunk.len();
-            let part = self.read_part(&rest, direction, want, reach)?;
+            let part = self.view.read_part(&rest, direction, want, reach)?;
             reach = reach.saturating_mul(2).min(MAX_REACH);
             let short = part.records.len() < want;
             chunk.extend(part.records);
@@ -217,7 +229,7 @@ impl ChunkSource for Inner {
             }
         }
         let bytes: usize = chunk.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.counters.user_bytes_read.fetch_add(bytes as u64, Relaxed);
+        self.inner.counters.user_bytes_read.fetch_add(bytes as u64, Relaxed);
         Ok(chunk)
     }
 }

@@ -13,6 +13,7 @@ mod engine;
 mod iter;
 mod options;
 pub mod pages;
+mod tables;
 pub mod tree;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -112,8 +113,8 @@ impl Engine for TurtleEngine {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             ordered: true,
-            // Scans read in chunks, each under its own read locks (iter.rs).
-            point_in_time_scans: false,
+            // A scan reads the tables and the tree as of its start (iter.rs).
+            point_in_time_scans: true,
             prefix_consistent_recovery: true,
             columnar: false,
             runtime_options: RUNTIME_OPTIONS,
@@ -155,7 +156,8 @@ impl Engine for TurtleEngine {
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
         self.inner.note_ops(1, 0);
-        Ok(Box::new(ChunkedRange::new(self.inner.clone(), range, direction, iter::CHUNK_SIZES)))
+        let scan = iter::Scan { inner: self.inner.clone(), view: self.inner.view()? };
+        Ok(Box::new(ChunkedRange::new(Arc::new(scan), range, direction, iter::CHUNK_SIZES)))
     }
 
     fn flush(&self) -> Result<()> {

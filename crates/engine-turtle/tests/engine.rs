@@ -68,6 +68,7 @@ fn auto_distance_follows_the_write_share() {
         engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
     }
     assert_eq!(counter(&engine, "checkpoint_distance_changes"), 0, "a load keeps the largest");
+    wait_until(|| counter(&engine, "finalized_tables") == 0);
     let finalized = counter(&engine, "tables_finalized");
     for i in 0..30_000 {
         engine.get(&key(i % 6_000)).unwrap();

@@ -55,6 +55,11 @@ macro_rules! kit_tests {
         }
 
         #[test]
+        fn scans_are_point_in_time_where_declared() {
+            $crate::point_in_time::check(&$target);
+        }
+
+        #[test]
         fn damaged_files_are_refused_or_lose_nothing() {
             $crate::damage::check(&$target);
         }

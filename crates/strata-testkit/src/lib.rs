@@ -48,6 +48,7 @@ pub mod instantiate;
 mod keyspace;
 mod ops;
 mod oracle;
+pub mod point_in_time;
 mod runner;
 pub mod seed;
 pub mod stress;

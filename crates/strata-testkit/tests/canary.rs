@@ -17,7 +17,9 @@ use strata_core::{
 };
 use strata_io::{read_all, write_file_atomic, OpenOptions, Storage, StorageLock};
 use strata_testkit::conformance::{self, Config};
-use strata_testkit::{crash, damage, failed_writes, faults, in_flight, stress, StorageKind, Target};
+use strata_testkit::{
+    crash, damage, failed_writes, faults, in_flight, point_in_time, stress, StorageKind, Target,
+};
 
 const DATA_FILE: &str = "canary.data";
 /// Written after the first successful persist: from then on a missing data file is damage, not a
@@ -64,6 +66,25 @@ enum Bug {
     /// overwritten by an earlier one whose persist ends later (apply after commit, but not in
     /// log order).
     AppliesOutOfLogOrder,
+    /// A scan reads the live map one record at a time: it sees writes made while it is open.
+    ScansSeeLaterWrites,
+}
+
+/// `ScansSeeLaterWrites`: each step takes the next record of the map as it is then.
+fn live_scan(state: Arc<Mutex<State>>, mut range: KeyRange, direction: Direction) -> KvIter {
+    Box::new(std::iter::from_fn(move || {
+        let state = state.lock();
+        let mut within = state.map.range::<[u8], _>(range.as_bounds());
+        let (key, value) = match direction {
+            Direction::Forward => within.next(),
+            Direction::Reverse => within.next_back(),
+        }?;
+        match direction {
+            Direction::Forward => range.start = std::ops::Bound::Excluded(key.clone()),
+            Direction::Reverse => range.end = std::ops::Bound::Excluded(key.clone()),
+        }
+        Some(Ok((key.clone(), value.clone())))
+    }))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +110,7 @@ struct Canary {
     /// Held by a write from reading the map to installing the next one, persist included, so
     /// writes are persisted and installed in one order (the canary's log order).
     writer: Mutex<()>,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     _lock: Box<dyn StorageLock>,
 }
 
@@ -132,7 +153,7 @@ impl Canary {
             storage,
             options,
             writer: Mutex::new(()),
-            state: Mutex::new(State { map, ..State::default() }),
+            state: Arc::new(Mutex::new(State { map, ..State::default() })),
             _lock: lock,
         })
     }
@@ -311,6 +332,9 @@ impl Engine for Canary {
         }
         let state = self.state.lock();
         self.readable(&state)?;
+        if self.options.bug == Bug::ScansSeeLaterWrites {
+            return Ok(live_scan(self.state.clone(), range, direction));
+        }
         let mut items: Vec<(Key, Value)> = if range.is_empty() {
             Vec::new()
         } else {
@@ -481,6 +505,16 @@ fn conformance_catches_misordered_scan() {
     for seed in BITE_SEEDS {
         let result = conformance::run(&target, &Config::new(StorageKind::Mem, seed));
         assert!(matches!(&result, Err(f) if f.description.contains("not strictly ordered")), "{result:?}");
+    }
+}
+
+#[test]
+fn point_in_time_check_passes_a_snapshot_scan_and_catches_a_live_one() {
+    point_in_time::check(&target(CORRECT));
+    let target = target(Options { bug: Bug::ScansSeeLaterWrites, ..CORRECT });
+    for seed in BITE_SEEDS {
+        let result = point_in_time::run(&target, seed);
+        assert!(matches!(&result, Err(e) if e.contains("the store then held")), "{result:?}");
     }
 }
 

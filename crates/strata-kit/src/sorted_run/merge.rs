@@ -22,7 +22,6 @@ use std::sync::Arc;
 use strata_core::{Direction, Error, Key, Result};
 
 use super::{Entry, EntryKind};
-use crate::memtable::{KeyBounds, MemTable};
 
 /// A sorted source: entries with strictly ascending keys (descending in reverse).
 pub type SourceIter<'a> = Box<dyn Iterator<Item = Result<(Key, Entry)>> + Send + 'a>;
@@ -325,17 +324,17 @@ impl Iterator for Promising<'_> {
     }
 }
 
-/// A MemTable's entries within `bounds` as a merge source (a tombstone becomes a delete).
-pub fn memtable_source<'a>(
-    table: &'a MemTable,
-    bounds: KeyBounds<'a>,
-    direction: Direction,
-) -> SourceIter<'a> {
+/// A MemTable's entries (`MemTable::range`, `VersionedMemTable::range_at`; `None` a tombstone,
+/// which becomes a delete) as a merge source in `direction`.
+pub fn table_source<'a, I>(entries: I, direction: Direction) -> SourceIter<'a>
+where
+    I: DoubleEndedIterator<Item = (&'a [u8], Option<&'a [u8]>)> + Send + 'a,
+{
     let entry = |(key, value): (&[u8], Option<&[u8]>)| {
         Ok((key.to_vec(), value.map_or_else(Entry::delete, |v| Entry::put(v.to_vec()))))
     };
     match direction {
-        Direction::Forward => Box::new(table.range(bounds).map(entry)),
-        Direction::Reverse => Box::new(table.range(bounds).rev().map(entry)),
+        Direction::Forward => Box::new(entries.map(entry)),
+        Direction::Reverse => Box::new(entries.rev().map(entry)),
     }
 }

@@ -30,9 +30,7 @@ pub use block::{Block, BlockBuilder, DecodedBlock};
 pub use block_cache::BlockCache;
 pub use deferred::{DeferredParts, OpenPart};
 pub use filter::RunFilter;
-pub use merge::{
-    eager, memtable_source, LazyIter, MergeIter, MergeOperator, MergeOutput, SourceIter, Sourced,
-};
+pub use merge::{eager, table_source, LazyIter, MergeIter, MergeOperator, MergeOutput, SourceIter, Sourced};
 pub use reader::{RunIter, RunReader};
 pub use writer::{RunInfo, RunOptions, RunWriter};
 

@@ -401,7 +401,7 @@ fn a_merge_of_runs_and_a_memtable_matches_a_replay_both_ways() {
     for output in [MergeOutput::Visible, MergeOutput::Bottom, MergeOutput::Above] {
         for direction in [Direction::Forward, Direction::Reverse] {
             let mut sources: Vec<SourceIter<'_>> =
-                vec![memtable_source(&table, (Bound::Unbounded, Bound::Unbounded), direction)];
+                vec![table_source(table.range((Bound::Unbounded, Bound::Unbounded)), direction)];
             sources.extend(
                 runs.iter().map(|r| {
                     Box::new(r.iter(Bound::Unbounded, Bound::Unbounded, direction)) as SourceIter<'_>
