@@ -157,7 +157,7 @@ impl Inner {
         let mark = self.pages.retire_mark();
         self.pages.file().sync()?;
         Checkpoint { wal_lsn, root, tree: self.tree_config }.store(self.storage.as_ref())?;
-        let freed = self.pages.free_retired_up_to(mark);
+        let freed = self.pages.free_retired_up_to(mark)?;
         self.pages.trim_file()?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
         self.counters.bytes_freed.fetch_add(freed, Relaxed);

@@ -111,8 +111,9 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         },
     )?;
     // Only now, with the WAL found whole, is anything changed: the pages file's unused tail
-    // (from an interrupted checkpoint) goes back.
+    // (from an interrupted checkpoint) goes back, and the free holes below it.
     pages.trim_file()?;
+    pages.punch_free()?;
     let signals = Arc::new(WorkerSignals::default());
     let inner = Arc::new(Inner {
         storage,

@@ -153,17 +153,28 @@ impl Pages {
     }
 
     /// Frees the extents retired up to `mark` (the checkpoint that no longer refers to them is
-    /// durable). Returns the bytes freed.
-    pub fn free_retired_up_to(&self, mark: u64) -> u64 {
-        let mut state = self.state.lock();
-        let (done, kept): (Vec<_>, Vec<_>) = state.retired.drain(..).partition(|(seq, _)| *seq <= mark);
-        state.retired = kept;
-        let mut bytes = 0;
-        for (_, extent) in done {
-            bytes += extent.len;
-            free_into(&mut state, extent);
-        }
-        bytes
+    /// durable), their blocks first given back to the file system (`punch_hole`), so the file
+    /// holds little more than the tree on disk however much of it the tree rewrites. Punched
+    /// before they become free: a new run written into one is never punched. Returns the bytes
+    /// freed.
+    pub fn free_retired_up_to(&self, mark: u64) -> Result<u64> {
+        let done: Vec<Extent> = {
+            let mut state = self.state.lock();
+            let (done, kept): (Vec<_>, Vec<_>) = state.retired.drain(..).partition(|(seq, _)| *seq <= mark);
+            state.retired = kept;
+            done.into_iter().map(|(_, extent)| extent).collect()
+        };
+        let punched = done.iter().try_for_each(|e| self.file.punch_hole(e.offset, e.len));
+        self.free(&done);
+        punched?;
+        Ok(done.iter().map(|e| e.len).sum())
+    }
+
+    /// Gives the blocks of every free extent back to the file system (at open: the holes a
+    /// crash or an earlier version left allocated).
+    pub fn punch_free(&self) -> Result<()> {
+        let free: Vec<(u64, u64)> = self.state.lock().free.iter().map(|(&o, &l)| (o, l)).collect();
+        free.into_iter().try_for_each(|(offset, len)| self.file.punch_hole(offset, len))
     }
 
     /// The end of the allocated space (the file may be longer until `trim_file`).
@@ -264,7 +275,7 @@ mod tests {
         let mark = pages.retire_mark();
         pages.retire(b);
         assert_eq!(pages.allocate(4096).offset, 12288, "nothing retired is reused yet");
-        assert_eq!(pages.free_retired_up_to(mark), 4096);
+        assert_eq!(pages.free_retired_up_to(mark).unwrap(), 4096);
         assert_eq!(pages.allocate(4096).offset, 0, "a is free; b is retired after the mark");
     }
 

@@ -134,7 +134,7 @@ fn random_batches_match_a_model_through_splits_and_joins() {
                 } else {
                     let mark = pages.retire_mark();
                     tree.checkpoint(&pages).unwrap();
-                    pages.free_retired_up_to(mark);
+                    pages.free_retired_up_to(mark).unwrap();
                 }
                 check(&tree, &model, &mut rng, key_space);
             }
