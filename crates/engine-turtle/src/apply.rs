@@ -14,7 +14,7 @@ use strata_kit::sorted_run::Entry;
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
 use crate::tables::Table;
-use crate::tree::entry_bytes;
+use crate::tree::{entry_bytes, SpillTo};
 
 /// How far `apply_table` went.
 enum Applied {
@@ -114,8 +114,10 @@ impl Inner {
     /// they are written into free extents and the tree reads them from there — a checkpoint's
     /// write and install without its sync and record. The durable state stays the last
     /// checkpoint's: a crash leaves the written extents unreferenced (free at the next open),
-    /// and what the tree lets go of waits for the next record, as at a checkpoint. So a table's
-    /// apply holds little more than χ of new runs besides the tables, whatever it rewrites.
+    /// and what the tree lets go of waits for the next record, as at a checkpoint. Within a
+    /// batch, a level merge writes its segments as it cuts them once they pass the room left
+    /// under χ (`SpillTo`, in `apply_batch`). So a table's apply holds little more than χ of
+    /// new runs besides the tables, whatever it rewrites.
     fn spill_if_over(&self) -> Result<()> {
         if self.tree.read().new_run_bytes() <= self.checkpoint_distance_bytes.load(Relaxed) {
             return Ok(());
@@ -134,7 +136,10 @@ impl Inner {
     /// engine is poisoned (the table stays in the WAL for the next open).
     fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
         let mut next = self.tree.read().clone();
-        let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch(batch)))
+        // Room under χ for the new runs this batch's merges keep in memory (step 6a).
+        let room = self.checkpoint_distance_bytes.load(Relaxed).saturating_sub(next.new_run_bytes());
+        let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
+        let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch_spilling(batch, Some(spill))))
             .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));
         if let Err(e) = applied {
             return Err(self.writes.poison(e));

@@ -35,6 +35,8 @@ use std::sync::Arc;
 use strata_core::{Direction, Key, Result, Value};
 use strata_kit::sorted_run::{Entry, EntryKind};
 
+use crate::pages::Pages;
+
 pub use leaf::Leaf;
 pub use node::Node;
 pub use page::{ChildKind, ChildRef};
@@ -79,6 +81,30 @@ impl TreeConfig {
     }
 }
 
+/// Where a level merge writes the segments it cuts once its output passes `after_bytes` (so a
+/// merge of a node's whole buffer never holds it all in memory). Written, not synced, and
+/// referenced only by the tree in memory until a checkpoint, as a spill's runs.
+#[derive(Clone, Debug)]
+pub struct SpillTo {
+    pub pages: Arc<Pages>,
+    pub after_bytes: u64,
+}
+
+/// The apply path's settings: the tree's shape (`Deref`), and where large merges spill.
+#[derive(Clone, Debug)]
+pub struct ApplyConfig {
+    pub tree: TreeConfig,
+    pub spill: Option<SpillTo>,
+}
+
+impl std::ops::Deref for ApplyConfig {
+    type Target = TreeConfig;
+
+    fn deref(&self) -> &TreeConfig {
+        &self.tree
+    }
+}
+
 /// A subtree: a leaf or an interior node.
 #[derive(Clone, Debug)]
 pub enum Subtree {
@@ -96,7 +122,7 @@ impl Subtree {
         lower: Key,
         upper: Option<Key>,
         batch: Vec<(Key, Entry)>,
-        config: &TreeConfig,
+        config: &ApplyConfig,
     ) -> Result<Vec<(Key, Subtree)>> {
         if batch.is_empty() {
             return Ok(vec![(lower, self)]);
@@ -247,31 +273,38 @@ impl Tree {
         &self.config
     }
 
-    /// Applies `batch`: keys strictly ascending, puts and deletes (no merge operands).
+    /// Applies `batch`: keys strictly ascending, puts and deletes (no merge operands); every
+    /// new run stays in memory.
     pub fn apply_batch(&mut self, batch: Vec<(Key, Entry)>) -> Result<()> {
+        self.apply_batch_spilling(batch, None)
+    }
+
+    /// `apply_batch`, a level merge writing its segments to `spill` once past its bytes.
+    pub fn apply_batch_spilling(&mut self, batch: Vec<(Key, Entry)>, spill: Option<SpillTo>) -> Result<()> {
         if batch.windows(2).any(|w| w[0].0 >= w[1].0) || batch.iter().any(|(_, e)| e.kind == EntryKind::Merge)
         {
             return Err(strata_core::Error::invalid(
                 "turtle tree: a batch needs ascending keys, puts and deletes only",
             ));
         }
+        let config = ApplyConfig { tree: self.config, spill };
         let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::default()));
-        let parts = root.apply(Key::new(), None, batch, &self.config)?;
+        let parts = root.apply(Key::new(), None, batch, &config)?;
         self.root = if parts.len() == 1 {
             parts.into_iter().next().map(|(_, s)| s).unwrap_or(Subtree::Leaf(Leaf::default()))
         } else {
             Subtree::Node(Arc::new(Node::above(parts, &self.config)))
         };
-        self.collapse_root()
+        self.collapse_root(&config)
     }
 
     /// A root node with one child hands its buffer down and gives way to the child.
-    fn collapse_root(&mut self) -> Result<()> {
+    fn collapse_root(&mut self, config: &ApplyConfig) -> Result<()> {
         while let Subtree::Node(node) = &mut self.root {
             if node.pivot_count() > 1 {
                 return Ok(());
             }
-            let child = Arc::make_mut(node).drain_into_only_child(&self.config)?;
+            let child = Arc::make_mut(node).drain_into_only_child(config)?;
             self.root = child;
         }
         Ok(())

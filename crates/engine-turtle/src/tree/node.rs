@@ -13,7 +13,7 @@ use strata_core::{bound_key, bounds_hold_nothing, Direction, Error, Key, Result}
 use strata_kit::sorted_run::{eager, DeferredParts, Entry, LazyIter, MergeIter, MergeOutput, OpenPart};
 
 use super::segment::{max_lower, min_upper, Flushed, Segment};
-use super::{entry_bytes, Leaf, Subtree, TreeConfig};
+use super::{entry_bytes, ApplyConfig, Leaf, Run, Subtree, TreeConfig};
 use crate::pages::ExtentGuard;
 
 /// See the module documentation.
@@ -222,7 +222,7 @@ impl Node {
     /// batches' worth or more (into level 2 and up) runs as two halves split at the middle
     /// pivot, the lower one on a second thread (the paper's §4.2 splits a merge over cores):
     /// each half's segments cover its own key range, side by side.
-    pub fn insert(&mut self, mut batch: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<()> {
+    pub fn insert(&mut self, mut batch: Vec<(Key, Entry)>, config: &ApplyConfig) -> Result<()> {
         if self.levels.len() < config.max_levels() {
             self.levels.resize(config.max_levels(), Vec::new());
         }
@@ -260,7 +260,7 @@ impl Node {
         target: usize,
         lower: &Key,
         upper: Option<&Key>,
-        config: &TreeConfig,
+        config: &ApplyConfig,
     ) -> Result<Vec<Segment>> {
         let mut sources: Vec<LazyIter<'_>> = vec![eager(Box::new(batch.into_iter().map(Ok)))];
         for level in &self.levels[..=target] {
@@ -272,7 +272,7 @@ impl Node {
             ));
         }
         let merged = MergeIter::lazy(sources, Direction::Forward, MergeOutput::Above);
-        cut_into_segments(merged, lower.clone(), upper.cloned(), config.leaf_bytes)
+        cut_into_segments(merged, lower.clone(), upper.cloned(), config)
     }
 
     /// Unflushed bytes buffered for pivot `i`.
@@ -303,7 +303,7 @@ impl Node {
 
     /// Step 2: one flush of the fullest pivot when it holds a leaf's worth, then more while the
     /// node buffers more than `leaf_bytes · (pivots − 1)`.
-    pub fn flush_while_due(&mut self, config: &TreeConfig) -> Result<()> {
+    pub fn flush_while_due(&mut self, config: &ApplyConfig) -> Result<()> {
         let (i, pending, _) = self.buffer_summary();
         if pending >= config.leaf_bytes {
             self.flush(i, config)?;
@@ -313,7 +313,7 @@ impl Node {
 
     /// Flushes the fullest pivot while the node buffers more than `leaf_bytes · (pivots − 1)`
     /// (after an insert, or a split that left a half with fewer pivots than its buffer needs).
-    fn restore_buffer_bound(&mut self, config: &TreeConfig) -> Result<()> {
+    fn restore_buffer_bound(&mut self, config: &ApplyConfig) -> Result<()> {
         loop {
             let (i, pending, buffered) = self.buffer_summary();
             let limit = self.buffer_bound(config);
@@ -325,7 +325,7 @@ impl Node {
     }
 
     /// Flushes up to a leaf's worth of pivot `i`'s entries into its child.
-    fn flush(&mut self, i: usize, config: &TreeConfig) -> Result<()> {
+    fn flush(&mut self, i: usize, config: &ApplyConfig) -> Result<()> {
         let (lower, upper) = {
             let (l, u) = self.pivot_range(i);
             (l.to_vec(), u.map(<[u8]>::to_vec))
@@ -357,7 +357,7 @@ impl Node {
 
     /// Puts `parts` (child `i` after an apply) in its place, then joins it with a neighbour when
     /// it came back as one underfull subtree.
-    fn splice_child(&mut self, i: usize, parts: Vec<(Key, Subtree)>, config: &TreeConfig) -> Result<()> {
+    fn splice_child(&mut self, i: usize, parts: Vec<(Key, Subtree)>, config: &ApplyConfig) -> Result<()> {
         let single = parts.len() == 1;
         let old_lower = self.pivots[i].clone();
         let mut parts = parts.into_iter();
@@ -381,7 +381,7 @@ impl Node {
     /// Joins children `j` and `j + 1` into one (re-split when the join is too large). Buffered
     /// segments with a flush bound for either pivot are copied without their flushed entries:
     /// two bounds cannot become one.
-    fn join_children(&mut self, j: usize, config: &TreeConfig) -> Result<()> {
+    fn join_children(&mut self, j: usize, config: &ApplyConfig) -> Result<()> {
         let ranges: Vec<(Key, Option<Key>)> = [j, j + 1]
             .iter()
             .map(|&p| {
@@ -463,7 +463,7 @@ impl Node {
     }
 
     /// A node over `max_pivots` splits in half (repeatedly); returns it or its parts.
-    pub fn split_if_needed(self, config: &TreeConfig) -> Result<Vec<(Key, Subtree)>> {
+    pub fn split_if_needed(self, config: &ApplyConfig) -> Result<Vec<(Key, Subtree)>> {
         if self.pivots.len() <= config.max_pivots {
             return Ok(vec![(self.pivots[0].clone(), Subtree::Node(Arc::new(self)))]);
         }
@@ -507,7 +507,7 @@ impl Node {
     }
 
     /// Flushes everything buffered into the only child and returns the child (a root giving way).
-    pub fn drain_into_only_child(&mut self, config: &TreeConfig) -> Result<Subtree> {
+    pub fn drain_into_only_child(&mut self, config: &ApplyConfig) -> Result<Subtree> {
         let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded, u64::MAX)?;
         self.levels.iter_mut().for_each(Vec::clear);
         let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::default()));
@@ -599,30 +599,44 @@ const PARALLEL_MERGE_MIN_LEVEL: usize = 2;
 /// A level's merged entries as segments of about `leaf_bytes` each, their views side by side
 /// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
 /// frees fit the next ones, and a segment whose entries are all flushed leaves on its own.
+/// Entries stream from the merge into segment-sized vectors, and once the segments kept in
+/// memory pass `config.spill`'s bytes the next ones are written as they are cut: a merge of a
+/// node's whole buffer (up to `leaf_bytes · (pivots − 1)`) holds about that much, not all of it.
 fn cut_into_segments(
     entries: impl Iterator<Item = Result<(Key, Entry)>>,
     lower: Key,
     upper: Option<Key>,
-    leaf_bytes: u64,
+    config: &ApplyConfig,
 ) -> Result<Vec<Segment>> {
     let mut segments = Vec::new();
     let mut chunk: Vec<(Key, Entry)> = Vec::new();
     let mut chunk_bytes = 0u64;
     let mut chunk_lower = lower;
-    // Entries stream from the merge into segment-sized vectors: the level is never whole in
-    // one vector (the merge of a node's buffer can be its whole `leaf_bytes · (pivots − 1)`).
+    let mut kept_bytes = 0u64;
+    let mut segment_of = |entries: Vec<(Key, Entry)>| -> Result<Segment> {
+        let run = Run::memory(entries);
+        match &config.spill {
+            Some(spill) if kept_bytes >= spill.after_bytes => {
+                Ok(Segment::of_run(run.persist(&spill.pages, config.run_block_bytes())?))
+            }
+            _ => {
+                kept_bytes += run.memory_bytes();
+                Ok(Segment::of_run(run))
+            }
+        }
+    };
     for item in entries {
         let (key, entry) = item?;
-        if chunk_bytes >= leaf_bytes {
+        if chunk_bytes >= config.leaf_bytes {
             let full = std::mem::take(&mut chunk);
-            segments.push(Segment::new(full).narrowed(&chunk_lower, Some(&key)));
+            segments.push(segment_of(full)?.narrowed(&chunk_lower, Some(&key)));
             chunk_lower = key.clone();
             chunk_bytes = 0;
         }
         chunk_bytes += entry_bytes(&key, &entry);
         chunk.push((key, entry));
     }
-    segments.push(Segment::new(chunk).narrowed(&chunk_lower, upper.as_deref()));
+    segments.push(segment_of(chunk)?.narrowed(&chunk_lower, upper.as_deref()));
     Ok(segments)
 }
 

@@ -81,7 +81,12 @@ pub(super) fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a
 impl Segment {
     /// A segment of `entries` (sorted, keys unique), nothing flushed.
     pub fn new(entries: Vec<(Key, Entry)>) -> Segment {
-        Segment::from_parts(Run::memory(entries), BTreeMap::new(), Key::new(), None)
+        Segment::of_run(Run::memory(entries))
+    }
+
+    /// A segment of all of `run`, nothing flushed.
+    pub fn of_run(run: Run) -> Segment {
+        Segment::from_parts(run, BTreeMap::new(), Key::new(), None)
     }
 
     /// A segment as a node page describes it.

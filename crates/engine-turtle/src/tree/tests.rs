@@ -208,3 +208,31 @@ fn an_inverted_range_of_a_checkpointed_run_holds_no_bytes() {
     assert_eq!(run.bytes_between(Bound::Included(&high), Bound::Excluded(&low)), 0);
     assert!(run.bytes_between(Bound::Included(&low), Bound::Excluded(&high)) > 0);
 }
+
+/// A level merge whose segments pass its spill's bytes writes the rest as it cuts them: with no
+/// room at all the buffers' new runs are on disk (rewritten leaves stay in memory) while the
+/// same batches without a spill keep them in memory, and both trees read as the model.
+#[test]
+fn level_merges_past_their_room_write_their_segments_as_they_cut_them() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let config = TreeConfig { leaf_bytes: 512, max_pivots: 8 };
+    let storage = MemStorage::new();
+    let pages = new_pages(&storage);
+    let (mut kept, mut spilled) = (Tree::new(config), Tree::new(config));
+    let mut model = BTreeMap::new();
+    let key_space = 2_000;
+    for _ in 0..300 {
+        let n = rng.gen_range(1..60);
+        let batch = random_batch(&mut rng, n, key_space, 8);
+        apply_to_model(&mut model, &batch);
+        kept.apply_batch(batch.clone()).unwrap();
+        let spill = SpillTo { pages: pages.clone(), after_bytes: 0 };
+        spilled.apply_batch_spilling(batch, Some(spill)).unwrap();
+        spilled.check().unwrap();
+    }
+    let (in_memory, left) = (kept.new_run_bytes(), spilled.new_run_bytes());
+    assert!(pages.end() > 0, "segments were written");
+    assert!(left * 2 < in_memory, "{left} bytes of new runs left in memory against {in_memory}");
+    check(&kept, &model, &mut rng, key_space);
+    check(&spilled, &model, &mut rng, key_space);
+}
