@@ -97,6 +97,15 @@ pub struct ApplyConfig {
     pub spill: Option<SpillTo>,
 }
 
+impl ApplyConfig {
+    /// The settings for each of a merge's two halves: half the spill's room each.
+    pub fn halved(&self) -> ApplyConfig {
+        let spill =
+            self.spill.as_ref().map(|s| SpillTo { pages: s.pages.clone(), after_bytes: s.after_bytes / 2 });
+        ApplyConfig { tree: self.tree, spill }
+    }
+}
+
 impl std::ops::Deref for ApplyConfig {
     type Target = TreeConfig;
 

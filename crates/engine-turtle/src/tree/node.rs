@@ -231,6 +231,7 @@ impl Node {
         let segments = if target >= PARALLEL_MERGE_MIN_LEVEL && self.pivots.len() >= 2 {
             let mid = self.pivots[self.pivots.len() / 2].clone();
             let upper_batch = batch.split_off(batch.partition_point(|(k, _)| k < &mid));
+            let config = &config.halved();
             let (lower_half, upper_half) = std::thread::scope(|scope| {
                 let this = &*self;
                 let lower_half =
