@@ -13,7 +13,7 @@ use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
-use crate::tables::Table;
+use crate::tables::Frozen;
 use crate::tree::{entry_bytes, SpillTo};
 
 /// How far `apply_table` went.
@@ -50,7 +50,7 @@ impl Inner {
 
     /// Steps 5–7 for one finalized table; it leaves the finalized list once the checkpoint
     /// holding it is durable.
-    fn apply_and_checkpoint(&self, frozen: &Arc<Table>) -> Result<()> {
+    fn apply_and_checkpoint(&self, frozen: &Arc<Frozen>) -> Result<()> {
         let _one_at_a_time = self.apply_lock.lock();
         // A close that took the lock first has closed the WAL and may have let the directory
         // go: nothing more may be written.
@@ -61,7 +61,7 @@ impl Inner {
         }
         self.writes.state().check_not_poisoned()?;
         let lsn = match self.apply_table(frozen) {
-            Ok(Applied::Whole) => self.write_checkpoint(frozen.read().last_lsn),
+            Ok(Applied::Whole) => self.write_checkpoint(frozen.last_lsn),
             // The tree in memory goes with the handle; the table stays in the WAL.
             Ok(Applied::StoppedByClose) => return Ok(()),
             Err(e) => Err(e),
@@ -86,12 +86,11 @@ impl Inner {
     /// WAL onto the last checkpoint, and `close` does not wait for a table of up to χ.
     /// Only the newest version of a key goes: a snapshot that reads an older one holds the
     /// table and the tree it started with.
-    fn apply_table(&self, frozen: &Table) -> Result<Applied> {
+    fn apply_table(&self, frozen: &Frozen) -> Result<Applied> {
         let leaf_bytes = self.tree_config.leaf_bytes;
         let mut batch: Vec<(Key, Entry)> = Vec::new();
         let mut batch_bytes = 0u64;
-        let table = frozen.read();
-        for (key, value) in table.entries.newest() {
+        for (key, value) in frozen.entries.newest() {
             let entry = value.map_or_else(Entry::delete, |v| Entry::put(v.to_vec()));
             batch_bytes += entry_bytes(key, &entry);
             batch.push((key.to_vec(), entry));

@@ -19,7 +19,7 @@ use crate::checkpoint::Checkpoint;
 use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::TurtleOptions;
 use crate::pages::{Pages, PAGES_FILE};
-use crate::tables::{Snapshots, Table, Tables};
+use crate::tables::{new_active, Snapshots, Tables};
 use crate::tree::{Tree, TreeConfig};
 
 /// WAL segment files are named `turtle-wal-{id}.log`.
@@ -119,7 +119,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         storage,
         wal_options,
         writes: LoggedWrites::new(replayed.wal, "turtle engine"),
-        tables: RwLock::new(Tables::new(Table::new(active, last_lsn))),
+        tables: RwLock::new(Tables::new(new_active(active, last_lsn))),
         snapshots: Arc::default(),
         tree: RwLock::new(tree),
         tree_config,

@@ -1,131 +1,48 @@
-//! Range scans, point-in-time: a scan takes a `View` when it starts (the tables and a copy of
-//! the tree as of the last applied write, its lsn registered so the active table keeps the
-//! versions it reads) and reads it in chunks (`strata_kit::chunked_range`). The view holds the
-//! tables and the tree's runs until the scan is dropped. A chunk holds no lock while it reads
-//! the device, and copies no more of the active table than the records it returns can reach:
-//! 1. With no lock (the finalized tables' read locks, which no writer takes): the view's
-//!    finalized tables and tree merged (deletes kept) until they give `reach` records (at
-//!    first as many as the chunk wants): their span ends at the last key read.
-//! 2. Under the view's active table's read lock: a copy of its entries as of the view's lsn
-//!    within that span, at most `reach` (more are cut off: the span then ends at the last one
-//!    copied).
-//! 3. With no lock: the copy laid over step 1's entries within the span (`overlay`). Where
-//!    deletes in the active table hid records and the span ended before the chunk was full, the
-//!    chunk goes on past the span's end with twice the reach.
+//! Range scans, point-in-time and streaming. A scan takes a `View` when it starts (the tables
+//! and a copy of the tree as of the last applied write, its lsn registered so the active table
+//! keeps the versions it reads) and holds it until it is dropped. The view's finalized tables
+//! and tree never change, so one merge of them (`Older`) runs the whole scan, read one entry at
+//! a time as the caller asks, never sought again and never read past what is returned. Only
+//! the active table changes under the scan: it is copied a window at a time, under its read
+//! lock and as of the view's lsn, each window at most `n` entries (8 doubling to 1,024), never
+//! across a device read. An entry comes out once both streams have reached it: the window ends
+//! (when cut at its size) at its last key, and an older entry past that end waits for the next
+//! window. A key in the window hides the older one; deletes come out of neither.
 
 use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use self_cell::self_cell;
 use strata_core::{borrow_bound, Direction, Key, KeyRange, Result, Value};
-use strata_kit::chunked_range::{ChunkSizes, ChunkSource};
 use strata_kit::sorted_run::{eager, table_source, Entry, EntryKind, LazyIter, MergeIter, MergeOutput};
+use strata_kit::versioned_memtable::VersionedMemTable;
 
 use crate::engine::Inner;
-use crate::tables::{Registration, Table};
+use crate::tables::{Active, Frozen, Registration};
 use crate::tree::Tree;
 
-/// Each chunk seeks every run on the path again (a block per level of every node, mostly cached
-/// by then), and reads its entries plus the merge's look-ahead from the leaf, whatever the caller
-/// takes of them. A first chunk of 32 with doubling refills (32, then 64) reads about 80 entries
-/// for a YCSB E scan of 1–100 records against about 110 with a first chunk of 64 (whose 65- to
-/// 100-record scans read 192): a leaf block fewer per scan. Measured: E 1.1–1.2× with 12% fewer
-/// bytes read per scan (docs/benchmarks.md); 16 read a little less again for more re-seeks.
-pub(crate) const CHUNK_SIZES: ChunkSizes = ChunkSizes { first_entries: 32, max_entries: 1024 };
+/// Entries of the first active-table window; each next one doubles, up to `MAX_WINDOW`.
+const FIRST_WINDOW: usize = 8;
+const MAX_WINDOW: usize = 1024;
 
-/// The most records a part reaches for (a part after one whose records deletes hid reaches
-/// twice as far as it, up to this).
-const MAX_REACH: usize = 1 << 16;
-
-/// Entries, and where their span ends short of the range's end.
-type Spanned = (Vec<(Key, Entry)>, Option<Key>);
+/// Records returned before the engine's state is checked again (then twice as many, up to
+/// `MAX_CHECK_EVERY`): a scan begun before a failed write stops with the poison.
+const FIRST_CHECK: usize = 32;
+const MAX_CHECK_EVERY: usize = 1024;
 
 /// The store as of one write (`lsn`): the tables then, and the tree then.
 pub(crate) struct View {
     lsn: u64,
     /// The table that was active: writes after `lsn` may still land in it (they are not seen).
-    active: Arc<Table>,
+    active: Arc<Active>,
     /// Newest first.
-    finalized: Vec<Arc<Table>>,
+    finalized: Vec<Arc<Frozen>>,
     tree: Tree,
     _registration: Registration,
-}
-
-/// A scan: the engine (for its state and counters) and the view it reads.
-pub(crate) struct Scan {
-    pub inner: Arc<Inner>,
-    pub view: View,
-}
-
-/// What one part read: its records, and where its span ended short of the range's end.
-struct Part {
-    records: Vec<(Key, Value)>,
-    span_end: Option<Key>,
-}
-
-/// `range` narrowed to end (in `direction`) at `end`, inclusive, when there is one.
-fn bounds_until<'a>(
-    range: &'a KeyRange,
-    end: Option<&'a Key>,
-    direction: Direction,
-) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
-    let (lower, upper) = (borrow_bound(&range.start), borrow_bound(&range.end));
-    match (end, direction) {
-        (None, _) => (lower, upper),
-        (Some(end), Direction::Forward) => (lower, Bound::Included(end.as_slice())),
-        (Some(end), Direction::Reverse) => (Bound::Included(end.as_slice()), upper),
-    }
-}
-
-/// Whether `key` lies within the span ending at `end` (inclusive) in `direction`.
-fn within(key: &[u8], end: Option<&Key>, direction: Direction) -> bool {
-    match (end, direction) {
-        (None, _) => true,
-        (Some(end), Direction::Forward) => key <= end.as_slice(),
-        (Some(end), Direction::Reverse) => key >= end.as_slice(),
-    }
-}
-
-/// Step 4: the records of `newer` over `older` (both sorted in `direction`, a key's entry in
-/// `newer` hiding its entry in `older`, deletes hiding the key), at most `limit` of them.
-fn overlay(
-    newer: Vec<(Key, Entry)>,
-    older: Vec<(Key, Entry)>,
-    direction: Direction,
-    limit: usize,
-) -> Vec<(Key, Value)> {
-    let mut records = Vec::with_capacity(limit.min(newer.len() + older.len()));
-    let (mut newer, mut older) = (newer.into_iter().peekable(), older.into_iter().peekable());
-    while records.len() < limit {
-        let order = match (newer.peek(), older.peek()) {
-            (None, None) => break,
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (Some((n, _)), Some((o, _))) => match direction {
-                Direction::Forward => n.cmp(o),
-                Direction::Reverse => o.cmp(n),
-            },
-        };
-        if order == Ordering::Equal {
-            older.next(); // hidden by the newer entry
-        }
-        let next = if order == Ordering::Greater { older.next() } else { newer.next() };
-        if let Some((key, entry)) = next {
-            if entry.kind == EntryKind::Put {
-                records.push((key, entry.value));
-            }
-        }
-    }
-    records
-}
-
-/// `range` past `key` in `direction` (what is left after a part that ended at `key`).
-fn past(range: &KeyRange, key: Key, direction: Direction) -> KeyRange {
-    match direction {
-        Direction::Forward => KeyRange { start: Bound::Excluded(key), end: range.end.clone() },
-        Direction::Reverse => KeyRange { start: range.start.clone(), end: Bound::Excluded(key) },
-    }
 }
 
 impl Inner {
@@ -148,88 +65,221 @@ impl Inner {
     }
 }
 
-impl View {
-    /// Step 1: entries (deletes kept) until `records` puts or the range's end, and the span's
-    /// end (`None`: the range's end).
-    fn read_older(&self, range: &KeyRange, direction: Direction, records: usize) -> Result<Spanned> {
-        let (lower, upper) = (borrow_bound(&range.start), borrow_bound(&range.end));
-        let finalized: Vec<_> = self.finalized.iter().map(|t| t.read()).collect();
-        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(finalized.len() + 1);
-        for table in &finalized {
-            sources.push(eager(table_source(table.entries.range_at((lower, upper), self.lsn), direction)));
-        }
-        sources.push(self.tree.range(lower, upper, direction));
-        let mut entries = Vec::new();
-        let mut puts = 0;
-        for item in MergeIter::lazy(sources, direction, MergeOutput::Above) {
-            let (key, entry) = item?;
-            puts += usize::from(entry.kind == EntryKind::Put);
-            entries.push((key, entry));
-            if puts == records {
-                let end = entries.last().map(|(k, _)| k.clone());
-                return Ok((entries, end));
-            }
-        }
-        Ok((entries, None))
-    }
+/// What the older layers' merge borrows: the view and the scan's bounds.
+struct Owner {
+    view: View,
+    range: KeyRange,
+}
 
-    /// Steps 1–3 for at most `records` records, reading `reach` records of the older layers
-    /// and at most `reach` entries of the active table.
-    fn read_part(
-        &self,
-        range: &KeyRange,
-        direction: Direction,
-        records: usize,
-        reach: usize,
-    ) -> Result<Part> {
-        let (older_entries, older_end) = self.read_older(range, direction, reach)?;
-        let bounds = bounds_until(range, older_end.as_ref(), direction);
-        let mut active: Vec<(Key, Entry)> = {
-            let table = self.active.read();
-            let entries = table_source(table.entries.range_at(bounds, self.lsn), direction);
-            entries.take(reach + 1).collect::<Result<_>>()?
-        };
-        let span_end = if active.len() > reach {
-            active.truncate(reach);
-            active.last().map(|(k, _)| k.clone())
-        } else {
-            older_end
-        };
-        let older_entries: Vec<(Key, Entry)> =
-            older_entries.into_iter().take_while(|(k, _)| within(k, span_end.as_ref(), direction)).collect();
-        let records = overlay(active, older_entries, direction, records);
-        Ok(Part { records, span_end })
+type OlderMerge<'a> = Peekable<MergeIter<'a>>;
+
+self_cell!(
+    /// The view's finalized tables and tree merged over the scan's range, deletes kept.
+    struct Older {
+        owner: Owner,
+        #[not_covariant]
+        dependent: OlderMerge,
+    }
+);
+
+fn older_layers(view: View, range: KeyRange, direction: Direction) -> Older {
+    Older::new(Owner { view, range }, |o| {
+        let (lower, upper) = (borrow_bound(&o.range.start), borrow_bound(&o.range.end));
+        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(o.view.finalized.len() + 1);
+        for frozen in &o.view.finalized {
+            let entries = frozen.entries.range_at((lower, upper), o.view.lsn);
+            sources.push(eager(table_source(entries, direction)));
+        }
+        sources.push(o.view.tree.range(lower, upper, direction));
+        MergeIter::lazy(sources, direction, MergeOutput::Above).peekable()
+    })
+}
+
+/// The active table's entries as of the view, copied a window at a time.
+struct Window {
+    entries: VecDeque<(Key, Entry)>,
+    /// Where the last copy was cut at its size (its last key): nothing past it is known yet.
+    /// `None` once a copy reached the range's end.
+    cut_at: Option<Key>,
+    started: bool,
+    next_size: usize,
+}
+
+/// `key` against `other` in scan order.
+fn scan_order(key: &[u8], other: &[u8], direction: Direction) -> Ordering {
+    match direction {
+        Direction::Forward => key.cmp(other),
+        Direction::Reverse => other.cmp(key),
     }
 }
 
-impl ChunkSource for Scan {
-    fn check_readable(&self) -> Result<()> {
+impl Window {
+    /// Whether the (empty) window must be copied further before the older head, at `older`
+    /// (`None`: the older layers are done), may come out.
+    fn needs_copy(&self, older: Option<&[u8]>, direction: Direction) -> bool {
+        match (&self.cut_at, older) {
+            _ if !self.started => true,
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(cut), Some(key)) => scan_order(key, cut, direction) == Ordering::Greater,
+        }
+    }
+
+    /// The next window: the view's active table past the last cut, within the range.
+    fn copy(&mut self, view: &View, range: &KeyRange, direction: Direction) -> Result<()> {
+        let n = self.next_size;
+        self.next_size = (n * 2).min(MAX_WINDOW);
+        let (mut lower, mut upper) = (borrow_bound(&range.start), borrow_bound(&range.end));
+        if let Some(cut) = &self.cut_at {
+            match direction {
+                Direction::Forward => lower = Bound::Excluded(cut),
+                Direction::Reverse => upper = Bound::Excluded(cut),
+            }
+        }
+        let copy = |entries: &VersionedMemTable| -> Result<Vec<(Key, Entry)>> {
+            let source = table_source(entries.range_at((lower, upper), view.lsn), direction);
+            source.take(n + 1).collect()
+        };
+        let active = view.active.read();
+        let mut copied = match active.frozen.clone() {
+            // Finalized since the view was taken: immutable now, read with no lock.
+            Some(frozen) => {
+                drop(active);
+                copy(&frozen.entries)?
+            }
+            None => copy(&active.entries)?,
+        };
+        self.started = true;
+        self.cut_at = if copied.len() > n {
+            copied.truncate(n);
+            copied.last().map(|(k, _)| k.clone())
+        } else {
+            None
+        };
+        self.entries = copied.into();
+        Ok(())
+    }
+}
+
+/// What comes next in a scan.
+enum Next {
+    Window,
+    /// The older head, and the window's head of the same key hides it.
+    WindowHidingOlder,
+    Older,
+    CopyWindow,
+    End,
+}
+
+/// See the module documentation.
+pub(crate) struct TurtleScan {
+    inner: Arc<Inner>,
+    older: Older,
+    direction: Direction,
+    window: Window,
+    returned: usize,
+    next_check: usize,
+    check_every: usize,
+    bytes_returned: u64,
+    done: bool,
+}
+
+impl TurtleScan {
+    pub(crate) fn new(inner: Arc<Inner>, range: KeyRange, direction: Direction) -> Result<TurtleScan> {
+        let view = inner.view()?;
+        let window =
+            Window { entries: VecDeque::new(), cut_at: None, started: false, next_size: FIRST_WINDOW };
+        let done = range.is_empty();
+        Ok(TurtleScan {
+            inner,
+            older: older_layers(view, range, direction),
+            direction,
+            window,
+            returned: 0,
+            next_check: FIRST_CHECK,
+            check_every: FIRST_CHECK,
+            bytes_returned: 0,
+            done,
+        })
+    }
+
+    /// The next entry in scan order, a delete included; `None` at the range's end.
+    fn next_entry(&mut self) -> Result<Option<(Key, Entry)>> {
+        let (direction, window) = (self.direction, &mut self.window);
+        self.older.with_dependent_mut(|owner, older| loop {
+            let next = match (window.entries.front(), older.peek()) {
+                (_, Some(Err(_))) => return older.next().transpose(),
+                (None, head) => {
+                    let head = head.map(|item| item.as_ref().map_or(&[][..], |(k, _)| k.as_slice()));
+                    match (window.needs_copy(head, direction), head) {
+                        (true, _) => Next::CopyWindow,
+                        (false, None) => Next::End,
+                        (false, Some(_)) => Next::Older,
+                    }
+                }
+                (Some(_), None) => Next::Window,
+                (Some((w, _)), Some(Ok((o, _)))) => match scan_order(w, o, direction) {
+                    Ordering::Less => Next::Window,
+                    Ordering::Equal => Next::WindowHidingOlder,
+                    Ordering::Greater => Next::Older,
+                },
+            };
+            match next {
+                Next::CopyWindow => window.copy(&owner.view, &owner.range, direction)?,
+                Next::End => return Ok(None),
+                Next::Older => return older.next().transpose(),
+                Next::WindowHidingOlder => {
+                    older.next().transpose()?;
+                    return Ok(window.entries.pop_front());
+                }
+                Next::Window => return Ok(window.entries.pop_front()),
+            }
+        })
+    }
+
+    /// Every so many records: the engine still readable (not closed, not poisoned).
+    fn check_if_due(&mut self) -> Result<()> {
+        if self.returned < self.next_check {
+            return Ok(());
+        }
+        self.check_every = (self.check_every * 2).min(MAX_CHECK_EVERY);
+        self.next_check = self.returned + self.check_every;
+        self.count_bytes();
         self.inner.writes.check_usable()
     }
 
-    /// Reads parts until `limit` records or the range's end: a part whose span ended before it
-    /// was full (deletes in the active table hid records) is followed by one past its end that
-    /// reaches twice as far.
-    fn read_chunk(&self, range: &KeyRange, direction: Direction, limit: usize) -> Result<Vec<(Key, Value)>> {
-        let mut chunk: Vec<(Key, Value)> = Vec::with_capacity(limit);
-        let mut rest = range.clone();
-        let mut reach = limit;
-        loop {
-            let want = limit - chunk.len();
-            let part = self.view.read_part(&rest, direction, want, reach)?;
-            reach = reach.saturating_mul(2).min(MAX_REACH);
-            let short = part.records.len() < want;
-            chunk.extend(part.records);
-            match part.span_end {
-                Some(end) if short => rest = past(&rest, end, direction),
-                _ => break,
-            }
-            if rest.is_empty() {
-                break;
+    fn count_bytes(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes_returned);
+        self.inner.counters.user_bytes_read.fetch_add(bytes, Relaxed);
+    }
+}
+
+impl Iterator for TurtleScan {
+    type Item = Result<(Key, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let next = self.check_if_due().and_then(|()| self.next_entry());
+            match next {
+                Ok(Some((key, entry))) if entry.kind == EntryKind::Put => {
+                    self.returned += 1;
+                    self.bytes_returned += (key.len() + entry.value.len()) as u64;
+                    return Some(Ok((key, entry.value)));
+                }
+                Ok(Some(_)) => {} // a delete
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
             }
         }
-        let bytes: usize = chunk.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.inner.counters.user_bytes_read.fetch_add(bytes as u64, Relaxed);
-        Ok(chunk)
+        None
+    }
+}
+
+impl Drop for TurtleScan {
+    fn drop(&mut self) {
+        self.count_bytes();
     }
 }

@@ -24,7 +24,6 @@ use strata_core::{
     KvIter, Limits, Maintenance, MaintenanceTask, Result, Stats, Value, VerifyReport, WriteBatch,
 };
 use strata_io::Storage;
-use strata_kit::chunked_range::ChunkedRange;
 use strata_kit::worker::Worker;
 use strata_kit::EngineFactory;
 
@@ -156,8 +155,7 @@ impl Engine for TurtleEngine {
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
         self.inner.note_ops(1, 0);
-        let scan = iter::Scan { inner: self.inner.clone(), view: self.inner.view()? };
-        Ok(Box::new(ChunkedRange::new(Arc::new(scan), range, direction, iter::CHUNK_SIZES)))
+        Ok(Box::new(iter::TurtleScan::new(self.inner.clone(), range, direction)?))
     }
 
     fn flush(&self) -> Result<()> {

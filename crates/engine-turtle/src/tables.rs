@@ -1,68 +1,70 @@
 //! The MemTables: the active one, written under its own lock, and up to `MAX_FINALIZED` finalized
-//! ones on their way into the tree; and the live snapshots, whose lsns decide which older
-//! versions the active table keeps (`VersionedMemTable`).
+//! ones on their way into the tree, immutable and read with no lock; and the live snapshots,
+//! whose lsns decide which older versions the active table keeps (`VersionedMemTable`).
 //!
-//! Lock order: `Inner::tables`, then a table's own lock. A writer holds the tables' read lock
-//! and the active table's write lock; finalizing a table takes the tables' write lock, so no
-//! write lands in a table once it is finalized. A snapshot registers its lsn under the active
-//! table's read lock, so every write either sees the registration or comes after the snapshot.
+//! Lock order: `Inner::tables`, then the active table's lock. A writer holds the tables' read
+//! lock and the active table's write lock; finalizing takes both write locks, moves the
+//! active table's entries into a `Frozen` table and leaves a pointer to it behind, so a view
+//! that holds the old active table finds its entries there. A snapshot registers its lsn under
+//! the active table's read lock, so every write either sees the registration or comes after
+//! the snapshot.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock};
 use strata_core::Value;
 use strata_kit::versioned_memtable::{VersionedMemTable, NEWEST};
 
-/// A MemTable and the last WAL record applied to it (for a new, empty active table: the last
-/// one applied to the table before it, so it is always the store's newest lsn).
+/// A finalized MemTable: no more writes; `last_lsn` is the last WAL record it holds.
 #[derive(Debug)]
-pub(crate) struct TableState {
+pub(crate) struct Frozen {
     pub entries: VersionedMemTable,
     pub last_lsn: u64,
 }
 
-/// A MemTable shared by the tables' list and the snapshots that read it; only the active one
-/// is ever written.
-#[derive(Debug)]
-pub(crate) struct Table(RwLock<TableState>);
+/// The active MemTable and the last WAL record applied to it (for a new, empty one: the last
+/// applied to the table before it, so it is always the store's newest lsn). Once finalized its
+/// entries are in `frozen`.
+#[derive(Debug, Default)]
+pub(crate) struct ActiveState {
+    pub entries: VersionedMemTable,
+    pub last_lsn: u64,
+    pub frozen: Option<Arc<Frozen>>,
+}
 
-impl Table {
-    pub fn new(entries: VersionedMemTable, last_lsn: u64) -> Arc<Table> {
-        Arc::new(Table(RwLock::new(TableState { entries, last_lsn })))
-    }
+/// The active table, shared with the views that read it.
+pub(crate) type Active = RwLock<ActiveState>;
 
-    pub fn read(&self) -> RwLockReadGuard<'_, TableState> {
-        self.0.read()
-    }
-
-    pub fn write(&self) -> RwLockWriteGuard<'_, TableState> {
-        self.0.write()
-    }
+pub(crate) fn new_active(entries: VersionedMemTable, last_lsn: u64) -> Arc<Active> {
+    Arc::new(RwLock::new(ActiveState { entries, last_lsn, frozen: None }))
 }
 
 /// The active table and the finalized ones, oldest first.
 pub(crate) struct Tables {
-    pub active: Arc<Table>,
-    pub finalized: VecDeque<Arc<Table>>,
+    pub active: Arc<Active>,
+    pub finalized: VecDeque<Arc<Frozen>>,
 }
 
 impl Tables {
-    pub fn new(active: Arc<Table>) -> Tables {
+    pub fn new(active: Arc<Active>) -> Tables {
         Tables { active, finalized: VecDeque::new() }
     }
 
-    /// Moves a non-empty active table to the finalized list; a new empty one takes its place.
+    /// Moves a non-empty active table's entries to the finalized list; a new empty table takes
+    /// its place.
     pub fn finalize_active(&mut self) -> bool {
-        let last_lsn = {
-            let active = self.active.read();
-            if active.entries.is_empty() {
-                return false;
-            }
-            active.last_lsn
-        };
-        let table = std::mem::replace(&mut self.active, Table::new(VersionedMemTable::default(), last_lsn));
-        self.finalized.push_back(table);
+        let mut active = self.active.write();
+        if active.entries.is_empty() {
+            return false;
+        }
+        let entries = std::mem::take(&mut active.entries);
+        let frozen = Arc::new(Frozen { entries, last_lsn: active.last_lsn });
+        active.frozen = Some(frozen.clone());
+        let last_lsn = active.last_lsn;
+        drop(active);
+        self.active = new_active(VersionedMemTable::default(), last_lsn);
+        self.finalized.push_back(frozen);
         true
     }
 
@@ -72,18 +74,17 @@ impl Tables {
     }
 
     pub fn memory_bytes(&self) -> u64 {
-        self.newest_first().map(|t| t.read().entries.memory_bytes()).sum()
-    }
-
-    /// The active table, then the finalized ones newest first.
-    pub fn newest_first(&self) -> impl Iterator<Item = &Arc<Table>> {
-        std::iter::once(&self.active).chain(self.finalized.iter().rev())
+        let finalized: u64 = self.finalized.iter().map(|f| f.entries.memory_bytes()).sum();
+        self.active.read().entries.memory_bytes() + finalized
     }
 
     /// `key` in the tables, newest first: `Some(None)` a delete, `None` not there (look in the
     /// tree).
     pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
-        self.newest_first().find_map(|table| table.read().entries.get_at(key, NEWEST).map(|v| v.cloned()))
+        if let Some(found) = self.active.read().entries.get_at(key, NEWEST) {
+            return Some(found.cloned());
+        }
+        self.finalized.iter().rev().find_map(|f| f.entries.get_at(key, NEWEST).map(|v| v.cloned()))
     }
 }
 

@@ -1,8 +1,7 @@
 //! `ChunkedRange`: an engine's range scan read in chunks, each under the engine's own short
 //! locks (`ChunkSource::read_chunk`), resuming after the last key returned. A long scan never
-//! holds a lock for long; keys come out strictly ordered; each chunk is a consistent view. The
-//! scan as a whole is a point-in-time snapshot only when the source reads one (`turtle`'s scans
-//! read the view they took at their start; `memory`'s read the map as it is at each chunk).
+//! holds a lock for long; keys come out strictly ordered; each chunk is a consistent view, the
+//! scan as a whole is not a point-in-time snapshot. Used by `memory`.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
