@@ -611,12 +611,16 @@ fn describe(v: Option<&[u8]>) -> String {
 const LARGE_PUT_STEP_BYTES: usize = 24;
 
 /// Runs the operations the input describes against `kind` on an in-memory store and a
-/// `BTreeMap`, reopening when asked; every read and scan must match the model.
+/// `BTreeMap`, reopening when asked; every read and scan must match the model. On an engine
+/// with point-in-time scans, a scan may also be held open (up to four) while later operations
+/// run: each advance, and its end (before a reopen, or at the input's end), must match the model
+/// as it was when the scan began.
 pub fn model_ops(kind: EngineKind, data: &[u8]) {
     let storage = Arc::new(MemStorage::new());
     let open = || Db::open("fuzz", options(kind).storage(storage.clone())).expect("open");
     let mut db = open();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut held: Vec<HeldScan> = Vec::new();
     let mut input = Input(data);
     while let Some(op) = input.byte() {
         let k = format!("k{:02}", input.byte().unwrap_or(0) % 48).into_bytes();
@@ -647,6 +651,13 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
                 }
                 assert_eq!(new, model.get(&k).cloned(), "rmw {k:?}");
             }
+            6 if db.capabilities().point_in_time_scans && op & 0x30 != 0 => {
+                if op & 0x30 == 0x10 && held.len() < 4 {
+                    held.push(HeldScan::open(&db, &model, k));
+                } else if let Some(scan) = held.last_mut() {
+                    scan.advance(usize::from(op >> 6) * 3 + 1);
+                }
+            }
             6 if db.capabilities().ordered => {
                 let got: Vec<(Vec<u8>, Vec<u8>)> =
                     db.range(k.clone()..).expect("range").map(|r| r.expect("item")).collect();
@@ -655,14 +666,43 @@ pub fn model_ops(kind: EngineKind, data: &[u8]) {
                 assert_eq!(got, want, "range scan");
             }
             _ => {
+                held.drain(..).for_each(HeldScan::finish);
                 db.close().expect("close");
                 drop(db);
                 db = open();
             }
         }
     }
+    held.drain(..).for_each(HeldScan::finish);
     for (k, v) in &model {
         assert_eq!(db.get(k).expect("final get").as_ref(), Some(v), "final {k:?}");
+    }
+}
+
+/// A scan held open across later operations, and the records it must yield: the model's when
+/// it began.
+struct HeldScan {
+    iter: strata::Iter,
+    expected: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+}
+
+impl HeldScan {
+    fn open(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, from: Vec<u8>) -> HeldScan {
+        let expected: Vec<_> = model.range(from.clone()..).map(|(a, b)| (a.clone(), b.clone())).collect();
+        HeldScan { iter: db.range(from..).expect("range"), expected: expected.into_iter() }
+    }
+
+    /// The next `n` records (fewer at the end) match the model at the scan's start.
+    fn advance(&mut self, n: usize) {
+        for _ in 0..n {
+            let got = self.iter.next().map(|r| r.expect("held scan item"));
+            assert_eq!(got, self.expected.next(), "a held scan saw the store after it began");
+        }
+    }
+
+    fn finish(mut self) {
+        let rest = self.expected.len() + 1;
+        self.advance(rest);
     }
 }
 

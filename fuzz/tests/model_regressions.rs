@@ -10,3 +10,21 @@ use strata::EngineKind;
 fn model_f2_rmw_of_the_largest_value_is_not_grown_past_the_limit() {
     strata_fuzz::model_ops(EngineKind::F2, &[42, 255, 255, 37, 255]);
 }
+
+/// The harness's held scans on a point-in-time engine: a scan opened before an overwrite, a
+/// delete and a new key yields the records as they were, both advanced and finished at the end.
+#[test]
+fn model_turtle_held_scans_see_the_store_as_it_began() {
+    let ops: &[u8] = &[
+        0, 1, 10, // put k01
+        0, 2, 10, // put k02
+        22, 0, // hold a scan from k00
+        0, 1, 20, // overwrite k01
+        3, 2, // delete k02
+        0, 3, 5, // put k03
+        230, 0, // advance the held scan by 10
+        22, 0, // hold a second scan
+        3, 1, // delete k01
+    ];
+    strata_fuzz::model_ops(EngineKind::Turtle, ops);
+}
