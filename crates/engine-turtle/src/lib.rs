@@ -183,9 +183,11 @@ impl Engine for TurtleEngine {
             let tables = inner.tables.read();
             (tables.memory_bytes(), tables.finalized.len() as u64)
         };
-        let (tree_memory, new_run_bytes, height, leaves) = {
-            let tree = inner.tree.read();
-            (tree.memory_bytes(), tree.new_run_bytes(), tree.height() as u64, tree.leaf_count() as u64)
+        let (tree_memory, new_run_bytes, height, leaves, bytes) = {
+            // A copy, walked with no lock held (the worker's swap does not wait for it).
+            let tree = inner.tree.read().clone();
+            let shape = (tree.height() as u64, tree.leaf_count() as u64);
+            (tree.memory_bytes(), tree.new_run_bytes(), shape.0, shape.1, tree.bytes())
         };
         let c = &inner.counters;
         let cache = inner.pages.block_cache();
@@ -216,6 +218,9 @@ impl Engine for TurtleEngine {
                 ("pages_free_bytes", inner.pages.free_bytes()),
                 ("tree_height", height),
                 ("tree_leaves", leaves),
+                ("tree_leaf_bytes", bytes.leaves),
+                ("tree_buffer_run_bytes", bytes.buffer_runs),
+                ("tree_buffer_pending_bytes", bytes.buffer_pending),
                 ("tree_memory_bytes", tree_memory),
                 ("block_cache_bytes", cache.capacity_bytes()),
                 ("block_cache_used_bytes", cache.used_bytes()),

@@ -261,6 +261,32 @@ fn memory_of(subtree: &Subtree, counted: fn(&Run) -> bool) -> u64 {
     }
 }
 
+/// The tree's bytes by kind (`entry_bytes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeBytes {
+    /// In leaves: each live key once.
+    pub leaves: u64,
+    /// In the buffers' runs, each run once, its flushed entries included.
+    pub buffer_runs: u64,
+    /// Of those, the entries not yet flushed (each view of a shared run counted).
+    pub buffer_pending: u64,
+}
+
+fn add_bytes(subtree: &Subtree, seen: &mut HashSet<usize>, bytes: &mut TreeBytes) {
+    match subtree {
+        Subtree::Leaf(leaf) => bytes.leaves += leaf.run().total_bytes(),
+        Subtree::Node(node) => {
+            for segment in node.levels().iter().flatten() {
+                if seen.insert(segment.run().id()) {
+                    bytes.buffer_runs += segment.run().total_bytes();
+                }
+            }
+            bytes.buffer_pending += node.pending_total();
+            node.children().iter().for_each(|c| add_bytes(c, seen, bytes));
+        }
+    }
+}
+
 /// The whole tree.
 #[derive(Clone, Debug)]
 pub struct Tree {
@@ -353,6 +379,13 @@ impl Tree {
     }
 
     /// Memory held by new runs (not yet written; a run shared by two views counted for each).
+    /// Its bytes by kind (a walk of every node).
+    pub fn bytes(&self) -> TreeBytes {
+        let mut bytes = TreeBytes::default();
+        add_bytes(&self.root, &mut HashSet::new(), &mut bytes);
+        bytes
+    }
+
     pub fn new_run_bytes(&self) -> u64 {
         memory_of(&self.root, Run::is_memory)
     }

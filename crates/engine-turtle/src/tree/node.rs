@@ -289,6 +289,11 @@ impl Node {
         config.leaf_bytes * (self.pivots.len() as u64 - 1).max(1)
     }
 
+    /// Unflushed bytes buffered for all pivots.
+    pub fn pending_total(&self) -> u64 {
+        self.buffer_summary().2
+    }
+
     /// The fullest pivot, its pending bytes, and the bytes buffered for all pivots (one pass).
     fn buffer_summary(&self) -> (usize, u64, u64) {
         let mut summary = (0, 0, 0);
