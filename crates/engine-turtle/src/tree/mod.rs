@@ -190,6 +190,14 @@ impl Subtree {
         }
     }
 
+    /// A leaf's bytes (`entry_bytes`); none for a node.
+    pub fn leaf_bytes(&self) -> u64 {
+        match self {
+            Subtree::Leaf(leaf) => leaf.bytes(),
+            Subtree::Node(_) => 0,
+        }
+    }
+
     /// Leaves under it.
     pub fn leaf_count(&self) -> usize {
         match self {
