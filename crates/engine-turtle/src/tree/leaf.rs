@@ -63,20 +63,34 @@ impl Leaf {
         batch: Vec<(Key, Entry)>,
         config: &TreeConfig,
     ) -> Result<Vec<(Key, Leaf)>> {
+        Ok(self.apply_counting(lower, batch, config)?.0)
+    }
+
+    /// `apply`, and the `entry_bytes` of the batch's entries whose key the leaf held (records
+    /// replaced or deleted, where the rest are new keys).
+    pub fn apply_counting(
+        self,
+        lower: Key,
+        batch: Vec<(Key, Entry)>,
+        config: &TreeConfig,
+    ) -> Result<(Vec<(Key, Leaf)>, u64)> {
         let old = self.run.entries()?;
         let mut merged: Vec<(Key, Entry)> = Vec::with_capacity(old.len() + batch.len());
         let mut old = old.into_iter().peekable();
+        let mut replaced_bytes = 0;
         for (key, entry) in batch {
             while let Some(item) = old.next_if(|(k, _)| *k < key) {
                 merged.push(item);
             }
-            old.next_if(|(k, _)| *k == key);
+            if old.next_if(|(k, _)| *k == key).is_some() {
+                replaced_bytes += entry_bytes(&key, &entry);
+            }
             if entry.kind == EntryKind::Put {
                 merged.push((key, entry));
             }
         }
         merged.extend(old);
-        Ok(split_even(lower, merged, config.leaf_bytes))
+        Ok((split_even(lower, merged, config.leaf_bytes), replaced_bytes))
     }
 
     /// Two neighbouring leaves' records (`self` the lower), in order.

@@ -38,7 +38,7 @@ use strata_kit::sorted_run::{Entry, EntryKind};
 use crate::pages::Pages;
 
 pub use leaf::Leaf;
-pub use node::Node;
+pub use node::{Node, SPACE_PENDING_FRACTION};
 pub use page::{ChildKind, ChildRef};
 pub use run::Run;
 pub use segment::{Flushed, Segment};

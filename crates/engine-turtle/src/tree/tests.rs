@@ -241,3 +241,34 @@ fn level_merges_past_their_room_write_their_segments_as_they_cut_them() {
     check(&kept, &model, &mut rng, key_space);
     check(&spilled, &model, &mut rng, key_space);
 }
+
+/// Overwrites of keys the leaves hold keep a node's buffer within `SPACE_PENDING_FRACTION` of
+/// its leaves (about: a flush happens after the batch that passes it), while the same tree
+/// buffers more than that before the overwrites, when its batches brought new keys.
+#[test]
+fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
+    let mut tree = Tree::new(config);
+    let key_space = 6_000;
+    let mut order: Vec<u32> = (0..key_space).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    for chunk in order.chunks(100) {
+        let mut batch: Vec<(Key, Entry)> = chunk.iter().map(|&i| (key(i), Entry::put(vec![1; 60]))).collect();
+        batch.sort_by(|a, b| a.0.cmp(&b.0));
+        tree.apply_batch(batch).unwrap();
+    }
+    let loaded = tree.bytes();
+    assert_eq!(tree.height(), 2, "one node above leaves");
+    assert!(loaded.buffer_pending as f64 > loaded.leaves as f64 * SPACE_PENDING_FRACTION, "{loaded:?}");
+    for _ in 0..600 {
+        let n = rng.gen_range(50..150);
+        let batch = random_batch(&mut rng, n, key_space, 1_000);
+        tree.apply_batch(batch).unwrap();
+    }
+    let after = tree.bytes();
+    let bound = after.leaves as f64 * SPACE_PENDING_FRACTION + 2.0 * config.leaf_bytes as f64;
+    assert!((after.buffer_pending as f64) < bound, "{after:?} against {bound}");
+}
