@@ -193,11 +193,18 @@ impl<'a> MergeIter<'a> {
                 continue;
             }
             let Some(Sourced::Entry(key, newest)) = self.heads[first].take() else { return None };
+            // Another source holds the key only if the runner-up does (it is the least of the
+            // other heads): most steps compare one head, not every one.
+            let tied = match self.order {
+                Some((_, Some(r))) => self.heads[r].as_ref().is_some_and(|h| h.key() == key.as_slice()),
+                Some((_, None)) => false,
+                None => true,
+            };
             self.advance(first);
             // Older entries matter only under a merge operand: no allocation per key otherwise.
             let keep_older = newest.kind == EntryKind::Merge;
             let mut older = Vec::new();
-            for i in first + 1..self.heads.len() {
+            for i in (first + 1..self.heads.len()).filter(|_| tied) {
                 if self.heads[i].as_ref().is_some_and(|h| h.key() == key.as_slice()) {
                     if let Some(Sourced::Entry(_, entry)) = self.heads[i].take() {
                         if keep_older {
