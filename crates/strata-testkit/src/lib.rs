@@ -38,6 +38,7 @@ pub mod bulk_load;
 pub mod conformance;
 pub mod crash;
 pub mod damage;
+pub mod disk;
 mod escape;
 pub mod failed_writes;
 mod failure;
