@@ -10,6 +10,7 @@
 //! the snapshot.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -92,18 +93,28 @@ impl Tables {
 #[derive(Debug, Default)]
 pub(crate) struct Snapshots {
     live: Mutex<BTreeMap<u64, usize>>,
+    /// How many registrations `live` holds: a write with none live takes no lock. Changed
+    /// under `live`'s lock; a registration happens under the active table's read lock and the
+    /// writer reads it under that table's write lock, so the writer sees every registration
+    /// that precedes its write.
+    count: AtomicUsize,
 }
 
 impl Snapshots {
     /// The newest live snapshot's lsn. Called under the active table's write lock.
     pub fn newest(&self) -> Option<u64> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         self.live.lock().last_key_value().map(|(lsn, _)| *lsn)
     }
 
     /// Registers a snapshot at `lsn` until the registration is dropped. Called under the
     /// active table's read lock, `lsn` its `last_lsn`.
     pub fn register(self: &Arc<Snapshots>, lsn: u64) -> Registration {
-        *self.live.lock().entry(lsn).or_insert(0) += 1;
+        let mut live = self.live.lock();
+        *live.entry(lsn).or_insert(0) += 1;
+        self.count.fetch_add(1, Ordering::Release);
         Registration { snapshots: self.clone(), lsn }
     }
 }
@@ -123,6 +134,7 @@ impl Drop for Registration {
             if *count == 0 {
                 live.remove(&self.lsn);
             }
+            self.snapshots.count.fetch_sub(1, Ordering::Release);
         }
     }
 }

@@ -131,11 +131,6 @@ impl VersionedMemTable {
         self.data_bytes
     }
 
-    /// Keys held (each with one or more versions).
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -333,10 +333,11 @@ impl Node {
     /// fraction of a leaf's worth: write amplification for space, paid only where the buffer
     /// replaces records (a load of new keys buffers data, not space, and pays nothing).
     fn restore_space_bound(&mut self, config: &ApplyConfig) -> Result<()> {
+        if self.child_height() != 1 {
+            return Ok(());
+        }
+        // A flush splits or joins leaves, never changes the height below.
         for _ in 0..self.pivots.len() * 2 {
-            if self.child_height() != 1 {
-                return Ok(());
-            }
             let leaves: u64 = self.children.iter().map(Subtree::leaf_bytes).sum();
             let (i, pending, buffered) = self.buffer_summary();
             let replacing = buffered as f64 * self.replacing_share;
