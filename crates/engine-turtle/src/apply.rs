@@ -42,7 +42,7 @@ impl Inner {
     pub(crate) fn checkpoint_now(&self) -> Result<()> {
         {
             let mut tables = self.tables.write();
-            tables.finalize_active();
+            self.finalize_active(&mut tables);
         }
         self.apply_finalized()?;
         self.writes.check_usable()

@@ -58,6 +58,9 @@ pub(crate) struct Inner {
     pub tree_version: AtomicU64,
     /// χ, in bytes of the active table's memory.
     pub checkpoint_distance_bytes: AtomicU64,
+    /// χ when the active table began: while `MAX_FINALIZED` tables wait for the tree, the
+    /// active table is finalized only at the larger of this and χ (`finalize_limit_bytes`).
+    pub active_began_under_bytes: AtomicU64,
     /// Moves χ while `checkpoint_distance` is `auto`.
     pub tuner: DistanceTuner,
     pub signals: Arc<WorkerSignals>,
@@ -115,6 +118,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     pages.trim_file()?;
     pages.punch_free()?;
     let signals = Arc::new(WorkerSignals::default());
+    let initial_distance_bytes = options.initial_distance_bytes(config.memory_budget_bytes);
     let inner = Arc::new(Inner {
         storage,
         wal_options,
@@ -126,7 +130,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         pages,
         apply_lock: Mutex::new(()),
         tree_version: AtomicU64::new(0),
-        checkpoint_distance_bytes: AtomicU64::new(options.initial_distance_bytes(config.memory_budget_bytes)),
+        checkpoint_distance_bytes: AtomicU64::new(initial_distance_bytes),
+        active_began_under_bytes: AtomicU64::new(initial_distance_bytes),
         tuner: DistanceTuner::new(options.checkpoint_distance == AutoOr::Auto),
         signals: signals.clone(),
         counters: Counters::default(),
@@ -158,16 +163,20 @@ fn spawn_worker(inner: &Arc<Inner>, signals: Arc<WorkerSignals>) -> Result<Worke
 
 impl Inner {
     /// Unless pinned, the block cache gets what the budget leaves after the MemTables, room
-    /// for the active one to reach χ, and the tree's memory (at least an eighth of the budget).
+    /// for the active one to reach its `finalize_limit_bytes`, and the tree's memory (at least
+    /// an eighth of the budget).
     /// Called when those change by a table's worth: at open, when a table is finalized or
     /// leaves, and when χ changes.
     pub(crate) fn resize_block_cache(&self) {
         if self.block_cache_pinned.load(Relaxed) {
             return;
         }
-        let tables = self.tables.read().memory_bytes();
+        let (tables, growth) = {
+            let tables = self.tables.read();
+            (tables.memory_bytes(), self.finalize_limit_bytes(&tables))
+        };
         let tree = self.tree.read().memory_bytes();
-        let reserved = tables + self.checkpoint_distance_bytes.load(Relaxed) + tree;
+        let reserved = tables + growth + tree;
         let budget = self.memory_budget_bytes;
         self.pages.block_cache().set_capacity(budget.saturating_sub(reserved).max(budget / 8));
     }
@@ -193,17 +202,39 @@ impl Inner {
         self.resize_block_cache();
     }
 
-    /// Finalizes the active table once it holds χ, and wakes the worker.
+    /// Finalizes the active table once it holds `finalize_limit_bytes`, and wakes the worker.
     fn finalize_if_full(&self) {
-        let distance = self.checkpoint_distance_bytes.load(Relaxed);
         let mut tables = self.tables.write();
-        let full = tables.active.read().entries.memory_bytes() >= distance;
-        if full && tables.finalize_active() {
+        let full = tables.active.read().entries.memory_bytes() >= self.finalize_limit_bytes(&tables);
+        if full && self.finalize_active(&mut tables) {
             self.counters.tables_finalized.fetch_add(1, Relaxed);
             drop(tables);
             self.signals.request();
             self.resize_block_cache();
         }
+    }
+
+    /// The active table's memory at which it is finalized: χ, unless `MAX_FINALIZED` tables
+    /// already wait for the tree — then the χ it began under if that is larger. A χ that falls
+    /// (`auto` at the end of a load) so never finalizes a table early into a full list, which
+    /// would stop every writer until the worker applied a whole table of the old χ; the tables
+    /// never hold more than the χ they began under allowed.
+    pub(crate) fn finalize_limit_bytes(&self, tables: &Tables) -> u64 {
+        let distance = self.checkpoint_distance_bytes.load(Relaxed);
+        if tables.finalized.len() < MAX_FINALIZED {
+            return distance;
+        }
+        distance.max(self.active_began_under_bytes.load(Relaxed))
+    }
+
+    /// Moves the active table to the finalized list (when it holds anything); the new active
+    /// table begins under the current χ.
+    pub(crate) fn finalize_active(&self, tables: &mut Tables) -> bool {
+        let finalized = tables.finalize_active();
+        if finalized {
+            self.active_began_under_bytes.store(self.checkpoint_distance_bytes.load(Relaxed), Relaxed);
+        }
+        finalized
     }
 
     /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree. The writer's own

@@ -208,6 +208,7 @@ impl Engine for TurtleEngine {
                 ("checkpoint_distance_changes", inner.tuner.changes.load(Relaxed)),
                 ("write_share_permille", inner.tuner.write_share_permille()),
                 ("finalized_tables", finalized),
+                ("memtables_bytes", tables_memory),
                 ("tables_finalized", c.tables_finalized.load(Relaxed)),
                 ("batches_applied", c.batches_applied.load(Relaxed)),
                 ("checkpoints", c.checkpoints.load(Relaxed)),

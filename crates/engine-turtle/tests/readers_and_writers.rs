@@ -141,3 +141,51 @@ fn scans_see_records_while_their_table_is_finalized_and_applied() {
     writer.join().unwrap();
     assert!(counter(&engine, "tables_finalized") > 40, "{:?}", engine.stats().engine_counters);
 }
+
+/// Found at 20M records (docs/benchmarks.md): when `auto` χ fell at the end of a load, the next
+/// write finalized the active table, already above the new χ, into a list of two finalized
+/// tables, and every writer then waited for the worker to apply a whole table of the load's χ
+/// (3.5 s without a completed operation in YCSB A). With the list full, the active table now
+/// grows to the χ it began under; the lower χ takes over once the list has room.
+#[test]
+fn a_falling_distance_never_makes_writers_wait_for_a_full_list() {
+    let (engine, gate) = store_behind_a_gate("turtle-apply", false);
+    engine.maintenance().set_option("checkpoint_distance", "256KiB").unwrap();
+    gate.held.store(true, SeqCst);
+    let mut i = 10_000;
+    let mut put = |engine: &TurtleEngine| {
+        engine.put(&key(i), &value(i, 1), Durability::None).unwrap();
+        i += 1;
+    };
+    // Two tables finalized while the worker waits in the first one's apply.
+    while counter(&engine, "finalized_tables") < 2 {
+        put(&engine);
+    }
+    wait_until(|| gate.waiting.load(SeqCst) > 0);
+    for _ in 0..200 {
+        put(&engine);
+    }
+    assert!(counter(&engine, "memtables_bytes") > 64 << 10, "{:?}", engine.stats().engine_counters);
+    engine.maintenance().set_option("checkpoint_distance", "64KiB").unwrap();
+    let (writer, (sender, received)) = (engine.clone(), std::sync::mpsc::channel());
+    std::thread::spawn(move || {
+        for n in 0..200 {
+            writer.put(&key(50_000 + n), &value(n, 2), Durability::None).unwrap();
+        }
+        sender.send(()).unwrap();
+    });
+    let wrote = received.recv_timeout(Duration::from_secs(10));
+    let waits = counter(&engine, "writer_waits");
+    gate.held.store(false, SeqCst);
+    wrote.expect("writers waited for the worker after χ fell");
+    assert_eq!(waits, 0);
+    // Once the list has room, the next write finalizes the table at the lower χ.
+    wait_until(|| counter(&engine, "finalized_tables") < 2);
+    let finalized = counter(&engine, "tables_finalized");
+    engine.put(&key(60_000), &value(0, 3), Durability::None).unwrap();
+    assert_eq!(counter(&engine, "tables_finalized"), finalized + 1);
+    for n in (0..200).step_by(7) {
+        assert_eq!(engine.get(&key(50_000 + n)).unwrap(), Some(value(n, 2)));
+    }
+    engine.close().unwrap();
+}
