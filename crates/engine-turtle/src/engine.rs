@@ -95,7 +95,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     let pages = Arc::new(Pages::new(file.clone(), file.len()?).with_block_cache(cache));
     let (tree, used) = match checkpoint {
         Some(c) => Tree::open(&pages, c.root, tree_config)?,
-        None => (Tree::new(tree_config), Vec::new()),
+        None => (Tree::new(tree_config)?, Vec::new()),
     };
     pages.rebuild_free(used);
     // 3. The WAL after the checkpoint, into the active table.

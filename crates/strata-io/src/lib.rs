@@ -4,8 +4,11 @@
 //! - [`MemStorage`]: in memory, every write immediately "durable" — fast tests;
 //! - [`SimStorage`]: in memory, seeded; tracks written vs durable bytes, crashes, injects faults.
 //!
+//! [`BytesFile`] is one read-only file over bytes in memory, outside any storage.
+//!
 //! Every backend counts bytes and operations ([`IoStats`]).
 
+mod bytes_file;
 mod counters;
 mod file;
 mod hook_storage;
@@ -15,6 +18,7 @@ mod sim;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+pub use bytes_file::BytesFile;
 pub use counters::Counters;
 pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
 pub use hook_storage::{HookStorage, ReadHook, SyncHook, WriteHook};

@@ -20,13 +20,12 @@ pub struct Leaf {
     bytes: u64,
 }
 
-impl Default for Leaf {
-    fn default() -> Leaf {
-        Leaf { run: Run::memory(Vec::new()), bytes: 0 }
-    }
-}
-
 impl Leaf {
+    /// A leaf with no records (a new tree's root, a placeholder while a node rebuilds a child).
+    pub fn empty() -> Result<Leaf> {
+        Ok(Leaf { run: Run::empty()?, bytes: 0 })
+    }
+
     /// A leaf of `run` (puts only) whose records count `bytes` (from its node page).
     pub fn from_run(run: Run, bytes: u64) -> Leaf {
         Leaf { run, bytes }
@@ -90,7 +89,7 @@ impl Leaf {
             }
         }
         merged.extend(old);
-        Ok((split_even(lower, merged, config.leaf_bytes), replaced_bytes))
+        Ok((split_even(lower, merged, config)?, replaced_bytes))
     }
 
     /// Two neighbouring leaves' records (`self` the lower), in order.
@@ -106,14 +105,18 @@ impl Leaf {
     }
 }
 
-/// `entries` cut into `⌈bytes / limit⌉` parts of about equal size (one part when they fit, or
-/// when there is a single entry; a part can pass `limit` by less than one entry); the first
-/// part's lower key is `lower`, the others' their first key.
-pub fn split_even(lower: Key, entries: Vec<(Key, Entry)>, limit: u64) -> Vec<(Key, Leaf)> {
+/// `entries` cut into `⌈bytes / leaf_bytes⌉` parts of about equal size (one part when they
+/// fit, or when there is a single entry; a part can pass `leaf_bytes` by less than one entry);
+/// the first part's lower key is `lower`, the others' their first key.
+pub fn split_even(lower: Key, entries: Vec<(Key, Entry)>, config: &TreeConfig) -> Result<Vec<(Key, Leaf)>> {
+    let block_bytes = config.run_block_bytes();
+    let leaf = |entries: Vec<(Key, Entry)>, bytes: u64| -> Result<Leaf> {
+        Ok(Leaf { run: Run::memory(entries, block_bytes)?, bytes })
+    };
     let total: u64 = entries.iter().map(|(k, e)| entry_bytes(k, e)).sum();
-    let parts = total.div_ceil(limit.max(1)).max(1);
+    let parts = total.div_ceil(config.leaf_bytes.max(1)).max(1);
     if parts == 1 || entries.len() < 2 {
-        return vec![(lower, Leaf { run: Run::memory(entries), bytes: total })];
+        return Ok(vec![(lower, leaf(entries, total)?)]);
     }
     let target = total.div_ceil(parts);
     let mut out = Vec::with_capacity(parts as usize);
@@ -124,13 +127,13 @@ pub fn split_even(lower: Key, entries: Vec<(Key, Entry)>, limit: u64) -> Vec<(Ke
         let bytes = entry_bytes(&key, &entry);
         if !current.is_empty() && current_bytes + bytes > target && (out.len() as u64) < parts - 1 {
             let next_lower = key.clone();
-            let leaf = Leaf { run: Run::memory(std::mem::take(&mut current)), bytes: current_bytes };
-            out.push((std::mem::replace(&mut part_lower, next_lower), leaf));
+            let full = leaf(std::mem::take(&mut current), current_bytes)?;
+            out.push((std::mem::replace(&mut part_lower, next_lower), full));
             current_bytes = 0;
         }
         current_bytes += bytes;
         current.push((key, entry));
     }
-    out.push((part_lower, Leaf { run: Run::memory(current), bytes: current_bytes }));
-    out
+    out.push((part_lower, leaf(current, current_bytes)?));
+    Ok(out)
 }

@@ -215,26 +215,6 @@ impl Subtree {
     }
 }
 
-/// The index range of the entries of `entries` (sorted by key) within the bounds (empty when the
-/// bounds hold nothing).
-pub fn index_range<T>(
-    entries: &[(Key, T)],
-    lower: Bound<&[u8]>,
-    upper: Bound<&[u8]>,
-) -> std::ops::Range<usize> {
-    let start = match lower {
-        Bound::Included(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
-        Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() <= k),
-        Bound::Unbounded => 0,
-    };
-    let end = match upper {
-        Bound::Included(k) => entries.partition_point(|(e, _)| e.as_slice() <= k),
-        Bound::Excluded(k) => entries.partition_point(|(e, _)| e.as_slice() < k),
-        Bound::Unbounded => entries.len(),
-    };
-    start..end.max(start)
-}
-
 /// Reads `run` through unless `seen` has it (the halves of a split view one run); adds its
 /// entries to `entries`.
 fn verify_run(run: &Run, seen: &mut HashSet<usize>, entries: &mut u64) -> Result<()> {
@@ -303,8 +283,8 @@ pub struct Tree {
 }
 
 impl Tree {
-    pub fn new(config: TreeConfig) -> Tree {
-        Tree { root: Subtree::Leaf(Leaf::default()), config }
+    pub fn new(config: TreeConfig) -> Result<Tree> {
+        Ok(Tree { root: Subtree::Leaf(Leaf::empty()?), config })
     }
 
     /// A tree over `root` (read from a checkpoint).
@@ -331,10 +311,13 @@ impl Tree {
             ));
         }
         let config = ApplyConfig { tree: self.config, spill };
-        let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::default()));
+        let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::empty()?));
         let parts = root.apply(Key::new(), None, batch, &config)?;
         self.root = if parts.len() == 1 {
-            parts.into_iter().next().map(|(_, s)| s).unwrap_or(Subtree::Leaf(Leaf::default()))
+            match parts.into_iter().next() {
+                Some((_, subtree)) => subtree,
+                None => Subtree::Leaf(Leaf::empty()?),
+            }
         } else {
             Subtree::Node(Arc::new(Node::above(parts, &self.config)))
         };

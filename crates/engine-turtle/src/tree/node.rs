@@ -12,8 +12,9 @@ use std::sync::Arc;
 use strata_core::{bound_key, bounds_hold_nothing, Direction, Error, Key, Result};
 use strata_kit::sorted_run::{eager, DeferredParts, Entry, LazyIter, MergeIter, MergeOutput, OpenPart};
 
+use super::run::RunBuilder;
 use super::segment::{max_lower, min_upper, Flushed, Segment};
-use super::{entry_bytes, ApplyConfig, Leaf, Run, Subtree, TreeConfig};
+use super::{entry_bytes, ApplyConfig, Leaf, Subtree, TreeConfig};
 use crate::pages::ExtentGuard;
 
 /// See the module documentation.
@@ -388,7 +389,7 @@ impl Node {
             }
         }
         self.drop_spent_segments();
-        let child = std::mem::replace(&mut self.children[i], Subtree::Leaf(Leaf::default()));
+        let child = std::mem::replace(&mut self.children[i], Subtree::Leaf(Leaf::empty()?));
         let parts = match child {
             Subtree::Leaf(leaf) => {
                 let batch_bytes: u64 = batch.iter().map(|(k, e)| entry_bytes(k, e)).sum();
@@ -438,17 +439,17 @@ impl Node {
             .collect();
         for segment in self.levels.iter_mut().flatten() {
             if ranges.iter().any(|(l, _)| segment.has_bound(l)) {
-                *segment = segment.without_flushed(&ranges)?;
+                *segment = segment.without_flushed(&ranges, config.run_block_bytes())?;
             }
         }
         let upper_child = self.children.remove(j + 1);
         let upper_lower = self.pivots.remove(j + 1);
-        let lower_child = std::mem::replace(&mut self.children[j], Subtree::Leaf(Leaf::default()));
+        let lower_child = std::mem::replace(&mut self.children[j], Subtree::Leaf(Leaf::empty()?));
         let lower = self.pivots[j].clone();
         let upper = self.pivot_range(j).1.map(<[u8]>::to_vec);
         let parts = match (lower_child, upper_child) {
             (Subtree::Leaf(a), Subtree::Leaf(b)) => {
-                super::leaf::split_even(lower, a.joined_entries(b)?, config.leaf_bytes)
+                super::leaf::split_even(lower, a.joined_entries(b)?, config)?
                     .into_iter()
                     .map(|(k, l)| (k, Subtree::Leaf(l)))
                     .collect()
@@ -559,7 +560,7 @@ impl Node {
     pub fn drain_into_only_child(&mut self, config: &ApplyConfig) -> Result<Subtree> {
         let batch = self.merged_buffer(Bound::Unbounded, Bound::Unbounded, u64::MAX)?;
         self.levels.iter_mut().for_each(Vec::clear);
-        let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::default()));
+        let child = std::mem::replace(&mut self.children[0], Subtree::Leaf(Leaf::empty()?));
         let mut parts = child.apply(self.pivots[0].clone(), self.upper.clone(), batch, config)?;
         if parts.len() == 1 {
             return Ok(parts.remove(0).1);
@@ -653,7 +654,7 @@ pub const SPACE_PENDING_FRACTION: f64 = 0.3;
 /// A level's merged entries as segments of about `leaf_bytes` each, their views side by side
 /// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
 /// frees fit the next ones, and a segment whose entries are all flushed leaves on its own.
-/// Entries stream from the merge into segment-sized vectors, and once the segments kept in
+/// Entries stream from the merge into segment-sized runs (encoded as they come), and once the segments kept in
 /// memory pass `config.spill`'s bytes the next ones are written as they are cut: a merge of a
 /// node's whole buffer (up to `leaf_bytes · (pivots − 1)`) holds about that much, not all of it.
 fn cut_into_segments(
@@ -662,17 +663,16 @@ fn cut_into_segments(
     upper: Option<Key>,
     config: &ApplyConfig,
 ) -> Result<Vec<Segment>> {
+    let block_bytes = config.run_block_bytes();
+    let new_builder = || RunBuilder::new(block_bytes);
     let mut segments = Vec::new();
-    let mut chunk: Vec<(Key, Entry)> = Vec::new();
-    let mut chunk_bytes = 0u64;
+    let mut chunk = new_builder()?;
     let mut chunk_lower = lower;
     let mut kept_bytes = 0u64;
-    let mut segment_of = |entries: Vec<(Key, Entry)>| -> Result<Segment> {
-        let run = Run::memory(entries);
+    let mut segment_of = |chunk: RunBuilder| -> Result<Segment> {
+        let run = chunk.finish()?;
         match &config.spill {
-            Some(spill) if kept_bytes >= spill.after_bytes => {
-                Ok(Segment::of_run(run.persist(&spill.pages, config.run_block_bytes())?))
-            }
+            Some(spill) if kept_bytes >= spill.after_bytes => Ok(Segment::of_run(run.persist(&spill.pages)?)),
             _ => {
                 kept_bytes += run.memory_bytes();
                 Ok(Segment::of_run(run))
@@ -681,14 +681,12 @@ fn cut_into_segments(
     };
     for item in entries {
         let (key, entry) = item?;
-        if chunk_bytes >= config.leaf_bytes {
-            let full = std::mem::take(&mut chunk);
+        if chunk.entry_bytes() >= config.leaf_bytes {
+            let full = std::mem::replace(&mut chunk, new_builder()?);
             segments.push(segment_of(full)?.narrowed(&chunk_lower, Some(&key)));
             chunk_lower = key.clone();
-            chunk_bytes = 0;
         }
-        chunk_bytes += entry_bytes(&key, &entry);
-        chunk.push((key, entry));
+        chunk.add(&key, &entry)?;
     }
     segments.push(segment_of(chunk)?.narrowed(&chunk_lower, upper.as_deref()));
     Ok(segments)
@@ -721,7 +719,7 @@ mod scan_tests {
 
     #[test]
     fn a_scan_reaches_only_the_segments_its_bounds_meet() {
-        let whole = Segment::new(Vec::new());
+        let whole = Segment::of_run(super::super::Run::empty().unwrap());
         let level =
             [whole.narrowed(b"a", Some(b"c")), whole.narrowed(b"c", Some(b"e")), whole.narrowed(b"e", None)];
         let within = |lower, upper| segments_within(&level, lower, upper);

@@ -65,7 +65,7 @@ impl Tree {
     /// change before `install_checkpoint`.
     pub fn write_checkpoint(&self, pages: &Arc<Pages>) -> Result<WrittenCheckpoint> {
         let mut node_pages = Vec::new();
-        let root = write_subtree(&self.root, pages, self.config.run_block_bytes(), &mut node_pages)?;
+        let root = write_subtree(&self.root, pages, &mut node_pages)?;
         Ok(WrittenCheckpoint { root, node_pages })
     }
 
@@ -97,10 +97,9 @@ impl Tree {
 fn write_subtree(
     subtree: &Subtree,
     pages: &Arc<Pages>,
-    block_bytes: usize,
     node_pages: &mut Vec<Arc<ExtentGuard>>,
 ) -> Result<ChildRef> {
-    let written = |run: &Run| match run.persist(pages, block_bytes)? {
+    let written = |run: &Run| match run.persist(pages)? {
         Run::Disk(disk) => Ok((disk.extent(), disk.identity())),
         Run::Memory(_) => Err(Error::Poisoned("a written run is still in memory".into())),
     };
@@ -119,7 +118,7 @@ fn write_subtree(
             let refs = node
                 .children()
                 .iter()
-                .map(|c| write_subtree(c, pages, block_bytes, node_pages))
+                .map(|c| write_subtree(c, pages, node_pages))
                 .collect::<Result<Vec<_>>>()?;
             let segments =
                 node.levels().iter().flatten().map(|s| written(s.run())).collect::<Result<Vec<_>>>()?;

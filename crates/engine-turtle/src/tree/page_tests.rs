@@ -15,7 +15,7 @@ fn two_leaf_tree() -> (Arc<Pages>, TreeConfig, Tree, ChildRef) {
     let storage = MemStorage::new();
     let pages = Arc::new(Pages::new(storage.open(PAGES_FILE, OpenOptions::create()).unwrap(), 0));
     let config = TreeConfig { leaf_bytes: 512, max_pivots: 4 };
-    let mut tree = Tree::new(config);
+    let mut tree = Tree::new(config).unwrap();
     tree.apply_batch(batch(0..30, 1)).unwrap(); // one leaf over 512 bytes: two leaves, a root
     let root = tree.checkpoint(&pages).unwrap();
     (pages, config, tree, root)

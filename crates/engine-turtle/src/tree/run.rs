@@ -1,17 +1,23 @@
-//! A sorted run of the tree (a leaf's records or a buffer segment's entries): in memory while
-//! it is new, a kit sorted run in `turtle-pages` once a checkpoint wrote it. Clones share it; a
+//! A sorted run of the tree (a leaf's records or a buffer segment's entries), always encoded
+//! as a kit sorted run: in memory while it is new (one allocation, read through a reader over
+//! it), in `turtle-pages` once a checkpoint or spill wrote those same bytes. Clones share it; a
 //! node split gives both halves the same run. Written once however many views share it.
+//! Kept encoded rather than as entries so a new run costs one allocation to hold and to free
+//! (a reader that drops the last copy of an old tree frees whole runs), a checkpoint writes it
+//! without encoding it, and memory holds its bytes, not a vector and two allocations per entry.
 
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
 use strata_core::{Direction, Key, Result};
-use strata_io::{MemStorage, OpenOptions, Storage, StorageFile};
-use strata_kit::inline_key::heap_bytes as heap_bytes_of;
+use strata_io::{BytesFile, StorageFile};
 use strata_kit::sorted_run::{Entry, RunOptions, RunReader, RunWriter, SourceIter};
 
-use super::{entry_bytes, index_range};
+use super::entry_bytes;
 use crate::pages::{Extent, ExtentGuard, Pages, ALIGN_BYTES, PAGES_FILE};
+
+/// The name a run in memory goes by in errors.
+const MEMORY_RUN_NAME: &str = "turtle run in memory";
 
 /// See the module documentation.
 #[derive(Clone, Debug)]
@@ -20,14 +26,27 @@ pub enum Run {
     Disk(Arc<DiskRun>),
 }
 
-/// A run not yet checkpointed.
+/// A run's reader and what its node page keeps of it: the `entry_bytes` of all its entries and
+/// its data blocks' bytes, whose ratio turns the block index's byte counts into `entry_bytes`.
+#[derive(Debug)]
+struct Encoded {
+    reader: Arc<RunReader>,
+    entry_bytes: u64,
+    data_bytes: u64,
+}
+
+impl Encoded {
+    fn new(reader: RunReader, entry_bytes: u64) -> Encoded {
+        let data_bytes = reader.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
+        Encoded { reader: Arc::new(reader), entry_bytes, data_bytes }
+    }
+}
+
+/// A run not yet checkpointed: its encoding in memory.
 #[derive(Debug)]
 pub struct MemRun {
-    entries: Vec<(Key, Entry)>,
-    /// `prefix_bytes[i]`: `entry_bytes` of entries `0..i` (one more element than `entries`).
-    prefix_bytes: Vec<u64>,
-    /// The heap it holds: the vectors, and every key and value as the allocator charges it.
-    heap_bytes: u64,
+    encoded: Encoded,
+    file: Arc<BytesFile>,
     /// Set by the first checkpoint that writes it (every view then uses the one copy).
     persisted: OnceLock<Arc<DiskRun>>,
 }
@@ -36,12 +55,8 @@ pub struct MemRun {
 /// last view lets go of it.
 #[derive(Debug)]
 pub struct DiskRun {
-    reader: Arc<RunReader>,
+    encoded: Encoded,
     guard: ExtentGuard,
-    /// `entry_bytes` of all its entries (kept in its node page), and its data blocks' bytes:
-    /// their ratio turns the block index's byte counts into `entry_bytes`.
-    entry_bytes: u64,
-    data_bytes: u64,
 }
 
 impl DiskRun {
@@ -54,14 +69,13 @@ impl DiskRun {
     }
 
     fn with_reader(pages: &Arc<Pages>, extent: Extent, reader: RunReader, entry_bytes: u64) -> Arc<DiskRun> {
-        let data_bytes = reader.approximate_bytes(Bound::Unbounded, Bound::Unbounded);
         let guard = ExtentGuard::new(extent, pages.clone());
-        Arc::new(DiskRun { reader: Arc::new(reader), guard, entry_bytes, data_bytes })
+        Arc::new(DiskRun { encoded: Encoded::new(reader, entry_bytes), guard })
     }
 
     /// The run's `RunReader::identity`, which node pages keep beside their references.
     pub fn identity(&self) -> u32 {
-        self.reader.identity()
+        self.encoded.reader.identity()
     }
 
     pub fn extent(&self) -> Extent {
@@ -69,7 +83,7 @@ impl DiskRun {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.reader.memory_bytes()
+        self.encoded.reader.memory_bytes()
     }
 }
 
@@ -78,33 +92,31 @@ fn to_owned(bound: Bound<&[u8]>) -> Bound<Key> {
 }
 
 impl Run {
-    /// A run of `entries` (keys strictly ascending).
-    pub fn memory(mut entries: Vec<(Key, Entry)>) -> Run {
-        // Held until the next checkpoint: no spare capacity from the vector's growth.
-        entries.shrink_to_fit();
-        let mut prefix_bytes = Vec::with_capacity(entries.len() + 1);
-        let mut total = 0u64;
-        let mut heap_bytes = (entries.capacity() * size_of::<(Key, Entry)>()) as u64;
-        prefix_bytes.push(0);
+    /// A run of `entries` (keys strictly ascending), encoded in blocks of `block_bytes` aligned
+    /// to their size, as it will be written.
+    pub fn memory(entries: Vec<(Key, Entry)>, block_bytes: usize) -> Result<Run> {
+        let mut builder = RunBuilder::new(block_bytes)?;
         for (key, entry) in &entries {
-            total += entry_bytes(key, entry);
-            prefix_bytes.push(total);
-            heap_bytes += heap_bytes_of(key.capacity()) + heap_bytes_of(entry.value.capacity());
+            builder.add(key, entry)?;
         }
-        heap_bytes += (prefix_bytes.capacity() * size_of::<u64>()) as u64;
-        Run::Memory(Arc::new(MemRun { entries, prefix_bytes, heap_bytes, persisted: OnceLock::new() }))
+        builder.finish()
+    }
+
+    /// A run with no entries (a new tree's leaf).
+    pub fn empty() -> Result<Run> {
+        Run::memory(Vec::new(), ALIGN_BYTES as usize)
+    }
+
+    fn encoded(&self) -> &Encoded {
+        match self {
+            Run::Memory(m) => &m.encoded,
+            Run::Disk(d) => &d.encoded,
+        }
     }
 
     /// The entry of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
-        match self {
-            Run::Memory(m) => Ok(m
-                .entries
-                .binary_search_by(|(k, _)| k.as_slice().cmp(key))
-                .ok()
-                .map(|i| m.entries[i].1.clone())),
-            Run::Disk(d) => d.reader.get(key),
-        }
+        self.encoded().reader.get(key)
     }
 
     /// The entries within the bounds, in `direction`.
@@ -114,79 +126,49 @@ impl Run {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> SourceIter<'a> {
-        match self {
-            Run::Memory(m) => {
-                let slice = &m.entries[index_range(&m.entries, lower, upper)];
-                let item = |(k, e): &(Key, Entry)| Ok((k.clone(), e.clone()));
-                match direction {
-                    Direction::Forward => Box::new(slice.iter().map(item)),
-                    Direction::Reverse => Box::new(slice.iter().rev().map(item)),
-                }
-            }
-            Run::Disk(d) => Box::new(d.reader.iter(to_owned(lower), to_owned(upper), direction)),
-        }
+        Box::new(self.encoded().reader.iter(to_owned(lower), to_owned(upper), direction))
     }
 
-    /// `entry_bytes` of the entries within the bounds: exact in memory; on disk, the bytes of
-    /// the blocks that may hold them (from the block index: at most a block too many at each
-    /// end) scaled to `entry_bytes`. Zero only when the bounds hold no entry.
+    /// `entry_bytes` of the entries within the bounds: the bytes of the blocks that may hold
+    /// them (from the block index: at most a block too many at each end) scaled to
+    /// `entry_bytes`. Zero only when the bounds hold no entry.
     pub fn bytes_between(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> u64 {
-        match self {
-            Run::Memory(m) => {
-                let range = index_range(&m.entries, lower, upper);
-                m.prefix_bytes[range.end] - m.prefix_bytes[range.start]
-            }
-            Run::Disk(d) => {
-                let blocks = d.reader.approximate_bytes(lower, upper);
-                let scaled = u128::from(blocks) * u128::from(d.entry_bytes) / u128::from(d.data_bytes.max(1));
-                if blocks == 0 {
-                    0
-                } else {
-                    (scaled as u64).max(1)
-                }
-            }
+        let e = self.encoded();
+        let blocks = e.reader.approximate_bytes(lower, upper);
+        let scaled = u128::from(blocks) * u128::from(e.entry_bytes) / u128::from(e.data_bytes.max(1));
+        if blocks == 0 {
+            0
+        } else {
+            (scaled as u64).max(1)
         }
     }
 
-    /// How far `bytes_between` may count over at each end of a range: nothing in memory; on
-    /// disk, twice an average block in `entry_bytes` (a block holds `block_bytes` plus at most
-    /// one entry).
+    /// How far `bytes_between` may count over at each end of a range: twice an average block in
+    /// `entry_bytes` (a block holds `block_bytes` plus at most one entry).
     pub fn estimate_slack_bytes(&self) -> u64 {
-        match self {
-            Run::Memory(_) => 0,
-            Run::Disk(d) => 2 * d.entry_bytes / (d.reader.data_blocks() as u64).max(1),
-        }
+        let e = self.encoded();
+        2 * e.entry_bytes / (e.reader.data_blocks() as u64).max(1)
     }
 
     /// `entry_bytes` of all its entries.
     pub fn total_bytes(&self) -> u64 {
-        match self {
-            Run::Memory(m) => m.prefix_bytes.last().copied().unwrap_or(0),
-            Run::Disk(d) => d.entry_bytes,
-        }
+        self.encoded().entry_bytes
     }
 
     /// Every entry (a rewrite reads the whole run).
     pub fn entries(&self) -> Result<Vec<(Key, Entry)>> {
-        match self {
-            Run::Memory(m) => Ok(m.entries.clone()),
-            Run::Disk(_) => self.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).collect(),
-        }
+        self.iter(Bound::Unbounded, Bound::Unbounded, Direction::Forward).collect()
     }
 
-    /// Entries held (a disk run's footer count).
+    /// Entries held (the footer's count).
     pub fn entry_count(&self) -> u64 {
-        match self {
-            Run::Memory(m) => m.entries.len() as u64,
-            Run::Disk(d) => d.reader.entry_count(),
-        }
+        self.encoded().reader.entry_count()
     }
 
-    /// Memory the run holds: its entries (their vectors and allocations), or its reader's index
-    /// and filter.
+    /// Memory the run holds: its bytes and reader in memory, or its reader's index and filter.
     pub fn memory_bytes(&self) -> u64 {
         match self {
-            Run::Memory(m) => m.heap_bytes,
+            Run::Memory(m) => (m.file.capacity_bytes() + m.encoded.reader.memory_bytes()) as u64,
             Run::Disk(d) => d.memory_bytes() as u64,
         }
     }
@@ -196,9 +178,9 @@ impl Run {
         matches!(self, Run::Memory(_))
     }
 
-    /// This run on disk, in blocks of about `block_bytes`: written into `pages` on the first call
-    /// for a memory run (not synced), the existing copy afterwards.
-    pub fn persist(&self, pages: &Arc<Pages>, block_bytes: usize) -> Result<Run> {
+    /// This run on disk: its bytes written into `pages` on the first call for a memory run
+    /// (not synced), the existing copy afterwards.
+    pub fn persist(&self, pages: &Arc<Pages>) -> Result<Run> {
         let m = match self {
             Run::Disk(_) => return Ok(self.clone()),
             Run::Memory(m) => m,
@@ -206,11 +188,12 @@ impl Run {
         if let Some(disk) = m.persisted.get() {
             return Ok(Run::Disk(disk.clone()));
         }
-        // Built and opened in memory, then copied: nothing is read back from the device.
-        let built = MemStorage::new().open("run", OpenOptions::create())?;
-        let len = encode(&built, &m.entries, block_bytes)?;
-        let reader = RunReader::open_cached(built.clone(), "run", 0, len, Some(pages.block_cache().clone()))?;
-        let extent = pages.write(strata_io::read_all(built.as_ref())?)?;
+        // A reader with the block cache, opened over the bytes in memory and moved to where
+        // they are written: nothing is read back from the device.
+        let cache = Some(pages.block_cache().clone());
+        let len = m.file.len()?;
+        let reader = RunReader::open_cached(m.file.clone(), MEMORY_RUN_NAME, 0, len, cache)?;
+        let extent = pages.write(m.file.to_vec())?;
         let reader = reader.moved_to(pages.file().clone(), PAGES_FILE, extent.offset);
         let disk = DiskRun::with_reader(pages, extent, reader, self.total_bytes());
         Ok(Run::Disk(m.persisted.get_or_init(|| disk).clone()))
@@ -241,20 +224,49 @@ impl Run {
     }
 }
 
-/// `entries` as a kit sorted run padded to the page alignment, at the start of `file`; returns
-/// its length. Its data blocks are aligned to their size (a power of two, at most a page, and
-/// extents start on pages), so a block read from `turtle-pages` with direct I/O is one page,
-/// not the two a packed block spans.
-fn encode(file: &Arc<dyn StorageFile>, entries: &[(Key, Entry)], block_bytes: usize) -> Result<u64> {
-    let options = RunOptions {
-        block_bytes,
-        block_align_bytes: block_bytes,
-        align_bytes: ALIGN_BYTES as usize,
-        ..RunOptions::default()
-    };
-    let mut writer = RunWriter::new(file.clone(), 0, options)?;
-    for (key, entry) in entries {
-        writer.add(key, entry.kind, &entry.value)?;
+/// A memory run built one entry at a time, encoded as the entries come (none is held): kit
+/// sorted-run blocks of `block_bytes` aligned to their size and the run padded to the page
+/// alignment, so a block read from `turtle-pages` with direct I/O is one page, not the two a
+/// packed block spans, and a checkpoint writes the bytes as they are.
+pub struct RunBuilder {
+    file: Arc<BytesFile>,
+    writer: RunWriter,
+    entry_bytes: u64,
+}
+
+impl RunBuilder {
+    /// An empty builder. Its bytes grow as written and are trimmed once finished: reserving a
+    /// segment's size up front measured a third more peak RSS on a load (the allocator kept
+    /// the trimmed reservations' pages).
+    pub fn new(block_bytes: usize) -> Result<RunBuilder> {
+        let options = RunOptions {
+            block_bytes,
+            block_align_bytes: block_bytes,
+            align_bytes: ALIGN_BYTES as usize,
+            ..RunOptions::default()
+        };
+        let file = Arc::new(BytesFile::new(MEMORY_RUN_NAME));
+        let writer = RunWriter::new(file.clone(), 0, options)?;
+        Ok(RunBuilder { file, writer, entry_bytes: 0 })
     }
-    Ok(writer.finish()?.len_bytes)
+
+    /// Appends `entry` (its key above every one before it).
+    pub fn add(&mut self, key: &[u8], entry: &Entry) -> Result<()> {
+        self.entry_bytes += entry_bytes(key, entry);
+        self.writer.add(key, entry.kind, &entry.value)
+    }
+
+    /// `entry_bytes` of the entries added.
+    pub fn entry_bytes(&self) -> u64 {
+        self.entry_bytes
+    }
+
+    /// The run of the entries added.
+    pub fn finish(self) -> Result<Run> {
+        let len = self.writer.finish()?.len_bytes;
+        self.file.shrink_to_fit();
+        let reader = RunReader::open(self.file.clone(), MEMORY_RUN_NAME, 0, len)?;
+        let encoded = Encoded::new(reader, self.entry_bytes);
+        Ok(Run::Memory(Arc::new(MemRun { encoded, file: self.file, persisted: OnceLock::new() })))
+    }
 }

@@ -79,9 +79,9 @@ pub(super) fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a
 }
 
 impl Segment {
-    /// A segment of `entries` (sorted, keys unique), nothing flushed.
-    pub fn new(entries: Vec<(Key, Entry)>) -> Segment {
-        Segment::of_run(Run::memory(entries))
+    /// A segment of `entries` (sorted, keys unique) in blocks of `block_bytes`, nothing flushed.
+    pub fn new(entries: Vec<(Key, Entry)>, block_bytes: usize) -> Result<Segment> {
+        Ok(Segment::of_run(Run::memory(entries, block_bytes)?))
     }
 
     /// A segment of all of `run`, nothing flushed.
@@ -202,8 +202,8 @@ impl Segment {
 
     /// This segment without the entries flushed to the pivots whose lower keys are in `pivots`
     /// (each with its upper key), and without their bounds: a copy, for a join of pivots (two
-    /// bounds cannot become one).
-    pub fn without_flushed(&self, pivots: &[(Key, Option<Key>)]) -> Result<Segment> {
+    /// bounds cannot become one), in blocks of `block_bytes`.
+    pub fn without_flushed(&self, pivots: &[(Key, Option<Key>)], block_bytes: usize) -> Result<Segment> {
         let flushed = |key: &[u8]| {
             pivots.iter().any(|(lower, upper)| {
                 key >= lower.as_slice()
@@ -218,7 +218,7 @@ impl Segment {
                 kept.push((key, entry));
             }
         }
-        let mut segment = Segment::new(kept);
+        let mut segment = Segment::new(kept, block_bytes)?;
         segment.flushed = self.flushed.clone();
         segment.view_lower = self.view_lower.clone();
         segment.view_upper = self.view_upper.clone();

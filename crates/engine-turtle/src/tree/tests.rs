@@ -104,7 +104,7 @@ fn random_batches_match_a_model_through_splits_and_joins() {
     for seed in 0..4u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let config = TreeConfig { leaf_bytes: 512, max_pivots: 4 };
-        let mut tree = Tree::new(config);
+        let mut tree = Tree::new(config).unwrap();
         let mut model = BTreeMap::new();
         let key_space = 3_000;
         let storage = MemStorage::new();
@@ -152,7 +152,7 @@ fn random_batches_match_a_model_through_splits_and_joins() {
 
 #[test]
 fn a_batch_out_of_order_is_refused() {
-    let mut tree = Tree::new(TreeConfig::default());
+    let mut tree = Tree::new(TreeConfig::default()).unwrap();
     let batch = vec![(key(2), Entry::put(vec![1])), (key(1), Entry::put(vec![1]))];
     assert!(tree.apply_batch(batch).is_err());
     let merge = vec![(key(1), Entry::merge(vec![1]))];
@@ -164,7 +164,7 @@ fn a_batch_out_of_order_is_refused() {
 #[test]
 fn buffered_updates_shadow_older_values_below() {
     let config = TreeConfig { leaf_bytes: 1024, max_pivots: 8 };
-    let mut tree = Tree::new(config);
+    let mut tree = Tree::new(config).unwrap();
     let mut model = BTreeMap::new();
     for round in 0..200u32 {
         let batch: Vec<(Key, Entry)> =
@@ -186,7 +186,7 @@ fn buffered_updates_shadow_older_values_below() {
 fn narrowing_keeps_the_bound_of_a_pivot_reaching_into_the_view() {
     let entries: Vec<(Key, Entry)> = (10..20).map(|i| (key(i), Entry::put(vec![i as u8]))).collect();
     // The segment's view starts inside the pivot whose lower key is key(0).
-    let mut segment = Segment::new(entries).narrowed(&key(12), None);
+    let mut segment = Segment::new(entries, 256).unwrap().narrowed(&key(12), None);
     segment.mark_flushed(&key(0), &key(15));
     let narrowed = segment.narrowed(&key(0), Some(&key(18)));
     assert!(narrowed.is_flushed(&key(0), &key(14)), "the bound of pivot key(0) was dropped");
@@ -202,7 +202,7 @@ fn an_inverted_range_of_a_checkpointed_run_holds_no_bytes() {
     let storage = MemStorage::new();
     let pages = new_pages(&storage);
     let entries: Vec<(Key, Entry)> = (0..20).map(|i| (key(i), Entry::put(vec![1; 8]))).collect();
-    let run = Run::memory(entries).persist(&pages, 4096).unwrap();
+    let run = Run::memory(entries, 4096).unwrap().persist(&pages).unwrap();
     assert!(matches!(run, Run::Disk(_)));
     let (high, low) = (key(15), key(5));
     assert_eq!(run.bytes_between(Bound::Included(&high), Bound::Excluded(&low)), 0);
@@ -218,7 +218,7 @@ fn level_merges_past_their_room_write_their_segments_as_they_cut_them() {
     let config = TreeConfig { leaf_bytes: 512, max_pivots: 8 };
     let storage = MemStorage::new();
     let pages = new_pages(&storage);
-    let (mut kept, mut spilled) = (Tree::new(config), Tree::new(config));
+    let (mut kept, mut spilled) = (Tree::new(config).unwrap(), Tree::new(config).unwrap());
     let mut model = BTreeMap::new();
     let key_space = 2_000;
     for _ in 0..300 {
@@ -249,7 +249,7 @@ fn level_merges_past_their_room_write_their_segments_as_they_cut_them() {
 fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
     let mut rng = SmallRng::seed_from_u64(11);
     let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
-    let mut tree = Tree::new(config);
+    let mut tree = Tree::new(config).unwrap();
     let key_space = 6_000;
     let mut order: Vec<u32> = (0..key_space).collect();
     for i in (1..order.len()).rev() {
