@@ -5,7 +5,8 @@
 //! are rewritten per byte written), reads want the memory in the block cache. A lower χ leaves
 //! an active table already above it in place (its records, the latest writes, serve reads from
 //! memory; measured: sending it to the tree at once cost C a fifth of its throughput) and frees
-//! only the room it no longer needs to grow into; the next write finalizes it.
+//! only the room it no longer needs to grow into; the next write finalizes it (once fewer than
+//! two finalized tables wait: `Inner::finalize_limit_bytes`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
