@@ -118,14 +118,21 @@ impl Pages {
 
     /// Writes `bytes` (padded with zeros to the alignment) into a new extent and returns it.
     /// Not synced: the checkpoint syncs the file before its record refers to anything.
-    pub fn write(&self, mut bytes: Vec<u8>) -> Result<Extent> {
+    pub fn write(&self, bytes: &[u8]) -> Result<Extent> {
         let extent = self.allocate(bytes.len() as u64);
-        bytes.resize(extent.len as usize, 0);
-        for (i, chunk) in bytes.chunks(1 << 20).enumerate() {
-            if let Err(e) = self.file.write_at(extent.offset + (i << 20) as u64, chunk) {
+        // Whole chunks are written from `bytes`; only a tail short of the alignment is copied.
+        let aligned_len = bytes.len() / ALIGN_BYTES as usize * ALIGN_BYTES as usize;
+        let (aligned, tail) = bytes.split_at(aligned_len);
+        let mut padded_tail = tail.to_vec();
+        padded_tail.resize(extent.len as usize - aligned_len, 0);
+        let chunks = aligned.chunks(1 << 20).chain(std::iter::once(&padded_tail[..]));
+        let mut offset = extent.offset;
+        for chunk in chunks.filter(|chunk| !chunk.is_empty()) {
+            if let Err(e) = self.file.write_at(offset, chunk) {
                 self.free(&[extent]);
                 return Err(e);
             }
+            offset += chunk.len() as u64;
         }
         Ok(extent)
     }
@@ -284,5 +291,19 @@ mod tests {
         let pages = pages();
         pages.rebuild_free(vec![Extent { offset: 8192, len: 4096 }, Extent { offset: 0, len: 4096 }]);
         assert_eq!((pages.end(), pages.free_bytes()), (12288, 4096));
+    }
+
+    #[test]
+    fn writes_land_whole_and_padded_to_the_alignment() {
+        let pages = pages();
+        for len in [0usize, 100, 4096, 5000, (1 << 20) + 4096, (2 << 20) + 17] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8 + 1).collect();
+            let extent = pages.write(&bytes).unwrap();
+            assert_eq!(extent.len, (len as u64).div_ceil(ALIGN_BYTES).max(1) * ALIGN_BYTES, "{len}");
+            let mut back = vec![0u8; extent.len as usize];
+            pages.file().read_at(extent.offset, &mut back).unwrap();
+            assert_eq!(&back[..len], &bytes[..], "{len}");
+            assert!(back[len..].iter().all(|&b| b == 0), "{len}: padded with zeros");
+        }
     }
 }

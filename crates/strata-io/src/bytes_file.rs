@@ -22,9 +22,9 @@ impl BytesFile {
         BytesFile { name: name.into(), bytes: RwLock::new(Vec::new()) }
     }
 
-    /// A copy of the file's contents.
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.bytes.read().clone()
+    /// `f` of the file's contents (writes wait meanwhile).
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(&self.bytes.read())
     }
 
     /// Gives back the capacity beyond its length (once written, it only serves reads).
@@ -105,7 +105,7 @@ mod tests {
         file.write_at(4, b"456789").unwrap();
         file.write_at(8, b"ab").unwrap();
         file.shrink_to_fit();
-        assert_eq!(file.to_vec(), b"01234567ab");
+        assert_eq!(file.with_bytes(<[u8]>::to_vec), b"01234567ab");
         assert_eq!(file.capacity_bytes(), 10);
         let mut buf = [0u8; 4];
         file.read_at(3, &mut buf).unwrap();

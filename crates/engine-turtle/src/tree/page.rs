@@ -124,7 +124,7 @@ fn write_subtree(
                 node.levels().iter().flatten().map(|s| written(s.run())).collect::<Result<Vec<_>>>()?;
             let bytes = node_format().encode(NODE_VERSION, &encode_node(node, &refs, &segments));
             let (len, checksum) = (bytes.len() as u64, page_checksum(&bytes));
-            let extent = pages.write(bytes)?;
+            let extent = pages.write(&bytes)?;
             node_pages.push(Arc::new(ExtentGuard::new(extent, pages.clone())));
             Ok(ChildRef { kind: ChildKind::Node, offset: extent.offset, len, leaf_bytes: 0, checksum })
         }

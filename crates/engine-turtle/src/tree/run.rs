@@ -193,7 +193,7 @@ impl Run {
         let cache = Some(pages.block_cache().clone());
         let len = m.file.len()?;
         let reader = RunReader::open_cached(m.file.clone(), MEMORY_RUN_NAME, 0, len, cache)?;
-        let extent = pages.write(m.file.to_vec())?;
+        let extent = m.file.with_bytes(|bytes| pages.write(bytes))?;
         let reader = reader.moved_to(pages.file().clone(), PAGES_FILE, extent.offset);
         let disk = DiskRun::with_reader(pages, extent, reader, self.total_bytes());
         Ok(Run::Disk(m.persisted.get_or_init(|| disk).clone()))
