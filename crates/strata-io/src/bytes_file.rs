@@ -2,11 +2,10 @@
 //! appends), then read through the same reader as one on disk, from one allocation, with no
 //! storage, directory lock or counters behind it.
 
-use std::io;
-
 use parking_lot::RwLock;
 use strata_core::{Error, Result};
 
+use crate::mem::read_bytes_at;
 use crate::StorageFile;
 
 /// See the module documentation. Writes extend it; every other change of length is refused.
@@ -48,18 +47,7 @@ impl StorageFile for BytesFile {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let bytes = self.bytes.read();
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|start| bytes.get(start..start.checked_add(buf.len())?))
-            .ok_or_else(|| {
-                Error::io(
-                    format!("reading {} bytes at offset {offset} of {}", buf.len(), self.name),
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file"),
-                )
-            })?;
-        buf.copy_from_slice(src);
-        Ok(())
+        read_bytes_at(&self.name, &self.bytes.read(), offset, buf)
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {

@@ -122,17 +122,7 @@ impl StorageFile for MemFile {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let data = self.data.read();
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|start| data.get(start..start.checked_add(buf.len())?))
-            .ok_or_else(|| {
-                Error::io(
-                    format!("reading {} bytes at offset {offset} of {}", buf.len(), self.name),
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file"),
-                )
-            })?;
-        buf.copy_from_slice(src);
+        read_bytes_at(&self.name, &self.data.read(), offset, buf)?;
         self.counters.on_read(buf.len());
         Ok(())
     }
@@ -182,4 +172,20 @@ impl StorageFile for MemFile {
         }
         Ok(())
     }
+}
+
+/// `buf.len()` bytes at `offset` of `data`, the contents of the in-memory file `name`; reading
+/// past the end is an `Error::Io` of kind `UnexpectedEof`, as from a file.
+pub(crate) fn read_bytes_at(name: &str, data: &[u8], offset: u64, buf: &mut [u8]) -> Result<()> {
+    let src = usize::try_from(offset)
+        .ok()
+        .and_then(|start| data.get(start..start.checked_add(buf.len())?))
+        .ok_or_else(|| {
+        Error::io(
+            format!("reading {} bytes at offset {offset} of {name}", buf.len()),
+            io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file"),
+        )
+    })?;
+    buf.copy_from_slice(src);
+    Ok(())
 }
