@@ -118,13 +118,29 @@ impl Inner {
     /// under χ (`SpillTo`, in `apply_batch`). So a table's apply holds little more than χ of
     /// new runs besides the tables, whatever it rewrites.
     fn spill_if_over(&self) -> Result<()> {
-        if self.tree.read().new_run_bytes() <= self.checkpoint_distance_bytes.load(Relaxed) {
+        if self.tree.read().new_run_bytes() <= self.new_run_room_bytes() {
             return Ok(());
         }
         let written = self.tree.read().write_checkpoint(&self.pages)?;
         self.tree.write().install_checkpoint(written);
         self.counters.spills.fetch_add(1, Relaxed);
         Ok(())
+    }
+
+    /// Memory the tree's new runs may hold before they are spilled: χ, or what the budget
+    /// leaves beside the tables, the tree's indexes and filters and the block cache's floor
+    /// (an eighth) when that is less — at a load's end three tables of χ = budget/4 hold three
+    /// quarters of it — but never under two leaves' worth (a batch's merges need room).
+    pub(crate) fn new_run_room_bytes(&self) -> u64 {
+        let tables = self.tables.read().memory_bytes();
+        let (tree, new_runs) = {
+            let tree = self.tree.read();
+            (tree.memory_bytes(), tree.new_run_bytes())
+        };
+        let budget = self.memory_budget_bytes;
+        let left = budget.saturating_sub(tables + tree.saturating_sub(new_runs) + budget / 8);
+        let distance = self.checkpoint_distance_bytes.load(Relaxed);
+        distance.min(left).max(2 * self.tree_config.leaf_bytes)
     }
 
     /// One batch into a copy of the tree (its nodes shared until the batch changes them), with
@@ -135,8 +151,8 @@ impl Inner {
     /// engine is poisoned (the table stays in the WAL for the next open).
     fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
         let mut next = self.tree.read().clone();
-        // Room under χ for the new runs this batch's merges keep in memory (step 6a).
-        let room = self.checkpoint_distance_bytes.load(Relaxed).saturating_sub(next.new_run_bytes());
+        // Room for the new runs this batch's merges keep in memory (step 6a).
+        let room = self.new_run_room_bytes().saturating_sub(next.new_run_bytes());
         let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
         let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch_spilling(batch, Some(spill))))
             .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));

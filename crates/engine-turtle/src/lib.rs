@@ -214,6 +214,7 @@ impl Engine for TurtleEngine {
                 ("checkpoints", c.checkpoints.load(Relaxed)),
                 ("spills", c.spills.load(Relaxed)),
                 ("tree_new_run_bytes", new_run_bytes),
+                ("tree_new_run_room_bytes", inner.new_run_room_bytes()),
                 ("page_bytes_freed", c.bytes_freed.load(Relaxed)),
                 ("pages_end_bytes", inner.pages.end()),
                 ("pages_free_bytes", inner.pages.free_bytes()),

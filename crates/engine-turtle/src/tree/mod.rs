@@ -369,7 +369,6 @@ impl Tree {
         memory_of(&self.root, |_| true)
     }
 
-    /// Memory held by new runs (not yet written; a run shared by two views counted for each).
     /// Its bytes by kind (a walk of every node).
     pub fn bytes(&self) -> TreeBytes {
         let mut bytes = TreeBytes::default();
@@ -377,6 +376,7 @@ impl Tree {
         bytes
     }
 
+    /// Memory held by new runs (not yet written; a run shared by two views counted for each).
     pub fn new_run_bytes(&self) -> u64 {
         memory_of(&self.root, Run::is_memory)
     }
