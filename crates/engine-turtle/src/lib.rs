@@ -192,6 +192,7 @@ impl Engine for TurtleEngine {
         let c = &inner.counters;
         let cache = inner.pages.block_cache();
         let (cache_hits, cache_misses) = cache.hits_and_misses();
+        let memory_bytes = tables_memory + tree_memory + cache.used_bytes();
         Stats {
             engine: "turtle".into(),
             live_keys: None,
@@ -200,7 +201,7 @@ impl Engine for TurtleEngine {
             io: inner.storage.io_stats(),
             cache_hits,
             cache_misses,
-            memory_bytes: tables_memory + tree_memory + cache.used_bytes(),
+            memory_bytes,
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: [
                 ("checkpoint_distance_bytes", inner.checkpoint_distance_bytes.load(Relaxed)),
@@ -228,6 +229,7 @@ impl Engine for TurtleEngine {
                 ("block_cache_used_bytes", cache.used_bytes()),
                 ("writer_waits", c.writer_waits.load(Relaxed)),
                 ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
+                ("memory.over_budget_bytes", memory_bytes.saturating_sub(inner.memory_budget_bytes)),
             ]
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))

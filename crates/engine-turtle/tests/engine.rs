@@ -86,6 +86,8 @@ fn auto_distance_follows_the_write_share() {
     let tables = stats.memory_bytes - tree - used;
     let chi = counter(&engine, "checkpoint_distance_bytes");
     assert_eq!(counter(&engine, "block_cache_bytes"), (4 << 20) - tables - chi - tree);
+    let over = stats.memory_bytes.saturating_sub(4 << 20);
+    assert_eq!(counter(&engine, "memory.over_budget_bytes"), over, "what its own count is over the budget");
     engine.put(&key(0), &value(0, 1), Durability::None).unwrap();
     assert_eq!(counter(&engine, "tables_finalized"), finalized + 1, "the next write finalizes it");
     wait_until(|| counter(&engine, "finalized_tables") == 0);
