@@ -110,8 +110,9 @@ impl Inner {
     }
 
     /// Step 6a: once the new runs (merged levels, rewritten leaves) hold more memory than
-    /// their room (`new_run_room_bytes`: χ, or less when the tables leave less), they are written into free extents and the tree reads them from there — a checkpoint's
-    /// write and install without its sync and record. The durable state stays the last
+    /// their room (`new_run_room_bytes`: χ, or less when the tables leave less), they are
+    /// written into free extents and the tree reads them from there — a checkpoint's write and
+    /// install without its sync and record. The durable state stays the last
     /// checkpoint's: a crash leaves the written extents unreferenced (free at the next open),
     /// and what the tree lets go of waits for the next record, as at a checkpoint. Within a
     /// batch, a level merge writes its segments as it cuts them once they pass the room left
