@@ -654,9 +654,10 @@ pub const SPACE_PENDING_FRACTION: f64 = 0.3;
 /// A level's merged entries as segments of about `leaf_bytes` each, their views side by side
 /// from `lower` to `upper`: a run on disk is then at most about a leaf, so the extents a level
 /// frees fit the next ones, and a segment whose entries are all flushed leaves on its own.
-/// Entries stream from the merge into segment-sized runs (encoded as they come), and once the segments kept in
-/// memory pass `config.spill`'s bytes the next ones are written as they are cut: a merge of a
-/// node's whole buffer (up to `leaf_bytes · (pivots − 1)`) holds about that much, not all of it.
+/// Entries stream from the merge into segment-sized runs (encoded as they come), and once the
+/// segments kept in memory pass `config.spill`'s bytes the next ones are written as they are
+/// cut: a merge of a node's whole buffer (up to `leaf_bytes · (pivots − 1)`) holds about that
+/// much, not all of it.
 fn cut_into_segments(
     entries: impl Iterator<Item = Result<(Key, Entry)>>,
     lower: Key,
