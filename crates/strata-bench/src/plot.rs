@@ -89,8 +89,19 @@ fn ensure_font() -> Result<(), String> {
     .clone()
 }
 
-/// Width of the legend strip right of each chart.
-const LEGEND_WIDTH_PX: u32 = 190;
+/// Width of the legend strip right of each chart, at least and at most.
+const LEGEND_MIN_WIDTH_PX: u32 = 190;
+const LEGEND_MAX_WIDTH_PX: u32 = 600;
+
+impl Chart {
+    /// The legend strip's width: room for the longest label (about 8 px a character at the
+    /// legend's 15 px font, after the colour box), so `engine:knob=value` labels that differ
+    /// only at their end are told apart.
+    fn legend_width_px(&self) -> u32 {
+        let longest = self.series.iter().map(|s| s.label.chars().count()).max().unwrap_or(0);
+        (44 + 8 * longest as u32).clamp(LEGEND_MIN_WIDTH_PX, LEGEND_MAX_WIDTH_PX)
+    }
+}
 
 /// Reads `files` and writes throughput.{svg,png} and latency.{svg,png} into `out`, and
 /// timeline.{svg,png} when the files hold `--timeline` series.
@@ -99,7 +110,7 @@ pub fn plot(files: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, String> {
     ensure_font()?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     // Wide enough for ~40 px per bar (value labels fit), within sane image sizes.
-    let width = (220 + LEGEND_WIDTH_PX + 40 * chart.slots() as u32).clamp(900, 3000);
+    let width = (220 + chart.legend_width_px() + 40 * chart.slots() as u32).clamp(900, 3000);
     let mut written = Vec::new();
     // An SVG and a PNG of the same drawing (plotters backends are different types, so the drawing
     // code is instantiated once per backend).
@@ -227,7 +238,7 @@ fn draw<DB: DrawingBackend>(name: &str, chart: &Chart, root: &DrawingArea<DB, Sh
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing the {name} chart: {e}");
     root.fill(&WHITE).map_err(err)?;
     let (width, _) = root.dim_in_pixel();
-    let (plots, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH_PX));
+    let (plots, legend) = root.split_horizontally(width.saturating_sub(chart.legend_width_px()));
     draw_legend(&legend, chart).map_err(err)?;
     let throughput = |v: (f64, f64, f64)| v.0;
     let p50 = |v: (f64, f64, f64)| v.1;
@@ -431,6 +442,25 @@ mod tests {
         assert_eq!(short_number(45_600.0), "45.6k");
         assert_eq!(short_number(7.891), "7.9");
         assert_eq!(short_number(0.5), "0.50");
+    }
+
+    #[test]
+    fn the_legend_is_wide_enough_for_the_longest_label() {
+        let series = |label: &str| Series {
+            label: label.to_string(),
+            values: Vec::new(),
+            spreads: Vec::new(),
+            timelines: Vec::new(),
+        };
+        let chart = |labels: &[&str]| Chart {
+            workloads: Vec::new(),
+            series: labels.iter().map(|l| series(l)).collect(),
+            timeline_interval_secs: None,
+        };
+        assert_eq!(chart(&["turtle", "rocksdb"]).legend_width_px(), LEGEND_MIN_WIDTH_PX);
+        let long = chart(&["turtle:checkpoint_distance=64MiB", "turtle:checkpoint_distance=200MiB"]);
+        assert!(long.legend_width_px() >= 44 + 8 * 33, "{}", long.legend_width_px());
+        assert_eq!(chart(&[&"x".repeat(500)]).legend_width_px(), LEGEND_MAX_WIDTH_PX);
     }
 
     #[test]

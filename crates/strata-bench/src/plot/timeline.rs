@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{draw_legend, short_number, Chart, COLORS, LEGEND_WIDTH_PX};
+use super::{draw_legend, short_number, Chart, COLORS};
 
 const PANEL_HEIGHT_PX: u32 = 300;
 
@@ -25,7 +25,7 @@ pub fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) ->
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("drawing the timeline chart: {e}");
     root.fill(&WHITE).map_err(err)?;
     let (width, _) = root.dim_in_pixel();
-    let (plots, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH_PX));
+    let (plots, legend) = root.split_horizontally(width.saturating_sub(chart.legend_width_px()));
     draw_legend(&legend, chart).map_err(err)?;
     let interval = chart.timeline_interval_secs.unwrap_or(1.0);
     let panels = panels(chart);
