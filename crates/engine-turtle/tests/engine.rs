@@ -355,3 +355,22 @@ fn scans_read_past_many_deletes_in_the_active_table() {
     }
     assert_eq!(counter(&engine, "checkpoints"), 1, "the deletes stayed in the active table");
 }
+
+/// `memory.over_budget_bytes` is what the engine's own count holds beyond its budget: zero
+/// within it, the excess when a fixed χ larger than the budget lets the tables pass it.
+#[test]
+fn memory_over_the_budget_is_reported() {
+    let budget = 4u64 << 20; // common::config's
+    let engine = TurtleEngine::open(Arc::new(MemStorage::new()), &config("16MiB")).unwrap();
+    assert_eq!(counter(&engine, "memory.over_budget_bytes"), 0);
+    let mut i = 0;
+    while counter(&engine, "memtables_bytes") <= budget + (512 << 10) {
+        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
+        i += 1;
+    }
+    let stats = engine.stats();
+    let over = stats.engine_counters.iter().find(|(n, _)| n == "memory.over_budget_bytes").unwrap().1;
+    assert!(over >= 512 << 10, "{over}");
+    assert_eq!(over, stats.memory_bytes - budget);
+    engine.close().unwrap();
+}
