@@ -14,7 +14,7 @@ use strata_kit::sorted_run::Entry;
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
 use crate::tables::Frozen;
-use crate::tree::{entry_bytes, SpillTo};
+use crate::tree::{entry_bytes, SpillTo, TreeMemory};
 
 /// How far `apply_table` went.
 enum Applied {
@@ -119,7 +119,8 @@ impl Inner {
     /// (`SpillTo`, in `apply_batch`). So a table's apply holds little more than that room of
     /// new runs besides the tables, whatever it rewrites.
     fn spill_if_over(&self) -> Result<()> {
-        if self.tree.read().new_run_bytes() <= self.new_run_room_bytes() {
+        let memory = self.tree.read().memory();
+        if memory.new_run_bytes <= self.new_run_room_bytes(memory) {
             return Ok(());
         }
         let written = self.tree.read().write_checkpoint(&self.pages)?;
@@ -132,14 +133,12 @@ impl Inner {
     /// leaves beside the tables, the tree's indexes and filters and the block cache's floor
     /// (an eighth) when that is less — at a load's end three tables of χ = budget/4 hold three
     /// quarters of it — but never under two leaves' worth (a batch's merges need room).
-    pub(crate) fn new_run_room_bytes(&self) -> u64 {
+    /// `tree` is the tree's memory as measured by the caller.
+    pub(crate) fn new_run_room_bytes(&self, tree: TreeMemory) -> u64 {
         let tables = self.tables.read().memory_bytes();
-        let (tree, new_runs) = {
-            let tree = self.tree.read();
-            (tree.memory_bytes(), tree.new_run_bytes())
-        };
+        let fixed = tree.total_bytes.saturating_sub(tree.new_run_bytes);
         let budget = self.memory_budget_bytes;
-        let left = budget.saturating_sub(tables + tree.saturating_sub(new_runs) + budget / 8);
+        let left = budget.saturating_sub(tables + fixed + budget / 8);
         let distance = self.checkpoint_distance_bytes.load(Relaxed);
         distance.min(left).max(2 * self.tree_config.leaf_bytes)
     }
@@ -153,7 +152,8 @@ impl Inner {
     fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
         let mut next = self.tree.read().clone();
         // Room for the new runs this batch's merges keep in memory (step 6a).
-        let room = self.new_run_room_bytes().saturating_sub(next.new_run_bytes());
+        let memory = next.memory();
+        let room = self.new_run_room_bytes(memory).saturating_sub(memory.new_run_bytes);
         let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
         let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch_spilling(batch, Some(spill))))
             .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));

@@ -175,7 +175,7 @@ impl Inner {
             let tables = self.tables.read();
             (tables.memory_bytes(), self.finalize_limit_bytes(&tables))
         };
-        let tree = self.tree.read().memory_bytes();
+        let tree = self.tree.read().memory().total_bytes;
         let reserved = tables + growth + tree;
         let budget = self.memory_budget_bytes;
         self.pages.block_cache().set_capacity(budget.saturating_sub(reserved).max(budget / 8));

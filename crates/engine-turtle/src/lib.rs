@@ -183,16 +183,16 @@ impl Engine for TurtleEngine {
             let tables = inner.tables.read();
             (tables.memory_bytes(), tables.finalized.len() as u64)
         };
-        let (tree_memory, new_run_bytes, height, leaves, bytes) = {
+        let (tree_memory, height, leaves, bytes) = {
             // A copy, walked with no lock held (the worker's swap does not wait for it).
             let tree = inner.tree.read().clone();
             let shape = (tree.height() as u64, tree.leaf_count() as u64);
-            (tree.memory_bytes(), tree.new_run_bytes(), shape.0, shape.1, tree.bytes())
+            (tree.memory(), shape.0, shape.1, tree.bytes())
         };
         let c = &inner.counters;
         let cache = inner.pages.block_cache();
         let (cache_hits, cache_misses) = cache.hits_and_misses();
-        let memory_bytes = tables_memory + tree_memory + cache.used_bytes();
+        let memory_bytes = tables_memory + tree_memory.total_bytes + cache.used_bytes();
         Stats {
             engine: "turtle".into(),
             live_keys: None,
@@ -214,8 +214,8 @@ impl Engine for TurtleEngine {
                 ("batches_applied", c.batches_applied.load(Relaxed)),
                 ("checkpoints", c.checkpoints.load(Relaxed)),
                 ("spills", c.spills.load(Relaxed)),
-                ("tree_new_run_bytes", new_run_bytes),
-                ("tree_new_run_room_bytes", inner.new_run_room_bytes()),
+                ("tree_new_run_bytes", tree_memory.new_run_bytes),
+                ("tree_new_run_room_bytes", inner.new_run_room_bytes(tree_memory)),
                 ("page_bytes_freed", c.bytes_freed.load(Relaxed)),
                 ("pages_end_bytes", inner.pages.end()),
                 ("pages_free_bytes", inner.pages.free_bytes()),
@@ -224,7 +224,7 @@ impl Engine for TurtleEngine {
                 ("tree_leaf_bytes", bytes.leaves),
                 ("tree_buffer_run_bytes", bytes.buffer_runs),
                 ("tree_buffer_pending_bytes", bytes.buffer_pending),
-                ("tree_memory_bytes", tree_memory),
+                ("tree_memory_bytes", tree_memory.total_bytes),
                 ("block_cache_bytes", cache.capacity_bytes()),
                 ("block_cache_used_bytes", cache.used_bytes()),
                 ("writer_waits", c.writer_waits.load(Relaxed)),

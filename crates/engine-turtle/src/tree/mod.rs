@@ -238,15 +238,31 @@ fn verify_subtree(subtree: &Subtree, seen: &mut HashSet<usize>, entries: &mut u6
     }
 }
 
-fn memory_of(subtree: &Subtree, counted: fn(&Run) -> bool) -> u64 {
-    let of = |run: &Run| if counted(run) { run.memory_bytes() } else { 0 };
+/// Adds the memory of `subtree`'s runs to `memory` (a run shared by two views counted for each).
+fn add_memory(subtree: &Subtree, memory: &mut TreeMemory) {
+    let mut add = |run: &Run| {
+        let bytes = run.memory_bytes();
+        memory.total_bytes += bytes;
+        if run.is_memory() {
+            memory.new_run_bytes += bytes;
+        }
+    };
     match subtree {
-        Subtree::Leaf(leaf) => of(leaf.run()),
+        Subtree::Leaf(leaf) => add(leaf.run()),
         Subtree::Node(node) => {
-            let buffered: u64 = node.levels().iter().flatten().map(|s| of(s.run())).sum();
-            buffered + node.children().iter().map(|c| memory_of(c, counted)).sum::<u64>()
+            node.levels().iter().flatten().for_each(|s| add(s.run()));
+            node.children().iter().for_each(|c| add_memory(c, memory));
         }
     }
+}
+
+/// The memory a tree holds (`Tree::memory`, one walk).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeMemory {
+    /// New runs' bytes and checkpointed runs' indexes and filters.
+    pub total_bytes: u64,
+    /// Of which new runs (not yet written).
+    pub new_run_bytes: u64,
 }
 
 /// The tree's bytes by kind (`entry_bytes`).
@@ -363,10 +379,12 @@ impl Tree {
         Ok(entries)
     }
 
-    /// Memory held: new runs' entries, and checkpointed runs' indexes and filters (a run shared
-    /// by two views counted for each).
-    pub fn memory_bytes(&self) -> u64 {
-        memory_of(&self.root, |_| true)
+    /// Memory held: new runs' bytes, and checkpointed runs' indexes and filters (a run shared
+    /// by two views counted for each), and the new runs' share of it: one walk.
+    pub fn memory(&self) -> TreeMemory {
+        let mut memory = TreeMemory::default();
+        add_memory(&self.root, &mut memory);
+        memory
     }
 
     /// Its bytes by kind (a walk of every node).
@@ -374,11 +392,6 @@ impl Tree {
         let mut bytes = TreeBytes::default();
         add_bytes(&self.root, &mut HashSet::new(), &mut bytes);
         bytes
-    }
-
-    /// Memory held by new runs (not yet written; a run shared by two views counted for each).
-    pub fn new_run_bytes(&self) -> u64 {
-        memory_of(&self.root, Run::is_memory)
     }
 
     pub fn leaf_count(&self) -> usize {
