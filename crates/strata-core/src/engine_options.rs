@@ -43,6 +43,16 @@ impl<'a> EngineOptionReader<'a> {
         Self::runtime(engine, name, value, |reader| reader.bytes_or_auto(name, range))
     }
 
+    /// A runtime knob's new value: one of `choices` (see `choice`).
+    pub fn runtime_choice(
+        engine: &str,
+        name: &'static str,
+        value: &str,
+        choices: &[&'static str],
+    ) -> Result<&'static str> {
+        Self::runtime(engine, name, value, |reader| reader.choice(name, choices))
+    }
+
     /// One knob's value read by `read`, as an open would read it.
     fn runtime<T>(
         engine: &str,
@@ -127,6 +137,15 @@ impl<'a> EngineOptionReader<'a> {
         match value.parse::<f64>() {
             Ok(x) if x > 0.0 && x <= 1.0 => Ok(Some(x)),
             _ => Err(self.bad(name, value, "a fraction in (0, 1]")),
+        }
+    }
+
+    /// One of the words in `choices`.
+    pub fn choice(&mut self, name: &'static str, choices: &[&'static str]) -> Result<Option<&'static str>> {
+        let Some(value) = self.raw(name) else { return Ok(None) };
+        match choices.iter().find(|c| **c == value) {
+            Some(choice) => Ok(Some(choice)),
+            None => Err(self.bad(name, value, &format!("one of {}", choices.join(", ")))),
         }
     }
 
@@ -240,6 +259,19 @@ mod tests {
             let err = runtime(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("d={bad:?}")) && err.contains("auto or a size"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_choice_is_one_of_its_words() {
+        let g = given(&[("mode", " off ")]);
+        let mut r = EngineOptionReader::new("turtle", &g).unwrap();
+        assert_eq!(r.choice("mode", &["auto", "off"]).unwrap(), Some("off"));
+        assert_eq!(r.choice("other", &["auto"]).unwrap(), None);
+        r.finish().unwrap();
+        let runtime = |value| EngineOptionReader::runtime_choice("turtle", "mode", value, &["auto", "off"]);
+        assert_eq!(runtime("auto").unwrap(), "auto");
+        let err = runtime("Off").unwrap_err().to_string();
+        assert!(err.contains("mode=\"Off\"") && err.contains("one of auto, off"), "{err}");
     }
 
     #[test]
