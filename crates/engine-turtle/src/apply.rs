@@ -13,6 +13,7 @@ use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
+use crate::options::Settle;
 use crate::tables::Frozen;
 use crate::tree::{entry_bytes, SpillTo, TreeMemory};
 
@@ -31,8 +32,88 @@ impl Inner {
             if self.signals.stop_requested() {
                 return Ok(());
             }
-            let Some(frozen) = self.tables.read().finalized.front().cloned() else { return Ok(()) };
+            let Some(frozen) = self.tables.read().finalized.front().cloned() else {
+                return self.settle_while_due();
+            };
             self.apply_and_checkpoint(&frozen)?;
+        }
+    }
+
+    /// While `settle_fraction` says so and no table waits, the tree's buffers are flushed
+    /// toward its leaves a step at a time until each node buffers at most that fraction of the
+    /// leaf bytes below it; then the settled tree is checkpointed (at the same WAL lsn: it
+    /// holds no new write). A table finalized meanwhile goes first.
+    fn settle_while_due(&self) -> Result<()> {
+        let mut settled = false;
+        while let Some(fraction) = self.settle_fraction() {
+            if self.signals.stop_requested() || !self.tables.read().finalized.is_empty() {
+                break;
+            }
+            let _one_at_a_time = self.apply_lock.lock();
+            if self.writes.state().is_closed() || !self.tables.read().finalized.is_empty() {
+                break;
+            }
+            if !self.settle_step(fraction)? {
+                break;
+            }
+            settled = true;
+        }
+        if settled {
+            let _one_at_a_time = self.apply_lock.lock();
+            self.checkpoint_settled()?;
+        }
+        Ok(())
+    }
+
+    /// `Compact`: every table applied, then the tree settled until no node buffers anything,
+    /// under `apply_lock` throughout (writers go on until the finalized list is full), then
+    /// checkpointed.
+    pub(crate) fn compact_now(&self) -> Result<()> {
+        self.checkpoint_now()?;
+        let _one_at_a_time = self.apply_lock.lock();
+        while !self.writes.state().is_closed() && self.settle_step(0.0)? {}
+        self.checkpoint_settled()?;
+        self.writes.check_usable()
+    }
+
+    /// One `Tree::settle_step` on a copy of the tree, swapped in as a batch is (`apply_batch`);
+    /// the caller holds `apply_lock`. Whether anything moved.
+    fn settle_step(&self, fraction: f64) -> Result<bool> {
+        let mut next = self.tree.read().clone();
+        let memory = next.memory();
+        let room = self.new_run_room_bytes(memory).saturating_sub(memory.new_run_bytes);
+        let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
+        let stepped = catch_unwind(AssertUnwindSafe(|| next.settle_step(fraction, Some(spill))))
+            .unwrap_or_else(|_| Err(Error::Poisoned("a panic while settling the tree".into())));
+        if !stepped.map_err(|e| self.writes.poison(e))? {
+            return Ok(false);
+        }
+        let replaced = std::mem::replace(&mut *self.tree.write(), next);
+        drop(replaced); // with no lock held, as in `apply_batch`
+        self.counters.settle_steps.fetch_add(1, Relaxed);
+        self.spill_if_over()?;
+        Ok(true)
+    }
+
+    /// A checkpoint of the settled tree at the last checkpoint's WAL lsn (the tree holds the
+    /// same writes), unless the engine closed meanwhile; the caller holds `apply_lock`.
+    fn checkpoint_settled(&self) -> Result<()> {
+        if self.writes.state().is_closed() {
+            return Ok(());
+        }
+        let lsn = self.checkpoint_lsn.load(Relaxed);
+        self.write_checkpoint(lsn).map_err(|e| self.writes.poison(e))?;
+        self.resize_block_cache();
+        Ok(())
+    }
+
+    /// The fraction the worker settles the tree to now (`Settle`): by the smoothed write share
+    /// (`distance::settle_fraction`; nothing before the first window), the least one, or none.
+    fn settle_fraction(&self) -> Option<f64> {
+        match self.tuner.settle() {
+            Settle::Auto => self.tuner.write_share().and_then(crate::distance::settle_fraction),
+            Settle::Always => Some(crate::distance::MIN_SETTLE_FRACTION),
+            Settle::Off => None,
         }
     }
 
@@ -181,6 +262,7 @@ impl Inner {
         let freed = self.pages.free_retired_up_to(mark)?;
         self.pages.trim_file()?;
         self.counters.checkpoints.fetch_add(1, Relaxed);
+        self.checkpoint_lsn.store(wal_lsn, Relaxed);
         self.counters.bytes_freed.fetch_add(freed, Relaxed);
         Ok(wal_lsn)
     }

@@ -17,7 +17,7 @@ use strata_wal::WalOptions;
 
 use crate::checkpoint::Checkpoint;
 use crate::distance::{distance_for, worth_changing, DistanceTuner};
-use crate::options::TurtleOptions;
+use crate::options::{Settle, TurtleOptions};
 use crate::pages::{Pages, PAGES_FILE};
 use crate::tables::{new_active, Snapshots, Tables};
 use crate::tree::{Tree, TreeConfig};
@@ -38,6 +38,7 @@ pub(crate) struct Counters {
     pub tables_finalized: AtomicU64,
     pub records_replayed: AtomicU64,
     pub writer_waits: AtomicU64,
+    pub settle_steps: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -56,6 +57,8 @@ pub(crate) struct Inner {
     /// Bumped when a finalized table leaves the list (its writes are in the tree): an rmw that
     /// read the tree before it must read again.
     pub tree_version: AtomicU64,
+    /// The WAL lsn the last checkpoint holds everything up to.
+    pub checkpoint_lsn: AtomicU64,
     /// χ, in bytes of the active table's memory.
     pub checkpoint_distance_bytes: AtomicU64,
     /// χ when the active table began: while `MAX_FINALIZED` tables wait for the tree, the
@@ -130,9 +133,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         pages,
         apply_lock: Mutex::new(()),
         tree_version: AtomicU64::new(0),
+        checkpoint_lsn: AtomicU64::new(checkpoint.map_or(0, |c| c.wal_lsn)),
         checkpoint_distance_bytes: AtomicU64::new(initial_distance_bytes),
         active_began_under_bytes: AtomicU64::new(initial_distance_bytes),
-        tuner: DistanceTuner::new(options.checkpoint_distance == AutoOr::Auto),
+        tuner: DistanceTuner::new(options.checkpoint_distance == AutoOr::Auto, options.settle),
         signals: signals.clone(),
         counters: Counters::default(),
         memory_budget_bytes: config.memory_budget_bytes,
@@ -188,6 +192,9 @@ impl Inner {
         }
         let _choosing = self.tuner.choosing.lock();
         let share = self.tuner.end_window();
+        if self.tuner.settle() == Settle::Auto && crate::distance::settle_fraction(share).is_some() {
+            self.signals.request(); // the worker settles the tree (`settle_while_due`)
+        }
         let target = distance_for(share, self.memory_budget_bytes);
         if self.tuner.is_auto() && worth_changing(self.checkpoint_distance_bytes.load(Relaxed), target) {
             self.tuner.changes.fetch_add(1, Relaxed);

@@ -28,7 +28,7 @@ use strata_kit::worker::Worker;
 use strata_kit::EngineFactory;
 
 use engine::{Inner, TurtleRead};
-pub use options::{TurtleOptions, CHECKPOINT_DISTANCE_RANGE, ENGINE_NAME, RUNTIME_OPTIONS};
+pub use options::{Settle, TurtleOptions, CHECKPOINT_DISTANCE_RANGE, ENGINE_NAME, RUNTIME_OPTIONS};
 
 /// Size limits (documented in README and enforced by `strata::Db`): a key is a pivot in a node
 /// page; a value is one entry of a run.
@@ -76,6 +76,12 @@ impl Maintenance for TurtleEngine {
                 }
                 Ok(())
             }
+            "settle" => {
+                let name = EngineOptionReader::runtime_choice(ENGINE_NAME, "settle", value, &Settle::NAMES)?;
+                self.inner.tuner.set_settle(Settle::from_name(name).unwrap_or(Settle::Auto));
+                self.inner.signals.request(); // `always` settles now
+                Ok(())
+            }
             "block_cache_bytes" => {
                 let budget = self.inner.memory_budget_bytes;
                 let bytes =
@@ -94,6 +100,10 @@ impl Maintenance for TurtleEngine {
             MaintenanceTask::Checkpoint | MaintenanceTask::Commit => {
                 self.inner.writes.check_usable()?;
                 self.inner.checkpoint_now()
+            }
+            MaintenanceTask::Compact => {
+                self.inner.writes.check_usable()?;
+                self.inner.compact_now()
             }
             other => Err(other.not_offered_by("turtle")),
         }
@@ -117,7 +127,7 @@ impl Engine for TurtleEngine {
             prefix_consistent_recovery: true,
             columnar: false,
             runtime_options: RUNTIME_OPTIONS,
-            maintenance: &[MaintenanceTask::Commit, MaintenanceTask::Checkpoint],
+            maintenance: &[MaintenanceTask::Commit, MaintenanceTask::Checkpoint, MaintenanceTask::Compact],
         }
     }
 
@@ -228,6 +238,7 @@ impl Engine for TurtleEngine {
                 ("block_cache_bytes", cache.capacity_bytes()),
                 ("block_cache_used_bytes", cache.used_bytes()),
                 ("writer_waits", c.writer_waits.load(Relaxed)),
+                ("settle_steps", c.settle_steps.load(Relaxed)),
                 ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
                 ("memory.over_budget_bytes", memory_bytes.saturating_sub(inner.memory_budget_bytes)),
             ]

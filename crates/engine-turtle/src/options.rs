@@ -7,10 +7,11 @@ use crate::tree::TreeConfig;
 pub const ENGINE_NAME: &str = "turtle";
 
 /// Knobs `Db::set_option` may change while the store is open.
-pub const RUNTIME_OPTIONS: &[&str] = &["checkpoint_distance", "block_cache_bytes"];
+pub const RUNTIME_OPTIONS: &[&str] = &["checkpoint_distance", "block_cache_bytes", "settle"];
 
-/// The checkpoint distance's range: a MemTable of at least 64 KiB, at most 16 GiB.
-pub const CHECKPOINT_DISTANCE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(16 << 30);
+/// The checkpoint distance's range: a MemTable of at least 4 KiB (tests apply tables within a few
+/// hundred writes), at most 16 GiB.
+pub const CHECKPOINT_DISTANCE_RANGE: std::ops::RangeInclusive<u64> = (4 << 10)..=(16 << 30);
 
 /// The engine's knobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +26,38 @@ pub struct TurtleOptions {
     /// (also at run time); `None`: what the budget leaves after the MemTables, room for the
     /// active one to fill, and the tree's indexes and filters, re-derived as they change.
     pub block_cache_bytes: Option<u64>,
+    /// When the worker settles the tree's buffers into its leaves. Changeable at run time.
+    pub settle: Settle,
+}
+
+/// When the worker settles the tree (`Tree::settle_step`: buffers flushed into the leaves, so
+/// reads meet few buffered runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settle {
+    /// While reads dominate, as far as the write share makes it worth (`distance::settle_fraction`).
+    Auto,
+    /// After every table it applies, to the least fraction (a store that is mostly read).
+    Always,
+    /// Never (the buffers flush only as the paper's bounds require).
+    Off,
+}
+
+impl Settle {
+    /// The option's words, in `Settle::ALL`'s order.
+    pub const NAMES: [&'static str; 3] = ["auto", "always", "off"];
+    const ALL: [Settle; 3] = [Settle::Auto, Settle::Always, Settle::Off];
+
+    pub fn from_name(name: &str) -> Option<Settle> {
+        Settle::NAMES.iter().position(|n| *n == name).map(|i| Settle::ALL[i])
+    }
+
+    pub fn to_byte(self) -> u8 {
+        Settle::ALL.iter().position(|s| *s == self).unwrap_or(0) as u8
+    }
+
+    pub fn from_byte(byte: u8) -> Settle {
+        Settle::ALL.get(usize::from(byte)).copied().unwrap_or(Settle::Auto)
+    }
 }
 
 impl TurtleOptions {
@@ -41,8 +74,9 @@ impl TurtleOptions {
             tree.max_pivots = n as usize;
         }
         let block_cache_bytes = r.bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?;
+        let settle = r.choice("settle", &Settle::NAMES)?.and_then(Settle::from_name).unwrap_or(Settle::Auto);
         r.finish()?;
-        Ok(TurtleOptions { checkpoint_distance, tree, block_cache_bytes })
+        Ok(TurtleOptions { checkpoint_distance, tree, block_cache_bytes, settle })
     }
 
     /// χ at open: the fixed one, or `auto`'s largest (a store is usually opened to be written).

@@ -374,3 +374,74 @@ fn memory_over_the_budget_is_reported() {
     assert_eq!(over, stats.memory_bytes - budget);
     engine.close().unwrap();
 }
+
+/// Under `auto` χ, a run of reads (no writes) makes the worker settle the tree: its buffers
+/// flush into the leaves until each node buffers a hundredth of the data below it, and the
+/// settled tree is checkpointed, so a reopen finds it settled, every record in place.
+/// `settle=off` never settles; `Compact` settles until nothing is buffered.
+#[test]
+fn reads_settle_the_buffers_into_the_leaves_and_a_reopen_keeps_it() {
+    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let engine = TurtleEngine::open(storage.clone(), &config("auto")).unwrap();
+    for i in 0..20_000 {
+        engine.put(&key(i), &value(i, 0), Durability::None).unwrap();
+    }
+    engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
+    let checkpoints = counter(&engine, "checkpoints");
+    let loaded = counter(&engine, "tree_buffer_pending_bytes");
+    let leaves = counter(&engine, "tree_leaf_bytes");
+    assert!(loaded > leaves / 20, "the load leaves {loaded} bytes buffered over {leaves}");
+    assert_eq!(counter(&engine, "settle_steps"), 0, "a load does not settle");
+    let settled = |engine: &TurtleEngine| {
+        let height = counter(engine, "tree_height");
+        let bound = (height - 1) * counter(engine, "tree_leaf_bytes") / 100;
+        counter(engine, "tree_buffer_pending_bytes") <= bound
+            && counter(engine, "tree_buffer_run_bytes") <= 2 * bound + (64 << 10)
+    };
+    for round in 0.. {
+        for i in 0..5_000 {
+            engine.get(&key(i)).unwrap();
+        }
+        if settled(&engine) {
+            break;
+        }
+        assert!(round < 1_000, "not settled: {:?}", engine.stats().engine_counters);
+    }
+    // The worker's round ends with a checkpoint of the settled tree; no read asks for another.
+    let mut last = (0, 0);
+    wait_until(|| {
+        let now = (counter(&engine, "settle_steps"), counter(&engine, "checkpoints"));
+        let still = now == last && now.1 > checkpoints;
+        last = now;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        still
+    });
+    let pending = counter(&engine, "tree_buffer_pending_bytes");
+    engine.close().unwrap();
+    drop(engine);
+    let off = config("64KiB").engine_option("settle", "off");
+    let engine = TurtleEngine::open(storage.clone(), &off).unwrap();
+    assert_eq!(counter(&engine, "tree_buffer_pending_bytes"), pending, "the settled tree was checkpointed");
+    for i in 0..20_000 {
+        engine.put(&key(i), &value(i, 1), Durability::None).unwrap();
+    }
+    engine.maintenance().run(MaintenanceTask::Checkpoint).unwrap();
+    for i in 0..50_000 {
+        engine.get(&key(i % 20_000)).unwrap();
+    }
+    assert_eq!(counter(&engine, "settle_steps"), 0, "settle=off never settles");
+    let err = engine.maintenance().set_option("settle", "sometimes").unwrap_err().to_string();
+    assert!(err.contains("one of auto, always, off"), "{err}");
+    // Compact: nothing buffered afterwards, checkpointed, every record in place.
+    assert!(counter(&engine, "tree_buffer_pending_bytes") > 0);
+    engine.maintenance().run(MaintenanceTask::Compact).unwrap();
+    assert_eq!(counter(&engine, "tree_buffer_pending_bytes"), 0);
+    assert_eq!(counter(&engine, "tree_buffer_run_bytes"), 0);
+    engine.close().unwrap();
+    drop(engine);
+    let engine = TurtleEngine::open(storage, &off).unwrap();
+    assert_eq!(counter(&engine, "tree_buffer_run_bytes"), 0, "the compacted tree was checkpointed");
+    for i in (0..20_000).step_by(7) {
+        assert_eq!(engine.get(&key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    }
+}

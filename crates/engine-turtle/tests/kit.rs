@@ -1,7 +1,9 @@
 //! The shared test kit, instantiated for engine `turtle`: conformance on mem and sim storage,
 //! process-kill crashes, fault injection, failed and in-flight writes, bulk load, damaged files
-//! and concurrency stress. Sizes are tiny (a 64 KiB MemTable, 2 KiB leaves, 4 pivots) so tables
-//! are finalized, applied, split into leaves and nodes, and checkpointed within each test.
+//! and concurrency stress. Sizes are tiny (a 4 KiB MemTable, 2 KiB leaves, 4 pivots) so tables
+//! are finalized, applied, split into leaves and nodes, and checkpointed within each test; the
+//! worker settles the tree after every table (`settle=always`), so settling meets crashes,
+//! faults and concurrent writers too.
 
 use std::sync::Arc;
 
@@ -15,7 +17,12 @@ fn config() -> EngineConfig {
         memory_budget_bytes: 256 << 10,
         ..EngineConfig::default()
     }
-    .with_engine_options([("checkpoint_distance", "64KiB"), ("leaf_bytes", "2KiB"), ("max_pivots", "4")])
+    .with_engine_options([
+        ("checkpoint_distance", "4KiB"),
+        ("leaf_bytes", "2KiB"),
+        ("max_pivots", "4"),
+        ("settle", "always"),
+    ])
 }
 
 fn target() -> Target {

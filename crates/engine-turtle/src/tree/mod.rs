@@ -152,6 +152,22 @@ impl Subtree {
         }
     }
 
+    /// Whether a node in it buffers more than `fraction` of the leaf bytes below that node.
+    pub fn needs_settling(&self, fraction: f64) -> bool {
+        match self {
+            Subtree::Leaf(_) => false,
+            Subtree::Node(node) => node.needs_settling(fraction),
+        }
+    }
+
+    /// Bytes of the leaves under it (`entry_bytes`).
+    pub fn leaf_bytes_below(&self) -> u64 {
+        match self {
+            Subtree::Leaf(leaf) => leaf.bytes(),
+            Subtree::Node(node) => node.leaf_bytes_below(),
+        }
+    }
+
     /// Whether it is small enough to join a neighbour.
     pub fn is_underfull(&self, config: &TreeConfig) -> bool {
         match self {
@@ -329,6 +345,31 @@ impl Tree {
         let config = ApplyConfig { tree: self.config, spill };
         let root = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::empty()?));
         let parts = root.apply(Key::new(), None, batch, &config)?;
+        self.set_root(parts, &config)
+    }
+
+    /// One step toward leaves that hold (nearly) everything, so reads meet few buffered runs:
+    /// the highest node whose buffer holds more than `fraction` of the leaf bytes below it
+    /// flushes its fullest pivot into its child (a batch of up to a leaf). Whether anything
+    /// moved (false: every node is within the fraction).
+    pub fn settle_step(&mut self, fraction: f64, spill: Option<SpillTo>) -> Result<bool> {
+        let config = ApplyConfig { tree: self.config, spill };
+        if !self.root.needs_settling(fraction) {
+            return Ok(false);
+        }
+        let Subtree::Node(root) = std::mem::replace(&mut self.root, Subtree::Leaf(Leaf::empty()?)) else {
+            unreachable!("only a node buffers");
+        };
+        let mut root = Arc::unwrap_or_clone(root);
+        root.set_upper(None);
+        root.settle_step(fraction, &config)?;
+        let parts = root.split_if_needed(&config)?;
+        self.set_root(parts, &config)?;
+        Ok(true)
+    }
+
+    /// The root made of `parts` (one subtree, or a new node above several), collapsed.
+    fn set_root(&mut self, parts: Vec<(Key, Subtree)>, config: &ApplyConfig) -> Result<()> {
         self.root = if parts.len() == 1 {
             match parts.into_iter().next() {
                 Some((_, subtree)) => subtree,
@@ -337,7 +378,7 @@ impl Tree {
         } else {
             Subtree::Node(Arc::new(Node::above(parts, &self.config)))
         };
-        self.collapse_root(&config)
+        self.collapse_root(config)
     }
 
     /// A root node with one child hands its buffer down and gives way to the child.

@@ -164,6 +164,13 @@ impl Segment {
         self.run.bytes_between(start, end)
     }
 
+    /// Bytes of the run within the view (`bytes_between`), flushed entries included: what the
+    /// segment keeps on disk or in memory.
+    pub fn view_bytes(&self) -> u64 {
+        let upper = self.view_upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.run.bytes_between(Bound::Included(&self.view_lower), upper)
+    }
+
     /// Records that everything of pivot `pivot` up to `key` has been flushed.
     pub fn mark_flushed(&mut self, pivot: &[u8], key: &[u8]) {
         let bound = self.flushed.entry(pivot.to_vec()).or_insert_with(|| Flushed::Through(Key::new()));

@@ -272,3 +272,84 @@ fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
     let bound = after.leaves as f64 * SPACE_PENDING_FRACTION + 2.0 * config.leaf_bytes as f64;
     assert!((after.buffer_pending as f64) < bound, "{after:?} against {bound}");
 }
+
+/// Settling (`Tree::settle_step`) moves buffered entries into the leaves until each node buffers
+/// at most the fraction, reads never change on the way, and the runs that flushes left mostly
+/// flushed are rewritten: at a fraction of 0 no buffered run is left at all.
+#[test]
+fn settling_empties_the_buffers_to_the_fraction_and_keeps_every_record() {
+    for (seed, fraction) in [(1u64, 0.0), (2, 0.05), (3, 0.0)] {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let config = TreeConfig { leaf_bytes: 512, max_pivots: 4 };
+        let mut tree = Tree::new(config).unwrap();
+        let mut model = BTreeMap::new();
+        let key_space = 3_000;
+        for _ in 0..400 {
+            let n = rng.gen_range(1..60);
+            let batch = random_batch(&mut rng, n, key_space, 6);
+            apply_to_model(&mut model, &batch);
+            tree.apply_batch(batch).unwrap();
+        }
+        let before = tree.bytes();
+        assert!(tree.height() >= 3 && before.buffer_pending > before.leaves / 10, "{before:?}");
+        let mut steps = 0;
+        while tree.settle_step(fraction, None).unwrap() {
+            steps += 1;
+            assert!(steps < 100_000, "seed {seed}: settling does not end");
+            if steps % 25 == 0 {
+                tree.check().unwrap_or_else(|e| panic!("seed {seed} step {steps}: {e}"));
+                check(&tree, &model, &mut rng, key_space);
+            }
+        }
+        tree.check().unwrap();
+        check(&tree, &model, &mut rng, key_space);
+        let after = tree.bytes();
+        let levels_above = (tree.height() - 1) as f64;
+        let bound = levels_above * fraction * after.leaves as f64;
+        assert!(after.buffer_pending as f64 <= bound, "seed {seed}: {after:?} against {bound}");
+        // A rewritten run keeps only unflushed entries; a run may hold up to twice that (the
+        // estimates count whole blocks at each end).
+        let runs_bound = 2.0 * after.buffer_pending as f64 + 4.0 * config.leaf_bytes as f64;
+        assert!((after.buffer_runs as f64) <= runs_bound, "seed {seed}: {after:?}");
+        if fraction == 0.0 {
+            assert_eq!((after.buffer_pending, after.buffer_runs), (0, 0), "seed {seed}");
+        }
+        assert!(!tree.settle_step(fraction, None).unwrap(), "a settled tree stays");
+        let storage = MemStorage::new();
+        let pages = new_pages(&storage);
+        let (reopened, _) = reopen(&mut tree, &pages, &storage);
+        check(&reopened, &model, &mut rng, key_space);
+    }
+}
+
+/// A settled buffer keeps few runs for its unflushed entries: flushes raise bounds and leave
+/// the entries in the runs, so settling rewrites a segment whose flushed entries outweigh its
+/// unflushed ones. A two-level tree over 64-pivot nodes, loaded, then overwritten a little.
+#[test]
+fn settling_rewrites_the_runs_its_flushes_left_mostly_flushed() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
+    let mut tree = Tree::new(config).unwrap();
+    let key_space = 6_000;
+    let mut order: Vec<u32> = (0..key_space).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    for chunk in order.chunks(100) {
+        let mut batch: Vec<(Key, Entry)> = chunk.iter().map(|&i| (key(i), Entry::put(vec![1; 60]))).collect();
+        batch.sort_by(|a, b| a.0.cmp(&b.0));
+        tree.apply_batch(batch).unwrap();
+    }
+    for _ in 0..100 {
+        let n = rng.gen_range(50..150);
+        let batch = random_batch(&mut rng, n, key_space, 1_000);
+        tree.apply_batch(batch).unwrap();
+    }
+    let before = tree.bytes();
+    while tree.settle_step(0.1, None).unwrap() {}
+    let after = tree.bytes();
+    assert!(after.buffer_pending < before.buffer_pending / 2, "{before:?} {after:?}");
+    // Without the rewrites: 39.4 k bytes of runs for 27.3 k unflushed.
+    let bound = after.buffer_pending + 2 * config.leaf_bytes;
+    assert!(after.buffer_runs <= bound, "{after:?}: more than {bound} bytes of runs");
+}

@@ -30,7 +30,7 @@ pub fn counter(engine: &TurtleEngine, name: &str) -> u64 {
     engine.stats().counter(name).unwrap_or_else(|| panic!("no counter {name}"))
 }
 
-pub fn wait_until(done: impl Fn() -> bool) {
+pub fn wait_until(mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !done() {
         assert!(std::time::Instant::now() < deadline, "timed out");
