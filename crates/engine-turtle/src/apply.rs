@@ -111,7 +111,7 @@ impl Inner {
     /// (`distance::settle_fraction`; nothing before the first window), the least one, or none.
     fn settle_fraction(&self) -> Option<f64> {
         match self.tuner.settle() {
-            Settle::Auto => self.tuner.write_share().and_then(crate::distance::settle_fraction),
+            Settle::Auto => self.tuner.shares().and_then(crate::distance::settle_fraction),
             Settle::Always => Some(crate::distance::MIN_SETTLE_FRACTION),
             Settle::Off => None,
         }

@@ -25,16 +25,26 @@ const FULL_WRITE_SHARE: f64 = 1.0;
 /// share that wavers inside a phase does not resize the cache every window.
 const CHANGE_FACTOR: f64 = 1.25;
 
-/// The counters of the current window and the smoothed write share, kept while χ or settling
-/// is `auto`.
+/// The shares of a window's operations, smoothed over the windows (each window weighs half).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Shares {
+    /// Of reads, scans and written records, the written records.
+    pub write: f64,
+    /// Of the same, the scans.
+    pub scan: f64,
+}
+
+/// The counters of the current window and the smoothed shares, kept while χ or settling is
+/// `auto`.
 pub(crate) struct DistanceTuner {
     auto: AtomicBool,
     /// `Settle`, as its byte.
     settle: AtomicU8,
     window_ops: AtomicU64,
     window_writes: AtomicU64,
-    /// The write share smoothed over windows (each window weighs half); `None` before the first.
-    smoothed_write_share: Mutex<Option<f64>>,
+    window_scans: AtomicU64,
+    /// `None` before the first window.
+    smoothed: Mutex<Option<Shares>>,
     /// Times `auto` moved χ.
     pub changes: AtomicU64,
     /// Held while χ is chosen or set, so a value fixed by `set_option` is never overwritten by
@@ -49,7 +59,8 @@ impl DistanceTuner {
             settle: AtomicU8::new(settle.to_byte()),
             window_ops: AtomicU64::new(0),
             window_writes: AtomicU64::new(0),
-            smoothed_write_share: Mutex::new(None),
+            window_scans: AtomicU64::new(0),
+            smoothed: Mutex::new(None),
             changes: AtomicU64::new(0),
             choosing: Mutex::new(()),
         }
@@ -71,38 +82,50 @@ impl DistanceTuner {
         self.settle.store(settle.to_byte(), Relaxed);
     }
 
-    /// Counts `reads` reads and `writes` written records; true for the one caller whose
-    /// operations complete the window (it then calls `end_window`).
-    pub fn note(&self, reads: u64, writes: u64) -> bool {
+    /// Counts `reads` gets, `scans` scans and `writes` written records; true for the one
+    /// caller whose operations complete the window (it then calls `end_window`).
+    pub fn note(&self, reads: u64, scans: u64, writes: u64) -> bool {
         if !self.is_auto() && self.settle() != Settle::Auto {
             return false;
         }
         if writes > 0 {
             self.window_writes.fetch_add(writes, Relaxed);
         }
-        let before = self.window_ops.fetch_add(reads + writes, Relaxed);
-        before < WINDOW_OPS && before + reads + writes >= WINDOW_OPS
+        if scans > 0 {
+            self.window_scans.fetch_add(scans, Relaxed);
+        }
+        let ops = reads + scans + writes;
+        let before = self.window_ops.fetch_add(ops, Relaxed);
+        before < WINDOW_OPS && before + ops >= WINDOW_OPS
     }
 
-    /// Starts a new window; returns the write share smoothed over the windows so far.
-    pub fn end_window(&self) -> f64 {
-        let mut smoothed = self.smoothed_write_share.lock();
+    /// Starts a new window; returns the shares smoothed over the windows so far.
+    pub fn end_window(&self) -> Shares {
+        let mut smoothed = self.smoothed.lock();
         let ops = self.window_ops.swap(0, Relaxed).max(1);
-        let writes = self.window_writes.swap(0, Relaxed).min(ops);
-        let share = writes as f64 / ops as f64;
-        let next = smoothed.map_or(share, |old| (old + share) / 2.0);
+        let share = |count: u64| count.min(ops) as f64 / ops as f64;
+        let window = Shares {
+            write: share(self.window_writes.swap(0, Relaxed)),
+            scan: share(self.window_scans.swap(0, Relaxed)),
+        };
+        let next = smoothed.map_or(window, |old| Shares {
+            write: (old.write + window.write) / 2.0,
+            scan: (old.scan + window.scan) / 2.0,
+        });
         *smoothed = Some(next);
         next
     }
 
-    /// The smoothed write share; `None` before the first window.
-    pub fn write_share(&self) -> Option<f64> {
-        *self.smoothed_write_share.lock()
+    /// The smoothed shares; `None` before the first window.
+    pub fn shares(&self) -> Option<Shares> {
+        *self.smoothed.lock()
     }
 
-    /// The smoothed write share in thousandths (for `Stats`); 0 before the first window.
-    pub fn write_share_permille(&self) -> u64 {
-        self.smoothed_write_share.lock().map_or(0, |share| (share * 1000.0).round() as u64)
+    /// The smoothed write and scan shares in thousandths (for `Stats`); 0 before the first
+    /// window.
+    pub fn shares_permille(&self) -> (u64, u64) {
+        let permille = |share: f64| (share * 1000.0).round() as u64;
+        self.shares().map_or((0, 0), |s| (permille(s.write), permille(s.scan)))
     }
 }
 
@@ -128,20 +151,25 @@ pub(crate) fn distance_for(write_share: f64, budget_bytes: u64) -> u64 {
 
 /// The write share below which the worker settles the tree's buffers into its leaves.
 const SETTLE_BELOW_WRITE_SHARE: f64 = 0.5;
+/// The scan share from which it does: a get meets a buffered run through its filter, a scan
+/// with a block read (measured at 2M records after YCSB A: settling cost B and C 30% of their
+/// throughput while it ran, and won E 40%).
+const SETTLE_FROM_SCAN_SHARE: f64 = 0.1;
 /// The least fraction settling aims for (a node's buffer against the leaf bytes below it):
 /// with no writes at all, buffers a hundredth of the data.
 pub(crate) const MIN_SETTLE_FRACTION: f64 = 0.01;
 
-/// How far the worker settles the tree at a smoothed `write_share` (`Tree::settle_step`): each
+/// How far the worker settles the tree at the smoothed `shares` (`Tree::settle_step`): each
 /// node's buffer to this fraction of the leaf bytes below it, from the space bound's fraction
 /// (`SPACE_PENDING_FRACTION`) at `SETTLE_BELOW_WRITE_SHARE` down to `MIN_SETTLE_FRACTION`
-/// with no writes; `None` (no settling) from that share up. A buffered run costs a scan a
-/// block read in each node it passes (measured: 1.8 device reads per YCSB E scan against
-/// 1.3 settled), and settling costs a leaf's rewrite per flush: worth it when writes are few,
-/// and what new writes cost to settle again falls with their share.
-pub(crate) fn settle_fraction(write_share: f64) -> Option<f64> {
-    (write_share < SETTLE_BELOW_WRITE_SHARE).then(|| {
-        let fraction = crate::tree::SPACE_PENDING_FRACTION * write_share / SETTLE_BELOW_WRITE_SHARE;
+/// with no writes; `None` (no settling) from that write share up, or under
+/// `SETTLE_FROM_SCAN_SHARE` scans. A buffered run costs a scan a block read in each node it
+/// passes (measured: 1.8 device reads per YCSB E scan against 1.3 settled), and settling costs
+/// a leaf's rewrite per flush: worth it when scans are many and writes few, and what new
+/// writes cost to settle again falls with their share.
+pub(crate) fn settle_fraction(shares: Shares) -> Option<f64> {
+    (shares.write < SETTLE_BELOW_WRITE_SHARE && shares.scan >= SETTLE_FROM_SCAN_SHARE).then(|| {
+        let fraction = crate::tree::SPACE_PENDING_FRACTION * shares.write / SETTLE_BELOW_WRITE_SHARE;
         fraction.max(MIN_SETTLE_FRACTION)
     })
 }
@@ -171,20 +199,34 @@ mod tests {
     }
 
     #[test]
-    fn windows_end_once_and_smooth_the_share() {
+    fn windows_end_once_and_smooth_the_shares() {
         let tuner = DistanceTuner::new(true, Settle::Off);
-        assert!(!tuner.note(WINDOW_OPS - 1, 0));
-        assert!(tuner.note(0, 1), "the write that completes the window ends it");
-        assert!(!tuner.note(0, 1), "only one caller ends a window");
+        assert_eq!(tuner.shares(), None);
+        assert!(!tuner.note(WINDOW_OPS - 1, 0, 0));
+        assert!(tuner.note(0, 0, 1), "the write that completes the window ends it");
+        assert!(!tuner.note(0, 0, 1), "only one caller ends a window");
         let first = tuner.end_window();
-        assert!(first < 0.01, "{first}");
-        assert!(tuner.note(0, WINDOW_OPS));
+        assert!(first.write < 0.01 && first.scan == 0.0, "{first:?}");
+        assert!(tuner.note(0, WINDOW_OPS / 2, WINDOW_OPS / 2));
         let second = tuner.end_window();
-        assert!((second - (first + 1.0) / 2.0).abs() < 1e-9, "{second}");
+        assert!((second.write - (first.write + 0.5) / 2.0).abs() < 1e-9, "{second:?}");
+        assert!((second.scan - 0.25).abs() < 1e-9, "{second:?}");
+        assert_eq!(tuner.shares_permille(), ((second.write * 1000.0).round() as u64, 250));
         tuner.set_auto(false);
-        assert!(!tuner.note(0, 2 * WINDOW_OPS), "a fixed distance counts nothing");
+        assert!(!tuner.note(0, 0, 2 * WINDOW_OPS), "a fixed distance counts nothing");
         tuner.set_settle(Settle::Auto);
-        assert!(tuner.note(0, 2 * WINDOW_OPS), "settling by the share counts");
+        assert!(tuner.note(0, 0, 2 * WINDOW_OPS), "settling by the shares counts");
+    }
+
+    #[test]
+    fn settling_wants_scans_and_few_writes() {
+        let shares = |write, scan| Shares { write, scan };
+        assert_eq!(settle_fraction(shares(0.0, 0.95)), Some(MIN_SETTLE_FRACTION));
+        let e = settle_fraction(shares(0.05, 0.95)).unwrap();
+        assert!((e - 0.03).abs() < 1e-9, "YCSB E: {e}");
+        assert_eq!(settle_fraction(shares(0.0, 0.0)), None, "gets alone meet filters");
+        assert_eq!(settle_fraction(shares(0.05, 0.05)), None);
+        assert_eq!(settle_fraction(shares(0.5, 0.5)), None, "half writes: the apply path's bounds");
     }
 
     #[test]

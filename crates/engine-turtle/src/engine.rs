@@ -185,17 +185,18 @@ impl Inner {
         self.pages.block_cache().set_capacity(budget.saturating_sub(reserved).max(budget / 8));
     }
 
-    /// Counts served operations for `auto` χ; the one that completes a window retunes.
-    pub(crate) fn note_ops(&self, reads: u64, writes: u64) {
-        if !self.tuner.note(reads, writes) {
+    /// Counts served operations for `auto` χ and settling; the one that completes a window
+    /// retunes.
+    pub(crate) fn note_ops(&self, reads: u64, scans: u64, writes: u64) {
+        if !self.tuner.note(reads, scans, writes) {
             return;
         }
         let _choosing = self.tuner.choosing.lock();
-        let share = self.tuner.end_window();
-        if self.tuner.settle() == Settle::Auto && crate::distance::settle_fraction(share).is_some() {
+        let shares = self.tuner.end_window();
+        if self.tuner.settle() == Settle::Auto && crate::distance::settle_fraction(shares).is_some() {
             self.signals.request(); // the worker settles the tree (`settle_while_due`)
         }
-        let target = distance_for(share, self.memory_budget_bytes);
+        let target = distance_for(shares.write, self.memory_budget_bytes);
         if self.tuner.is_auto() && worth_changing(self.checkpoint_distance_bytes.load(Relaxed), target) {
             self.tuner.changes.fetch_add(1, Relaxed);
             self.set_checkpoint_distance(target);

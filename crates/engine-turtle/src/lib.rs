@@ -137,7 +137,7 @@ impl Engine for TurtleEngine {
 
     fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.inner.writes.check_usable()?;
-        self.inner.note_ops(1, 0);
+        self.inner.note_ops(1, 0, 0);
         let value = self.inner.get(key)?;
         if let Some(v) = &value {
             self.inner.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
@@ -146,7 +146,7 @@ impl Engine for TurtleEngine {
     }
 
     fn write(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
-        self.inner.note_ops(0, batch.len() as u64);
+        self.inner.note_ops(0, 0, batch.len() as u64);
         self.inner.writes.write(batch, durability, self.inner.as_ref())
     }
 
@@ -157,14 +157,14 @@ impl Engine for TurtleEngine {
         durability: Durability,
     ) -> Result<Option<Value>> {
         let inner = self.inner.as_ref();
-        inner.note_ops(0, 1);
+        inner.note_ops(0, 0, 1);
         let mut read = TurtleRead { inner, key, tree_value: None };
         inner.writes.rmw(key, &mut read, f, durability, inner)
     }
 
     fn range(&self, range: KeyRange, direction: Direction) -> Result<KvIter> {
         self.inner.writes.check_usable()?;
-        self.inner.note_ops(1, 0);
+        self.inner.note_ops(0, 1, 0);
         Ok(Box::new(iter::TurtleScan::new(self.inner.clone(), range, direction)?))
     }
 
@@ -203,6 +203,7 @@ impl Engine for TurtleEngine {
         let cache = inner.pages.block_cache();
         let (cache_hits, cache_misses) = cache.hits_and_misses();
         let memory_bytes = tables_memory + tree_memory.total_bytes + cache.used_bytes();
+        let (write_share, scan_share) = inner.tuner.shares_permille();
         Stats {
             engine: "turtle".into(),
             live_keys: None,
@@ -217,7 +218,8 @@ impl Engine for TurtleEngine {
                 ("checkpoint_distance_bytes", inner.checkpoint_distance_bytes.load(Relaxed)),
                 ("checkpoint_distance_auto", u64::from(inner.tuner.is_auto())),
                 ("checkpoint_distance_changes", inner.tuner.changes.load(Relaxed)),
-                ("write_share_permille", inner.tuner.write_share_permille()),
+                ("write_share_permille", write_share),
+                ("scan_share_permille", scan_share),
                 ("finalized_tables", finalized),
                 ("memtables_bytes", tables_memory),
                 ("tables_finalized", c.tables_finalized.load(Relaxed)),
