@@ -61,11 +61,17 @@ pub fn options(kind: EngineKind) -> Options {
         ]
         .into_iter()
         .fold(base, |o, (n, v)| o.engine_option(n, v)),
-        // engine-turtle's kit sizes: 64 KiB MemTables, 2 KiB leaves, 4 pivots: the seed's
-        // writes fill several tables, each applied and checkpointed into a tree of a few levels.
-        EngineKind::Turtle => [("checkpoint_distance", "64KiB"), ("leaf_bytes", "2KiB"), ("max_pivots", "4")]
-            .into_iter()
-            .fold(base, |o, (n, v)| o.engine_option(n, v)),
+        // Small sizes: 64 KiB MemTables, 2 KiB leaves, 4 pivots: the seed's writes fill several
+        // tables, each applied and checkpointed into a tree of a few levels, and settled after
+        // each table (`settle=always`, as engine-turtle's kit).
+        EngineKind::Turtle => [
+            ("checkpoint_distance", "64KiB"),
+            ("leaf_bytes", "2KiB"),
+            ("max_pivots", "4"),
+            ("settle", "always"),
+        ]
+        .into_iter()
+        .fold(base, |o, (n, v)| o.engine_option(n, v)),
         _ => base,
     }
 }

@@ -13,9 +13,8 @@ use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
-use crate::options::Settle;
 use crate::tables::Frozen;
-use crate::tree::{entry_bytes, SpillTo, TreeMemory};
+use crate::tree::{entry_bytes, SpillTo, Tree, TreeMemory};
 
 /// How far `apply_table` went.
 enum Applied {
@@ -33,87 +32,9 @@ impl Inner {
                 return Ok(());
             }
             let Some(frozen) = self.tables.read().finalized.front().cloned() else {
-                return self.settle_while_due();
+                return self.settle_while_due(); // step 8, settle.rs
             };
             self.apply_and_checkpoint(&frozen)?;
-        }
-    }
-
-    /// While `settle_fraction` says so and no table waits, the tree's buffers are flushed
-    /// toward its leaves a step at a time until each node buffers at most that fraction of the
-    /// leaf bytes below it; then the settled tree is checkpointed (at the same WAL lsn: it
-    /// holds no new write). A table finalized meanwhile goes first.
-    fn settle_while_due(&self) -> Result<()> {
-        let mut settled = false;
-        while let Some(fraction) = self.settle_fraction() {
-            if self.signals.stop_requested() || !self.tables.read().finalized.is_empty() {
-                break;
-            }
-            let _one_at_a_time = self.apply_lock.lock();
-            if self.writes.state().is_closed() || !self.tables.read().finalized.is_empty() {
-                break;
-            }
-            if !self.settle_step(fraction)? {
-                break;
-            }
-            settled = true;
-        }
-        if settled {
-            let _one_at_a_time = self.apply_lock.lock();
-            self.checkpoint_settled()?;
-        }
-        Ok(())
-    }
-
-    /// `Compact`: every table applied, then the tree settled until no node buffers anything,
-    /// under `apply_lock` throughout (writers go on until the finalized list is full), then
-    /// checkpointed.
-    pub(crate) fn compact_now(&self) -> Result<()> {
-        self.checkpoint_now()?;
-        let _one_at_a_time = self.apply_lock.lock();
-        while !self.writes.state().is_closed() && self.settle_step(0.0)? {}
-        self.checkpoint_settled()?;
-        self.writes.check_usable()
-    }
-
-    /// One `Tree::settle_step` on a copy of the tree, swapped in as a batch is (`apply_batch`);
-    /// the caller holds `apply_lock`. Whether anything moved.
-    fn settle_step(&self, fraction: f64) -> Result<bool> {
-        let mut next = self.tree.read().clone();
-        let memory = next.memory();
-        let room = self.new_run_room_bytes(memory).saturating_sub(memory.new_run_bytes);
-        let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
-        let stepped = catch_unwind(AssertUnwindSafe(|| next.settle_step(fraction, Some(spill))))
-            .unwrap_or_else(|_| Err(Error::Poisoned("a panic while settling the tree".into())));
-        if !stepped.map_err(|e| self.writes.poison(e))? {
-            return Ok(false);
-        }
-        let replaced = std::mem::replace(&mut *self.tree.write(), next);
-        drop(replaced); // with no lock held, as in `apply_batch`
-        self.counters.settle_steps.fetch_add(1, Relaxed);
-        self.spill_if_over()?;
-        Ok(true)
-    }
-
-    /// A checkpoint of the settled tree at the last checkpoint's WAL lsn (the tree holds the
-    /// same writes), unless the engine closed meanwhile; the caller holds `apply_lock`.
-    fn checkpoint_settled(&self) -> Result<()> {
-        if self.writes.state().is_closed() {
-            return Ok(());
-        }
-        let lsn = self.checkpoint_lsn.load(Relaxed);
-        self.write_checkpoint(lsn).map_err(|e| self.writes.poison(e))?;
-        self.resize_block_cache();
-        Ok(())
-    }
-
-    /// The fraction the worker settles the tree to now (`Settle`): by the smoothed write share
-    /// (`distance::settle_fraction`; nothing before the first window), the least one, or none.
-    fn settle_fraction(&self) -> Option<f64> {
-        match self.tuner.settle() {
-            Settle::Auto => self.tuner.shares().and_then(crate::distance::settle_fraction),
-            Settle::Always => Some(crate::distance::MIN_SETTLE_FRACTION),
-            Settle::Off => None,
         }
     }
 
@@ -199,7 +120,7 @@ impl Inner {
     /// batch, a level merge writes its segments as it cuts them once they pass the room left
     /// (`SpillTo`, in `apply_batch`). So a table's apply holds little more than that room of
     /// new runs besides the tables, whatever it rewrites.
-    fn spill_if_over(&self) -> Result<()> {
+    pub(crate) fn spill_if_over(&self) -> Result<()> {
         let memory = self.tree.read().memory();
         if memory.new_run_bytes <= self.new_run_room_bytes(memory) {
             return Ok(());
@@ -231,29 +152,43 @@ impl Inner {
     /// the swap. A failure (or a panic) leaves the tree whole but the table half-applied: the
     /// engine is poisoned (the table stays in the WAL for the next open).
     fn apply_batch(&self, batch: Vec<(Key, Entry)>) -> Result<()> {
+        self.change_tree("applying a batch to the tree", |tree, spill| {
+            tree.apply_batch_spilling(batch, Some(spill)).map(|()| true)
+        })?;
+        self.counters.batches_applied.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// `change` run on a copy of the tree, given where its merges spill (the room for the new
+    /// runs they keep in memory, step 6a), and the copy swapped in when it says it changed
+    /// anything; a failure or panic (while `doing` it) poisons the engine and leaves the tree
+    /// as it was. The caller holds `apply_lock`.
+    pub(crate) fn change_tree(
+        &self,
+        doing: &str,
+        change: impl FnOnce(&mut Tree, SpillTo) -> Result<bool>,
+    ) -> Result<bool> {
         let mut next = self.tree.read().clone();
-        // Room for the new runs this batch's merges keep in memory (step 6a).
         let memory = next.memory();
         let room = self.new_run_room_bytes(memory).saturating_sub(memory.new_run_bytes);
         let spill = SpillTo { pages: self.pages.clone(), after_bytes: room };
-        let applied = catch_unwind(AssertUnwindSafe(|| next.apply_batch_spilling(batch, Some(spill))))
-            .unwrap_or_else(|_| Err(Error::Poisoned("a panic while applying a batch to the tree".into())));
-        if let Err(e) = applied {
-            return Err(self.writes.poison(e));
+        let changed = catch_unwind(AssertUnwindSafe(|| change(&mut next, spill)))
+            .unwrap_or_else(|_| Err(Error::Poisoned(format!("a panic while {doing}"))))
+            .map_err(|e| self.writes.poison(e))?;
+        if changed {
+            let replaced = std::mem::replace(&mut *self.tree.write(), next);
+            // Dropped with no lock held: runs and node pages only it used are retired here, and
+            // no reader can still be reading them (none holds the old tree).
+            drop(replaced);
         }
-        let replaced = std::mem::replace(&mut *self.tree.write(), next);
-        // Dropped with no lock held: runs and node pages only it used are retired here, and no
-        // reader can still be reading them (none holds the old tree).
-        drop(replaced);
-        self.counters.batches_applied.fetch_add(1, Relaxed);
-        Ok(())
+        Ok(changed)
     }
 
     /// Step 7: new runs and every node page written under the tree's read lock (readers go on;
     /// the worker, which holds `apply_lock`, is the tree's only writer), then installed under
     /// its write lock (no I/O); the pages file synced, the record replaced; then what the old
     /// checkpoint alone used is free. Returns the record's lsn.
-    fn write_checkpoint(&self, wal_lsn: u64) -> Result<u64> {
+    pub(crate) fn write_checkpoint(&self, wal_lsn: u64) -> Result<u64> {
         let written = self.tree.read().write_checkpoint(&self.pages)?;
         let root = self.tree.write().install_checkpoint(written);
         let mark = self.pages.retire_mark();

@@ -13,6 +13,7 @@ mod engine;
 mod iter;
 mod options;
 pub mod pages;
+mod settle;
 mod tables;
 pub mod tree;
 
