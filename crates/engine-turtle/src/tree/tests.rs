@@ -242,15 +242,10 @@ fn level_merges_past_their_room_write_their_segments_as_they_cut_them() {
     check(&spilled, &model, &mut rng, key_space);
 }
 
-/// Overwrites of keys the leaves hold keep a node's buffer within `SPACE_PENDING_FRACTION` of
-/// its leaves (about: a flush happens after the batch that passes it), while the same tree
-/// buffers more than that before the overwrites, when its batches brought new keys.
-#[test]
-fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
-    let mut rng = SmallRng::seed_from_u64(11);
-    let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
+/// A tree of `config` loaded with keys `0..key_space` (60-byte values) in random order, 100 to a
+/// batch.
+fn loaded_in_random_order(config: TreeConfig, key_space: u32, rng: &mut SmallRng) -> Tree {
     let mut tree = Tree::new(config).unwrap();
-    let key_space = 6_000;
     let mut order: Vec<u32> = (0..key_space).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.gen_range(0..=i));
@@ -260,6 +255,18 @@ fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
         batch.sort_by(|a, b| a.0.cmp(&b.0));
         tree.apply_batch(batch).unwrap();
     }
+    tree
+}
+
+/// Overwrites of keys the leaves hold keep a node's buffer within `SPACE_PENDING_FRACTION` of
+/// its leaves (about: a flush happens after the batch that passes it), while the same tree
+/// buffers more than that before the overwrites, when its batches brought new keys.
+#[test]
+fn overwrites_keep_the_buffer_above_leaves_within_its_share_of_their_bytes() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
+    let key_space = 6_000;
+    let mut tree = loaded_in_random_order(config, key_space, &mut rng);
     let loaded = tree.bytes();
     assert_eq!(tree.height(), 2, "one node above leaves");
     assert!(loaded.buffer_pending as f64 > loaded.leaves as f64 * SPACE_PENDING_FRACTION, "{loaded:?}");
@@ -329,17 +336,8 @@ fn settling_empties_the_buffers_to_the_fraction_and_keeps_every_record() {
 fn settling_rewrites_the_runs_its_flushes_left_mostly_flushed() {
     let mut rng = SmallRng::seed_from_u64(11);
     let config = TreeConfig { leaf_bytes: 4096, max_pivots: 64 };
-    let mut tree = Tree::new(config).unwrap();
     let key_space = 6_000;
-    let mut order: Vec<u32> = (0..key_space).collect();
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.gen_range(0..=i));
-    }
-    for chunk in order.chunks(100) {
-        let mut batch: Vec<(Key, Entry)> = chunk.iter().map(|&i| (key(i), Entry::put(vec![1; 60]))).collect();
-        batch.sort_by(|a, b| a.0.cmp(&b.0));
-        tree.apply_batch(batch).unwrap();
-    }
+    let mut tree = loaded_in_random_order(config, key_space, &mut rng);
     for _ in 0..100 {
         let n = rng.gen_range(50..150);
         let batch = random_batch(&mut rng, n, key_space, 1_000);
