@@ -34,7 +34,8 @@ pub struct TurtleOptions {
 /// reads meet few buffered runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settle {
-    /// While reads dominate, as far as the write share makes it worth (`distance::settle_fraction`).
+    /// While scans are many and writes few, as far as the write share makes it worth
+    /// (`distance::settle_fraction`).
     Auto,
     /// After every table it applies, to the least fraction (a store that is mostly read).
     Always,

@@ -206,14 +206,6 @@ impl Subtree {
         }
     }
 
-    /// A leaf's bytes (`entry_bytes`); none for a node.
-    pub fn leaf_bytes(&self) -> u64 {
-        match self {
-            Subtree::Leaf(leaf) => leaf.bytes(),
-            Subtree::Node(_) => 0,
-        }
-    }
-
     /// Leaves under it.
     pub fn leaf_count(&self) -> usize {
         match self {
@@ -350,8 +342,9 @@ impl Tree {
 
     /// One step toward leaves that hold (nearly) everything, so reads meet few buffered runs:
     /// the highest node whose buffer holds more than `fraction` of the leaf bytes below it
-    /// flushes its fullest pivot into its child (a batch of up to a leaf). Whether anything
-    /// moved (false: every node is within the fraction).
+    /// flushes its fullest pivot into its child (a batch of up to a leaf), or, within it,
+    /// rewrites a segment its flushes left mostly flushed (node/settle.rs). Whether anything
+    /// moved (false: every node is within the fraction and keeps no such segment).
     pub fn settle_step(&mut self, fraction: f64, spill: Option<SpillTo>) -> Result<bool> {
         let config = ApplyConfig { tree: self.config, spill };
         if !self.root.needs_settling(fraction) {

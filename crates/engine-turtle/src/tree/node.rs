@@ -341,7 +341,7 @@ impl Node {
         }
         // A flush splits or joins leaves, never changes the height below.
         for _ in 0..self.pivots.len() * 2 {
-            let leaves: u64 = self.children.iter().map(Subtree::leaf_bytes).sum();
+            let leaves = self.leaf_bytes_below();
             let (i, pending, buffered) = self.buffer_summary();
             let replacing = buffered as f64 * self.replacing_share;
             if pending == 0 || replacing <= leaves as f64 * SPACE_PENDING_FRACTION {
