@@ -13,7 +13,7 @@ use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
-use crate::tables::Frozen;
+use strata_kit::tables::Frozen;
 use crate::tree::{entry_bytes, SpillTo, Tree, TreeMemory};
 
 /// How far `apply_table` went.

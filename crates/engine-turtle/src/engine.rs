@@ -19,7 +19,7 @@ use crate::checkpoint::Checkpoint;
 use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::{Settle, TurtleOptions};
 use crate::pages::{Pages, PAGES_FILE};
-use crate::tables::{new_active, Snapshots, Tables};
+use strata_kit::tables::{new_active, Snapshots, Tables};
 use crate::tree::{Tree, TreeConfig};
 
 /// WAL segment files are named `turtle-wal-{id}.log`.

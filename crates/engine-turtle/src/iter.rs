@@ -22,7 +22,7 @@ use strata_kit::sorted_run::{eager, table_source, Entry, EntryKind, LazyIter, Me
 use strata_kit::versioned_memtable::VersionedMemTable;
 
 use crate::engine::Inner;
-use crate::tables::{Active, Frozen, Registration};
+use strata_kit::tables::{Active, Frozen, Registration};
 use crate::tree::Tree;
 
 /// Entries of the first active-table window; each next one doubles, up to `MAX_WINDOW`.

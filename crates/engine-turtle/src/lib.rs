@@ -14,7 +14,6 @@ mod iter;
 mod options;
 pub mod pages;
 mod settle;
-mod tables;
 pub mod tree;
 
 use std::sync::atomic::Ordering::Relaxed;

@@ -17,6 +17,7 @@ pub mod parallel;
 pub mod replay;
 pub mod small_file;
 pub mod sorted_run;
+pub mod tables;
 pub mod versioned_memtable;
 pub mod worker;
 

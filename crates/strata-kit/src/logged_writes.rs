@@ -157,6 +157,21 @@ impl LoggedWrites {
         durability: Durability,
         applier: &A,
     ) -> Result<Option<Value>> {
+        let stored = self.rmw_or_skip(key, read, &mut |current| Some(f(current)), durability, applier)?;
+        Ok(stored.flatten())
+    }
+
+    /// `rmw` whose `f` may write nothing (`None`): a conditional update (laser's update of
+    /// some columns, only while the key holds a row). Returns what it stored, `None` when `f`
+    /// wrote nothing.
+    pub fn rmw_or_skip<A: ApplyLogged + ?Sized>(
+        &self,
+        key: &[u8],
+        read: &mut dyn ReadCurrent,
+        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Option<Value>>,
+        durability: Durability,
+        applier: &A,
+    ) -> Result<Option<Option<Value>>> {
         self.check_usable()?;
         loop {
             read.prepare()?;
@@ -171,13 +186,13 @@ impl LoggedWrites {
                 continue;
             }
             let Current::Value(current) = read.current() else { continue };
-            let new = f(current.as_deref());
+            let Some(new) = f(current.as_deref()) else { return Ok(None) };
             let batch = WriteBatch::single(key, new.as_deref());
             let payload = encode_batch(&batch);
             let (lsn, ticket, sizes) = self.append(&log, Keys::one(key), batch, &payload, durability)?;
             drop(log);
             self.commit_then_apply(lsn, ticket, sizes, durability, applier).map_err(|e| self.poison(e))?;
-            return Ok(new);
+            return Ok(Some(new));
         }
     }
 

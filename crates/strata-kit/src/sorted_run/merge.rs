@@ -54,8 +54,10 @@ pub fn eager<'a>(source: SourceIter<'a>) -> LazyIter<'a> {
 pub trait MergeOperator: Send + Sync {
     /// One operand equal to applying `older` and then `newer`.
     fn combine(&self, key: &[u8], older: &[u8], newer: &[u8]) -> Result<Vec<u8>>;
-    /// The value `operand` makes of `base` (`None`: no value beneath it).
-    fn apply(&self, key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Vec<u8>>;
+    /// The value `operand` makes of `base` (`None`: no value beneath it); `None` when it leaves
+    /// the key without a value (an operand that deletes what it covers), which the merge then
+    /// treats as a delete.
+    fn apply(&self, key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Option<Vec<u8>>>;
 }
 
 /// Who reads the merge, which decides what it yields.
@@ -266,6 +268,7 @@ impl<'a> MergeIter<'a> {
             EntryKind::Put | EntryKind::Delete => newest,
             EntryKind::Merge => self.fold_operand(key, newest.value, older.into_iter())?,
         };
+        // A delete an operand's `apply` made is resolved like any other.
         Ok(match (resolved.kind, self.output) {
             (EntryKind::Delete, MergeOutput::Visible | MergeOutput::Bottom) => None,
             _ => Some(resolved),
@@ -285,18 +288,21 @@ impl<'a> MergeIter<'a> {
             .ok_or_else(|| Error::invalid("sorted run merge: a merge operand, but no merge operator"))?;
         for entry in older {
             match entry.kind {
-                EntryKind::Put => {
-                    return Ok(Entry::put(operator.apply(key, Some(&entry.value), &operand)?))
-                }
-                EntryKind::Delete => return Ok(Entry::put(operator.apply(key, None, &operand)?)),
+                EntryKind::Put => return Ok(applied(operator.apply(key, Some(&entry.value), &operand)?)),
+                EntryKind::Delete => return Ok(applied(operator.apply(key, None, &operand)?)),
                 EntryKind::Merge => operand = operator.combine(key, &entry.value, &operand)?,
             }
         }
         Ok(match self.output {
             MergeOutput::Above => Entry::merge(operand),
-            MergeOutput::Visible | MergeOutput::Bottom => Entry::put(operator.apply(key, None, &operand)?),
+            MergeOutput::Visible | MergeOutput::Bottom => applied(operator.apply(key, None, &operand)?),
         })
     }
+}
+
+/// The entry an operator's `apply` made: a put, or a delete when it left no value.
+fn applied(value: Option<Vec<u8>>) -> Entry {
+    value.map_or_else(Entry::delete, Entry::put)
 }
 
 /// What `next_key` found.

@@ -1,8 +1,9 @@
-//! The MemTables: the active one, written under its own lock, and up to `MAX_FINALIZED` finalized
-//! ones on their way into the tree, immutable and read with no lock; and the live snapshots,
-//! whose lsns decide which older versions the active table keeps (`VersionedMemTable`).
+//! The MemTables of an engine that keeps one active table and finalized ones on their way to
+//! disk (turtle's tree, laser's level 0): the active one, written under its own lock, and the
+//! finalized ones, immutable and read with no lock; and the live snapshots, whose lsns decide
+//! which older versions the active table keeps (`VersionedMemTable`).
 //!
-//! Lock order: `Inner::tables`, then the active table's lock. A writer holds the tables' read
+//! Lock order: the engine's lock around `Tables`, then the active table's lock. A writer holds the tables' read
 //! lock and the active table's write lock; finalizing takes both write locks, moves the
 //! active table's entries into a `Frozen` table and leaves a pointer to it behind, so a view
 //! that holds the old active table finds its entries there. A snapshot registers its lsn under
@@ -15,11 +16,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::Value;
-use strata_kit::versioned_memtable::{VersionedMemTable, NEWEST};
+use crate::versioned_memtable::{VersionedMemTable, NEWEST};
 
 /// A finalized MemTable: no more writes; `last_lsn` is the last WAL record it holds.
 #[derive(Debug)]
-pub(crate) struct Frozen {
+pub struct Frozen {
     pub entries: VersionedMemTable,
     pub last_lsn: u64,
 }
@@ -28,21 +29,21 @@ pub(crate) struct Frozen {
 /// applied to the table before it, so it is always the store's newest lsn). Once finalized its
 /// entries are in `frozen`.
 #[derive(Debug, Default)]
-pub(crate) struct ActiveState {
+pub struct ActiveState {
     pub entries: VersionedMemTable,
     pub last_lsn: u64,
     pub frozen: Option<Arc<Frozen>>,
 }
 
 /// The active table, shared with the views that read it.
-pub(crate) type Active = RwLock<ActiveState>;
+pub type Active = RwLock<ActiveState>;
 
-pub(crate) fn new_active(entries: VersionedMemTable, last_lsn: u64) -> Arc<Active> {
+pub fn new_active(entries: VersionedMemTable, last_lsn: u64) -> Arc<Active> {
     Arc::new(RwLock::new(ActiveState { entries, last_lsn, frozen: None }))
 }
 
 /// The active table and the finalized ones, oldest first.
-pub(crate) struct Tables {
+pub struct Tables {
     pub active: Arc<Active>,
     pub finalized: VecDeque<Arc<Frozen>>,
 }
@@ -69,7 +70,7 @@ impl Tables {
         true
     }
 
-    /// The oldest finalized table leaves (the tree holds it durably).
+    /// The oldest finalized table leaves (the engine's disk structure holds it durably).
     pub fn remove_oldest_finalized(&mut self) {
         self.finalized.pop_front();
     }
@@ -79,8 +80,8 @@ impl Tables {
         self.active.read().entries.memory_bytes() + finalized
     }
 
-    /// `key` in the tables, newest first: `Some(None)` a delete, `None` not there (look in the
-    /// tree).
+    /// `key` in the tables, newest first: `Some(None)` a delete, `None` not there (look on
+    /// disk).
     pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
         if let Some(found) = self.active.read().entries.get_at(key, NEWEST) {
             return Some(found.cloned());
@@ -91,7 +92,7 @@ impl Tables {
 
 /// The lsns of the live snapshots, each with how many snapshots share it.
 #[derive(Debug, Default)]
-pub(crate) struct Snapshots {
+pub struct Snapshots {
     live: Mutex<BTreeMap<u64, usize>>,
     /// How many registrations `live` holds: a write with none live takes no lock. Changed
     /// under `live`'s lock; a registration happens under the active table's read lock and the
@@ -121,7 +122,7 @@ impl Snapshots {
 
 /// A live snapshot; dropped, its lsn no longer keeps versions.
 #[derive(Debug)]
-pub(crate) struct Registration {
+pub struct Registration {
     snapshots: Arc<Snapshots>,
     lsn: u64,
 }
