@@ -13,8 +13,8 @@ use strata_kit::sorted_run::Entry;
 
 use crate::checkpoint::Checkpoint;
 use crate::engine::Inner;
-use strata_kit::tables::Frozen;
 use crate::tree::{entry_bytes, SpillTo, Tree, TreeMemory};
+use strata_kit::tables::Frozen;
 
 /// How far `apply_table` went.
 enum Applied {

@@ -19,8 +19,8 @@ use crate::checkpoint::Checkpoint;
 use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::{Settle, TurtleOptions};
 use crate::pages::{Pages, PAGES_FILE};
-use strata_kit::tables::{new_active, Snapshots, Tables};
 use crate::tree::{Tree, TreeConfig};
+use strata_kit::tables::{new_active, Snapshots, Tables};
 
 /// WAL segment files are named `turtle-wal-{id}.log`.
 pub const WAL_FILE_PREFIX: &str = "turtle-wal-";

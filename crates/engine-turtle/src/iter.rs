@@ -22,8 +22,8 @@ use strata_kit::sorted_run::{eager, table_source, Entry, EntryKind, LazyIter, Me
 use strata_kit::versioned_memtable::VersionedMemTable;
 
 use crate::engine::Inner;
-use strata_kit::tables::{Active, Frozen, Registration};
 use crate::tree::Tree;
+use strata_kit::tables::{Active, Frozen, Registration};
 
 /// Entries of the first active-table window; each next one doubles, up to `MAX_WINDOW`.
 const FIRST_WINDOW: usize = 8;

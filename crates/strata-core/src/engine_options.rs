@@ -149,6 +149,16 @@ impl<'a> EngineOptionReader<'a> {
         }
     }
 
+    /// The value as given (trimmed), for a knob with its own syntax (laser's `schema`).
+    pub fn text(&mut self, name: &'static str) -> Option<&'a str> {
+        self.raw(name)
+    }
+
+    /// The error for `name=value` that does not parse, saying what was `expected`.
+    pub fn invalid(&self, name: &str, value: &str, expected: &str) -> Error {
+        self.bad(name, value, expected)
+    }
+
     /// `true` or `false`.
     pub fn flag(&mut self, name: &'static str) -> Result<Option<bool>> {
         let Some(value) = self.raw(name) else { return Ok(None) };

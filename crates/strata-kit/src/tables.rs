@@ -11,12 +11,13 @@
 //! the snapshot.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
-use strata_core::Value;
 use crate::versioned_memtable::{VersionedMemTable, NEWEST};
+use parking_lot::{Mutex, RwLock};
+use strata_core::{borrow_bound, Direction, Key, KeyRange, Value};
 
 /// A finalized MemTable: no more writes; `last_lsn` is the last WAL record it holds.
 #[derive(Debug)]
@@ -137,5 +138,118 @@ impl Drop for Registration {
             }
             self.snapshots.count.fetch_sub(1, Ordering::Release);
         }
+    }
+}
+
+/// Entries of the first window `ActiveWindows` copies; each next one doubles, up to
+/// `MAX_WINDOW_ENTRIES`.
+const FIRST_WINDOW_ENTRIES: usize = 8;
+const MAX_WINDOW_ENTRIES: usize = 1024;
+
+/// The active table's entries within a range as of one lsn (`None`: a delete), in scan order,
+/// copied a window at a time under the table's read lock (8 entries doubling to 1,024): a scan
+/// that reads it as a merge source never holds the lock across a device read, and a table
+/// finalized meanwhile is read from its `Frozen` copy with no lock. The caller registered `lsn`
+/// as a snapshot, so the versions it reads stay.
+pub struct ActiveWindows {
+    active: Arc<Active>,
+    lsn: u64,
+    range: KeyRange,
+    direction: Direction,
+    buffer: VecDeque<(Key, Option<Value>)>,
+    next_entries: usize,
+    done: bool,
+}
+
+impl ActiveWindows {
+    pub fn new(active: Arc<Active>, lsn: u64, range: KeyRange, direction: Direction) -> ActiveWindows {
+        let done = range.is_empty();
+        ActiveWindows {
+            active,
+            lsn,
+            range,
+            direction,
+            buffer: VecDeque::new(),
+            next_entries: FIRST_WINDOW_ENTRIES,
+            done,
+        }
+    }
+
+    /// The next window past the last entry copied; the range's consumed side moves past it.
+    fn copy(&mut self) {
+        let n = self.next_entries;
+        self.next_entries = (n * 2).min(MAX_WINDOW_ENTRIES);
+        let bounds = (borrow_bound(&self.range.start), borrow_bound(&self.range.end));
+        let (lsn, direction) = (self.lsn, self.direction);
+        let copy = |entries: &VersionedMemTable| -> Vec<(Key, Option<Value>)> {
+            let owned = |(k, v): (&[u8], Option<&[u8]>)| (k.to_vec(), v.map(<[u8]>::to_vec));
+            match direction {
+                Direction::Forward => entries.range_at(bounds, lsn).take(n).map(owned).collect(),
+                Direction::Reverse => entries.range_at(bounds, lsn).rev().take(n).map(owned).collect(),
+            }
+        };
+        let active = self.active.read();
+        let copied = match active.frozen.clone() {
+            Some(frozen) => {
+                drop(active);
+                copy(&frozen.entries)
+            }
+            None => copy(&active.entries),
+        };
+        self.done = copied.len() < n;
+        if let Some((last, _)) = copied.last() {
+            match self.direction {
+                Direction::Forward => self.range.start = Bound::Excluded(last.clone()),
+                Direction::Reverse => self.range.end = Bound::Excluded(last.clone()),
+            }
+        }
+        self.buffer.extend(copied);
+    }
+}
+
+impl Iterator for ActiveWindows {
+    type Item = (Key, Option<Value>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buffer.is_empty() && !self.done {
+            self.copy();
+        }
+        self.buffer.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+    use strata_core::BatchOp;
+
+    #[test]
+    fn windows_see_the_table_as_of_their_lsn_both_ways_and_after_it_is_finalized() {
+        let mut entries = VersionedMemTable::default();
+        for i in 0..100u32 {
+            let key = format!("k{i:03}").into_bytes();
+            entries.apply(BatchOp::Put { key, value: b"old".to_vec() }, 1, None);
+        }
+        let mut tables = Tables::new(new_active(entries, 1));
+        let snapshots = Arc::new(Snapshots::default());
+        let _registration = snapshots.register(1);
+        let range =
+            KeyRange { start: Bound::Included(b"k010".to_vec()), end: Bound::Excluded(b"k090".to_vec()) };
+        let forward = ActiveWindows::new(tables.active.clone(), 1, range.clone(), Direction::Forward);
+        let reverse = ActiveWindows::new(tables.active.clone(), 1, range, Direction::Reverse);
+        {
+            let mut active = tables.active.write();
+            let newest = snapshots.newest();
+            active.entries.apply(BatchOp::Put { key: b"k050".to_vec(), value: b"new".to_vec() }, 2, newest);
+            active.entries.apply(BatchOp::Delete { key: b"k051".to_vec() }, 2, newest);
+        }
+        let mut forward = forward.peekable();
+        assert_eq!(forward.next().map(|(k, _)| k), Some(b"k010".to_vec()), "the first window copied now");
+        assert!(tables.finalize_active(), "the rest is read from the frozen copy");
+        let rest: Vec<(Key, Option<Value>)> = forward.collect();
+        assert_eq!(rest.len(), 79);
+        assert!(rest.iter().all(|(_, v)| v.as_deref() == Some(&b"old"[..])), "as of lsn 1");
+        let keys: Vec<Key> = reverse.map(|(k, _)| k).collect();
+        assert_eq!((keys.len(), keys[0].as_slice(), keys[79].as_slice()), (80, &b"k089"[..], &b"k010"[..]));
     }
 }
