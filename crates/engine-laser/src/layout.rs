@@ -42,14 +42,6 @@ impl Columns {
     pub fn all(&self) -> ColumnSet {
         ColumnSet::new((0..self.count() as ColumnId).collect(), self)
     }
-
-    /// Bytes of a whole row; `None` for a key-value store.
-    pub fn row_bytes(&self) -> Option<usize> {
-        match self {
-            Columns::Bytes => None,
-            Columns::Fixed(widths) => Some(widths.iter().sum()),
-        }
-    }
 }
 
 /// Some columns, ascending, with where each sits in a row of just these columns. Invariant:
@@ -87,10 +79,6 @@ impl ColumnSet {
 
     pub fn len(&self) -> usize {
         self.ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
     }
 
     pub fn is_variable(&self) -> bool {

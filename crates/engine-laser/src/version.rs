@@ -33,6 +33,13 @@ impl Run {
         cache: &Arc<BlockCache>,
     ) -> Result<Run> {
         let name = run_file_name(meta.id);
+        if !storage.exists(&name)? {
+            return Err(strata_core::Error::corruption(
+                name,
+                0,
+                "the run file is missing; the manifest names it",
+            ));
+        }
         let file = storage.open(&name, OpenOptions::existing().with_direct(direct_io))?;
         let len = file.len()?;
         if len != meta.len_bytes {

@@ -87,6 +87,10 @@ pub trait ReadCurrent {
     fn current(&mut self) -> Current;
 }
 
+/// A conditional rmw's step: given the key's current value, what to store (`Some(None)`
+/// deletes) or `None` to write nothing.
+pub type MaybeWrite<'a> = dyn FnMut(Option<&[u8]>) -> Option<Option<Value>> + 'a;
+
 /// The WAL, the apply order, the closed flag and the poison of one engine, and its write path.
 pub struct LoggedWrites {
     wal: Wal,
@@ -168,7 +172,7 @@ impl LoggedWrites {
         &self,
         key: &[u8],
         read: &mut dyn ReadCurrent,
-        f: &mut dyn FnMut(Option<&[u8]>) -> Option<Option<Value>>,
+        f: &mut MaybeWrite<'_>,
         durability: Durability,
         applier: &A,
     ) -> Result<Option<Option<Value>>> {

@@ -17,6 +17,8 @@ static ENGINES: &[&EngineFactory] = &[
     &engine_treeline::FACTORY,
     #[cfg(feature = "turtle")]
     &engine_turtle::FACTORY,
+    #[cfg(feature = "laser")]
+    &engine_laser::FACTORY,
 ];
 
 /// The factory of `kind`, if this build holds it.

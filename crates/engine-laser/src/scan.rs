@@ -1,0 +1,243 @@
+//! Range scans of a set of columns, point-in-time (paper §4.3's level- and column-merging
+//! iterators). A scan takes a `View` when it starts — the tables and the version as of the
+//! last applied write, its lsn registered so the active table keeps the versions it reads — and
+//! merges, newest first: the active table (copied a window at a time), the finalized tables,
+//! level 0's runs, and per deeper level one stitched source that joins the level's groups
+//! holding the scan's columns by key (`Stitch`, the column-merging iterator). Each source gives
+//! fragments over the scan's columns; the kit's merge resolves them per key (`CellsMerge`).
+
+use std::iter::Peekable;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use self_cell::self_cell;
+use strata_core::{borrow_bound, Direction, Error, Key, KeyRange, Result, Value};
+use strata_kit::sorted_run::{table_source, Entry, EntryKind, MergeIter, MergeOutput, SourceIter};
+use strata_kit::tables::{ActiveWindows, Frozen, Registration};
+
+use crate::cells::{entry_of_stored, Cells};
+use crate::engine::Inner;
+use crate::layout::{ColumnSet, Columns};
+use crate::version::Version;
+use crate::work::restrict_source;
+
+/// Records returned before the engine's state is checked again: a scan begun before a failed
+/// write stops with the poison.
+const CHECK_EVERY: usize = 256;
+
+/// The store as of one write (`lsn`).
+pub(crate) struct View {
+    lsn: u64,
+    active: Arc<strata_kit::tables::Active>,
+    /// Newest first.
+    finalized: Vec<Arc<Frozen>>,
+    version: Arc<Version>,
+    _registration: Registration,
+}
+
+impl Inner {
+    /// The store as of now: under the tables' read lock (the version then holds exactly the
+    /// tables that left the list), the active table's last lsn registered under its read lock.
+    fn view(&self) -> Result<View> {
+        let tables = self.tables.read();
+        let (lsn, registration) = {
+            let active = tables.active.read();
+            (active.last_lsn, self.snapshots.register(active.last_lsn))
+        };
+        Ok(View {
+            lsn,
+            active: tables.active.clone(),
+            finalized: tables.finalized.iter().rev().cloned().collect(),
+            version: self.read_version()?,
+            _registration: registration,
+        })
+    }
+}
+
+/// What the merge borrows.
+struct Owner {
+    view: View,
+    range: KeyRange,
+    set: ColumnSet,
+    all: ColumnSet,
+    columns: Columns,
+}
+
+self_cell!(
+    struct Merged {
+        owner: Owner,
+        #[not_covariant]
+        dependent: MergeIter,
+    }
+);
+
+/// Every source of the view over the scan's range and columns, newest first.
+fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
+    let (lower, upper) = (borrow_bound(&o.range.start), borrow_bound(&o.range.end));
+    fn stored(all: ColumnSet) -> impl Fn((Key, Option<Value>)) -> Result<(Key, Entry)> + Send {
+        move |(key, value)| {
+            entry_of_stored(&all, value.as_deref())
+                .map(|entry| (key, entry))
+                .map_err(|e| Error::corruption("laser memtable", 0, e))
+        }
+    }
+    let within = |source: SourceIter<'a>, from: &ColumnSet, file: &str| {
+        restrict_source(source, from.clone(), o.set.clone(), file.to_string())
+    };
+    let mut out: Vec<SourceIter<'a>> = Vec::new();
+    let windows = ActiveWindows::new(o.view.active.clone(), o.view.lsn, o.range.clone(), direction);
+    out.push(within(Box::new(windows.map(stored(o.all.clone()))), &o.all, "laser memtable"));
+    for frozen in &o.view.finalized {
+        let entries = table_source(frozen.entries.range_at((lower, upper), o.view.lsn), direction);
+        let to_entry = stored(o.all.clone());
+        let entries = entries.map(move |item| {
+            let (key, entry) = item?;
+            let value = (entry.kind != EntryKind::Delete).then_some(entry.value);
+            to_entry((key, value))
+        });
+        out.push(within(Box::new(entries), &o.all, "laser memtable"));
+    }
+    let (start, end) = (o.range.start.clone(), o.range.end.clone());
+    for run in &o.view.version.level0 {
+        let entries = run.reader.iter(start.clone(), end.clone(), direction);
+        out.push(within(Box::new(entries), &o.all, &run.file_name()));
+    }
+    for groups in &o.view.version.levels {
+        let mut parts = Vec::new();
+        for group in groups.iter().filter(|g| g.set.intersects(&o.set)) {
+            let Some(run) = &group.run else { continue };
+            let part = group.set.intersection(&o.set, &o.columns);
+            let entries = run.reader.iter(start.clone(), end.clone(), direction);
+            parts.push((
+                restrict_source(Box::new(entries), group.set.clone(), part.clone(), run.file_name())
+                    .peekable(),
+                part,
+            ));
+        }
+        if parts.len() == 1 && parts[0].1 == o.set {
+            if let Some((part, _)) = parts.pop() {
+                out.push(Box::new(part));
+            }
+        } else if !parts.is_empty() {
+            out.push(Box::new(Stitch { parts, set: o.set.clone(), direction }));
+        }
+    }
+    out
+}
+
+/// One level's groups joined by key (the column-merging iterator): for each key any of them
+/// holds, one fragment over the scan's columns. Groups are disjoint, so no column comes twice.
+struct Stitch<'a> {
+    parts: Vec<(Peekable<SourceIter<'a>>, ColumnSet)>,
+    set: ColumnSet,
+    direction: Direction,
+}
+
+impl Iterator for Stitch<'_> {
+    type Item = Result<(Key, Entry)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let mut first: Option<Key> = None;
+            for (part, _) in &mut self.parts {
+                match part.peek() {
+                    Some(Err(_)) => return part.next(),
+                    Some(Ok((key, _))) => {
+                        let earlier = first.as_ref().is_none_or(|f| match self.direction {
+                            Direction::Forward => key < f,
+                            Direction::Reverse => key > f,
+                        });
+                        if earlier {
+                            first = Some(key.clone());
+                        }
+                    }
+                    None => {}
+                }
+            }
+            let key = first?;
+            let mut cells = Cells::absent(&self.set);
+            for (part, part_set) in &mut self.parts {
+                if !matches!(part.peek(), Some(Ok((k, _))) if *k == key) {
+                    continue;
+                }
+                let Some(Ok((_, entry))) = part.next() else { continue };
+                match Cells::of_entry(part_set, &entry) {
+                    Ok(found) => cells.fill_from(&self.set, &found, part_set),
+                    Err(e) => return Some(Err(Error::corruption("laser level", 0, e))),
+                }
+            }
+            if let Some(entry) = cells.into_entry(&self.set) {
+                return Some(Ok((key, entry)));
+            }
+        }
+    }
+}
+
+/// See the module documentation: `(key, the row of the scan's columns)` in scan order.
+pub(crate) struct LaserScan {
+    inner: Arc<Inner>,
+    merged: Merged,
+    returned: usize,
+    bytes_returned: u64,
+    done: bool,
+}
+
+impl LaserScan {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        range: KeyRange,
+        direction: Direction,
+        set: ColumnSet,
+    ) -> Result<LaserScan> {
+        let view = inner.view()?;
+        let done = range.is_empty();
+        let owner = Owner { view, range, set, all: inner.all.clone(), columns: inner.columns.clone() };
+        let variable = inner.all.is_variable();
+        let merged = Merged::new(owner, |o| {
+            let merge = MergeIter::new(sources(o, direction), direction, MergeOutput::Visible);
+            match variable {
+                true => merge,
+                false => merge.with_operator(Arc::new(crate::cells::CellsMerge { set: o.set.clone() })),
+            }
+        });
+        Ok(LaserScan { inner, merged, returned: 0, bytes_returned: 0, done })
+    }
+}
+
+impl Iterator for LaserScan {
+    type Item = Result<(Key, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.returned % CHECK_EVERY == CHECK_EVERY - 1 {
+            if let Err(e) = self.inner.writes.check_usable() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let next = self.merged.with_dependent_mut(|_, merge| merge.next());
+        match next {
+            Some(Ok((key, entry))) => {
+                self.returned += 1;
+                self.bytes_returned += (key.len() + entry.value.len()) as u64;
+                Some(Ok((key, entry.value)))
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                Some(Err(e))
+            }
+            None => {
+                self.done = true;
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LaserScan {
+    fn drop(&mut self) {
+        self.inner.counters.user_bytes_read.fetch_add(self.bytes_returned, Relaxed);
+    }
+}

@@ -1,0 +1,91 @@
+//! The columnar API on laser's own table (`Engine::open_table`, `Capabilities::columnar`):
+//! whole-row inserts, updates that log only the columns they change (partial rows, folded in
+//! at compaction, paper §4.2), and reads and scans that touch only the column groups holding
+//! the projected columns.
+
+use std::sync::Arc;
+
+use strata_core::{
+    ColumnarTable, Direction, Durability, KeyRange, KvIter, Projection, Result, Schema, Value, WriteBatch,
+};
+
+use crate::cells::{stored_partial, stored_row, Cell, Cells};
+use crate::engine::Inner;
+use crate::layout::{ColumnId, ColumnSet};
+use crate::read::LaserRead;
+use crate::scan::LaserScan;
+
+/// laser's table: the store's one schema.
+pub(crate) struct LaserTable {
+    pub inner: Arc<Inner>,
+    pub schema: Schema,
+}
+
+/// The columns a projection reads, as a set, and where each projected column sits in a row of
+/// that set (a projection may name a column twice, in any order).
+fn projected(inner: &Inner, projection: &Projection) -> (ColumnSet, Vec<std::ops::Range<usize>>) {
+    let mut ids: Vec<ColumnId> = projection.columns().iter().map(|&i| i as ColumnId).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let set = ColumnSet::new(ids, &inner.columns);
+    let ranges = projection
+        .columns()
+        .iter()
+        .map(|&i| set.range(set.position(i as ColumnId).unwrap_or_default()))
+        .collect();
+    (set, ranges)
+}
+
+fn in_projection_order(row: &[u8], ranges: &[std::ops::Range<usize>]) -> Value {
+    let mut out = Vec::with_capacity(ranges.iter().map(|r| r.len()).sum());
+    ranges.iter().for_each(|r| out.extend_from_slice(&row[r.clone()]));
+    out
+}
+
+impl ColumnarTable for LaserTable {
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn insert(&self, key: &[u8], row: &[u8], durability: Durability) -> Result<()> {
+        self.schema.check_row(row)?;
+        let inner = &self.inner;
+        let mut batch = WriteBatch::new();
+        batch.put(key, stored_row(row));
+        inner.writes.write(batch, durability, inner.as_ref())
+    }
+
+    /// Logs a partial row of the named columns while the key holds a row (its first updated
+    /// column is present, read under the log lock), else writes nothing.
+    fn update(&self, key: &[u8], columns: &[(usize, &[u8])], durability: Durability) -> Result<bool> {
+        self.schema.check_update(columns)?;
+        let inner = &self.inner;
+        let Some(&(first, _)) = columns.first() else { return Ok(inner.read(key, &inner.all)?.is_some()) };
+        let mut partial = Cells::absent(&inner.all);
+        for &(index, bytes) in columns {
+            partial.states[index] = Cell::Present;
+            partial.row[inner.all.range(index)].copy_from_slice(bytes);
+        }
+        let stored = stored_partial(&inner.all, &partial);
+        let probe = ColumnSet::new(vec![first as ColumnId], &inner.columns);
+        let mut read = LaserRead::new(inner, key, &probe);
+        let mut write = |current: Option<&[u8]>| current.map(|_| Some(stored.clone()));
+        let written = inner.writes.rmw_or_skip(key, &mut read, &mut write, durability, inner.as_ref())?;
+        Ok(written.is_some())
+    }
+
+    fn get(&self, key: &[u8], projection: &Projection) -> Result<Option<Value>> {
+        self.schema.check_projection(projection)?;
+        self.inner.writes.check_usable()?;
+        let (set, ranges) = projected(&self.inner, projection);
+        Ok(self.inner.read(key, &set)?.map(|row| in_projection_order(&row, &ranges)))
+    }
+
+    fn scan(&self, range: KeyRange, direction: Direction, projection: &Projection) -> Result<KvIter> {
+        self.schema.check_projection(projection)?;
+        self.inner.writes.check_usable()?;
+        let (set, ranges) = projected(&self.inner, projection);
+        let rows = LaserScan::new(self.inner.clone(), range, direction, set)?;
+        Ok(Box::new(rows.map(move |item| item.map(|(key, row)| (key, in_projection_order(&row, &ranges))))))
+    }
+}
