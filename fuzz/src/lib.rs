@@ -72,6 +72,11 @@ pub fn options(kind: EngineKind) -> Options {
         ]
         .into_iter()
         .fold(base, |o, (n, v)| o.engine_option(n, v)),
+        // Small sizes, as engine-laser's kit: 16 KiB MemTables, level 0 compacted at two runs,
+        // T = 2: the seed's writes are flushed and compacted into a few levels.
+        EngineKind::Laser => [("memtable_bytes", "16KiB"), ("level0_runs", "2"), ("size_ratio", "2")]
+            .into_iter()
+            .fold(base, |o, (n, v)| o.engine_option(n, v)),
         _ => base,
     }
 }

@@ -96,7 +96,7 @@ impl Target {
     }
 }
 
-use EngineKind::{Flex, Memory, Treeline, Turtle, F2};
+use EngineKind::{Flex, Laser, Memory, Treeline, Turtle, F2};
 use Seed::{Clean, Crash, DoubleWrite};
 
 const WAL_HEADER: usize = 32;
@@ -188,8 +188,20 @@ pub const TURTLE_CHECKPOINT: Target =
 pub const TURTLE_PAGES: Target =
     target("turtle_pages", Turtle, Clean, |n| n == "turtle-pages").unit(4096).values();
 
+pub const LASER_WAL: Target = target("laser_wal", Laser, Crash, |n| n.starts_with("laser-wal-"))
+    .reseal(reseal::wal)
+    .header(WAL_HEADER)
+    .values();
+/// `laser-manifest` has f2-checkpoint's layout: the CRC at 12 covers bytes 16 on.
+pub const LASER_MANIFEST: Target =
+    target("laser_manifest", Laser, Clean, |n| n == "laser-manifest").reseal(reseal::f2_checkpoint).unit(1);
+/// Level 0 and column-group runs (kit sorted runs, blocks aligned to 4 KiB). Not resealed: every
+/// block carries its own CRC.
+pub const LASER_RUNS: Target =
+    target("laser_runs", Laser, Clean, |n| n.starts_with("laser-") && n.ends_with(".run")).unit(4096).values();
+
 /// Every damage target.
-pub const ALL: [Target; 22] = [
+pub const ALL: [Target; 25] = [
     MANIFEST,
     MEMORY_WAL,
     MEMORY_SNAPSHOT,
@@ -212,4 +224,7 @@ pub const ALL: [Target; 22] = [
     TURTLE_WAL,
     TURTLE_CHECKPOINT,
     TURTLE_PAGES,
+    LASER_WAL,
+    LASER_MANIFEST,
+    LASER_RUNS,
 ];

@@ -45,8 +45,14 @@ const THREADS: usize = 4;
 const WRITE_LIMIT: u64 = 8 * (FS_MIB << 20);
 
 /// The engines the tests below run, one test each.
-const ENGINES_WITH_A_TEST: [EngineKind; 5] =
-    [EngineKind::Memory, EngineKind::Flex, EngineKind::F2, EngineKind::Treeline, EngineKind::Turtle];
+const ENGINES_WITH_A_TEST: [EngineKind; 6] = [
+    EngineKind::Memory,
+    EngineKind::Flex,
+    EngineKind::F2,
+    EngineKind::Treeline,
+    EngineKind::Turtle,
+    EngineKind::Laser,
+];
 
 #[test]
 fn every_engine_of_this_build_has_a_full_disk_test() {
@@ -81,6 +87,11 @@ fn treeline_on_a_full_tmpfs_keeps_every_acknowledged_write() {
 #[test]
 fn turtle_on_a_full_tmpfs_keeps_every_acknowledged_write() {
     run(EngineKind::Turtle, "turtle_on_a_full_tmpfs_keeps_every_acknowledged_write");
+}
+
+#[test]
+fn laser_on_a_full_tmpfs_keeps_every_acknowledged_write() {
+    run(EngineKind::Laser, "laser_on_a_full_tmpfs_keeps_every_acknowledged_write");
 }
 
 fn run(kind: EngineKind, test: &str) {
