@@ -9,6 +9,7 @@
 //! Write, compaction and recovery paths: docs/ARCHITECTURE.md, section "laser". On-disk
 //! structures: docs/format/laser.md, docs/format/sorted-run.md, docs/format/wal.md.
 
+pub mod advisor;
 mod cells;
 mod engine;
 mod layout;
