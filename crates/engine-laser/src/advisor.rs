@@ -287,7 +287,7 @@ mod tests {
             LevelWorkload { scans: vec![access(&[4, 5], 10.0, 100_000.0)], ..LevelWorkload::default() };
         let workload = Workload { inserts: 1000.0, levels: vec![top, bottom.clone(), bottom] };
         let advice = advise(&p, &workload, 3);
-        assert_eq!(advice.layout.groups(1), &[all.clone()]);
+        assert_eq!(advice.layout.groups(1), std::slice::from_ref(&all));
         assert!(advice.layout.groups(2).contains(&vec![4, 5]), "{:?}", advice.layout);
         assert_eq!(advice.layout.groups(3), advice.layout.groups(2));
         advice.layout.check(6).unwrap();
@@ -306,7 +306,7 @@ mod tests {
         let (groups, cost) = best_partition(&p, 1000.0, &served, &all);
         assert!(atoms(&all, &served).len() > EXHAUSTIVE_ATOMS);
         assert!(cost <= level_cost(&p, 1000.0, &served, &atoms(&all, &served)) + 1e-9);
-        assert!(cost <= level_cost(&p, 1000.0, &served, &[all.clone()]) + 1e-9);
+        assert!(cost <= level_cost(&p, 1000.0, &served, std::slice::from_ref(&all)) + 1e-9);
         let mut covered: Vec<ColumnId> = groups.concat();
         covered.sort_unstable();
         assert_eq!(covered, all);

@@ -10,8 +10,9 @@
 //!
 //! Per column, the newest entry that has it (present or deleted) is its state. A row is found
 //! when one of the columns read is present; columns deleted beside present ones read as zeros
-//! (no sequence of writes makes that: a partial update needs the row, and a whole row or a
-//! delete covers every column).
+//! (the newest states of a row's columns agree — a partial update needs the row, and a whole
+//! row or a delete covers every column — but a level's groups, compacted at different times,
+//! may hold a mix that newer levels shadow: merges keep such mixes as partial rows).
 //!
 //! The key-value store's single column has any width and only `Put` and `Delete` entries.
 
@@ -192,8 +193,11 @@ pub fn restrict(
 }
 
 /// Resolves partial rows over one column set for the kit's merge: the newer fragment's known
-/// columns win; applied to an older whole row (or nothing), a fragment gives a whole row, or
-/// no value when none of its columns is present.
+/// columns win. Applied to an older whole row (or nothing: its missing columns are then
+/// deleted), a fragment gives a whole row when every column is present, a delete when none
+/// is, and otherwise still a partial row that keeps which columns are deleted — never a whole
+/// row whose deleted columns read as zeros, which a later restriction to those columns would
+/// turn into a row of zeros.
 pub struct CellsMerge {
     pub set: ColumnSet,
 }
@@ -212,14 +216,13 @@ impl MergeOperator for CellsMerge {
         Ok(newer.encode_partial(&self.set))
     }
 
-    fn apply(&self, _key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn apply(&self, _key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Entry> {
         let mut cells = self.cells(&Entry::merge(operand.to_vec()))?;
-        match base {
-            Some(row) => cells.fill_from(&self.set, &self.cells(&Entry::put(row.to_vec()))?, &self.set),
-            None => cells.absent_as_deleted(),
+        if let Some(row) = base {
+            cells.fill_from(&self.set, &self.cells(&Entry::put(row.to_vec()))?, &self.set);
         }
         cells.absent_as_deleted();
-        Ok(cells.any_present().then_some(cells.row))
+        Ok(cells.into_entry(&self.set).unwrap_or_else(Entry::delete))
     }
 }
 
@@ -285,6 +288,22 @@ mod tests {
         assert_eq!(restrict(&row, &all, &right).unwrap(), Some(Entry::put(b"bccc".to_vec())));
     }
 
+    /// Found by the table model test once layouts changed while it ran: a partial row applied
+    /// over nothing became a whole row with zeros for its deleted columns, and a later
+    /// compaction that kept only those columns wrote a row of zeros for a deleted key.
+    #[test]
+    fn a_row_whose_columns_are_partly_deleted_never_becomes_a_row_of_zeros() {
+        let all = columns().all();
+        let op = CellsMerge { set: all.clone() };
+        let mut partial = Cells::absent(&all);
+        partial.states[1] = Cell::Present;
+        partial.row[all.range(1)].copy_from_slice(b"b");
+        let applied = op.apply(b"k", None, &partial.encode_partial(&all)).unwrap();
+        let left = ColumnSet::new(vec![0], &columns());
+        let restricted = restrict(&applied, &all, &left).unwrap().unwrap();
+        assert_eq!(restricted, Entry::delete(), "column 0 was never written: deleted, not zero");
+    }
+
     #[test]
     fn damaged_fragments_are_errors_not_panics() {
         let all = columns().all();
@@ -313,11 +332,13 @@ mod tests {
             c.encode_partial(&all)
         };
         let combined = op.combine(b"k", &partial(0, b"aa"), &partial(2, b"zzz")).unwrap();
-        let row = op.apply(b"k", Some(b"AABCCC"), &combined).unwrap();
-        assert_eq!(row.as_deref(), Some(&b"aaBzzz"[..]));
+        assert_eq!(op.apply(b"k", Some(b"AABCCC"), &combined).unwrap(), Entry::put(b"aaBzzz".to_vec()));
         let mut deleted = Cells::absent(&all);
         deleted.states = vec![Cell::Deleted; 3];
-        assert_eq!(op.apply(b"k", Some(b"AABCCC"), &deleted.encode_partial(&all)).unwrap(), None);
-        assert_eq!(op.apply(b"k", None, &partial(1, b"b")).unwrap().as_deref(), Some(&b"\0\0b\0\0\0"[..]));
+        assert_eq!(op.apply(b"k", Some(b"AABCCC"), &deleted.encode_partial(&all)).unwrap(), Entry::delete());
+        let over_nothing = op.apply(b"k", None, &partial(1, b"b")).unwrap();
+        assert_eq!(over_nothing.kind, EntryKind::Merge, "a partial row over nothing stays partial");
+        let cells = Cells::of_entry(&all, &over_nothing).unwrap();
+        assert_eq!(cells.states, [Cell::Deleted, Cell::Present, Cell::Deleted]);
     }
 }

@@ -9,7 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use strata_core::{BatchOp, EngineConfig, Error, Result, Schema, WriteBatch};
 use strata_io::Storage;
 use strata_kit::logged_writes::{ApplyLogged, Logged, LoggedWrites, WriteSizes};
-use strata_kit::sorted_run::{BlockCache, EntryKind, MergeOperator};
+use strata_kit::sorted_run::{BlockCache, Entry, EntryKind, MergeOperator};
 use strata_kit::tables::{new_active, Snapshots, Tables};
 use strata_kit::versioned_memtable::{VersionedMemTable, NEWEST};
 use strata_kit::worker::{Worker, WorkerSignals};
@@ -19,6 +19,7 @@ use crate::cells::{entry_of_stored, stored_row, CellsMerge, PARTIAL_ROW_TAG};
 use crate::layout::{ColumnSet, Columns, Layout};
 use crate::manifest::{parse_run_file_name, Manifest, MANIFEST_FILE};
 use crate::options::LaserOptions;
+use crate::profile::Profile;
 use crate::version::Version;
 
 /// WAL segment files are named `laser-wal-{id}.log`.
@@ -36,12 +37,18 @@ pub(crate) struct Counters {
     pub compaction_bytes_read: AtomicU64,
     pub writer_waits: AtomicU64,
     pub records_replayed: AtomicU64,
+    pub layout_changes: AtomicU64,
 }
 
 /// What the next manifest records besides the levels; changed only under `Inner::work`.
 pub(crate) struct WorkState {
     pub wal_lsn: u64,
     pub next_run_id: u64,
+    /// The groups compactions write each level in: a level holds them once a compaction into
+    /// it has regrouped its columns (`work::regroup`); until then, the groups it was written in.
+    pub layout: Layout,
+    /// The advisor moves `layout` as the profiled workload asks (`layout=auto`).
+    pub auto_layout: bool,
 }
 
 pub(crate) struct Inner {
@@ -57,7 +64,6 @@ pub(crate) struct Inner {
     /// Every column: what a MemTable or level 0 entry covers.
     pub all: ColumnSet,
     pub schema: Option<Schema>,
-    pub layout: Layout,
     pub options: LaserOptions,
     pub cache: Arc<BlockCache>,
     pub direct_io: bool,
@@ -69,6 +75,8 @@ pub(crate) struct Inner {
     pub signals: Arc<WorkerSignals>,
     pub counters: Counters,
     pub memory_budget_bytes: u64,
+    /// What the workload asks of each level, for the advisor.
+    pub profile: Profile,
 }
 
 /// What open built.
@@ -77,8 +85,8 @@ pub(crate) struct Opened {
     pub worker: Worker,
 }
 
-/// The store's schema and layout: the manifest's, which options given at open must match; a
-/// new store takes the options'.
+/// The store's schema and layout: the manifest's schema, which a schema given at open must
+/// match, and the layout given at open, else the manifest's; a new store takes the options'.
 fn shape(options: &LaserOptions, manifest: Option<&Manifest>) -> Result<(Option<Schema>, Layout)> {
     let Some(m) = manifest else {
         let columns = options.schema.as_ref().map_or(1, |s| s.columns().len());
@@ -90,13 +98,8 @@ fn shape(options: &LaserOptions, manifest: Option<&Manifest>) -> Result<(Option<
             schema_text(m.schema.as_ref())
         )));
     }
-    if options.layout.as_ref().is_some_and(|l| *l != m.layout) {
-        return Err(Error::invalid(format!(
-            "this laser store was created with layout {:?}; changing it is not supported yet",
-            m.layout.to_text()
-        )));
-    }
-    Ok((m.schema.clone(), m.layout.clone()))
+    // A layout given at open replaces the manifest's: the levels take it as they compact.
+    Ok((m.schema.clone(), options.layout.clone().unwrap_or_else(|| m.layout.clone())))
 }
 
 pub(crate) fn schema_text(schema: Option<&Schema>) -> String {
@@ -138,6 +141,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     };
     let columns = Columns::of_schema(schema.as_ref());
     let all = columns.all();
+    let column_count = columns.count();
+    let auto_layout = options.layout.is_none();
     // 2. The runs it names; any other run file is a leftover of a flush or compaction that
     //    never reached the manifest.
     remove_leftover_runs(storage.as_ref(), &manifest)?;
@@ -169,15 +174,20 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         columns,
         all,
         schema,
-        layout,
         memory_budget_bytes: config.memory_budget_bytes,
         options,
         cache,
         direct_io: config.direct_io,
-        work: Mutex::new(WorkState { wal_lsn: manifest.wal_lsn, next_run_id: manifest.next_run_id }),
+        work: Mutex::new(WorkState {
+            wal_lsn: manifest.wal_lsn,
+            next_run_id: manifest.next_run_id,
+            layout,
+            auto_layout,
+        }),
         disk_version: AtomicU64::new(0),
         signals: signals.clone(),
         counters: Counters::default(),
+        profile: Profile::new(column_count),
     });
     inner.resize_block_cache();
     inner.counters.records_replayed.store(replayed.report.records_replayed, Relaxed);
@@ -264,7 +274,8 @@ pub(crate) fn apply_op(
     Ok(())
 }
 
-/// A stored partial row over the key's older stored value (`None`: a delete).
+/// A stored partial row over the key's older stored value (`None`: a delete): the stored value
+/// it folds into (`None`: a delete).
 fn fold_partial(
     all: &ColumnSet,
     key: &[u8],
@@ -274,18 +285,16 @@ fn fold_partial(
     let bad = |e: String| Error::corruption("laser memtable", 0, e);
     let operator = CellsMerge { set: all.clone() };
     let operand = &partial[1..];
-    let older = older.map(|v| entry_of_stored(all, Some(v))).transpose().map_err(bad)?;
-    match older {
-        None => Ok(operator.apply(key, None, operand)?.map(|row| stored_row(&row))),
-        Some(e) if e.kind == EntryKind::Put => {
-            Ok(operator.apply(key, Some(&e.value), operand)?.map(|row| stored_row(&row)))
-        }
-        Some(e) if e.kind == EntryKind::Merge => {
-            let combined = operator.combine(key, &e.value, operand)?;
-            Ok(Some([&[PARTIAL_ROW_TAG][..], &combined].concat()))
-        }
-        Some(_) => Ok(operator.apply(key, None, operand)?.map(|row| stored_row(&row))),
-    }
+    let folded = match older.map(|v| entry_of_stored(all, Some(v))).transpose().map_err(bad)? {
+        Some(e) if e.kind == EntryKind::Put => operator.apply(key, Some(&e.value), operand)?,
+        Some(e) if e.kind == EntryKind::Merge => Entry::merge(operator.combine(key, &e.value, operand)?),
+        _ => operator.apply(key, None, operand)?,
+    };
+    Ok(match folded.kind {
+        EntryKind::Put => Some(stored_row(&folded.value)),
+        EntryKind::Merge => Some([&[PARTIAL_ROW_TAG][..], &folded.value].concat()),
+        EntryKind::Delete => None,
+    })
 }
 
 impl Inner {
@@ -294,17 +303,20 @@ impl Inner {
     pub(crate) fn stored_batch(&self, batch: WriteBatch) -> Result<WriteBatch> {
         let Some(schema) = &self.schema else { return Ok(batch) };
         let mut stored = WriteBatch::new();
+        let mut rows = 0;
         for op in batch.into_ops() {
             match op {
                 BatchOp::Put { key, value } => {
                     schema.check_row(&value)?;
                     stored.put(key, stored_row(&value));
+                    rows += 1;
                 }
                 BatchOp::Delete { key } => {
                     stored.delete(key);
                 }
             }
         }
+        self.profile.inserts(rows);
         Ok(stored)
     }
 

@@ -15,6 +15,7 @@ mod engine;
 mod layout;
 mod manifest;
 mod options;
+mod profile;
 mod read;
 mod scan;
 mod table;
@@ -67,9 +68,26 @@ pub const FACTORY: EngineFactory = EngineFactory {
 };
 
 impl Maintenance for LaserEngine {
-    /// `block_cache_bytes`: the data block cache's size, within the budget.
+    /// `block_cache_bytes`: the data block cache's size, within the budget. `layout`: the
+    /// column groups compactions write from now on (each level takes them as a compaction
+    /// reaches it), or `auto`: the design advisor's, from the profiled workload.
     fn set_option(&self, name: &str, value: &str) -> Result<()> {
         match name {
+            "layout" => {
+                let layout = match value.trim() {
+                    "auto" => None,
+                    text => Some(Layout::parse(text, self.inner.columns.count())?),
+                };
+                self.inner.writes.check_usable()?;
+                let mut work = self.inner.work.lock();
+                work.auto_layout = layout.is_none();
+                if let Some(layout) = layout {
+                    work.layout = layout;
+                }
+                drop(work);
+                self.inner.signals.request();
+                Ok(())
+            }
             "block_cache_bytes" => {
                 let budget = self.inner.memory_budget_bytes;
                 let bytes =
@@ -207,6 +225,7 @@ impl Engine for LaserEngine {
             ("compaction_bytes_read", c.compaction_bytes_read.load(Relaxed)),
             ("run_bytes_written", c.compaction_bytes_written.load(Relaxed)),
             ("writer_waits", c.writer_waits.load(Relaxed)),
+            ("layout_changes", c.layout_changes.load(Relaxed)),
             ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
             ("level0_runs", version.level0.len() as u64),
             ("levels", version.levels.len() as u64),
@@ -220,6 +239,7 @@ impl Engine for LaserEngine {
         counters.push(("level0_bytes".into(), version.level0.iter().map(|r| r.meta.len_bytes).sum()));
         for level in 1..=version.levels.len() {
             counters.push((format!("level{level}_bytes"), version.level_bytes(level)));
+            counters.push((format!("level{level}_groups"), version.levels[level - 1].len() as u64));
         }
         counters.extend(inner.writes.wal().stats().counters());
         Stats {

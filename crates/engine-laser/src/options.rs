@@ -7,7 +7,7 @@ use crate::layout::{Layout, MAX_COLUMNS};
 pub const ENGINE_NAME: &str = "laser";
 
 /// Knobs `Db::set_option` may change while the store is open.
-pub const RUNTIME_OPTIONS: &[&str] = &["block_cache_bytes"];
+pub const RUNTIME_OPTIONS: &[&str] = &["block_cache_bytes", "layout"];
 
 /// The engine's knobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,8 +15,10 @@ pub struct LaserOptions {
     /// The table's columns (`name:width,…`, or `NxW` for N columns `c0…` of W bytes); `None`:
     /// a key-value store. Fixed at creation (the manifest keeps it).
     pub schema: Option<Schema>,
-    /// Column groups per level (`layout::Layout::parse`); default rows at every level. Fixed at
-    /// creation for now (the manifest keeps it).
+    /// Column groups per level (`layout::Layout::parse`), or `None`: `auto` (the default), the
+    /// design advisor's choice from the profiled workload, starting from rows at every level.
+    /// The manifest keeps the layout compactions write (also one set at run time); levels take
+    /// it as they compact.
     pub layout: Option<Layout>,
     /// T: each level holds this many times the one above (the paper's 2).
     pub size_ratio: u64,
@@ -40,8 +42,8 @@ impl LaserOptions {
         };
         let columns = schema.as_ref().map_or(1, |s| s.columns().len());
         let layout = match r.text("layout") {
+            Some("auto") | None => None,
             Some(text) => Some(Layout::parse(text, columns)?),
-            None => None,
         };
         let size_ratio = r.count("size_ratio", 2..=64)?.unwrap_or(2);
         let memtable_bytes = r
@@ -104,6 +106,7 @@ mod tests {
             (schema.columns().len(), schema.row_bytes(), schema.columns()[29].name.as_str()),
             (30, 120, "c29")
         );
+        assert_eq!(options(&[("schema", "30x4"), ("layout", "auto")]).unwrap().layout, None);
         let o = options(&[("schema", "id:8, price:4")]).unwrap();
         assert_eq!(o.schema.unwrap().column_index("price"), Some(1));
         assert_eq!(options(&[]).unwrap().schema, None);

@@ -73,9 +73,11 @@ impl Inner {
     pub(crate) fn read(&self, key: &[u8], set: &ColumnSet) -> Result<Option<Value>> {
         let mut known = Known::new(set);
         self.read_tables(&self.tables.read(), key, set, &mut known)?;
+        let mut level = 0;
         if !known.is_complete() {
-            self.read_disk(&*self.read_version()?, key, set, &mut known)?;
+            level = self.read_disk(&*self.read_version()?, key, set, &mut known)?;
         }
+        self.profile.read(level, set);
         Ok(known.into_value())
     }
 
@@ -104,36 +106,39 @@ impl Inner {
     }
 
     /// Level 0's runs newest first, then every level's groups holding a column still unknown.
+    /// Returns the deepest level it read (0: level 0 or none).
     pub(crate) fn read_disk(
         &self,
         version: &Version,
         key: &[u8],
         set: &ColumnSet,
         known: &mut Known,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         for run in &version.level0 {
             if known.is_complete() {
-                return Ok(());
+                return Ok(0);
             }
             if let Some(entry) = run.reader.get(key)? {
                 known.take(set, entry, &self.all, &run.file_name())?;
             }
         }
-        for groups in &version.levels {
+        let mut deepest = 0;
+        for (i, groups) in version.levels.iter().enumerate() {
             for group in groups {
                 let Some(run) = &group.run else { continue };
                 if known.is_complete() {
-                    return Ok(());
+                    return Ok(deepest);
                 }
                 if !still_needed(known, set, &group.set) {
                     continue;
                 }
+                deepest = i + 1;
                 if let Some(entry) = run.reader.get(key)? {
                     known.take(set, entry, &group.set, &run.file_name())?;
                 }
             }
         }
-        Ok(())
+        Ok(deepest)
     }
 }
 
@@ -156,11 +161,13 @@ pub(crate) struct LaserRead<'a> {
     pub key: &'a [u8],
     pub set: &'a ColumnSet,
     disk: Option<(u64, Option<Known>)>,
+    /// The deepest level the disk read reached (the level an update is served at).
+    pub level: usize,
 }
 
 impl<'a> LaserRead<'a> {
     pub fn new(inner: &'a Inner, key: &'a [u8], set: &'a ColumnSet) -> LaserRead<'a> {
-        LaserRead { inner, key, set, disk: None }
+        LaserRead { inner, key, set, disk: None, level: 0 }
     }
 }
 
@@ -168,7 +175,7 @@ impl ReadCurrent for LaserRead<'_> {
     fn prepare(&mut self) -> Result<()> {
         let version_seen = self.inner.disk_version.load(Relaxed);
         let mut known = Known::new(self.set);
-        self.inner.read_disk(&*self.inner.read_version()?, self.key, self.set, &mut known)?;
+        self.level = self.inner.read_disk(&*self.inner.read_version()?, self.key, self.set, &mut known)?;
         self.disk = Some((version_seen, Some(known)));
         Ok(())
     }

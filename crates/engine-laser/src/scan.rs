@@ -127,10 +127,18 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
 
 /// One level's groups joined by key (the column-merging iterator): for each key any of them
 /// holds, one fragment over the scan's columns. Groups are disjoint, so no column comes twice.
-struct Stitch<'a> {
+pub(crate) struct Stitch<'a> {
     parts: Vec<(Peekable<SourceIter<'a>>, ColumnSet)>,
     set: ColumnSet,
     direction: Direction,
+}
+
+impl<'a> Stitch<'a> {
+    /// `parts` (each a source over its columns, disjoint, within `set`), joined into fragments
+    /// over `set`.
+    pub fn new(parts: Vec<(SourceIter<'a>, ColumnSet)>, set: ColumnSet, direction: Direction) -> Stitch<'a> {
+        Stitch { parts: parts.into_iter().map(|(p, s)| (p.peekable(), s)).collect(), set, direction }
+    }
 }
 
 impl Iterator for Stitch<'_> {
@@ -177,6 +185,7 @@ impl Iterator for Stitch<'_> {
 pub(crate) struct LaserScan {
     inner: Arc<Inner>,
     merged: Merged,
+    set: ColumnSet,
     returned: usize,
     bytes_returned: u64,
     done: bool,
@@ -191,7 +200,8 @@ impl LaserScan {
     ) -> Result<LaserScan> {
         let view = inner.view()?;
         let done = range.is_empty();
-        let owner = Owner { view, range, set, all: inner.all.clone(), columns: inner.columns.clone() };
+        let owner =
+            Owner { view, range, set: set.clone(), all: inner.all.clone(), columns: inner.columns.clone() };
         let variable = inner.all.is_variable();
         let merged = Merged::new(owner, |o| {
             let merge = MergeIter::new(sources(o, direction), direction, MergeOutput::Visible);
@@ -200,7 +210,7 @@ impl LaserScan {
                 false => merge.with_operator(Arc::new(crate::cells::CellsMerge { set: o.set.clone() })),
             }
         });
-        Ok(LaserScan { inner, merged, returned: 0, bytes_returned: 0, done })
+        Ok(LaserScan { inner, merged, set, returned: 0, bytes_returned: 0, done })
     }
 }
 
@@ -208,36 +218,48 @@ impl Iterator for LaserScan {
     type Item = Result<(Key, Value)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
+        while !self.done {
+            if self.returned % CHECK_EVERY == CHECK_EVERY - 1 {
+                if let Err(e) = self.inner.writes.check_usable() {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+            let next = self.merged.with_dependent_mut(|_, merge| merge.next());
+            let (key, row) =
+                match next.map(|item| item.and_then(|(key, entry)| Ok((key, visible(&self.set, entry)?)))) {
+                    Some(Ok((key, Some(row)))) => (key, row),
+                    Some(Ok((_, None))) => continue,
+                    Some(Err(e)) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                    None => {
+                        self.done = true;
+                        return None;
+                    }
+                };
+            self.returned += 1;
+            self.bytes_returned += (key.len() + row.len()) as u64;
+            return Some(Ok((key, row)));
         }
-        if self.returned % CHECK_EVERY == CHECK_EVERY - 1 {
-            if let Err(e) = self.inner.writes.check_usable() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        let next = self.merged.with_dependent_mut(|_, merge| merge.next());
-        match next {
-            Some(Ok((key, entry))) => {
-                self.returned += 1;
-                self.bytes_returned += (key.len() + entry.value.len()) as u64;
-                Some(Ok((key, entry.value)))
-            }
-            Some(Err(e)) => {
-                self.done = true;
-                Some(Err(e))
-            }
-            None => {
-                self.done = true;
-                None
-            }
-        }
+        None
     }
+}
+
+/// The row a resolved entry shows: a put's value; a partial row (columns deleted beside present
+/// ones, cells.rs) its present columns with zeros for the rest, or nothing when none is present.
+fn visible(set: &ColumnSet, entry: Entry) -> Result<Option<Value>> {
+    if entry.kind != EntryKind::Merge {
+        return Ok(Some(entry.value));
+    }
+    let cells = Cells::of_entry(set, &entry).map_err(|e| Error::corruption("laser scan", 0, e))?;
+    Ok(cells.any_present().then_some(cells.row))
 }
 
 impl Drop for LaserScan {
     fn drop(&mut self) {
         self.inner.counters.user_bytes_read.fetch_add(self.bytes_returned, Relaxed);
+        self.inner.profile.scan(&self.set, self.returned as u64);
     }
 }

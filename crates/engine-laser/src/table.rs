@@ -52,6 +52,7 @@ impl ColumnarTable for LaserTable {
         let inner = &self.inner;
         let mut batch = WriteBatch::new();
         batch.put(key, stored_row(row));
+        inner.profile.inserts(1);
         inner.writes.write(batch, durability, inner.as_ref())
     }
 
@@ -71,6 +72,12 @@ impl ColumnarTable for LaserTable {
         let mut read = LaserRead::new(inner, key, &probe);
         let mut write = |current: Option<&[u8]>| current.map(|_| Some(stored.clone()));
         let written = inner.writes.rmw_or_skip(key, &mut read, &mut write, durability, inner.as_ref())?;
+        if written.is_some() {
+            let mut ids: Vec<ColumnId> = columns.iter().map(|&(i, _)| i as ColumnId).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            inner.profile.update(read.level, ids);
+        }
         Ok(written.is_some())
     }
 

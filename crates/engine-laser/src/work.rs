@@ -14,14 +14,21 @@ use strata_io::OpenOptions;
 use strata_kit::sorted_run::{Entry, MergeIter, MergeOutput, RunOptions, RunWriter, SourceIter};
 use strata_kit::tables::Frozen;
 
+use crate::advisor::{advise, level_cost, ModelParams};
 use crate::cells::{entry_of_stored, restrict, CellsMerge};
 use crate::engine::{Inner, WorkState};
 use crate::layout::ColumnSet;
 use crate::manifest::{run_file_name, Manifest, RunMeta};
+use crate::scan::Stitch;
 use crate::version::{Group, Run, Version};
 
 /// Level 0 holds at most this many times `level0_runs` before flushes wait for a compaction.
 const LEVEL0_STOP_FACTOR: usize = 3;
+
+/// Profiled operations before `layout=auto` asks the advisor again.
+const RETUNE_OPS: u64 = 20_000;
+/// How much more the current layout must cost than the advisor's before it changes.
+const RETUNE_MARGIN: f64 = 0.10;
 
 /// One compaction: a level's group (level 0: its whole runs) into the next level's groups it
 /// contains.
@@ -162,7 +169,7 @@ impl Inner {
             wal_lsn: work.wal_lsn,
             next_run_id: work.next_run_id,
             schema: self.schema.clone(),
-            layout: self.layout.clone(),
+            layout: work.layout.clone(),
             level0,
             levels,
         }
@@ -182,10 +189,43 @@ impl Inner {
         self.writes.state().check_not_poisoned()?;
         let version = self.version.read().clone();
         let Some(job) = self.pick(&version) else { return Ok(false) };
+        self.retune_layout(&mut work, &version);
         self.guarded("compacting", || self.compact(&mut work, &version, &job))?;
         self.counters.compactions.fetch_add(1, Relaxed);
         self.signals.notify_progress();
         Ok(true)
+    }
+
+    /// Under `layout=auto`, once the profile holds `RETUNE_OPS` operations: the advisor's
+    /// layout for them replaces the current one when that costs `RETUNE_MARGIN` more by the
+    /// model (levels then take it as they compact). The profile starts a new window either way.
+    fn retune_layout(&self, work: &mut WorkState, version: &Version) {
+        if !work.auto_layout || self.profile.window_ops() < RETUNE_OPS {
+            return;
+        }
+        let levels = version.levels.len().max(1);
+        let level_bytes: Vec<u64> = (1..=levels).map(|l| version.level_bytes(l)).collect();
+        let workload = self.profile.take(&level_bytes);
+        let params = self.model_params();
+        let advice = advise(&params, &workload, levels);
+        let current: f64 = (1..=levels)
+            .map(|l| level_cost(&params, workload.inserts, &workload.levels[l - 1], work.layout.groups(l)))
+            .sum();
+        if current > advice.total_cost() * (1.0 + RETUNE_MARGIN) {
+            work.layout = advice.layout;
+            self.counters.layout_changes.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The model's view of this store: c columns, T, and B whole rows (with an 8-byte key, the
+    /// paper's) to a 4 KiB block.
+    pub(crate) fn model_params(&self) -> ModelParams {
+        let row_bytes = self.all.row_bytes().max(1) as f64;
+        ModelParams {
+            columns: self.columns.count(),
+            size_ratio: self.options.size_ratio as f64,
+            rows_per_block: (4096.0 / (8.0 + row_bytes)).max(1.0),
+        }
     }
 
     /// Bytes level `level` (1 and deeper) may hold: level 1 takes `level0_runs` MemTables, each
@@ -230,8 +270,12 @@ impl Inner {
         }
     }
 
-    /// One compaction: for each group of the next level within the job's columns, its run
-    /// merged with the job's runs restricted to its columns; then the manifest.
+    /// One compaction: the job's runs merged into the next level. Its target groups are the
+    /// layout's groups there that share a column with the job (under CG containment, the ones
+    /// it contains); when the level still holds groups of another layout, every group those
+    /// touch is rewritten too, into the layout's (`regroup`). Per target, the job's runs
+    /// restricted to its columns go over the level's runs that share its columns (joined by key
+    /// when there are several); then the manifest.
     fn compact(&self, work: &mut WorkState, version: &Version, job: &Job) -> Result<()> {
         let to_level = job.from_level + 1;
         let (sources, from_set): (Vec<Arc<Run>>, ColumnSet) = if job.from_level == 0 {
@@ -240,27 +284,38 @@ impl Inner {
             let group = &version.levels[job.from_level - 1][job.group];
             (group.run.iter().cloned().collect(), group.set.clone())
         };
-        let mut next = version.clone();
-        while next.levels.len() < to_level {
-            let groups = self.layout.groups(next.levels.len() + 1);
-            next.levels.push(
-                groups
-                    .iter()
-                    .map(|ids| Group { set: ColumnSet::new(ids.clone(), &self.columns), run: None })
-                    .collect(),
-            );
-        }
+        let layout: Vec<ColumnSet> = work
+            .layout
+            .groups(to_level)
+            .iter()
+            .map(|ids| ColumnSet::new(ids.clone(), &self.columns))
+            .collect();
+        let existing: Vec<Group> = match version.levels.get(to_level - 1) {
+            Some(groups) => groups.clone(),
+            None => layout.iter().map(|set| Group { set: set.clone(), run: None }).collect(),
+        };
+        let (targets, rewritten) = regroup(&from_set, &layout, &existing, self.columns.count());
         let mut replaced: Vec<Arc<Run>> = sources.clone();
-        for j in 0..next.levels[to_level - 1].len() {
-            let target = next.levels[to_level - 1][j].clone();
-            if !target.set.is_subset_of(&from_set) {
-                continue; // another group's columns (containment: wholly inside or outside)
-            }
-            let bottom = !version.holds_below(to_level, &target.set);
-            let run = self.merge_into(work, &sources, &from_set, &target, bottom)?;
-            replaced.extend(target.run.iter().cloned());
-            next.levels[to_level - 1][j].run = run;
+        let mut level: Vec<Group> = existing
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| !rewritten.contains(j))
+            .map(|(_, g)| g.clone())
+            .collect();
+        for target in targets {
+            let older: Vec<&Group> =
+                rewritten.iter().map(|&j| &existing[j]).filter(|g| g.set.intersects(&target)).collect();
+            let bottom = !version.holds_below(to_level, &target);
+            let run = self.merge_into(work, &sources, &from_set, &target, &older, bottom)?;
+            level.push(Group { set: target, run });
         }
+        rewritten.iter().for_each(|&j| replaced.extend(existing[j].run.iter().cloned()));
+        level.sort_by(|a, b| a.set.ids().cmp(b.set.ids()));
+        let mut next = version.clone();
+        if next.levels.len() < to_level {
+            next.levels.push(Vec::new());
+        }
+        next.levels[to_level - 1] = level;
         if job.from_level == 0 {
             next.level0.clear();
         } else {
@@ -269,35 +324,67 @@ impl Inner {
         self.install(work, next, replaced)
     }
 
-    /// The sources (newer, over `from_set`) restricted to `target`'s columns, merged over its
-    /// run, written as its new run.
+    /// The sources (newer, over `from_set`) restricted to `target`'s columns, merged over the
+    /// older groups' runs restricted to it, written as its new run.
     fn merge_into(
         &self,
         work: &mut WorkState,
         sources: &[Arc<Run>],
         from_set: &ColumnSet,
-        target: &Group,
+        target: &ColumnSet,
+        older: &[&Group],
         bottom: bool,
     ) -> Result<Option<Arc<Run>>> {
         let mut inputs: Vec<SourceIter<'_>> = Vec::new();
         for run in sources {
             self.counters.compaction_bytes_read.fetch_add(run.meta.len_bytes, Relaxed);
-            inputs.push(restricted(run, from_set, &target.set));
+            inputs.push(restricted(run, from_set, target));
         }
-        if let Some(run) = &target.run {
+        let mut parts = Vec::new();
+        for group in older {
+            let Some(run) = &group.run else { continue };
             self.counters.compaction_bytes_read.fetch_add(run.meta.len_bytes, Relaxed);
-            inputs.push(Box::new(run.reader.iter(
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                Direction::Forward,
-            )));
+            let part = group.set.intersection(target, &self.columns);
+            parts.push((restricted(run, &group.set, &part), part));
+        }
+        if parts.len() == 1 && parts[0].1 == *target {
+            inputs.extend(parts.pop().map(|(source, _)| source));
+        } else if !parts.is_empty() {
+            inputs.push(Box::new(Stitch::new(parts, target.clone(), Direction::Forward)));
         }
         let output = if bottom { MergeOutput::Bottom } else { MergeOutput::Above };
         let mut merge = MergeIter::new(inputs, Direction::Forward, output);
         if !self.all.is_variable() {
-            merge = merge.with_operator(Arc::new(CellsMerge { set: target.set.clone() }));
+            merge = merge.with_operator(Arc::new(CellsMerge { set: target.clone() }));
         }
         self.write_run(work, merge)
+    }
+}
+
+/// What a compaction from `from` writes at the next level: the `layout` groups it touches, and
+/// the `existing` groups (their indices) it rewrites — grown together until they cover the same
+/// columns, so the level still partitions every column afterwards. Under an unchanged layout
+/// with CG containment that is the layout's groups within `from`, and the same existing ones.
+fn regroup(
+    from: &ColumnSet,
+    layout: &[ColumnSet],
+    existing: &[Group],
+    column_count: usize,
+) -> (Vec<ColumnSet>, Vec<usize>) {
+    let mut cover = vec![false; column_count];
+    from.ids().iter().for_each(|&id| cover[usize::from(id)] = true);
+    let touches = |set: &ColumnSet, cover: &[bool]| set.ids().iter().any(|&id| cover[usize::from(id)]);
+    loop {
+        let targets: Vec<ColumnSet> = layout.iter().filter(|g| touches(g, &cover)).cloned().collect();
+        let mut grown = cover.clone();
+        targets.iter().flat_map(|g| g.ids()).for_each(|&id| grown[usize::from(id)] = true);
+        let rewritten: Vec<usize> =
+            (0..existing.len()).filter(|&j| touches(&existing[j].set, &grown)).collect();
+        rewritten.iter().flat_map(|&j| existing[j].set.ids()).for_each(|&id| grown[usize::from(id)] = true);
+        if grown == cover {
+            return (targets, rewritten);
+        }
+        cover = grown;
     }
 }
 

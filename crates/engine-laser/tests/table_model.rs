@@ -2,7 +2,8 @@
 //! deletes, projected reads and projected scans both ways, compactions and reopens, on a store
 //! whose levels split into column groups (rows, then halves, then smaller groups, then single
 //! columns) with a tiny MemTable, so partial rows meet whole rows in every layout. Seeds print
-//! on failure; `STRATA_SEED` replays one.
+//! on failure; `STRATA_SEED` replays one (the worker's compactions interleave differently from
+//! run to run).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -84,7 +85,11 @@ impl Store {
     }
 }
 
-fn run(seed: u64, layout: &'static str, ops: usize) {
+const LAYOUTS: [&str; 4] = ["row", "0-2|3-5/0|1-2|3|4-5/column", "column", "0,2,4|1,3,5/0,4|2|1|3,5"];
+
+/// `regroup`: the layout also changes while the store runs (`set_option("layout")`), so
+/// compactions regroup levels written in another layout.
+fn run(seed: u64, layout: &'static str, ops: usize, regroup: bool) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
     let engine = LaserEngine::open(storage.clone(), &config(layout)).unwrap();
@@ -142,10 +147,44 @@ fn run(seed: u64, layout: &'static str, ops: usize) {
                 }
                 assert_eq!(got, want, "scan {}", context());
             }
-            96..=97 => store.engine().run(MaintenanceTask::Compact).unwrap(),
+            96 => store.engine().run(MaintenanceTask::Compact).unwrap(),
+            97 if regroup => {
+                let next = LAYOUTS[rng.gen_range(0..LAYOUTS.len())];
+                store.engine().set_option("layout", next).unwrap();
+                store.layout = next;
+            }
+            97 => {}
             _ => {
                 drop(table);
                 store.reopen();
+            }
+        }
+        // `LASER_CHECK_EVERY_OP=1`: the whole table against the model after every operation, to
+        // find the first that diverges (slower; the worker's timing then differs too).
+        if std::env::var("LASER_CHECK_EVERY_OP").is_ok() {
+            let all = schema.all_columns();
+            let got: Vec<(Vec<u8>, Vec<u8>)> = store
+                .table()
+                .scan(KeyRange::all(), Direction::Forward, &all)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+            if got != want {
+                let extra: Vec<_> = got
+                    .iter()
+                    .filter(|g| !want.contains(g))
+                    .map(|(k, v)| (String::from_utf8_lossy(k).to_string(), v.clone()))
+                    .collect();
+                let missing: Vec<_> = want
+                    .iter()
+                    .filter(|w| !got.contains(w))
+                    .map(|(k, v)| (String::from_utf8_lossy(k).to_string(), v.clone()))
+                    .collect();
+                panic!(
+                    "diverged after op #{op} (layout {}): extra {extra:?} missing {missing:?}",
+                    store.layout
+                );
             }
         }
     }
@@ -161,8 +200,15 @@ fn run(seed: u64, layout: &'static str, ops: usize) {
 #[test]
 fn tables_in_column_group_layouts_match_the_model() {
     for seed in seeds(3) {
-        for layout in ["row", "0-2|3-5/0|1-2|3|4-5/column", "column", "0,2,4|1,3,5/0,4|2|1|3,5"] {
-            run(seed, layout, ops_per_seed(3_000));
+        for layout in LAYOUTS {
+            run(seed, layout, ops_per_seed(3_000), false);
         }
+    }
+}
+
+#[test]
+fn tables_whose_layout_changes_while_they_run_match_the_model() {
+    for seed in seeds(6) {
+        run(seed, LAYOUTS[seed as usize % LAYOUTS.len()], ops_per_seed(4_000), true);
     }
 }

@@ -71,7 +71,7 @@ fn errors_are_one_line_with_nonzero_exit() {
     let dir = tmp.path().join("db");
     let d = p(&dir);
     assert_one_line_error(&strata(&["get", d, "k"]), "does not exist");
-    assert_one_line_error(&strata(&["create", d, "--engine", "laser"]), "'laser' is not implemented");
+    assert_one_line_error(&strata(&["create", d, "--engine", "laser", "--option", "schema=a:0"]), "schema");
     assert!(strata(&["create", d, "--engine", "memory"]).status.success());
     assert_one_line_error(&strata(&["create", d, "--engine", "memory"]), "already holds");
     let huge_key = "k".repeat(70 * 1024);

@@ -54,16 +54,17 @@ pub fn eager<'a>(source: SourceIter<'a>) -> LazyIter<'a> {
 pub trait MergeOperator: Send + Sync {
     /// One operand equal to applying `older` and then `newer`.
     fn combine(&self, key: &[u8], older: &[u8], newer: &[u8]) -> Result<Vec<u8>>;
-    /// The value `operand` makes of `base` (`None`: no value beneath it); `None` when it leaves
-    /// the key without a value (an operand that deletes what it covers), which the merge then
-    /// treats as a delete.
-    fn apply(&self, key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// What `operand` makes of `base` (`None`: no value beneath it): a put, a delete (it leaves
+    /// the key without a value), or still an operand (a partial value that nothing beneath
+    /// completes, which the merge then yields as it is, whoever reads).
+    fn apply(&self, key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Entry>;
 }
 
 /// Who reads the merge, which decides what it yields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeOutput {
-    /// A reader: values only; deletes hidden, operands applied.
+    /// A reader: values; deletes hidden, operands applied (an operand its operator leaves
+    /// partial comes out as an operand).
     Visible,
     /// A compaction whose output has nothing older beneath it: deletes dropped, operands applied.
     Bottom,
@@ -288,21 +289,16 @@ impl<'a> MergeIter<'a> {
             .ok_or_else(|| Error::invalid("sorted run merge: a merge operand, but no merge operator"))?;
         for entry in older {
             match entry.kind {
-                EntryKind::Put => return Ok(applied(operator.apply(key, Some(&entry.value), &operand)?)),
-                EntryKind::Delete => return Ok(applied(operator.apply(key, None, &operand)?)),
+                EntryKind::Put => return operator.apply(key, Some(&entry.value), &operand),
+                EntryKind::Delete => return operator.apply(key, None, &operand),
                 EntryKind::Merge => operand = operator.combine(key, &entry.value, &operand)?,
             }
         }
         Ok(match self.output {
             MergeOutput::Above => Entry::merge(operand),
-            MergeOutput::Visible | MergeOutput::Bottom => applied(operator.apply(key, None, &operand)?),
+            MergeOutput::Visible | MergeOutput::Bottom => operator.apply(key, None, &operand)?,
         })
     }
-}
-
-/// The entry an operator's `apply` made: a put, or a delete when it left no value.
-fn applied(value: Option<Vec<u8>>) -> Entry {
-    value.map_or_else(Entry::delete, Entry::put)
 }
 
 /// What `next_key` found.

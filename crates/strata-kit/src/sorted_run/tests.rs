@@ -339,8 +339,8 @@ impl MergeOperator for Append {
     fn combine(&self, _key: &[u8], older: &[u8], newer: &[u8]) -> Result<Vec<u8>> {
         Ok([older, newer].concat())
     }
-    fn apply(&self, _key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(Some([base.unwrap_or_default(), operand].concat()))
+    fn apply(&self, _key: &[u8], base: Option<&[u8]>, operand: &[u8]) -> Result<Entry> {
+        Ok(Entry::put([base.unwrap_or_default(), operand].concat()))
     }
 }
 
@@ -671,35 +671,48 @@ fn blocks_read_ahead_do_not_fill_the_block_cache() {
     assert!(cache.used_bytes() > after_scan);
 }
 
-/// An operator whose operand `b"x"` erases what it covers: its `apply` leaves no value.
+/// An operator whose operand `b"x"` erases what it covers (its `apply` leaves no value) and
+/// whose operand `b"p"` stays partial.
 struct Erasing;
 
 impl MergeOperator for Erasing {
     fn combine(&self, _key: &[u8], _older: &[u8], newer: &[u8]) -> Result<Vec<u8>> {
         Ok(newer.to_vec())
     }
-    fn apply(&self, _key: &[u8], _base: Option<&[u8]>, operand: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok((operand != b"x").then(|| operand.to_vec()))
+    fn apply(&self, _key: &[u8], _base: Option<&[u8]>, operand: &[u8]) -> Result<Entry> {
+        Ok(match operand {
+            b"x" => Entry::delete(),
+            b"p" => Entry::merge(operand.to_vec()),
+            _ => Entry::put(operand.to_vec()),
+        })
     }
 }
 
 #[test]
-fn an_operand_that_leaves_no_value_is_a_delete() {
+fn an_operand_that_leaves_no_value_is_a_delete_and_one_left_partial_comes_out_as_it_is() {
     let entries = |list: Vec<(&[u8], Entry)>| -> SourceIter<'static> {
         Box::new(list.into_iter().map(|(k, e)| Ok((k.to_vec(), e))).collect::<Vec<_>>().into_iter())
     };
     let merged = |output| -> Vec<(Key, Entry)> {
-        let newer = entries(vec![(b"a", Entry::merge(b"x".to_vec())), (b"b", Entry::merge(b"y".to_vec()))]);
+        let newer = entries(vec![
+            (b"a", Entry::merge(b"x".to_vec())),
+            (b"b", Entry::merge(b"y".to_vec())),
+            (b"c", Entry::merge(b"p".to_vec())),
+        ]);
         let older = entries(vec![(b"a", Entry::put(b"1".to_vec())), (b"b", Entry::put(b"2".to_vec()))]);
         MergeIter::new(vec![newer, older], Direction::Forward, output)
             .with_operator(Arc::new(Erasing))
             .collect::<Result<_>>()
             .unwrap()
     };
-    assert_eq!(merged(MergeOutput::Visible), vec![(b"b".to_vec(), Entry::put(b"y".to_vec()))]);
+    let partial = (b"c".to_vec(), Entry::merge(b"p".to_vec()));
+    assert_eq!(
+        merged(MergeOutput::Visible),
+        vec![(b"b".to_vec(), Entry::put(b"y".to_vec())), partial.clone()]
+    );
     assert_eq!(
         merged(MergeOutput::Above),
-        vec![(b"a".to_vec(), Entry::delete()), (b"b".to_vec(), Entry::put(b"y".to_vec()))],
+        vec![(b"a".to_vec(), Entry::delete()), (b"b".to_vec(), Entry::put(b"y".to_vec())), partial],
         "above older data the erased key stays a delete"
     );
 }

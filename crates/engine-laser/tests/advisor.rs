@@ -1,0 +1,77 @@
+//! `layout=auto`: the engine profiles what each level serves and moves its layout to the
+//! advisor's as levels compact.
+
+use std::sync::Arc;
+
+use engine_laser::LaserEngine;
+use strata_core::{Direction, Durability, Engine, EngineConfig, KeyRange, Schema};
+use strata_io::MemStorage;
+
+fn config(layout: &str) -> EngineConfig {
+    EngineConfig {
+        wal_segment_bytes: Some(64 << 10),
+        memory_budget_bytes: 1 << 20,
+        ..EngineConfig::default()
+    }
+    .with_engine_options([
+        ("schema", "12x4"),
+        ("layout", layout),
+        ("memtable_bytes", "16KiB"),
+        ("level0_runs", "2"),
+        ("size_ratio", "2"),
+    ])
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{:08}", i.wrapping_mul(0x9E37_79B9) % 1_000_003).into_bytes()
+}
+
+fn counter(engine: &LaserEngine, name: &str) -> u64 {
+    engine.stats().counter(name).unwrap_or(0)
+}
+
+/// Narrow scans of two columns while rows keep arriving: the advisor splits the levels the
+/// scans read into groups, so the scanned columns sit apart from the rest.
+#[test]
+fn narrow_scans_move_an_auto_layout_off_rows() {
+    let engine = LaserEngine::open(Arc::new(MemStorage::new()), &config("auto")).unwrap();
+    let schema = Schema::new((0..12).map(|i| (format!("c{i}"), 4))).unwrap();
+    let table = engine.open_table(&schema).unwrap().unwrap();
+    let narrow = schema.projection(&["c10", "c11"]).unwrap();
+    let row = |i: u64| (0..12u32).flat_map(|c| (i as u32 ^ c).to_le_bytes()).collect::<Vec<u8>>();
+    for i in 0..60_000u64 {
+        table.insert(&key(i), &row(i), Durability::None).unwrap();
+        if i % 4 == 0 {
+            let start =
+                KeyRange { start: std::ops::Bound::Included(key(i)), end: std::ops::Bound::Unbounded };
+            let rows = table.scan(start, Direction::Forward, &narrow).unwrap().take(50).count();
+            assert!(rows > 0);
+        }
+    }
+    assert!(counter(&engine, "layout_changes") >= 1, "the advisor never moved the layout");
+    let split = (1..=counter(&engine, "levels")).any(|l| counter(&engine, &format!("level{l}_groups")) > 1);
+    assert!(split, "no level took the advisor's groups: {:?}", engine.stats().engine_counters);
+    for i in (0..60_000u64).step_by(997) {
+        let got = table.get(&key(i), &schema.all_columns()).unwrap();
+        assert_eq!(got, Some(row(i)), "row {i} after the layout moved");
+    }
+}
+
+/// A fixed layout stays as it was given, whatever the workload.
+#[test]
+fn a_fixed_layout_never_moves() {
+    let engine = LaserEngine::open(Arc::new(MemStorage::new()), &config("row")).unwrap();
+    let schema = Schema::new((0..12).map(|i| (format!("c{i}"), 4))).unwrap();
+    let table = engine.open_table(&schema).unwrap().unwrap();
+    let narrow = schema.projection(&["c10", "c11"]).unwrap();
+    for i in 0..30_000u64 {
+        table.insert(&key(i), &[7u8; 48], Durability::None).unwrap();
+        if i % 4 == 0 {
+            let _ = table.scan(KeyRange::all(), Direction::Forward, &narrow).unwrap().take(20).count();
+        }
+    }
+    assert_eq!(counter(&engine, "layout_changes"), 0);
+    let levels = counter(&engine, "levels");
+    assert!(levels >= 2, "the test should reach deeper levels");
+    assert!((1..=levels).all(|l| counter(&engine, &format!("level{l}_groups")) == 1));
+}
