@@ -10,7 +10,9 @@
 //! (each row is merged about T times per level, its key once per group: `T·g/(B·c)` per row,
 //! equation 9's first term).
 
-use crate::layout::{ColumnId, Layout};
+use strata_core::{Error, Result};
+
+use crate::layout::{group_text, parse_columns, ColumnId, Layout};
 
 /// Atoms above which the advisor merges greedily instead of trying every partition (Bell(10)
 /// = 115,975 partitions).
@@ -224,6 +226,111 @@ fn for_each_partition(atoms: &[Vec<ColumnId>], visit: &mut dyn FnMut(&[Vec<Colum
     place(atoms, 0, &mut Vec::new(), visit);
 }
 
+/// A workload trace: the tree's shape and what each level served, as `strata advise --trace`
+/// reads it (docs/ARCHITECTURE.md, "laser", "The design advisor"). One item per line, `#`
+/// starts a comment:
+/// `columns C`, `size_ratio T`, `rows_per_block B`, `levels L`, `insert COUNT`,
+/// `read LEVEL COUNT COLUMNS`, `scan LEVEL COUNT ENTRIES COLUMNS`, `update LEVEL COUNT COLUMNS`,
+/// with COLUMNS a comma list of indices and ranges (`15-29`) and LEVEL from 1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    pub params: ModelParams,
+    pub levels: usize,
+    pub workload: Workload,
+}
+
+impl Trace {
+    pub fn parse(text: &str) -> Result<Trace> {
+        let mut params = ModelParams { columns: 0, size_ratio: 2.0, rows_per_block: 0.0 };
+        let mut levels = 0usize;
+        let mut workload = Workload::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let bad = |what: &str| Error::invalid(format!("trace line {}: {what}: {line:?}", n + 1));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let number = |i: usize| {
+                words.get(i).and_then(|w| w.parse::<f64>().ok()).filter(|x| x.is_finite() && *x >= 0.0)
+            };
+            let count = |i: usize| number(i).ok_or_else(|| bad("expected a number"));
+            match words[0] {
+                "columns" => params.columns = count(1)? as usize,
+                "size_ratio" => params.size_ratio = count(1)?,
+                "rows_per_block" => params.rows_per_block = count(1)?,
+                "levels" => levels = count(1)? as usize,
+                "insert" => workload.inserts += count(1)?,
+                kind @ ("read" | "scan" | "update") => {
+                    let level = count(1)? as usize;
+                    let (entries, at) = if kind == "scan" { (count(3)?, 4) } else { (1.0, 3) };
+                    let mut columns = parse_columns(words.get(at).ok_or_else(|| bad("expected columns"))?)
+                        .map_err(|e: String| bad(&e))?;
+                    columns.dedup();
+                    if level == 0 || columns.iter().any(|&c| usize::from(c) >= params.columns) {
+                        return Err(bad("a level from 1 and columns of the `columns` line (given before)"));
+                    }
+                    if workload.levels.len() < level {
+                        workload.levels.resize(level, LevelWorkload::default());
+                    }
+                    let access = Access { columns, count: count(2)?, entries };
+                    let served = &mut workload.levels[level - 1];
+                    match kind {
+                        "read" => served.reads.push(access),
+                        "scan" => served.scans.push(access),
+                        _ => served.updates.push(access),
+                    }
+                }
+                _ => return Err(bad("unknown item")),
+            }
+        }
+        if params.columns == 0 || params.columns > crate::layout::MAX_COLUMNS {
+            return Err(Error::invalid("a trace needs `columns C` (1 to 4096)"));
+        }
+        if params.rows_per_block <= 0.0 {
+            params.rows_per_block = 4096.0 / (8.0 + 4.0 * params.columns as f64);
+        }
+        Ok(Trace { params, levels: levels.max(workload.levels.len()).max(1), workload })
+    }
+
+    /// The trace in `parse`'s syntax.
+    pub fn to_text(&self) -> String {
+        let p = &self.params;
+        let mut out = format!(
+            "columns {}\nsize_ratio {}\nrows_per_block {}\nlevels {}\ninsert {}\n",
+            p.columns, p.size_ratio, p.rows_per_block, self.levels, self.workload.inserts
+        );
+        for (i, served) in self.workload.levels.iter().enumerate() {
+            let level = i + 1;
+            for a in &served.reads {
+                out += &format!("read {level} {} {}\n", a.count, group_text(&a.columns));
+            }
+            for a in &served.scans {
+                out += &format!("scan {level} {} {} {}\n", a.count, a.entries, group_text(&a.columns));
+            }
+            for a in &served.updates {
+                out += &format!("update {level} {} {}\n", a.count, group_text(&a.columns));
+            }
+        }
+        out
+    }
+}
+
+/// The cost of `workload` on `layout`, per level (level 1 first), by equation 9.
+pub fn layout_costs(params: &ModelParams, workload: &Workload, layout: &Layout, levels: usize) -> Vec<f64> {
+    let empty = LevelWorkload::default();
+    (1..=levels.max(1))
+        .map(|l| {
+            level_cost(
+                params,
+                workload.inserts,
+                workload.levels.get(l - 1).unwrap_or(&empty),
+                layout.groups(l),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +417,43 @@ mod tests {
         let mut covered: Vec<ColumnId> = groups.concat();
         covered.sort_unstable();
         assert_eq!(covered, all);
+    }
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::*;
+
+    #[test]
+    fn traces_parse_print_back_and_refuse_bad_lines() {
+        let text = "# the paper's HTAP shape, scaled down\ncolumns 30\nlevels 4\ninsert 10000\n\
+                    read 1 500 0-29\nread 3 500 15-29\nscan 4 12 200000 27-29\nupdate 2 100 5\n";
+        let trace = Trace::parse(text).unwrap();
+        assert_eq!((trace.params.columns, trace.levels, trace.workload.levels.len()), (30, 4, 4));
+        assert_eq!(trace.workload.levels[3].scans[0].columns, vec![27, 28, 29]);
+        assert_eq!(Trace::parse(&trace.to_text()).unwrap(), trace);
+        for bad in [
+            "read 1 5 0",
+            "columns 4\nread 0 5 1",
+            "columns 4\nread 1 5 9",
+            "columns 4\nscan 1 5 x 1",
+            "columns 4\nfly 1",
+        ] {
+            assert!(matches!(Trace::parse(bad), Err(Error::InvalidArgument(_))), "{bad}");
+        }
+    }
+
+    /// The advisor's layout costs no more than rows or columns at every level of a trace.
+    #[test]
+    fn advice_never_costs_more_than_rows_or_columns() {
+        let text = "columns 30\nlevels 6\ninsert 100000\nread 1 50000 0-29\nread 2 20000 0-29\n\
+                    read 3 5000 15-29\nread 4 5000 15-29\nscan 5 12 3000000 27-29\nscan 6 12 6000000 20-29\n";
+        let trace = Trace::parse(text).unwrap();
+        let advice = advise(&trace.params, &trace.workload, trace.levels);
+        for other in [Layout::rows(30), Layout::parse("column", 30).unwrap()] {
+            let costs = layout_costs(&trace.params, &trace.workload, &other, trace.levels);
+            assert!(advice.total_cost() <= costs.iter().sum::<f64>() + 1e-9, "{other:?}");
+        }
+        assert_eq!(advice.layout.groups(1), std::slice::from_ref(&(0..30).collect::<Vec<ColumnId>>()));
     }
 }

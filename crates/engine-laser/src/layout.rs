@@ -215,32 +215,33 @@ impl Layout {
 
 fn parse_level(spec: &str, column_count: usize) -> std::result::Result<Vec<Vec<ColumnId>>, String> {
     match spec {
-        "row" => return Ok(vec![(0..column_count as ColumnId).collect()]),
-        "column" => return Ok((0..column_count as ColumnId).map(|id| vec![id]).collect()),
-        _ => {}
+        "row" => Ok(vec![(0..column_count as ColumnId).collect()]),
+        "column" => Ok((0..column_count as ColumnId).map(|id| vec![id]).collect()),
+        _ => spec.split('|').map(parse_columns).collect(),
     }
-    let mut groups = Vec::new();
-    for group in spec.split('|') {
-        let mut ids = Vec::new();
-        for part in group.split(',').map(str::trim) {
-            let (from, to) = part.split_once('-').unwrap_or((part, part));
-            let parse = |s: &str| {
-                s.trim().parse::<ColumnId>().map_err(|_| format!("{part:?} is not a column index or range"))
-            };
-            let (from, to) = (parse(from)?, parse(to)?);
-            if from > to {
-                return Err(format!("range {part:?} runs backwards"));
-            }
-            ids.extend(from..=to);
+}
+
+/// A comma list of column indices and ranges (`0-14,20`), ascending (a column given twice
+/// stays twice: a layout refuses it).
+pub fn parse_columns(text: &str) -> std::result::Result<Vec<ColumnId>, String> {
+    let mut ids = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let (from, to) = part.split_once('-').unwrap_or((part, part));
+        let parse = |s: &str| {
+            s.trim().parse::<ColumnId>().map_err(|_| format!("{part:?} is not a column index or range"))
+        };
+        let (from, to) = (parse(from)?, parse(to)?);
+        if from > to {
+            return Err(format!("range {part:?} runs backwards"));
         }
-        ids.sort_unstable();
-        groups.push(ids);
+        ids.extend(from..=to);
     }
-    Ok(groups)
+    ids.sort_unstable();
+    Ok(ids)
 }
 
 /// A group in the layout syntax: runs of consecutive columns as ranges.
-fn group_text(group: &[ColumnId]) -> String {
+pub fn group_text(group: &[ColumnId]) -> String {
     let mut text = String::new();
     let mut i = 0;
     while i < group.len() {

@@ -36,7 +36,7 @@ use strata_kit::worker::Worker;
 use strata_kit::EngineFactory;
 
 use engine::{schema_text, Inner};
-pub use layout::Layout;
+pub use layout::{group_text as layout_group_text, Layout};
 pub use options::{LaserOptions, ENGINE_NAME, RUNTIME_OPTIONS};
 use read::LaserRead;
 

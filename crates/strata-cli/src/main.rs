@@ -1,6 +1,7 @@
 //! `strata`: command-line access to a Strata database directory.
 //! Scripts depend on these forms; see `strata --help`.
 
+mod advise;
 mod demo;
 mod escape;
 
@@ -94,6 +95,17 @@ enum Command {
         /// Number of records to write.
         #[arg(long, default_value_t = 100_000)]
         records: u64,
+    },
+    /// LASER's design advisor on a workload trace: the column groups per level that the cost
+    /// model (paper §5–§6) finds cheapest, beside rows and columns.
+    Advise {
+        /// The trace: `columns C`, `levels L`, `insert N`, `read LEVEL COUNT COLUMNS`,
+        /// `scan LEVEL COUNT ENTRIES COLUMNS`, `update LEVEL COUNT COLUMNS` lines.
+        #[arg(long)]
+        trace: PathBuf,
+        /// Levels to lay out (default: the trace's `levels`).
+        #[arg(long)]
+        levels: Option<usize>,
     },
     /// YCSB-style benchmark of engines on one identical trace; `strata bench --help` for options.
     #[command(disable_help_flag = true)]
@@ -195,6 +207,7 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
             writeln!(out, "{} done", task.name()).map_err(io_err)?;
         }
         Command::Demo { dir, engine, records } => demo::run(dir, engine, records, &mut out)?,
+        Command::Advise { trace, levels } => advise::run(&trace, levels, &mut out)?,
         // Dispatched in `main` before `run`.
         Command::Bench { .. } | Command::Repro { .. } => {}
     }

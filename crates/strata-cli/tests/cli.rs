@@ -188,3 +188,29 @@ fn stats_lists_capabilities_and_maintain_runs_a_declared_task() {
     let unknown = strata(&["maintain", p(&d), "vacuum"]);
     assert!(!unknown.status.success() && stderr(&unknown).contains("unknown task \"vacuum\""), "{unknown:?}");
 }
+
+/// `strata advise`: the advisor's layout for a trace, usable as `--option layout=` to create a
+/// laser table with it; a bad trace is a one-line error naming the line.
+#[test]
+fn advise_prints_a_layout_that_creates_a_laser_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace");
+    std::fs::write(&trace, "columns 6\nlevels 3\ninsert 1000\nread 1 5000 0-5\nscan 3 10 100000 4-5\n")
+        .unwrap();
+    let o = strata(&["advise", "--trace", p(&trace)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let layout =
+        out.lines().find_map(|l| l.strip_prefix("create with: --option layout=")).expect(&out).to_string();
+    assert!(layout.starts_with("0-5/"), "level 1 serves wide reads: rows ({layout})");
+    assert!(
+        layout.ends_with("4-5") || layout.contains("|4-5"),
+        "level 3's scans get their own group ({layout})"
+    );
+    let dir = tmp.path().join("db");
+    let option = format!("layout={layout}");
+    let o = strata(&["create", p(&dir), "--engine", "laser", "--option", "schema=6x4", "--option", &option]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&trace, "columns 6\nread 1 5 0-9\n").unwrap();
+    assert_one_line_error(&strata(&["advise", "--trace", p(&trace)]), "trace line 2");
+}
