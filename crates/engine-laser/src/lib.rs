@@ -11,6 +11,7 @@
 
 pub mod advisor;
 mod cells;
+mod compact;
 mod engine;
 mod layout;
 mod manifest;

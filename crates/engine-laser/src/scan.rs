@@ -16,10 +16,10 @@ use strata_kit::sorted_run::{table_source, Entry, EntryKind, MergeIter, MergeOut
 use strata_kit::tables::{ActiveWindows, Frozen, Registration};
 
 use crate::cells::{entry_of_stored, Cells};
+use crate::compact::restrict_source;
 use crate::engine::Inner;
 use crate::layout::{ColumnSet, Columns};
 use crate::version::Version;
-use crate::work::restrict_source;
 
 /// Records returned before the engine's state is checked again: a scan begun before a failed
 /// write stops with the poison.

@@ -1,5 +1,6 @@
 //! laser's own table against a model: random whole-row inserts, updates of some columns,
-//! deletes, projected reads and projected scans both ways, compactions and reopens, on a store
+//! deletes, projected reads and projected scans both ways, compactions, reopens and power cuts
+//! after a flush (simulated storage), on a store
 //! whose levels split into column groups (rows, then halves, then smaller groups, then single
 //! columns) with a tiny MemTable, so partial rows meet whole rows in every layout. Seeds print
 //! on failure; `STRATA_SEED` replays one (the worker's compactions interleave differently from
@@ -16,7 +17,7 @@ use strata_core::{
     ColumnarTable, Direction, Durability, Engine, EngineConfig, KeyRange, Maintenance, MaintenanceTask,
     Projection, Schema,
 };
-use strata_io::{MemStorage, Storage};
+use strata_io::{CrashMode, SimStorage, Storage};
 use strata_testkit::seed::{ops_per_seed, replay_line, seeds};
 
 const WIDTHS: [usize; 6] = [1, 2, 4, 8, 3, 5];
@@ -65,7 +66,7 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 struct Store {
-    storage: Arc<dyn Storage>,
+    disk: SimStorage,
     layout: &'static str,
     engine: Option<LaserEngine>,
 }
@@ -79,9 +80,23 @@ impl Store {
         self.engine().open_table(&schema()).expect("a table store").unwrap()
     }
 
+    fn open(&mut self) {
+        let storage: Arc<dyn Storage> = Arc::new(self.disk.booted());
+        self.engine = Some(LaserEngine::open(storage, &config(self.layout)).unwrap());
+    }
+
     fn reopen(&mut self) {
         self.engine.take().unwrap().close().unwrap();
-        self.engine = Some(LaserEngine::open(self.storage.clone(), &config(self.layout)).unwrap());
+        self.open();
+    }
+
+    /// A flush, then a power cut that keeps a random part of what was not synced: every
+    /// acknowledged write was flushed, so the reopened table is the model's.
+    fn crash_after_flush(&mut self) {
+        self.engine().flush().unwrap();
+        self.disk.crash(CrashMode::Random);
+        drop(self.engine.take()); // its handles are dead: the close fails, quietly
+        self.open();
     }
 }
 
@@ -91,9 +106,8 @@ const LAYOUTS: [&str; 4] = ["row", "0-2|3-5/0|1-2|3|4-5/column", "column", "0,2,
 /// compactions regroup levels written in another layout.
 fn run(seed: u64, layout: &'static str, ops: usize, regroup: bool) {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
-    let engine = LaserEngine::open(storage.clone(), &config(layout)).unwrap();
-    let mut store = Store { storage, layout, engine: Some(engine) };
+    let mut store = Store { disk: SimStorage::new(seed), layout, engine: None };
+    store.open();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let schema = schema();
     let d = Durability::Buffered;
@@ -154,9 +168,13 @@ fn run(seed: u64, layout: &'static str, ops: usize, regroup: bool) {
                 store.layout = next;
             }
             97 => {}
-            _ => {
+            98 => {
                 drop(table);
                 store.reopen();
+            }
+            _ => {
+                drop(table);
+                store.crash_after_flush();
             }
         }
         // `LASER_CHECK_EVERY_OP=1`: the whole table against the model after every operation, to

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod driver;
 pub mod engines;
+pub mod htap;
 pub mod kill_reopen;
 pub mod metrics;
 pub mod peers;

@@ -114,7 +114,7 @@ enum Command {
         args: Vec<std::ffi::OsString>,
     },
     /// Run a paper's headline experiments scaled to this machine, beside the paper's numbers:
-    /// `strata repro flex|f2|treeline|turtle [--quick]`; `strata repro --help` for options.
+    /// `strata repro flex|f2|treeline|turtle|laser [--quick]`; `strata repro --help` for options.
     #[command(disable_help_flag = true)]
     Repro {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]

@@ -1,0 +1,178 @@
+//! `strata repro laser`: the LASER paper's HTAP workload (§7.2, Table 3, Fig 8), scaled to
+//! this machine (`crate::htap`): one table of 30 four-byte columns loaded to about three times
+//! the memory budget, a writer at 10,000 inserts/s with an update per hundred inserts, two
+//! readers running Q2a and Q2b, then Q3 and Q4 over the final table, every analytical answer
+//! checked against the driver's model. Systems: laser choosing its own layout (`auto`, the
+//! default), laser held to rows and to columns (the paper's cg_size 30 and 1), and flex and
+//! turtle through the row-encoded fallback. PostgreSQL and DuckDB are not run yet.
+
+use std::time::{Duration, Instant};
+
+use strata::{Db, EngineKind, Options};
+
+use super::render::print_rows;
+use super::ReproArgs;
+use crate::htap::workload::{Model, ROW_BYTES};
+use crate::htap::{self, HtapResult, HtapShape, StrataTable};
+use crate::metrics::machine::MachineInfo;
+
+/// The paper: 400M rows loaded, 20M inserted at 10,000/s, 500k Q2a and Q2b, 12 Q3 and Q4.
+const PAPER_ROWS: u64 = 400_000_000;
+
+const FULL: HtapShape = HtapShape {
+    loaded: 4_000_000,
+    inserts: 200_000,
+    insert_rate_per_sec: 10_000,
+    q2a: 100_000,
+    q2b: 100_000,
+    analytic: 12,
+    readers: 2,
+};
+const QUICK: HtapShape = HtapShape {
+    loaded: 400_000,
+    inserts: 40_000,
+    insert_rate_per_sec: 10_000,
+    q2a: 20_000,
+    q2b: 20_000,
+    analytic: 12,
+    readers: 2,
+};
+
+/// A system: its name in the table, the engine, and its knobs (the schema is added to laser's).
+type System = (&'static str, EngineKind, &'static [(&'static str, &'static str)]);
+
+const SYSTEMS: [System; 5] = [
+    ("laser (auto)", EngineKind::Laser, &[]),
+    ("laser (rows)", EngineKind::Laser, &[("layout", "row")]),
+    ("laser (columns)", EngineKind::Laser, &[("layout", "column")]),
+    ("flex (row-encoded)", EngineKind::Flex, &[]),
+    ("turtle (row-encoded)", EngineKind::Turtle, &[]),
+];
+
+pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
+    let shape = if args.quick { QUICK } else { FULL };
+    let data_bytes = (shape.loaded + shape.inserts) * (8 + ROW_BYTES as u64);
+    let budget = data_bytes / 3;
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create --dir {}: {e}", parent.display()))?;
+    let machine = MachineInfo::collect(&parent);
+    println!("paper: LASER, Real-Time LSM-Trees for HTAP Workloads (EDBT 2021), §7.2 Table 3 / Fig 8");
+    println!("  paper's machine: 12 CPUs at 1.2 GHz, 16 GB RAM, a 4 TB rotating disk; LASER on RocksDB 5.14");
+    println!("  this machine:    {}", machine.one_line());
+    println!(
+        "  scale factor {:.4}: {} rows loaded + {} inserted at {}/s (an update per {} inserts); {} Q2a, {} Q2b, \
+         {} Q3, {} Q4; 2 readers; memory budget {} (a third of the data); direct I/O; {} round(s)",
+        shape.loaded as f64 / PAPER_ROWS as f64,
+        shape.loaded,
+        shape.inserts,
+        shape.insert_rate_per_sec,
+        htap::workload::INSERTS_PER_UPDATE,
+        shape.q2a,
+        shape.q2b,
+        shape.analytic,
+        shape.analytic,
+        crate::report::fmt_bytes(budget),
+        args.repeat
+    );
+    progress(args, "building the model of the final table");
+    let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
+    let mut rows = Vec::new();
+    for round in 0..args.repeat {
+        for (name, kind, knobs) in SYSTEMS {
+            progress(args, &format!("{name}, round {}", round + 1));
+            let (result, note) = run_system(args, &parent, kind, knobs, budget, &shape, &model)?;
+            rows.push(row(name, &result, &note));
+        }
+    }
+    let header = [
+        "system",
+        "load rows/s",
+        "Q2a µs",
+        "Q2b µs",
+        "Q3 ms",
+        "Q4 ms",
+        "queries s",
+        "insert µs",
+        "update µs",
+        "answers",
+        "layout",
+    ];
+    print_rows(&header, &rows);
+    println!(
+        "  queries s: the paper's total (Q2a + Q2b + Q3 + Q4 times); Q2 run beside the writer, Q3 and Q4 after it on the final \
+         table. answers: Q3 and Q4 against the driver's model of the final table."
+    );
+    Ok(())
+}
+
+fn progress(args: &ReproArgs, line: &str) {
+    if !args.quiet {
+        eprintln!("== {line}");
+    }
+}
+
+/// One system on a fresh store: load, workload, checks; and what layout laser ended with.
+fn run_system(
+    args: &ReproArgs,
+    parent: &std::path::Path,
+    kind: EngineKind,
+    knobs: &[(&str, &str)],
+    budget: u64,
+    shape: &HtapShape,
+    model: &Model,
+) -> Result<(HtapResult, String), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("strata-repro-laser-")
+        .tempdir_in(parent)
+        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let mut options = Options::new(kind).memory_budget_bytes(budget).direct_io(true);
+    if kind == EngineKind::Laser {
+        options = options.engine_option("schema", "30x4");
+    }
+    for (name, value) in knobs {
+        options = options.engine_option(*name, *value);
+    }
+    let db = Db::open(dir.path(), options).map_err(|e| format!("{kind}: {e}"))?;
+    let store = StrataTable::new(&db).map_err(|e| format!("{kind}: {e}"))?;
+    let started = Instant::now();
+    let load = htap::load(&store, shape).map_err(|e| format!("{kind}: load: {e}"))?;
+    progress(args, &format!("loaded in {:.1} s", started.elapsed().as_secs_f64()));
+    let mut result = htap::run(&store, shape, model).map_err(|e| format!("{kind}: {e}"))?;
+    result.load = load;
+    result.loaded_rows = shape.loaded;
+    let stats = db.stats().map_err(|e| format!("{kind}: stats: {e}"))?;
+    let counter = |name: &str| stats.counter(name).unwrap_or(0);
+    let note = if kind == EngineKind::Laser {
+        let levels = counter("levels");
+        let groups: Vec<String> =
+            (1..=levels).map(|l| counter(&format!("level{l}_groups")).to_string()).collect();
+        format!("groups per level {} ({} changes)", groups.join(","), counter("layout_changes"))
+    } else {
+        "-".into()
+    };
+    drop(store);
+    db.close().map_err(|e| format!("{kind}: close: {e}"))?;
+    Ok((result, note))
+}
+
+fn row(name: &str, r: &HtapResult, note: &str) -> Vec<String> {
+    let per_sec = |n: u64, d: Duration| format!("{:.0}", n as f64 / d.as_secs_f64().max(1e-9));
+    let ms = |t: &htap::Timing| format!("{:.1}", t.mean_us() / 1000.0);
+    vec![
+        name.to_string(),
+        per_sec(r.loaded_rows, r.load),
+        format!("{:.1}", r.q2a.mean_us()),
+        format!("{:.1}", r.q2b.mean_us()),
+        ms(&r.q3),
+        ms(&r.q4),
+        format!("{:.2}", r.query_total().as_secs_f64()),
+        format!("{:.1}", r.inserts.mean_us()),
+        format!("{:.1}", r.updates.mean_us()),
+        if r.wrong_answers.is_empty() {
+            "ok".into()
+        } else {
+            format!("WRONG: {}", r.wrong_answers.join("; "))
+        },
+        note.to_string(),
+    ]
+}
