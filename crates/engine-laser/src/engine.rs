@@ -2,15 +2,14 @@
 //! level 0, and the versions of the LSM-tree behind them (docs/ARCHITECTURE.md, "laser").
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::{BatchOp, EngineConfig, Error, Result, Schema, WriteBatch};
 use strata_io::Storage;
 use strata_kit::logged_writes::{ApplyLogged, Logged, LoggedWrites, WriteSizes};
 use strata_kit::sorted_run::{BlockCache, Entry, EntryKind, MergeOperator};
-use strata_kit::tables::{new_active, Snapshots, Tables};
+use strata_kit::tables::{new_active, wait_for_room, Snapshots, Tables};
 use strata_kit::versioned_memtable::{VersionedMemTable, NEWEST};
 use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::WalOptions;
@@ -230,19 +229,7 @@ fn remove_leftover_runs(storage: &dyn Storage, manifest: &Manifest) -> Result<()
 }
 
 fn spawn_worker(inner: &Arc<Inner>, signals: Arc<WorkerSignals>) -> Result<Worker> {
-    let (for_step, for_poison) = (Arc::downgrade(inner), Arc::downgrade(inner));
-    Worker::spawn(
-        "laser-compact",
-        signals,
-        move || match Weak::upgrade(&for_step) {
-            Some(inner) => inner.work_step(),
-            None => Ok(()),
-        },
-        move |e| match Weak::upgrade(&for_poison) {
-            Some(inner) => inner.writes.poison(e),
-            None => e,
-        },
-    )
+    Worker::spawn_for("laser-compact", signals, inner, Inner::work_step, |inner, e| inner.writes.poison(e))
 }
 
 /// Applies one logged op to a MemTable. A table's partial row folds into the key's entry
@@ -344,25 +331,14 @@ impl Inner {
         }
     }
 
-    /// Writers wait while more than `MAX_FINALIZED` tables wait for level 0. The writer's own
-    /// write is applied already: a close meanwhile is not its failure, a poisoned engine is.
+    /// Writers wait while more than `MAX_FINALIZED` tables wait for level 0 (kit
+    /// `wait_for_room`).
     fn wait_for_room(&self) -> Result<()> {
-        loop {
-            if self.tables.read().finalized.len() <= MAX_FINALIZED {
-                return Ok(());
-            }
-            let state = self.writes.state();
-            if state.is_poisoned() {
-                return self.writes.check_usable();
-            }
-            if state.is_closed() || self.signals.is_stopping() {
-                return Ok(());
-            }
+        let full = || self.tables.read().finalized.len() > MAX_FINALIZED;
+        let counted = || {
             self.counters.writer_waits.fetch_add(1, Relaxed);
-            self.signals.wait_for_progress(Duration::from_millis(50), |_| {
-                self.tables.read().finalized.len() > MAX_FINALIZED
-            });
-        }
+        };
+        wait_for_room(full, &self.writes, &self.signals, counted)
     }
 
     /// The current version, to read with no lock held, once the engine is known not to be

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use self_cell::self_cell;
 use strata_core::{borrow_bound, Direction, Error, Key, KeyRange, Result, Value};
 use strata_kit::sorted_run::{table_source, Entry, EntryKind, MergeIter, MergeOutput, SourceIter};
-use strata_kit::tables::{ActiveWindows, Frozen, Registration};
+use strata_kit::tables::{ActiveWindows, TablesView};
 
 use crate::cells::{entry_of_stored, Cells};
 use crate::compact::restrict_source;
@@ -25,32 +25,18 @@ use crate::version::Version;
 /// write stops with the poison.
 const CHECK_EVERY: usize = 256;
 
-/// The store as of one write (`lsn`).
+/// The store as of one write: the tables then (kit `TablesView`), and the version then.
 pub(crate) struct View {
-    lsn: u64,
-    active: Arc<strata_kit::tables::Active>,
-    /// Newest first.
-    finalized: Vec<Arc<Frozen>>,
+    tables: TablesView,
     version: Arc<Version>,
-    _registration: Registration,
 }
 
 impl Inner {
     /// The store as of now: under the tables' read lock (the version then holds exactly the
-    /// tables that left the list), the active table's last lsn registered under its read lock.
+    /// tables that left the list), the active table's last lsn registered (`Tables::view`).
     fn view(&self) -> Result<View> {
         let tables = self.tables.read();
-        let (lsn, registration) = {
-            let active = tables.active.read();
-            (active.last_lsn, self.snapshots.register(active.last_lsn))
-        };
-        Ok(View {
-            lsn,
-            active: tables.active.clone(),
-            finalized: tables.finalized.iter().rev().cloned().collect(),
-            version: self.read_version()?,
-            _registration: registration,
-        })
+        Ok(View { tables: tables.view(&self.snapshots), version: self.read_version()? })
     }
 }
 
@@ -85,10 +71,11 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
         restrict_source(source, from.clone(), o.set.clone(), file.to_string())
     };
     let mut out: Vec<SourceIter<'a>> = Vec::new();
-    let windows = ActiveWindows::new(o.view.active.clone(), o.view.lsn, o.range.clone(), direction);
+    let windows =
+        ActiveWindows::new(o.view.tables.active.clone(), o.view.tables.lsn, o.range.clone(), direction);
     out.push(within(Box::new(windows.map(stored(o.all.clone()))), &o.all, "laser memtable"));
-    for frozen in &o.view.finalized {
-        let entries = table_source(frozen.entries.range_at((lower, upper), o.view.lsn), direction);
+    for frozen in &o.view.tables.finalized {
+        let entries = table_source(frozen.entries.range_at((lower, upper), o.view.tables.lsn), direction);
         let to_entry = stored(o.all.clone());
         let entries = entries.map(move |item| {
             let (key, entry) = item?;

@@ -3,8 +3,7 @@
 //! (docs/ARCHITECTURE.md, "turtle").
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use strata_core::{AutoOr, EngineConfig, Result, Value};
@@ -20,7 +19,7 @@ use crate::distance::{distance_for, worth_changing, DistanceTuner};
 use crate::options::{Settle, TurtleOptions};
 use crate::pages::{Pages, PAGES_FILE};
 use crate::tree::{Tree, TreeConfig};
-use strata_kit::tables::{new_active, Snapshots, Tables};
+use strata_kit::tables::{new_active, wait_for_room, Snapshots, Tables};
 
 /// WAL segment files are named `turtle-wal-{id}.log`.
 pub const WAL_FILE_PREFIX: &str = "turtle-wal-";
@@ -150,19 +149,9 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
 }
 
 fn spawn_worker(inner: &Arc<Inner>, signals: Arc<WorkerSignals>) -> Result<Worker> {
-    let (for_step, for_poison) = (Arc::downgrade(inner), Arc::downgrade(inner));
-    Worker::spawn(
-        "turtle-apply",
-        signals,
-        move || match Weak::upgrade(&for_step) {
-            Some(inner) => inner.apply_finalized(),
-            None => Ok(()),
-        },
-        move |e| match Weak::upgrade(&for_poison) {
-            Some(inner) => inner.writes.poison(e),
-            None => e,
-        },
-    )
+    Worker::spawn_for("turtle-apply", signals, inner, Inner::apply_finalized, |inner, e| {
+        inner.writes.poison(e)
+    })
 }
 
 impl Inner {
@@ -245,26 +234,14 @@ impl Inner {
         finalized
     }
 
-    /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree. The writer's own
-    /// write is applied already: a close meanwhile is not its failure (the tables stay in the
-    /// WAL for the next open), a poisoned engine is.
+    /// Writers wait while more than `MAX_FINALIZED` tables wait for the tree (kit
+    /// `wait_for_room`).
     fn wait_for_room(&self) -> Result<()> {
-        loop {
-            if self.tables.read().finalized.len() <= MAX_FINALIZED {
-                return Ok(());
-            }
-            let state = self.writes.state();
-            if state.is_poisoned() {
-                return self.writes.check_usable();
-            }
-            if state.is_closed() || self.signals.is_stopping() {
-                return Ok(());
-            }
+        let full = || self.tables.read().finalized.len() > MAX_FINALIZED;
+        let counted = || {
             self.counters.writer_waits.fetch_add(1, Relaxed);
-            self.signals.wait_for_progress(Duration::from_millis(50), |_| {
-                self.tables.read().finalized.len() > MAX_FINALIZED
-            });
-        }
+        };
+        wait_for_room(full, &self.writes, &self.signals, counted)
     }
 
     /// The newest value of `key`: the active table, the finalized ones newest first, the tree.

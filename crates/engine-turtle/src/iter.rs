@@ -23,7 +23,7 @@ use strata_kit::versioned_memtable::VersionedMemTable;
 
 use crate::engine::Inner;
 use crate::tree::Tree;
-use strata_kit::tables::{Active, Frozen, Registration};
+use strata_kit::tables::TablesView;
 
 /// Entries of the first active-table window; each next one doubles, up to `MAX_WINDOW`.
 const FIRST_WINDOW: usize = 8;
@@ -34,34 +34,18 @@ const MAX_WINDOW: usize = 1024;
 const FIRST_CHECK: usize = 32;
 const MAX_CHECK_EVERY: usize = 1024;
 
-/// The store as of one write (`lsn`): the tables then, and the tree then.
+/// The store as of one write: the tables then (kit `TablesView`), and the tree then.
 pub(crate) struct View {
-    lsn: u64,
-    /// The table that was active: writes after `lsn` may still land in it (they are not seen).
-    active: Arc<Active>,
-    /// Newest first.
-    finalized: Vec<Arc<Frozen>>,
+    tables: TablesView,
     tree: Tree,
-    _registration: Registration,
 }
 
 impl Inner {
     /// The store as of now: under the tables' read lock (the tree then holds exactly the
-    /// tables that left the list), the active table's last lsn registered under its read lock
-    /// (see `tables`).
+    /// tables that left the list), the active table's last lsn registered (`Tables::view`).
     pub(crate) fn view(&self) -> Result<View> {
         let tables = self.tables.read();
-        let (lsn, registration) = {
-            let active = tables.active.read();
-            (active.last_lsn, self.snapshots.register(active.last_lsn))
-        };
-        Ok(View {
-            lsn,
-            active: tables.active.clone(),
-            finalized: tables.finalized.iter().rev().cloned().collect(),
-            tree: self.read_tree()?,
-            _registration: registration,
-        })
+        Ok(View { tables: tables.view(&self.snapshots), tree: self.read_tree()? })
     }
 }
 
@@ -85,9 +69,9 @@ self_cell!(
 fn older_layers(view: View, range: KeyRange, direction: Direction) -> Older {
     Older::new(Owner { view, range }, |o| {
         let (lower, upper) = (borrow_bound(&o.range.start), borrow_bound(&o.range.end));
-        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(o.view.finalized.len() + 1);
-        for frozen in &o.view.finalized {
-            let entries = frozen.entries.range_at((lower, upper), o.view.lsn);
+        let mut sources: Vec<LazyIter<'_>> = Vec::with_capacity(o.view.tables.finalized.len() + 1);
+        for frozen in &o.view.tables.finalized {
+            let entries = frozen.entries.range_at((lower, upper), o.view.tables.lsn);
             sources.push(eager(table_source(entries, direction)));
         }
         sources.push(o.view.tree.range(lower, upper, direction));
@@ -137,10 +121,10 @@ impl Window {
             }
         }
         let copy = |entries: &VersionedMemTable| -> Result<Vec<(Key, Entry)>> {
-            let source = table_source(entries.range_at((lower, upper), view.lsn), direction);
+            let source = table_source(entries.range_at((lower, upper), view.tables.lsn), direction);
             source.take(n + 1).collect()
         };
-        let active = view.active.read();
+        let active = view.tables.active.read();
         let mut copied = match active.frozen.clone() {
             // Finalized since the view was taken: immutable now, read with no lock.
             Some(frozen) => {

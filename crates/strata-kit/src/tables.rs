@@ -91,6 +91,60 @@ impl Tables {
     }
 }
 
+/// The tables as of one applied write (`lsn`), registered as a live snapshot so the active
+/// table keeps the versions it reads: what a point-in-time scan reads besides the disk.
+pub struct TablesView {
+    pub lsn: u64,
+    /// The table that was active: writes after `lsn` may still land in it (they are not seen).
+    pub active: Arc<Active>,
+    /// Newest first.
+    pub finalized: Vec<Arc<Frozen>>,
+    pub registration: Registration,
+}
+
+impl Tables {
+    /// The view as of now, the active table's last lsn registered under its read lock (see the
+    /// module docs). The caller holds the lock around `Tables`, so whatever it reads of the
+    /// disk under it holds exactly the tables that left the list.
+    pub fn view(&self, snapshots: &Arc<Snapshots>) -> TablesView {
+        let (lsn, registration) = {
+            let active = self.active.read();
+            (active.last_lsn, snapshots.register(active.last_lsn))
+        };
+        TablesView {
+            lsn,
+            active: self.active.clone(),
+            finalized: self.finalized.iter().rev().cloned().collect(),
+            registration,
+        }
+    }
+}
+
+/// Writers wait while more than `max_finalized` tables wait for the disk (`full`). The
+/// writer's own write is applied already: a close meanwhile is not its failure (the tables
+/// stay in the WAL for the next open), a poisoned engine is. `on_wait` counts each wait.
+pub fn wait_for_room(
+    full: impl Fn() -> bool,
+    writes: &crate::logged_writes::LoggedWrites,
+    signals: &crate::worker::WorkerSignals,
+    on_wait: impl Fn(),
+) -> strata_core::Result<()> {
+    loop {
+        if !full() {
+            return Ok(());
+        }
+        let state = writes.state();
+        if state.is_poisoned() {
+            return writes.check_usable();
+        }
+        if state.is_closed() || signals.is_stopping() {
+            return Ok(());
+        }
+        on_wait();
+        signals.wait_for_progress(std::time::Duration::from_millis(50), |_| full());
+    }
+}
+
 /// The lsns of the live snapshots, each with how many snapshots share it.
 #[derive(Debug, Default)]
 pub struct Snapshots {

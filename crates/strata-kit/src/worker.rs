@@ -185,6 +185,28 @@ impl Worker {
         Ok(Worker { signals, thread: Mutex::new(Some(thread)) })
     }
 
+    /// `spawn` for a step on the engine state `owner`, held weakly: the thread never keeps the
+    /// engine alive, and once the engine is gone a step does nothing and an error passes
+    /// through unpoisoned. `poison` is the engine's (its poison, returning the error).
+    pub fn spawn_for<T: Send + Sync + 'static>(
+        name: &str,
+        signals: Arc<WorkerSignals>,
+        owner: &Arc<T>,
+        step: fn(&T) -> Result<()>,
+        poison: fn(&T, Error) -> Error,
+    ) -> Result<Worker> {
+        let (for_step, for_poison) = (Arc::downgrade(owner), Arc::downgrade(owner));
+        Worker::spawn(
+            name,
+            signals,
+            move || for_step.upgrade().map_or(Ok(()), |owner| step(&owner)),
+            move |e| match for_poison.upgrade() {
+                Some(owner) => poison(&owner, e),
+                None => e,
+            },
+        )
+    }
+
     pub fn signals(&self) -> &Arc<WorkerSignals> {
         &self.signals
     }
