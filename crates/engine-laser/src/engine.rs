@@ -354,17 +354,9 @@ impl Inner {
 /// full table is finalized after the run.
 impl ApplyLogged for Inner {
     fn apply_run(&self, run: &mut Vec<Logged>) -> Result<()> {
-        {
-            let tables = self.tables.read();
-            let mut active = tables.active.write();
-            let newest_snapshot = self.snapshots.newest();
-            for Logged { lsn, batch } in run.drain(..) {
-                for op in batch.into_ops() {
-                    apply_op(&self.all, &mut active.entries, op, lsn, newest_snapshot)?;
-                }
-                active.last_lsn = lsn;
-            }
-        }
+        self.tables.read().apply_logged(run, &self.snapshots, |entries, op, lsn, snapshot| {
+            apply_op(&self.all, entries, op, lsn, snapshot)
+        })?;
         self.finalize_if_full();
         Ok(())
     }

@@ -71,6 +71,33 @@ impl Tables {
         true
     }
 
+    /// Write path step 4 for an engine whose writes enter the active table (`ApplyLogged::
+    /// apply_run`): every op of the run's batches, oldest first, by `apply` (the engine's own
+    /// fold; `VersionedMemTable::apply` for most) with the newest live snapshot, under the
+    /// active table's write lock, its last lsn recorded. An error leaves the run half-applied:
+    /// the engine poisons itself (logged_writes).
+    pub fn apply_logged(
+        &self,
+        run: &mut Vec<crate::logged_writes::Logged>,
+        snapshots: &Snapshots,
+        mut apply: impl FnMut(
+            &mut VersionedMemTable,
+            strata_core::BatchOp,
+            u64,
+            Option<u64>,
+        ) -> strata_core::Result<()>,
+    ) -> strata_core::Result<()> {
+        let mut active = self.active.write();
+        let newest_snapshot = snapshots.newest();
+        for crate::logged_writes::Logged { lsn, batch } in run.drain(..) {
+            for op in batch.into_ops() {
+                apply(&mut active.entries, op, lsn, newest_snapshot)?;
+            }
+            active.last_lsn = lsn;
+        }
+        Ok(())
+    }
+
     /// The oldest finalized table leaves (the engine's disk structure holds it durably).
     pub fn remove_oldest_finalized(&mut self) {
         self.finalized.pop_front();
