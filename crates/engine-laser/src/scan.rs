@@ -7,6 +7,7 @@
 //! fragments over the scan's columns; the kit's merge resolves them per key (`CellsMerge`).
 
 use std::iter::Peekable;
+use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -96,17 +97,14 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
             let part = group.set.intersection(&o.set, &o.columns);
             let entries = run.reader.iter(start.clone(), end.clone(), direction);
             parts.push((
-                restrict_source(Box::new(entries), group.set.clone(), part.clone(), run.file_name())
-                    .peekable(),
+                restrict_source(Box::new(entries), group.set.clone(), part.clone(), run.file_name()),
                 part,
             ));
         }
         if parts.len() == 1 && parts[0].1 == o.set {
-            if let Some((part, _)) = parts.pop() {
-                out.push(Box::new(part));
-            }
+            out.extend(parts.pop().map(|(part, _)| part));
         } else if !parts.is_empty() {
-            out.push(Box::new(Stitch { parts, set: o.set.clone(), direction }));
+            out.push(Box::new(Stitch::new(parts, o.set.clone(), direction)));
         }
     }
     out
@@ -116,6 +114,10 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
 /// holds, one fragment over the scan's columns. Groups are disjoint, so no column comes twice.
 pub(crate) struct Stitch<'a> {
     parts: Vec<(Peekable<SourceIter<'a>>, ColumnSet)>,
+    /// Per part: where each of its columns' bytes go in a row of `set` (from, to).
+    placement: Vec<Vec<(Range<usize>, Range<usize>)>>,
+    /// The parts hold every column of `set` (a group without a run leaves some out).
+    covers: bool,
     set: ColumnSet,
     direction: Direction,
 }
@@ -124,7 +126,44 @@ impl<'a> Stitch<'a> {
     /// `parts` (each a source over its columns, disjoint, within `set`), joined into fragments
     /// over `set`.
     pub fn new(parts: Vec<(SourceIter<'a>, ColumnSet)>, set: ColumnSet, direction: Direction) -> Stitch<'a> {
-        Stitch { parts: parts.into_iter().map(|(p, s)| (p.peekable(), s)).collect(), set, direction }
+        let placement = parts
+            .iter()
+            .map(|(_, part)| {
+                (0..part.len())
+                    .map(|j| (part.range(j), set.range(set.position(part.ids()[j]).unwrap_or_default())))
+                    .collect()
+            })
+            .collect();
+        let covers = parts.iter().map(|(_, part)| part.len()).sum::<usize>() == set.len();
+        Stitch {
+            parts: parts.into_iter().map(|(p, s)| (p.peekable(), s)).collect(),
+            placement,
+            covers,
+            set,
+            direction,
+        }
+    }
+
+    /// The part whose head comes first in the scan's direction (an error first of all).
+    fn first_part(&mut self) -> Option<usize> {
+        let direction = self.direction;
+        let mut best: Option<(usize, Key)> = None;
+        for (i, (part, _)) in self.parts.iter_mut().enumerate() {
+            match part.peek() {
+                None => {}
+                Some(Err(_)) => return Some(i),
+                Some(Ok((key, _))) => {
+                    let earlier = best.as_ref().is_none_or(|(_, b)| match direction {
+                        Direction::Forward => key < b,
+                        Direction::Reverse => key > b,
+                    });
+                    if earlier {
+                        best = Some((i, key.clone()));
+                    }
+                }
+            }
+        }
+        best.map(|(i, _)| i)
     }
 }
 
@@ -133,31 +172,39 @@ impl Iterator for Stitch<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let mut first: Option<Key> = None;
-            for (part, _) in &mut self.parts {
-                match part.peek() {
-                    Some(Err(_)) => return part.next(),
-                    Some(Ok((key, _))) => {
-                        let earlier = first.as_ref().is_none_or(|f| match self.direction {
-                            Direction::Forward => key < f,
-                            Direction::Reverse => key > f,
-                        });
-                        if earlier {
-                            first = Some(key.clone());
-                        }
+            let first = self.first_part()?;
+            let (key, entry) = match self.parts[first].0.next()? {
+                Ok(item) => item,
+                Err(e) => return Some(Err(e)),
+            };
+            let mut found = vec![(first, entry)];
+            for i in 0..self.parts.len() {
+                if i != first {
+                    if let Some(Ok((_, entry))) =
+                        self.parts[i].0.next_if(|h| matches!(h, Ok((k, _)) if *k == key))
+                    {
+                        found.push((i, entry));
                     }
-                    None => {}
                 }
             }
-            let key = first?;
-            let mut cells = Cells::absent(&self.set);
-            for (part, part_set) in &mut self.parts {
-                if !matches!(part.peek(), Some(Ok((k, _))) if *k == key) {
-                    continue;
+            // Every column of the set in whole rows of its groups: place them, no cells.
+            if self.covers
+                && found.len() == self.parts.len()
+                && found.iter().all(|(_, e)| e.kind == EntryKind::Put)
+            {
+                let mut row = vec![0u8; self.set.row_bytes()];
+                for (i, entry) in &found {
+                    for (from, to) in &self.placement[*i] {
+                        row[to.clone()].copy_from_slice(&entry.value[from.clone()]);
+                    }
                 }
-                let Some(Ok((_, entry))) = part.next() else { continue };
-                match Cells::of_entry(part_set, &entry) {
-                    Ok(found) => cells.fill_from(&self.set, &found, part_set),
+                return Some(Ok((key, Entry::put(row))));
+            }
+            let mut cells = Cells::absent(&self.set);
+            for (i, entry) in &found {
+                let part_set = &self.parts[*i].1;
+                match Cells::of_entry(part_set, entry) {
+                    Ok(part) => cells.fill_from(&self.set, &part, part_set),
                     Err(e) => return Some(Err(Error::corruption("laser level", 0, e))),
                 }
             }

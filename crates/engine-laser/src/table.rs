@@ -36,7 +36,13 @@ fn projected(inner: &Inner, projection: &Projection) -> (ColumnSet, Vec<std::ops
     (set, ranges)
 }
 
-fn in_projection_order(row: &[u8], ranges: &[std::ops::Range<usize>]) -> Value {
+/// `row` (of the projection's set) in projection order; as it is when that is the set's order.
+fn in_projection_order(row: Value, ranges: &[std::ops::Range<usize>]) -> Value {
+    let in_order =
+        ranges.first().is_none_or(|r| r.start == 0) && ranges.windows(2).all(|w| w[0].end == w[1].start);
+    if in_order && ranges.last().is_none_or(|r| r.end == row.len()) {
+        return row;
+    }
     let mut out = Vec::with_capacity(ranges.iter().map(|r| r.len()).sum());
     ranges.iter().for_each(|r| out.extend_from_slice(&row[r.clone()]));
     out
@@ -85,7 +91,7 @@ impl ColumnarTable for LaserTable {
         self.schema.check_projection(projection)?;
         self.inner.writes.check_usable()?;
         let (set, ranges) = projected(&self.inner, projection);
-        Ok(self.inner.read(key, &set)?.map(|row| in_projection_order(&row, &ranges)))
+        Ok(self.inner.read(key, &set)?.map(|row| in_projection_order(row, &ranges)))
     }
 
     fn scan(&self, range: KeyRange, direction: Direction, projection: &Projection) -> Result<KvIter> {
@@ -93,6 +99,6 @@ impl ColumnarTable for LaserTable {
         self.inner.writes.check_usable()?;
         let (set, ranges) = projected(&self.inner, projection);
         let rows = LaserScan::new(self.inner.clone(), range, direction, set)?;
-        Ok(Box::new(rows.map(move |item| item.map(|(key, row)| (key, in_projection_order(&row, &ranges))))))
+        Ok(Box::new(rows.map(move |item| item.map(|(key, row)| (key, in_projection_order(row, &ranges))))))
     }
 }
