@@ -107,8 +107,10 @@ impl Inner {
         self.disk_version.fetch_add(1, Relaxed);
         self.counters.flushes.fetch_add(1, Relaxed);
         self.signals.notify_progress();
+        // Under the work lock: flushes truncate the log in the order they flushed.
+        let truncated = self.writes.wal().truncate_before(frozen.last_lsn + 1);
         drop(work);
-        self.writes.wal().truncate_before(frozen.last_lsn + 1).map_err(|e| self.writes.poison(e))
+        truncated.map_err(|e| self.writes.poison(e))
     }
 
     /// Runs `step`, a failure or panic poisoning the engine (the durable state is the last
