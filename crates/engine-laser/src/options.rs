@@ -20,7 +20,9 @@ pub struct LaserOptions {
     /// The manifest keeps the layout compactions write (also one set at run time); levels take
     /// it as they compact.
     pub layout: Option<Layout>,
-    /// T: each level holds this many times the one above (the paper's 2).
+    /// T: each level holds this many times the one above. Default 10 (RocksDB's): at 2, the
+    /// paper's for its HTAP runs, a 300k-record store has twice the levels and a short scan
+    /// merges up to ten sources (YCSB E at 0.54× of T = 10; docs/benchmarks.md).
     pub size_ratio: u64,
     /// Bytes the active MemTable gathers before it is finalized and flushed to level 0;
     /// default an eighth of the budget, 256 KiB to 64 MiB.
@@ -45,7 +47,7 @@ impl LaserOptions {
             Some("auto") | None => None,
             Some(text) => Some(Layout::parse(text, columns)?),
         };
-        let size_ratio = r.count("size_ratio", 2..=64)?.unwrap_or(2);
+        let size_ratio = r.count("size_ratio", 2..=64)?.unwrap_or(10);
         let memtable_bytes = r
             .bytes("memtable_bytes", (4 << 10)..=(4 << 30))?
             .unwrap_or_else(|| default_memtable_bytes(config));
