@@ -84,6 +84,17 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
             let (result, note) = run_system(args, &parent, kind, knobs, budget, &shape, &model)?;
             rows.push(row(name, &result, &note));
         }
+        #[cfg(feature = "postgres")]
+        {
+            progress(args, &format!("PostgreSQL 15, round {}", round + 1));
+            let result = run_postgres(args, &parent, budget, &shape, &model)?;
+            rows.push(row("PostgreSQL 15", &result, "shared_buffers = the budget, OS page cache"));
+        }
+    }
+    if !cfg!(feature = "postgres") {
+        println!(
+            "  (PostgreSQL not in this build: `cargo build --release -p strata-cli --features postgres`)"
+        );
     }
     let header = [
         "system",
@@ -177,4 +188,43 @@ fn row(name: &str, r: &HtapResult, note: &str) -> Vec<String> {
         },
         note.to_string(),
     ]
+}
+
+/// PostgreSQL 15 in a private cluster (scripts/postgres.sh), `shared_buffers` the budget.
+#[cfg(feature = "postgres")]
+fn run_postgres(
+    args: &ReproArgs,
+    parent: &std::path::Path,
+    budget: u64,
+    shape: &HtapShape,
+    model: &Model,
+) -> Result<HtapResult, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("strata-repro-pg-")
+        .tempdir_in(parent)
+        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
+    let port = 54_300 + std::process::id() % 600;
+    let buffers = format!("{}kB", (budget / 1024).max(128));
+    let started = std::process::Command::new("bash")
+        .args([script, "start", &dir.path().display().to_string(), &port.to_string(), &buffers])
+        .output()
+        .map_err(|e| format!("starting PostgreSQL: {e}"))?;
+    if !started.status.success() {
+        return Err(format!("starting PostgreSQL: {}", String::from_utf8_lossy(&started.stderr).trim()));
+    }
+    let conninfo = String::from_utf8_lossy(&started.stdout).trim().to_string();
+    let outcome = (|| {
+        let store =
+            crate::htap::postgres::Postgres::connect(&conninfo).map_err(|e| format!("PostgreSQL: {e}"))?;
+        let load = htap::load(&store, shape).map_err(|e| format!("PostgreSQL: load: {e}"))?;
+        progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
+        let mut result = htap::run(&store, shape, model).map_err(|e| format!("PostgreSQL: {e}"))?;
+        result.load = load;
+        result.loaded_rows = shape.loaded;
+        Ok(result)
+    })();
+    let _ =
+        std::process::Command::new("bash").args([script, "stop", &dir.path().display().to_string()]).output();
+    outcome
 }
