@@ -7,7 +7,7 @@
 //! 1), and flex and
 //! turtle through the row-encoded fallback. PostgreSQL and DuckDB are not run yet.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use strata::{Db, EngineKind, Options};
 
@@ -77,20 +77,30 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
     );
     progress(args, "building the model of the final table");
     let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
-    let mut rows = Vec::new();
+    // Per system: every round's result and the last note.
+    let mut runs: Vec<(&str, Vec<HtapResult>, String)> = Vec::new();
+    let mut record =
+        |name: &'static str, result: HtapResult, note: String| match runs.iter_mut().find(|r| r.0 == name) {
+            Some(slot) => {
+                slot.1.push(result);
+                slot.2 = note;
+            }
+            None => runs.push((name, vec![result], note)),
+        };
     for round in 0..args.repeat {
         for (name, kind, knobs) in SYSTEMS {
             progress(args, &format!("{name}, round {}", round + 1));
             let (result, note) = run_system(args, &parent, kind, knobs, budget, &shape, &model)?;
-            rows.push(row(name, &result, &note));
+            record(name, result, note);
         }
         #[cfg(feature = "postgres")]
         {
             progress(args, &format!("PostgreSQL 15, round {}", round + 1));
             let result = run_postgres(args, &parent, budget, &shape, &model)?;
-            rows.push(row("PostgreSQL 15", &result, "shared_buffers = the budget, OS page cache"));
+            record("PostgreSQL 15", result, "shared_buffers = the budget, OS page cache".into());
         }
     }
+    let rows: Vec<Vec<String>> = runs.iter().map(|(name, results, note)| row(name, results, note)).collect();
     if !cfg!(feature = "postgres") {
         println!(
             "  (PostgreSQL not in this build: `cargo build --release -p strata-cli --features postgres`)"
@@ -103,7 +113,7 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
         "Q2b µs",
         "Q3 ms",
         "Q4 ms",
-        "queries s",
+        "queries s (min–max)",
         "insert µs",
         "update µs",
         "answers",
@@ -168,24 +178,28 @@ fn run_system(
     Ok((result, note))
 }
 
-fn row(name: &str, r: &HtapResult, note: &str) -> Vec<String> {
-    let per_sec = |n: u64, d: Duration| format!("{:.0}", n as f64 / d.as_secs_f64().max(1e-9));
-    let ms = |t: &htap::Timing| format!("{:.1}", t.mean_us() / 1000.0);
+/// A system's row: medians over its rounds (the queries' total also with its min–max), and
+/// whether every round's answers were right.
+fn row(name: &str, results: &[HtapResult], note: &str) -> Vec<String> {
+    let median = |pick: &dyn Fn(&HtapResult) -> f64| {
+        let mut values: Vec<f64> = results.iter().map(pick).collect();
+        values.sort_by(f64::total_cmp);
+        (values[values.len() / 2], values[0], values[values.len() - 1])
+    };
+    let fmt = |pick: &dyn Fn(&HtapResult) -> f64, digits: usize| format!("{:.*}", digits, median(pick).0);
+    let (total, low, high) = median(&|r| r.query_total().as_secs_f64());
+    let wrong: Vec<String> = results.iter().flat_map(|r| r.wrong_answers.clone()).collect();
     vec![
         name.to_string(),
-        per_sec(r.loaded_rows, r.load),
-        format!("{:.1}", r.q2a.mean_us()),
-        format!("{:.1}", r.q2b.mean_us()),
-        ms(&r.q3),
-        ms(&r.q4),
-        format!("{:.2}", r.query_total().as_secs_f64()),
-        format!("{:.1}", r.inserts.mean_us()),
-        format!("{:.1}", r.updates.mean_us()),
-        if r.wrong_answers.is_empty() {
-            "ok".into()
-        } else {
-            format!("WRONG: {}", r.wrong_answers.join("; "))
-        },
+        fmt(&|r| r.loaded_rows as f64 / r.load.as_secs_f64().max(1e-9), 0),
+        fmt(&|r| r.q2a.mean_us(), 1),
+        fmt(&|r| r.q2b.mean_us(), 1),
+        fmt(&|r| r.q3.mean_us() / 1000.0, 1),
+        fmt(&|r| r.q4.mean_us() / 1000.0, 1),
+        if results.len() > 1 { format!("{total:.2} ({low:.2}–{high:.2})") } else { format!("{total:.2}") },
+        fmt(&|r| r.inserts.mean_us(), 1),
+        fmt(&|r| r.updates.mean_us(), 1),
+        if wrong.is_empty() { "ok".into() } else { format!("WRONG: {}", wrong.join("; ")) },
         note.to_string(),
     ]
 }
