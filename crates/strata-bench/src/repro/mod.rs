@@ -19,6 +19,7 @@
 
 mod flex;
 mod laser;
+mod laser_model;
 mod papers;
 mod render;
 mod treeline;
