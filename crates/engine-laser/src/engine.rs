@@ -120,24 +120,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
         ..WalOptions::default()
     };
     // 1. The manifest fixes the shape; a new store records its own before any write.
-    let loaded = Manifest::load(storage.as_ref())?;
-    let (schema, layout) = shape(&options, loaded.as_ref())?;
-    let manifest = match loaded {
-        Some(m) => m,
-        None => {
-            refuse_files_without_manifest(storage.as_ref())?;
-            let m = Manifest {
-                wal_lsn: 0,
-                next_run_id: 1,
-                schema: schema.clone(),
-                layout: layout.clone(),
-                level0: vec![],
-                levels: vec![],
-            };
-            m.store(storage.as_ref())?;
-            m
-        }
-    };
+    let (manifest, schema, layout) = open_manifest(storage.as_ref(), &options)?;
     let columns = Columns::of_schema(schema.as_ref());
     let all = columns.all();
     let column_count = columns.count();
@@ -193,6 +176,33 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     let worker = spawn_worker(&inner, signals)?;
     inner.finalize_if_full();
     Ok(Opened { inner, worker })
+}
+
+/// Open step 1: the manifest, and the schema and layout the store runs with (`shape`); a new
+/// store's manifest is stored first.
+fn open_manifest(
+    storage: &dyn Storage,
+    options: &LaserOptions,
+) -> Result<(Manifest, Option<Schema>, Layout)> {
+    let loaded = Manifest::load(storage)?;
+    let (schema, layout) = shape(options, loaded.as_ref())?;
+    let manifest = match loaded {
+        Some(m) => m,
+        None => {
+            refuse_files_without_manifest(storage)?;
+            let m = Manifest {
+                wal_lsn: 0,
+                next_run_id: 1,
+                schema: schema.clone(),
+                layout: layout.clone(),
+                level0: vec![],
+                levels: vec![],
+            };
+            m.store(storage)?;
+            m
+        }
+    };
+    Ok((manifest, schema, layout))
 }
 
 /// A new store records its manifest before it writes anything else: runs or WAL segments with
