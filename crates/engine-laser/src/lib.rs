@@ -59,6 +59,12 @@ impl LaserEngine {
         let opened = engine::open(storage, config)?;
         Ok(LaserEngine { inner: opened.inner, worker: opened.worker })
     }
+
+    /// The column groups compactions write from now on (levels take them as they compact):
+    /// the one set, or under `layout=auto` the advisor's latest.
+    pub fn layout(&self) -> Layout {
+        self.inner.work.lock().layout.clone()
+    }
 }
 
 /// Registers engine `laser` with the facade (`crates/strata/src/registry.rs`).

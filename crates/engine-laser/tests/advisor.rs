@@ -75,3 +75,49 @@ fn a_fixed_layout_never_moves() {
     assert!(levels >= 2, "the test should reach deeper levels");
     assert!((1..=levels).all(|l| counter(&engine, &format!("level{l}_groups")) == 1));
 }
+
+/// The workload shifts (LASER §7.3, Fig 10): narrow scans of the last two columns, then of the
+/// first two. `auto` follows: after the shift the layout gives the new columns a group of their
+/// own, and every row reads back whole.
+#[test]
+fn an_auto_layout_follows_a_shift_in_the_scanned_columns() {
+    let engine = LaserEngine::open(Arc::new(MemStorage::new()), &config("auto")).unwrap();
+    let schema = Schema::new((0..12).map(|i| (format!("c{i}"), 4))).unwrap();
+    let table = engine.open_table(&schema).unwrap().unwrap();
+    let row = |i: u64| (0..12u32).flat_map(|c| (i as u32 ^ c).to_le_bytes()).collect::<Vec<u8>>();
+    let mut inserted = 0u64;
+    let mut phase = |columns: [&str; 2], rows: u64| {
+        let narrow = schema.projection(&columns).unwrap();
+        for _ in 0..rows {
+            table.insert(&key(inserted), &row(inserted), Durability::None).unwrap();
+            if inserted % 4 == 0 {
+                let start = KeyRange {
+                    start: std::ops::Bound::Included(key(inserted)),
+                    end: std::ops::Bound::Unbounded,
+                };
+                let _ = table.scan(start, Direction::Forward, &narrow).unwrap().take(50).count();
+            }
+            inserted += 1;
+        }
+    };
+    phase(["c10", "c11"], 60_000);
+    let before = engine.layout();
+    let changes_before = counter(&engine, "layout_changes");
+    // The deepest levels hold most rows, so most of what a scan reads.
+    assert!(
+        before.groups(99).contains(&vec![10, 11]),
+        "the first workload's columns apart: {}",
+        before.to_text()
+    );
+    phase(["c0", "c1"], 60_000);
+    let after = engine.layout();
+    assert!(counter(&engine, "layout_changes") > changes_before, "the layout never moved after the shift");
+    assert!(after.groups(99).contains(&vec![0, 1]), "the new workload's columns apart: {}", after.to_text());
+    for i in (0..inserted).step_by(1_009) {
+        assert_eq!(
+            table.get(&key(i), &schema.all_columns()).unwrap(),
+            Some(row(i)),
+            "row {i} after the shift"
+        );
+    }
+}
