@@ -90,7 +90,7 @@ fn an_auto_layout_follows_a_shift_in_the_scanned_columns() {
         let narrow = schema.projection(&columns).unwrap();
         for _ in 0..rows {
             table.insert(&key(inserted), &row(inserted), Durability::None).unwrap();
-            if inserted % 4 == 0 {
+            if inserted.is_multiple_of(4) {
                 let start = KeyRange {
                     start: std::ops::Bound::Included(key(inserted)),
                     end: std::ops::Bound::Unbounded,
