@@ -6,6 +6,8 @@
 //! columns 28–30 over half the keys) and Q4 (a21 + … + a30 over 5% of them), each answer
 //! checked against the driver's own model of the final table. Each system is a `HtapStore`.
 
+#[cfg(feature = "duckdb")]
+pub mod duckdb;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod workload;

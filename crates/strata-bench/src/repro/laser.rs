@@ -4,8 +4,8 @@
 //! readers running Q2a and Q2b, then Q3 and Q4 over the final table, every analytical answer
 //! checked against the driver's model. Systems: laser (T = 2, the paper's) choosing its own
 //! layout (`auto`, the default), laser held to rows and to columns (the paper's cg_size 30 and
-//! 1), flex and turtle through the row-encoded fallback, and PostgreSQL 15 in a build with the
-//! `postgres` feature (DuckDB is not run yet). Then the cost model against measured I/O
+//! 1), flex and turtle through the row-encoded fallback, and PostgreSQL 15 and DuckDB in a build
+//! with the `postgres` and `duckdb` features. Then the cost model against measured I/O
 //! (`laser_model`).
 
 use std::time::Instant;
@@ -100,12 +100,21 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
             let result = run_postgres(args, &parent, budget, &shape, &model)?;
             record("PostgreSQL 15", result, "shared_buffers = the budget, OS page cache".into());
         }
+        #[cfg(feature = "duckdb")]
+        {
+            progress(args, &format!("DuckDB, round {}", round + 1));
+            let result = run_duckdb(args, &parent, budget, &shape, &model)?;
+            record("DuckDB 1.5", result, "memory_limit = the budget, OS page cache".into());
+        }
     }
     let rows: Vec<Vec<String>> = runs.iter().map(|(name, results, note)| row(name, results, note)).collect();
     if !cfg!(feature = "postgres") {
         println!(
             "  (PostgreSQL not in this build: `cargo build --release -p strata-cli --features postgres`)"
         );
+    }
+    if !cfg!(feature = "duckdb") {
+        println!("  (DuckDB not in this build: `eval \"$(bash scripts/duckdb-lib.sh)\"`, then build with --features duckdb)");
     }
     let header = [
         "system",
@@ -242,4 +251,27 @@ fn run_postgres(
     let _ =
         std::process::Command::new("bash").args([script, "stop", &dir.path().display().to_string()]).output();
     outcome
+}
+
+/// DuckDB, file-backed, `memory_limit` the budget.
+#[cfg(feature = "duckdb")]
+fn run_duckdb(
+    args: &ReproArgs,
+    parent: &std::path::Path,
+    budget: u64,
+    shape: &HtapShape,
+    model: &Model,
+) -> Result<HtapResult, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("strata-repro-duckdb-")
+        .tempdir_in(parent)
+        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let store = crate::htap::duckdb::DuckDb::create(&dir.path().join("htap.duckdb"), budget)
+        .map_err(|e| format!("DuckDB: {e}"))?;
+    let load = htap::load(&store, shape).map_err(|e| format!("DuckDB: load: {e}"))?;
+    progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
+    let mut result = htap::run(&store, shape, model).map_err(|e| format!("DuckDB: {e}"))?;
+    result.load = load;
+    result.loaded_rows = shape.loaded;
+    Ok(result)
 }
