@@ -206,15 +206,10 @@ impl Engine for LaserEngine {
     /// the MemTables are replayed from the log at the next open. A poisoned engine reports its
     /// poison.
     fn close(&self) -> Result<()> {
-        let writes = &self.inner.writes;
-        if !writes.state().mark_closed() {
-            return Ok(());
-        }
-        self.worker.stop_and_join();
-        let _no_work = self.inner.work.lock();
-        let closed = writes.wal().close();
-        writes.state().check_not_poisoned()?;
-        closed
+        self.inner.writes.close(|| {
+            self.worker.stop_and_join();
+            self.inner.work.lock()
+        })
     }
 
     fn stats(&self) -> Stats {

@@ -176,15 +176,10 @@ impl Engine for TurtleEngine {
     /// MemTables are replayed from the log at the next open. A poisoned engine reports its
     /// poison: the log did not accept all of its writes, so the close vouches for nothing.
     fn close(&self) -> Result<()> {
-        let writes = &self.inner.writes;
-        if !writes.state().mark_closed() {
-            return Ok(());
-        }
-        self.worker.stop_and_join();
-        let _no_checkpoint = self.inner.apply_lock.lock();
-        let closed = writes.wal().close();
-        writes.state().check_not_poisoned()?;
-        closed
+        self.inner.writes.close(|| {
+            self.worker.stop_and_join();
+            self.inner.apply_lock.lock()
+        })
     }
 
     fn stats(&self) -> Stats {

@@ -200,6 +200,21 @@ impl LoggedWrites {
         }
     }
 
+    /// An engine's `close`: marks it closed (a second close is `Ok`), runs `quiesce` (stop the
+    /// background workers; it returns a guard, e.g. the engine's work lock, held while the log
+    /// closes so no flush or checkpoint truncates it meanwhile), closes the log. A poisoned
+    /// engine reports its poison: the log did not accept all of its writes, so the close
+    /// vouches for nothing.
+    pub fn close<G>(&self, quiesce: impl FnOnce() -> G) -> Result<()> {
+        if !self.state.mark_closed() {
+            return Ok(());
+        }
+        let _quiet = quiesce();
+        let closed = self.wal.close();
+        self.state.check_not_poisoned()?;
+        closed
+    }
+
     /// Makes every acknowledged write durable in the WAL; a failure poisons the engine.
     pub fn flush(&self) -> Result<()> {
         self.check_usable()?;

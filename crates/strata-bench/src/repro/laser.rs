@@ -8,8 +8,6 @@
 //! with the `postgres` and `duckdb` features. Then the cost model against measured I/O
 //! (`laser_model`).
 
-use std::time::Instant;
-
 use strata::{Db, EngineKind, Options};
 
 use super::render::print_rows;
@@ -157,10 +155,7 @@ fn run_system(
     shape: &HtapShape,
     model: &Model,
 ) -> Result<(HtapResult, String), String> {
-    let dir = tempfile::Builder::new()
-        .prefix("strata-repro-laser-")
-        .tempdir_in(parent)
-        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let dir = run_dir(parent, "strata-repro-laser-")?;
     let mut options = Options::new(kind).memory_budget_bytes(budget).direct_io(true);
     if kind == EngineKind::Laser {
         // The paper's T = 2 (§7.2: deeper trees, so more levels can hold different layouts).
@@ -171,12 +166,7 @@ fn run_system(
     }
     let db = Db::open(dir.path(), options).map_err(|e| format!("{kind}: {e}"))?;
     let store = StrataTable::new(&db).map_err(|e| format!("{kind}: {e}"))?;
-    let started = Instant::now();
-    let load = htap::load(&store, shape).map_err(|e| format!("{kind}: load: {e}"))?;
-    progress(args, &format!("loaded in {:.1} s", started.elapsed().as_secs_f64()));
-    let mut result = htap::run(&store, shape, model).map_err(|e| format!("{kind}: {e}"))?;
-    result.load = load;
-    result.loaded_rows = shape.loaded;
+    let result = load_and_run(args, kind.name(), &store, shape, model)?;
     let stats = db.stats().map_err(|e| format!("{kind}: stats: {e}"))?;
     let counter = |name: &str| stats.counter(name).unwrap_or(0);
     let note = if kind == EngineKind::Laser {
@@ -218,6 +208,30 @@ fn row(name: &str, results: &[HtapResult], note: &str) -> Vec<String> {
     ]
 }
 
+/// A directory for one system's run under `parent`, removed when dropped.
+fn run_dir(parent: &std::path::Path, prefix: &str) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))
+}
+
+/// The load and the workload on `store` (named `system` in errors).
+fn load_and_run(
+    args: &ReproArgs,
+    system: &str,
+    store: &dyn htap::HtapStore,
+    shape: &HtapShape,
+    model: &Model,
+) -> Result<HtapResult, String> {
+    let load = htap::load(store, shape).map_err(|e| format!("{system}: load: {e}"))?;
+    progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
+    let mut result = htap::run(store, shape, model).map_err(|e| format!("{system}: {e}"))?;
+    result.load = load;
+    result.loaded_rows = shape.loaded;
+    Ok(result)
+}
+
 /// PostgreSQL 15 in a private cluster (scripts/postgres.sh), `shared_buffers` the budget.
 #[cfg(feature = "postgres")]
 fn run_postgres(
@@ -227,10 +241,7 @@ fn run_postgres(
     shape: &HtapShape,
     model: &Model,
 ) -> Result<HtapResult, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("strata-repro-pg-")
-        .tempdir_in(parent)
-        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let dir = run_dir(parent, "strata-repro-pg-")?;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres.sh");
     let port = 54_300 + std::process::id() % 600;
     let buffers = format!("{}kB", (budget / 1024).max(128));
@@ -242,16 +253,9 @@ fn run_postgres(
         return Err(format!("starting PostgreSQL: {}", String::from_utf8_lossy(&started.stderr).trim()));
     }
     let conninfo = String::from_utf8_lossy(&started.stdout).trim().to_string();
-    let outcome = (|| {
-        let store =
-            crate::htap::postgres::Postgres::connect(&conninfo).map_err(|e| format!("PostgreSQL: {e}"))?;
-        let load = htap::load(&store, shape).map_err(|e| format!("PostgreSQL: load: {e}"))?;
-        progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
-        let mut result = htap::run(&store, shape, model).map_err(|e| format!("PostgreSQL: {e}"))?;
-        result.load = load;
-        result.loaded_rows = shape.loaded;
-        Ok(result)
-    })();
+    let outcome = crate::htap::postgres::Postgres::connect(&conninfo)
+        .map_err(|e| format!("PostgreSQL: {e}"))
+        .and_then(|store| load_and_run(args, "PostgreSQL", &store, shape, model));
     let _ =
         std::process::Command::new("bash").args([script, "stop", &dir.path().display().to_string()]).output();
     outcome
@@ -266,16 +270,8 @@ fn run_duckdb(
     shape: &HtapShape,
     model: &Model,
 ) -> Result<HtapResult, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("strata-repro-duckdb-")
-        .tempdir_in(parent)
-        .map_err(|e| format!("cannot create a directory under {}: {e}", parent.display()))?;
+    let dir = run_dir(parent, "strata-repro-duckdb-")?;
     let store = crate::htap::duckdb::DuckDb::create(&dir.path().join("htap.duckdb"), budget)
         .map_err(|e| format!("DuckDB: {e}"))?;
-    let load = htap::load(&store, shape).map_err(|e| format!("DuckDB: load: {e}"))?;
-    progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
-    let mut result = htap::run(&store, shape, model).map_err(|e| format!("DuckDB: {e}"))?;
-    result.load = load;
-    result.loaded_rows = shape.loaded;
-    Ok(result)
+    load_and_run(args, "DuckDB", &store, shape, model)
 }
