@@ -66,7 +66,7 @@ fn repro_help_and_bad_arguments() {
     let o = strata(&["repro", "--help"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("--quick"));
-    assert_usage_error(&strata(&["repro", "laser"]), "unknown paper");
+    assert_usage_error(&strata(&["repro", "nosuchpaper"]), "unknown paper");
     assert_usage_error(&strata(&["repro", "f2", "--repeat", "0"]), "--repeat");
     assert_usage_error(&strata(&["repro", "f2", "--rocksdb", "lmdb"]), "--rocksdb");
     assert_usage_error(&strata(&["repro"]), "PAPER");
