@@ -125,9 +125,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
     let all = columns.all();
     let column_count = columns.count();
     let auto_layout = options.layout.is_none();
-    // 2. The runs it names; any other run file is a leftover of a flush or compaction that
-    //    never reached the manifest.
-    remove_leftover_runs(storage.as_ref(), &manifest)?;
+    // 2. The runs it names.
     let cache = BlockCache::new(options.block_cache_bytes.unwrap_or(0));
     let version = Version::open(&manifest, &columns, &storage, config.direct_io, &cache)?;
     // 3. The WAL after the manifest, into the active table.
@@ -145,6 +143,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
             Ok(())
         },
     )?;
+    // Only now, with the WAL found whole, is anything removed: run files the manifest does not
+    // name are leftovers of a flush or compaction that never reached it. A failed open changes
+    // nothing.
+    remove_leftover_runs(storage.as_ref(), &manifest)?;
     let signals = Arc::new(WorkerSignals::default());
     let inner = Arc::new(Inner {
         storage,

@@ -62,3 +62,26 @@ fn verify_during_flushes_never_fails() {
     writer.join().unwrap();
     assert!(engine.stats().counter("flushes").unwrap() >= 10 && verified > 10, "{verified} verifies");
 }
+
+/// Found by the `laser_wal` fuzz target (CI's smoke run): an open that then failed on a damaged
+/// WAL had already removed the run files the manifest does not name. Leftovers now go only once
+/// the WAL is found whole: a failed open changes nothing.
+#[test]
+fn a_failed_open_removes_no_leftover_run() {
+    use strata_io::{OpenOptions, Storage};
+    let storage = Arc::new(MemStorage::new());
+    let engine = LaserEngine::open(storage.clone(), &config()).unwrap();
+    engine.put(b"k", b"v", Durability::Sync).unwrap();
+    engine.close().unwrap();
+    let leftover = "laser-9999999999999999.run";
+    storage.open(leftover, OpenOptions::create()).unwrap().write_at(0, b"an interrupted flush").unwrap();
+    let segment = storage
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|n| n.starts_with("laser-wal-") && n.ends_with(".log"))
+        .unwrap();
+    storage.remove(&segment).unwrap();
+    assert!(LaserEngine::open(storage.clone(), &config()).is_err(), "a WAL segment is missing");
+    assert!(storage.exists(leftover).unwrap(), "the failed open removed a leftover run file");
+}
