@@ -20,6 +20,7 @@ mod profile;
 mod read;
 mod scan;
 mod table;
+mod vectors;
 mod version;
 mod work;
 

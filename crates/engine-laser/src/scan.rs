@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use self_cell::self_cell;
 use strata_core::{borrow_bound, Direction, Error, Key, KeyRange, Result, Value};
-use strata_kit::sorted_run::{table_source, Entry, EntryKind, MergeIter, MergeOutput, SourceIter};
+use strata_kit::sorted_run::{table_source, Entry, EntryKind, MergeIter, MergeOutput, RunIter, SourceIter};
 use strata_kit::tables::{ActiveWindows, TablesView};
 
 use crate::cells::{entry_of_stored, Cells};
 use crate::compact::restrict_source;
 use crate::engine::Inner;
 use crate::layout::{ColumnSet, Columns};
-use crate::version::Version;
+use crate::version::{Run, Version};
 
 /// Records returned before the engine's state is checked again: a scan begun before a failed
 /// write stops with the poison.
@@ -35,19 +35,20 @@ pub(crate) struct View {
 impl Inner {
     /// The store as of now: under the tables' read lock (the version then holds exactly the
     /// tables that left the list), the active table's last lsn registered (`Tables::view`).
-    fn view(&self) -> Result<View> {
+    pub(crate) fn view(&self) -> Result<View> {
         let tables = self.tables.read();
         Ok(View { tables: tables.view(&self.snapshots), version: self.read_version()? })
     }
 }
 
-/// What the merge borrows.
-struct Owner {
-    view: View,
-    range: KeyRange,
-    set: ColumnSet,
-    all: ColumnSet,
-    columns: Columns,
+/// What a scan's merge borrows.
+pub(crate) struct Owner {
+    pub view: View,
+    pub range: KeyRange,
+    /// The scan's columns.
+    pub set: ColumnSet,
+    pub all: ColumnSet,
+    pub columns: Columns,
 }
 
 self_cell!(
@@ -58,8 +59,25 @@ self_cell!(
     }
 );
 
-/// Every source of the view over the scan's range and columns, newest first.
-fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
+/// A source's entries: a MemTable's (copied out), or a run's (borrowable, `RunIter::head`).
+pub(crate) enum Entries<'a> {
+    Memory(SourceIter<'a>),
+    Run(RunIter),
+}
+
+/// One source of a scan, as stored: its entries over its columns `set`, from `file` (for
+/// errors), and the level below 0 it belongs to (`None`: a MemTable or a level-0 run, whole rows).
+pub(crate) struct RawSource<'a> {
+    pub entries: Entries<'a>,
+    pub set: ColumnSet,
+    pub file: String,
+    pub level: Option<usize>,
+}
+
+/// Every source of the view over the scan's range that holds any of its columns, newest first:
+/// the active table, the finalized tables, level 0's runs, then each deeper level's groups
+/// that intersect the scan's columns and have a run.
+pub(crate) fn raw_sources<'a>(o: &'a Owner, direction: Direction) -> Vec<RawSource<'a>> {
     let (lower, upper) = (borrow_bound(&o.range.start), borrow_bound(&o.range.end));
     fn stored(all: ColumnSet) -> impl Fn((Key, Option<Value>)) -> Result<(Key, Entry)> + Send {
         move |(key, value)| {
@@ -68,13 +86,16 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
                 .map_err(|e| Error::corruption("laser memtable", 0, e))
         }
     }
-    let within = |source: SourceIter<'a>, from: &ColumnSet, file: &str| {
-        restrict_source(source, from.clone(), o.set.clone(), file.to_string())
+    let memory = |entries: SourceIter<'a>| RawSource {
+        entries: Entries::Memory(entries),
+        set: o.all.clone(),
+        file: "laser memtable".into(),
+        level: None,
     };
-    let mut out: Vec<SourceIter<'a>> = Vec::new();
+    let mut out = Vec::new();
     let windows =
         ActiveWindows::new(o.view.tables.active.clone(), o.view.tables.lsn, o.range.clone(), direction);
-    out.push(within(Box::new(windows.map(stored(o.all.clone()))), &o.all, "laser memtable"));
+    out.push(memory(Box::new(windows.map(stored(o.all.clone())))));
     for frozen in &o.view.tables.finalized {
         let entries = table_source(frozen.entries.range_at((lower, upper), o.view.tables.lsn), direction);
         let to_entry = stored(o.all.clone());
@@ -83,28 +104,53 @@ fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
             let value = (entry.kind != EntryKind::Delete).then_some(entry.value);
             to_entry((key, value))
         });
-        out.push(within(Box::new(entries), &o.all, "laser memtable"));
+        out.push(memory(Box::new(entries)));
     }
     let (start, end) = (o.range.start.clone(), o.range.end.clone());
+    let run_source = |run: &Run, set: &ColumnSet, level: Option<usize>| RawSource {
+        entries: Entries::Run(run.reader.iter(start.clone(), end.clone(), direction)),
+        set: set.clone(),
+        file: run.file_name(),
+        level,
+    };
     for run in &o.view.version.level0 {
-        let entries = run.reader.iter(start.clone(), end.clone(), direction);
-        out.push(within(Box::new(entries), &o.all, &run.file_name()));
+        out.push(run_source(run, &o.all, None));
     }
-    for groups in &o.view.version.levels {
-        let mut parts = Vec::new();
+    for (level, groups) in o.view.version.levels.iter().enumerate() {
         for group in groups.iter().filter(|g| g.set.intersects(&o.set)) {
-            let Some(run) = &group.run else { continue };
-            let part = group.set.intersection(&o.set, &o.columns);
-            let entries = run.reader.iter(start.clone(), end.clone(), direction);
-            parts.push((
-                restrict_source(Box::new(entries), group.set.clone(), part.clone(), run.file_name()),
-                part,
-            ));
+            if let Some(run) = &group.run {
+                out.push(run_source(run, &group.set, Some(level + 1)));
+            }
         }
-        if parts.len() == 1 && parts[0].1 == o.set {
-            out.extend(parts.pop().map(|(part, _)| part));
-        } else if !parts.is_empty() {
-            out.push(Box::new(Stitch::new(parts, o.set.clone(), direction)));
+    }
+    out
+}
+
+/// Every source of the view over the scan's range and columns, newest first, each restricted
+/// to the scan's columns; a deeper level's groups joined into one (`Stitch`) unless one group
+/// holds them all.
+fn sources<'a>(o: &'a Owner, direction: Direction) -> Vec<SourceIter<'a>> {
+    let mut out: Vec<SourceIter<'a>> = Vec::new();
+    let mut level_parts: Vec<(SourceIter<'a>, ColumnSet)> = Vec::new();
+    let mut raw = raw_sources(o, direction).into_iter().peekable();
+    while let Some(source) = raw.next() {
+        let entries: SourceIter<'a> = match source.entries {
+            Entries::Memory(entries) => entries,
+            Entries::Run(entries) => Box::new(entries),
+        };
+        let Some(level) = source.level else {
+            out.push(restrict_source(entries, source.set.clone(), o.set.clone(), source.file));
+            continue;
+        };
+        let part = source.set.intersection(&o.set, &o.columns);
+        level_parts.push((restrict_source(entries, source.set, part.clone(), source.file), part));
+        if raw.peek().is_some_and(|next| next.level == Some(level)) {
+            continue;
+        }
+        if level_parts.len() == 1 && level_parts[0].1 == o.set {
+            out.extend(level_parts.pop().map(|(part, _)| part));
+        } else {
+            out.push(Box::new(Stitch::new(std::mem::take(&mut level_parts), o.set.clone(), direction)));
         }
     }
     out

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use strata_core::{
-    ColumnarTable, Direction, Durability, KeyRange, KvIter, Projection, Result, Schema, Value, WriteBatch,
+    BatchIter, ColumnBatch, ColumnarTable, Direction, Durability, KeyRange, KvIter, Projection, Result,
+    Schema, Value, WriteBatch, DEFAULT_BATCH_ROWS,
 };
 
 use crate::cells::{stored_partial, stored_row, Cell, Cells};
@@ -14,6 +15,7 @@ use crate::engine::Inner;
 use crate::layout::{ColumnId, ColumnSet};
 use crate::read::LaserRead;
 use crate::scan::LaserScan;
+use crate::vectors::LaserBatches;
 
 /// laser's table: the store's one schema.
 pub(crate) struct LaserTable {
@@ -100,5 +102,25 @@ impl ColumnarTable for LaserTable {
         let (set, ranges) = projected(&self.inner, projection);
         let rows = LaserScan::new(self.inner.clone(), range, direction, set)?;
         Ok(Box::new(rows.map(move |item| item.map(|(key, row)| (key, in_projection_order(row, &ranges))))))
+    }
+
+    /// Column vectors filled from the sources' entries (vectors.rs): one vector per column the
+    /// projection names, shared by a column it names twice.
+    fn scan_batches(
+        &self,
+        range: KeyRange,
+        direction: Direction,
+        projection: &Projection,
+        rows_per_batch: usize,
+    ) -> Result<BatchIter> {
+        self.schema.check_projection(projection)?;
+        self.inner.writes.check_usable()?;
+        let (set, _) = projected(&self.inner, projection);
+        let widths = (0..set.len()).map(|j| set.range(j).len()).collect();
+        let vector_of =
+            projection.columns().iter().map(|&i| set.position(i as ColumnId).unwrap_or_default()).collect();
+        let empty = ColumnBatch::with_vectors(widths, vector_of, rows_per_batch.min(DEFAULT_BATCH_ROWS * 64));
+        let batches = LaserBatches::new(self.inner.clone(), range, direction, set, empty, rows_per_batch)?;
+        Ok(Box::new(batches))
     }
 }

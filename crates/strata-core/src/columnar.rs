@@ -8,7 +8,9 @@
 
 use std::ops::Range;
 
-use crate::{Direction, Durability, Engine, Error, KeyRange, KvIter, Result, Value};
+use crate::{
+    batches_of_rows, BatchIter, Direction, Durability, Engine, Error, KeyRange, KvIter, Result, Value,
+};
 
 /// One fixed-width column.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +180,20 @@ pub trait ColumnarTable: Send + Sync {
 
     /// `(key, projected columns)` in key order; `Error::Unsupported` on an unordered engine.
     fn scan(&self, range: KeyRange, direction: Direction, projection: &Projection) -> Result<KvIter>;
+
+    /// The same rows as `scan`, handed out column by column in batches of at most
+    /// `rows_per_batch` rows (`ColumnBatch`). By default built from `scan`'s rows; an engine
+    /// that stores columns fills the vectors without building rows.
+    fn scan_batches(
+        &self,
+        range: KeyRange,
+        direction: Direction,
+        projection: &Projection,
+        rows_per_batch: usize,
+    ) -> Result<BatchIter> {
+        let rows = self.scan(range, direction, projection)?;
+        Ok(batches_of_rows(rows, self.schema(), projection, rows_per_batch))
+    }
 }
 
 /// The row-encoded fallback: a row is the value of its key. Works on every engine; scans need an

@@ -4,6 +4,7 @@
 mod batch;
 pub mod batch_codec;
 mod capabilities;
+mod column_batch;
 mod columnar;
 mod engine;
 mod engine_options;
@@ -15,6 +16,7 @@ mod stats;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use capabilities::{Capabilities, Maintenance, MaintenanceTask, NoMaintenance};
+pub use column_batch::{batches_of_rows, BatchIter, ColumnBatch, LittleEndian, DEFAULT_BATCH_ROWS};
 pub use columnar::{Column, ColumnarTable, Projection, RowEncodedTable, Schema};
 pub use engine::{
     bulk_load_by_writes, wal_segment_bytes_for_budget, Durability, Engine, EngineConfig, KvIter, Limits,

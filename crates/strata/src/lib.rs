@@ -26,9 +26,9 @@ pub use kind::EngineKind;
 pub use manifest::{Manifest, MANIFEST_FILE_NAME, MANIFEST_FORMAT_VERSION};
 pub use options::Options;
 pub use strata_core::{
-    parse_bytes, parse_engine_option, repeated_option_name, BatchOp, Capabilities, Column, Direction,
-    Durability, Error, IoStats, Key, KeyRange, Limits, MaintenanceTask, Projection, RecoveryMode, Result,
-    Schema, Stats, Value, VerifyReport, WriteBatch,
+    parse_bytes, parse_engine_option, repeated_option_name, BatchIter, BatchOp, Capabilities, Column,
+    ColumnBatch, Direction, Durability, Error, IoStats, Key, KeyRange, Limits, LittleEndian, MaintenanceTask,
+    Projection, RecoveryMode, Result, Schema, Stats, Value, VerifyReport, WriteBatch, DEFAULT_BATCH_ROWS,
 };
 pub use table::Table;
 

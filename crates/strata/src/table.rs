@@ -1,6 +1,9 @@
 use std::ops::RangeBounds;
 
-use strata_core::{ColumnarTable, Direction, Durability, KeyRange, Projection, Result, Schema, Value};
+use strata_core::{
+    BatchIter, ColumnarTable, Direction, Durability, KeyRange, Projection, Result, Schema, Value,
+    DEFAULT_BATCH_ROWS,
+};
 
 use crate::{Db, Iter};
 
@@ -76,6 +79,35 @@ impl<'db> Table<'db> {
     pub fn scan_with(&self, range: KeyRange, direction: Direction, projection: &Projection) -> Result<Iter> {
         self.db.ensure_open()?;
         Ok(Iter::new(self.inner.scan(range, direction, projection)?))
+    }
+
+    /// The rows of `scan` over `bounds`, handed out column by column: batches of up to
+    /// `DEFAULT_BATCH_ROWS` rows, each a vector of values per projected column
+    /// (`ColumnBatch::column_as::<u32>(p)` reads a column of four-byte integers), so an
+    /// aggregate never builds rows. laser fills the vectors from its column groups directly.
+    pub fn scan_batches<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        bounds: R,
+        projection: &Projection,
+    ) -> Result<BatchIter> {
+        self.scan_batches_with(
+            KeyRange::from_bounds(bounds),
+            Direction::Forward,
+            projection,
+            DEFAULT_BATCH_ROWS,
+        )
+    }
+
+    pub fn scan_batches_with(
+        &self,
+        range: KeyRange,
+        direction: Direction,
+        projection: &Projection,
+        rows_per_batch: usize,
+    ) -> Result<BatchIter> {
+        self.db.ensure_open()?;
+        self.schema().check_projection(projection)?;
+        self.inner.scan_batches(range, direction, projection, rows_per_batch.max(1))
     }
 
     fn checked_key<'k>(&self, key: &'k [u8]) -> Result<&'k [u8]> {

@@ -147,6 +147,25 @@ impl Fold {
         }
     }
 
+    /// Folds a batch of column vectors of Q3's or Q4's columns (four-byte integers): a column
+    /// at a time, no row built.
+    pub fn add_batch(&mut self, batch: &strata::ColumnBatch) -> strata::Result<()> {
+        match &mut self.answer {
+            Answer::Max(max) => {
+                for (p, m) in max.iter_mut().enumerate() {
+                    *m = batch.column_as::<u32>(p)?.fold(*m, u32::max);
+                }
+            }
+            Answer::Sum { rows, total } => {
+                *rows += batch.len() as u64;
+                for p in 0..batch.column_count() {
+                    *total += batch.column_as::<u32>(p)?.map(u64::from).sum::<u64>() as u128;
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn finish(self) -> Answer {
         self.answer
     }

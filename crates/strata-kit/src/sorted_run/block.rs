@@ -161,6 +161,7 @@ impl DecodedBlock {
     }
 
     /// Entry `i`: key, kind, value.
+    #[inline]
     pub fn entry(&self, i: usize) -> (&[u8], EntryKind, &[u8]) {
         let e = self.entries[i];
         let key_start = if i == 0 { 0 } else { self.entries[i - 1].key_end as usize };
@@ -280,9 +281,10 @@ impl Block {
         // interval's sharing; this covers the usual case without regrowing.
         out.keys.reserve(self.entries_end * 2);
         out.entries.reserve(self.restart_count * 16);
-        let mut current: Vec<u8> = Vec::new();
         let mut at = 0;
         let mut next_restart = 0;
+        // Where the previous key starts in `out.keys` (it ends at the buffer's end).
+        let mut previous_start = 0;
         while at < self.entries_end {
             let raw = raw_entry(&self.bytes, at, self.entries_end)?;
             let at_restart = next_restart < self.restart_count && self.restart(next_restart) == at;
@@ -292,16 +294,15 @@ impl Block {
                     return Err(format!("restart entry at byte {at} shares a prefix"));
                 }
             }
-            let previous_len = current.len();
-            let previous_end = out.keys.len();
-            rebuild_key(&mut current, &raw, &self.bytes, at)?;
-            if !out.entries.is_empty() {
-                let previous = &out.keys[previous_end - previous_len..previous_end];
-                if previous >= current.as_slice() {
-                    return Err(format!("block entry at byte {at}: keys out of order"));
-                }
+            let start = out.keys.len();
+            append_key(&mut out.keys, previous_start, &raw, &self.bytes, at)?;
+            // The keys share `raw.shared` bytes: the rest orders them.
+            if !out.entries.is_empty()
+                && out.keys[previous_start + raw.shared..start] >= out.keys[start + raw.shared..]
+            {
+                return Err(format!("block entry at byte {at}: keys out of order"));
             }
-            out.keys.extend_from_slice(&current);
+            previous_start = start;
             let offset =
                 |n: usize| u32::try_from(n).map_err(|_| format!("block entry at byte {at}: past 4 GiB"));
             out.entries.push(DecodedEntry {
@@ -330,6 +331,23 @@ fn rebuild_key(current: &mut Vec<u8>, raw: &RawEntry, bytes: &[u8], at: usize) -
     }
     current.truncate(raw.shared);
     current.extend_from_slice(&bytes[raw.suffix_start..raw.suffix_start + raw.suffix_len]);
+    Ok(())
+}
+
+/// Appends this entry's key to `keys`, whose last key (the previous entry's) starts at
+/// `previous_start`: its shared prefix, then the entry's suffix.
+fn append_key(
+    keys: &mut Vec<u8>,
+    previous_start: usize,
+    raw: &RawEntry,
+    bytes: &[u8],
+    at: usize,
+) -> Result<(), String> {
+    if raw.shared > keys.len() - previous_start {
+        return Err(format!("block entry at byte {at}: shares more than the previous key"));
+    }
+    keys.extend_from_within(previous_start..previous_start + raw.shared);
+    keys.extend_from_slice(&bytes[raw.suffix_start..raw.suffix_start + raw.suffix_len]);
     Ok(())
 }
 

@@ -16,7 +16,7 @@ use super::block_cache::{BlockCache, NO_SLOT};
 use super::filter::RunFilter;
 use super::read_ahead::ReadAhead;
 use super::writer::Footer;
-use super::{varint, Entry, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
+use super::{varint, Entry, EntryKind, BLOCK_TRAILER_BYTES, FOOTER_BYTES};
 
 /// Whether a block read from the file goes into the block cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,6 +389,8 @@ pub struct RunIter {
     done: bool,
     /// The farthest block the range may need, in the direction.
     last_needed: usize,
+    /// Every key of the loaded block is within the far bound (none is checked again).
+    block_inside: bool,
     read_ahead: ReadAhead,
 }
 
@@ -402,7 +404,19 @@ impl RunIter {
         };
         let last_needed = run.last_block_needed(far, direction);
         let read_ahead = ReadAhead::default();
-        RunIter { run, lower, upper, direction, block: None, entries, pos: 0, done, last_needed, read_ahead }
+        RunIter {
+            run,
+            lower,
+            upper,
+            direction,
+            block: None,
+            entries,
+            pos: 0,
+            done,
+            last_needed,
+            block_inside: false,
+            read_ahead,
+        }
     }
 
     /// Loads the first block to read and positions `pos` at the range's start in it.
@@ -440,11 +454,18 @@ impl RunIter {
     fn load(&mut self, i: usize) -> Result<()> {
         self.entries = self.read_ahead.load(&self.run, self.block, i, self.direction, self.last_needed)?;
         self.block = Some(i);
+        // Its last key in the direction within the far bound: so is every key of it.
+        self.block_inside = match (self.direction, self.entries.len()) {
+            (_, 0) => false,
+            (Direction::Forward, n) => at_or_before(self.entries.entry(n - 1).0, borrow_bound(&self.upper)),
+            (Direction::Reverse, _) => at_or_after(self.entries.entry(0).0, borrow_bound(&self.lower)),
+        };
         Ok(())
     }
 
-    /// The next entry in the direction, ignoring the far bound; `None` at the run's end.
-    fn step(&mut self) -> Result<Option<(Key, Entry)>> {
+    /// Positions `pos` on the next entry in the direction, ignoring the far bound, and returns
+    /// its index in `entries` without moving past it; `None` at the run's end.
+    fn settle_index(&mut self) -> Result<Option<usize>> {
         if self.block.is_none() {
             self.start()?;
             if self.done {
@@ -454,13 +475,13 @@ impl RunIter {
         loop {
             let current = self.block.unwrap_or(0);
             match self.direction {
-                Direction::Forward if self.pos < self.entries.len() => break,
+                Direction::Forward if self.pos < self.entries.len() => return Ok(Some(self.pos)),
                 // Blocks past `last_needed` hold no key of the range: not read.
                 Direction::Forward if current < self.last_needed => {
                     self.load(current + 1)?;
                     self.pos = 0;
                 }
-                Direction::Reverse if self.pos > 0 => break,
+                Direction::Reverse if self.pos > 0 => return Ok(Some(self.pos - 1)),
                 Direction::Reverse if current > self.last_needed => {
                     self.load(current - 1)?;
                     self.pos = self.entries.len();
@@ -468,18 +489,53 @@ impl RunIter {
                 _ => return Ok(None),
             }
         }
-        let i = match self.direction {
-            Direction::Forward => {
-                self.pos += 1;
-                self.pos - 1
+    }
+
+    /// Stands on the next entry of the range without taking it: `true` when there is one (then
+    /// `head` borrows it and `advance` moves past it), `false` at the range's end or after an
+    /// error (returned once; the iterator then ends). The borrowing twin of `next`, for a merge
+    /// that copies only the bytes it keeps.
+    pub fn settle(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let inside = match self.settle_index() {
+            Ok(Some(_)) if self.block_inside => true,
+            Ok(Some(i)) => {
+                let key = self.entries.entry(i).0;
+                match self.direction {
+                    Direction::Forward => at_or_before(key, borrow_bound(&self.upper)),
+                    Direction::Reverse => at_or_after(key, borrow_bound(&self.lower)),
+                }
             }
-            Direction::Reverse => {
-                self.pos -= 1;
-                self.pos
+            Ok(None) => false,
+            Err(e) => {
+                self.done = true;
+                return Err(e);
             }
         };
-        let (key, kind, value) = self.entries.entry(i);
-        Ok(Some((key.to_vec(), Entry { kind, value: value.to_vec() })))
+        self.done = !inside;
+        Ok(inside)
+    }
+
+    /// The entry `settle` stood on: key, kind, value. Only after `settle` returned `true` and
+    /// before `advance`.
+    #[inline]
+    pub fn head(&self) -> (&[u8], EntryKind, &[u8]) {
+        let i = match self.direction {
+            Direction::Forward => self.pos,
+            Direction::Reverse => self.pos - 1,
+        };
+        self.entries.entry(i)
+    }
+
+    /// Moves past the entry `settle` stood on.
+    #[inline]
+    pub fn advance(&mut self) {
+        match self.direction {
+            Direction::Forward => self.pos += 1,
+            Direction::Reverse => self.pos -= 1,
+        }
     }
 }
 
@@ -487,23 +543,15 @@ impl Iterator for RunIter {
     type Item = Result<(Key, Entry)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let item = match self.step() {
-            Ok(Some((key, entry))) => {
-                let inside = match self.direction {
-                    Direction::Forward => at_or_before(&key, borrow_bound(&self.upper)),
-                    Direction::Reverse => at_or_after(&key, borrow_bound(&self.lower)),
-                };
-                inside.then_some(Ok((key, entry)))
+        match self.settle() {
+            Ok(true) => {
+                let (key, kind, value) = self.head();
+                let item = (key.to_vec(), Entry { kind, value: value.to_vec() });
+                self.advance();
+                Some(Ok(item))
             }
-            Ok(None) => None,
+            Ok(false) => None,
             Err(e) => Some(Err(e)),
-        };
-        if !matches!(item, Some(Ok(_))) {
-            self.done = true;
         }
-        item
     }
 }
