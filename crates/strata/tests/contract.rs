@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use strata::storage::MemStorage;
-use strata::{Db, EngineKind, Error, MaintenanceTask, Options, Schema};
+use strata::{Db, Direction, EngineKind, Error, KeyRange, MaintenanceTask, Options, Schema};
 
 const AVAILABLE: [EngineKind; 6] = [
     EngineKind::Memory,
@@ -86,31 +86,61 @@ fn row(qty: u32, price: u64, flag: u8) -> Vec<u8> {
 #[test]
 fn columnar_tables_run_through_the_row_encoded_fallback() {
     for kind in [EngineKind::Memory, EngineKind::Flex] {
-        let db = open(kind);
-        let table = db.table(orders_schema()).unwrap();
-        for i in 0..100u32 {
-            table.insert(format!("o{i:03}"), &row(i, u64::from(i) * 10, 0)).unwrap();
-        }
-        assert!(table.update("o042", &[("price", &7u64.to_le_bytes()), ("flag", &[1])]).unwrap());
-        assert!(!table.update("absent", &[("flag", &[1])]).unwrap(), "{kind}: no row, nothing written");
-        assert_eq!(db.get("absent").unwrap(), None, "{kind}");
-
-        let flag_price = table.projection(&["flag", "price"]).unwrap();
-        let mut expected = vec![1u8];
-        expected.extend_from_slice(&7u64.to_le_bytes());
-        assert_eq!(table.get("o042", &flag_price).unwrap(), Some(expected), "{kind}");
-        assert_eq!(
-            table.get("o042", &table.projection(&["qty"]).unwrap()).unwrap(),
-            Some(42u32.to_le_bytes().to_vec())
-        );
-
-        let qty = table.projection(&["qty"]).unwrap();
-        let scanned: Vec<(Vec<u8>, Vec<u8>)> =
-            table.scan(b"o010".as_slice()..b"o013".as_slice(), &qty).unwrap().map(Result::unwrap).collect();
-        let want: Vec<(Vec<u8>, Vec<u8>)> =
-            (10u32..13).map(|i| (format!("o{i:03}").into_bytes(), i.to_le_bytes().to_vec())).collect();
-        assert_eq!(scanned, want, "{kind}");
+        columnar_table_operations(&open(kind), kind);
     }
+}
+
+#[cfg(feature = "laser")]
+#[test]
+fn columnar_tables_run_on_lasers_own_columns() {
+    let options = Options::new(EngineKind::Laser)
+        .storage(Arc::new(MemStorage::new()))
+        .engine_option("schema", "qty:4,price:8,flag:1")
+        .engine_option("layout", "row/column");
+    let db = Db::open("unused", options).unwrap();
+    assert!(db.capabilities().columnar);
+    columnar_table_operations(&db, EngineKind::Laser);
+}
+
+/// Inserts, an update of two columns, projected reads, a scan and scans into column vectors.
+fn columnar_table_operations(db: &Db, kind: EngineKind) {
+    let table = db.table(orders_schema()).unwrap();
+    for i in 0..100u32 {
+        table.insert(format!("o{i:03}"), &row(i, u64::from(i) * 10, 0)).unwrap();
+    }
+    assert!(table.update("o042", &[("price", &7u64.to_le_bytes()), ("flag", &[1])]).unwrap());
+    assert!(!table.update("absent", &[("flag", &[1])]).unwrap(), "{kind}: no row, nothing written");
+    assert_eq!(db.get("absent").unwrap(), None, "{kind}");
+
+    let flag_price = table.projection(&["flag", "price"]).unwrap();
+    let mut expected = vec![1u8];
+    expected.extend_from_slice(&7u64.to_le_bytes());
+    assert_eq!(table.get("o042", &flag_price).unwrap(), Some(expected), "{kind}");
+    assert_eq!(
+        table.get("o042", &table.projection(&["qty"]).unwrap()).unwrap(),
+        Some(42u32.to_le_bytes().to_vec())
+    );
+
+    let qty = table.projection(&["qty"]).unwrap();
+    let scanned: Vec<(Vec<u8>, Vec<u8>)> =
+        table.scan(b"o010".as_slice()..b"o013".as_slice(), &qty).unwrap().map(Result::unwrap).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> =
+        (10u32..13).map(|i| (format!("o{i:03}").into_bytes(), i.to_le_bytes().to_vec())).collect();
+    assert_eq!(scanned, want, "{kind}");
+
+    // Column vectors: the same rows, a column at a time, in batches of the size asked.
+    let price_qty = table.projection(&["price", "qty"]).unwrap();
+    let batches: Vec<strata::ColumnBatch> = table
+        .scan_batches_with(KeyRange::all(), Direction::Reverse, &price_qty, 30)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(batches.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![30, 30, 30, 10], "{kind}");
+    let prices: Vec<u64> = batches.iter().flat_map(|b| b.column_as::<u64>(0).unwrap()).collect();
+    let want: Vec<u64> = (0..100u64).rev().map(|i| if i == 42 { 7 } else { i * 10 }).collect();
+    assert_eq!(prices, want, "{kind}");
+    assert_eq!(batches[3].key(9), b"o000", "{kind}");
+    assert!(matches!(batches[0].column_as::<u32>(0), Err(Error::InvalidArgument(_))), "{kind}");
 }
 
 #[test]
