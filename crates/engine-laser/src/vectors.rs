@@ -9,6 +9,7 @@
 //! decides them deleted, a partial row the columns of its masks; a key shows when one of the
 //! scan's columns is present, the deleted or unknown ones reading as zeros.
 
+use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -90,7 +91,7 @@ impl Source<'_> {
     }
 
     /// Whether this head comes before `other`'s in the scan's direction (`Equal`: same key).
-    fn order(&self, other: &Source<'_>, direction: Direction) -> std::cmp::Ordering {
+    fn order(&self, other: &Source<'_>, direction: Direction) -> Ordering {
         let order = self.prefix.cmp(&other.prefix).then_with(|| self.key().cmp(other.key()));
         match direction {
             Direction::Forward => order,
@@ -107,6 +108,8 @@ pub(crate) struct VectorMerge<'a> {
     set: ColumnSet,
     /// Sources standing on the current key, newest first.
     at: Vec<usize>,
+    /// The source whose head comes first among the others (`None`: no other has one).
+    runner_up: Option<usize>,
     states: Vec<Cell>,
     row: Vec<u8>,
     started: bool,
@@ -130,7 +133,7 @@ impl<'a> VectorMerge<'a> {
             })
             .collect();
         let (states, row) = (vec![Cell::Absent; set.len()], vec![0; set.row_bytes()]);
-        VectorMerge { sources, direction, set, at: Vec::new(), states, row, started: false }
+        VectorMerge { sources, direction, set, at: Vec::new(), runner_up: None, states, row, started: false }
     }
 
     /// Settles source `i` on its next entry, dropping it at its end.
@@ -145,11 +148,14 @@ impl<'a> VectorMerge<'a> {
     }
 
     /// Moves the sources standing on the last key past it, then finds the next key's sources
-    /// (`at`); `false` when every source has ended.
+    /// (`at`); `false` when every source has ended. When one source stood there and its next
+    /// key still comes before the runner-up's, it is first again after one comparison (a merge
+    /// takes stretches from one source); otherwise every head is compared.
     fn step(&mut self) -> Result<bool> {
+        let count = self.sources.len();
         if !self.started {
             self.started = true;
-            for i in (0..self.sources.len()).rev() {
+            for i in (0..count).rev() {
                 self.settle(i)?;
             }
         } else {
@@ -158,20 +164,44 @@ impl<'a> VectorMerge<'a> {
                 self.sources[i].cursor.advance();
                 self.settle(i)?;
             }
+            if let ([first], true) = (self.at.as_slice(), self.sources.len() == count) {
+                let direction = self.direction;
+                let first_again = match self.runner_up {
+                    Some(r) => self.sources[*first].order(&self.sources[r], direction).is_lt(),
+                    None => true,
+                };
+                if first_again {
+                    return Ok(true);
+                }
+            }
         }
-        self.at.clear();
+        self.compare_all();
+        Ok(!self.at.is_empty())
+    }
+
+    /// `at`: the sources whose head comes first; `runner_up`: the first of the others.
+    fn compare_all(&mut self) {
         let direction = self.direction;
+        self.at.clear();
+        self.runner_up = None;
         for i in 0..self.sources.len() {
             match self.at.first().map(|&f| self.sources[i].order(&self.sources[f], direction)) {
-                None | Some(std::cmp::Ordering::Less) => {
+                None | Some(Ordering::Less) => {
                     self.at.clear();
                     self.at.push(i);
                 }
-                Some(std::cmp::Ordering::Equal) => self.at.push(i),
-                Some(std::cmp::Ordering::Greater) => {}
+                Some(Ordering::Equal) => self.at.push(i),
+                Some(Ordering::Greater) => {}
             }
         }
-        Ok(!self.at.is_empty())
+        for i in 0..self.sources.len() {
+            if self.at.contains(&i) {
+                continue;
+            }
+            if self.runner_up.is_none_or(|r| self.sources[i].order(&self.sources[r], direction).is_lt()) {
+                self.runner_up = Some(i);
+            }
+        }
     }
 
     /// Appends the current key's row to `batch` when one of the scan's columns is present.
