@@ -13,6 +13,7 @@
 pub mod reseal;
 mod seed_cache;
 mod sorted_run;
+mod table_model;
 pub mod targets;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +23,7 @@ use strata::storage::{CrashMode, MemStorage, OpenOptions, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, MaintenanceTask, Options, WriteBatch};
 
 pub use sorted_run::sorted_run;
+pub use table_model::laser_table_ops;
 pub use targets::Target;
 
 /// Sizes that make each engine write every kind of file within a few hundred operations.

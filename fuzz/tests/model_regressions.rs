@@ -28,3 +28,21 @@ fn model_turtle_held_scans_see_the_store_as_it_began() {
     ];
     strata_fuzz::model_ops(EngineKind::Turtle, ops);
 }
+
+/// laser's table model on a few pseudo-random inputs: every kind of operation, column vectors
+/// in batches of every size, layout changes and reopens.
+#[test]
+fn model_laser_table_runs_pseudo_random_inputs() {
+    for seed in 1..=4u64 {
+        let mut x = seed;
+        let data: Vec<u8> = (0..6_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        strata_fuzz::laser_table_ops(&data);
+    }
+}

@@ -31,6 +31,7 @@ enum Cursor<'a> {
 
 impl Cursor<'_> {
     /// Stands on the next entry: `true` when there is one (`head` lends it).
+    #[inline]
     fn settle(&mut self) -> Result<bool> {
         match self {
             Cursor::Run(run) => run.settle(),
@@ -46,6 +47,7 @@ impl Cursor<'_> {
         }
     }
 
+    #[inline]
     fn head(&self) -> (&[u8], EntryKind, &[u8]) {
         match self {
             Cursor::Run(run) => run.head(),
@@ -54,6 +56,7 @@ impl Cursor<'_> {
         }
     }
 
+    #[inline]
     fn advance(&mut self) {
         match self {
             Cursor::Run(run) => run.advance(),
@@ -351,8 +354,7 @@ impl Iterator for LaserBatches {
             Ok(batch) if batch.is_empty() => None,
             Ok(batch) => {
                 self.returned += batch.len() as u64;
-                let bytes: usize = (0..batch.len()).map(|i| batch.key(i).len()).sum::<usize>()
-                    + batch.len() * self.merge.borrow_owner().set.row_bytes();
+                let bytes = batch.key_bytes() + batch.len() * self.merge.borrow_owner().set.row_bytes();
                 self.bytes_returned += bytes as u64;
                 Some(Ok(batch))
             }

@@ -62,6 +62,11 @@ impl ColumnBatch {
         &self.keys[start..self.key_ends[i]]
     }
 
+    /// Bytes of all the batch's keys.
+    pub fn key_bytes(&self) -> usize {
+        self.keys.len()
+    }
+
     /// The keys in scan order.
     pub fn keys(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
         (0..self.len()).map(|i| self.key(i))
