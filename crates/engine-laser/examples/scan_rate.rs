@@ -5,7 +5,8 @@
 //! `rows` rows (default 400,000) of 30 four-byte columns under random keys into a store with
 //! T = 2 and a budget of a third of the data, lets it compact, then times 12 scans of columns
 //! 28–30 over half the keys (MAX) and 12 of columns 21–30 over 5% (SUM), each way, and checks
-//! that both ways agree.
+//! that both ways agree. `SCAN_RATE_DIRECT_IO=1`: direct I/O; `SCAN_RATE_ROUNDS=N`: N rounds;
+//! `SCAN_RATE_BATCHES_ONLY=1`: column vectors only.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -103,7 +104,8 @@ fn main() {
     };
     let _ = std::fs::remove_dir_all(&dir);
     let storage: Arc<dyn Storage> = Arc::new(FileStorage::open_dir(&dir, true).unwrap());
-    let config = EngineConfig { memory_budget_bytes: rows * 128 / 3, ..EngineConfig::default() }
+    let direct_io = std::env::var("SCAN_RATE_DIRECT_IO").is_ok();
+    let config = EngineConfig { memory_budget_bytes: rows * 128 / 3, direct_io, ..EngineConfig::default() }
         .with_engine_options([("schema", "30x4"), ("size_ratio", "2"), ("layout", layout.as_str())]);
     let engine = LaserEngine::open(storage, &config).unwrap();
     let schema = Schema::new((0..30).map(|i| (format!("c{i}"), 4))).unwrap();
