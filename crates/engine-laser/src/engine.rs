@@ -37,6 +37,8 @@ pub(crate) struct Counters {
     pub writer_waits: AtomicU64,
     pub records_replayed: AtomicU64,
     pub layout_changes: AtomicU64,
+    /// Appends to `trace_file` that failed.
+    pub trace_write_failures: AtomicU64,
 }
 
 /// What the next manifest records besides the levels; changed only under `Inner::work`.

@@ -207,10 +207,12 @@ impl Engine for LaserEngine {
     /// the MemTables are replayed from the log at the next open. A poisoned engine reports its
     /// poison.
     fn close(&self) -> Result<()> {
-        self.inner.writes.close(|| {
+        let closed = self.inner.writes.close(|| {
             self.worker.stop_and_join();
             self.inner.work.lock()
-        })
+        });
+        self.inner.record_trace_rest();
+        closed
     }
 
     fn stats(&self) -> Stats {
@@ -229,6 +231,7 @@ impl Engine for LaserEngine {
             ("run_bytes_written", c.compaction_bytes_written.load(Relaxed)),
             ("writer_waits", c.writer_waits.load(Relaxed)),
             ("layout_changes", c.layout_changes.load(Relaxed)),
+            ("trace_write_failures", c.trace_write_failures.load(Relaxed)),
             ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
             ("level0_runs", version.level0.len() as u64),
             ("levels", version.levels.len() as u64),
@@ -256,7 +259,7 @@ impl Engine for LaserEngine {
             memory_bytes,
             disk_bytes: strata_io::total_file_bytes(inner.storage.as_ref()),
             engine_counters: counters,
-            notices: Vec::new(),
+            notices: trace_notice(&inner.options, c.trace_write_failures.load(Relaxed)),
         }
     }
 
@@ -299,5 +302,16 @@ impl Drop for LaserEngine {
     fn drop(&mut self) {
         // Iterators still alive after this see `Error::Closed`.
         let _ = self.close();
+    }
+}
+
+/// What to tell the user when the workload trace could not be written.
+fn trace_notice(options: &options::LaserOptions, failures: u64) -> Vec<String> {
+    match (&options.trace_file, failures) {
+        (Some(path), 1..) => vec![format!(
+            "laser could not append its workload trace to {} ({failures} times): the directory is missing or not writable",
+            path.display()
+        )],
+        _ => Vec::new(),
     }
 }

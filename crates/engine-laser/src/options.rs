@@ -32,6 +32,10 @@ pub struct LaserOptions {
     pub level0_runs: u64,
     /// Memory for data blocks, fixed; `None`: what the budget leaves after the MemTables.
     pub block_cache_bytes: Option<u64>,
+    /// A file the profiled workload is appended to as a trace `strata advise --trace` reads:
+    /// each window the advisor takes (`layout=auto`), and what is left at close. Not part of
+    /// the store (never read by it); `None`: no trace.
+    pub trace_file: Option<std::path::PathBuf>,
 }
 
 impl LaserOptions {
@@ -53,8 +57,17 @@ impl LaserOptions {
             .unwrap_or_else(|| default_memtable_bytes(config));
         let level0_runs = r.count("level0_runs", 1..=64)?.unwrap_or(4);
         let block_cache_bytes = r.bytes("block_cache_bytes", 0..=config.memory_budget_bytes)?;
+        let trace_file = r.text("trace_file").map(std::path::PathBuf::from);
         r.finish()?;
-        Ok(LaserOptions { schema, layout, size_ratio, memtable_bytes, level0_runs, block_cache_bytes })
+        Ok(LaserOptions {
+            schema,
+            layout,
+            size_ratio,
+            memtable_bytes,
+            level0_runs,
+            block_cache_bytes,
+            trace_file,
+        })
     }
 }
 

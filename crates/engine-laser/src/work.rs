@@ -14,7 +14,7 @@ use strata_io::{OpenOptions, StorageFile};
 use strata_kit::sorted_run::{Entry, RunOptions, RunWriter};
 use strata_kit::tables::Frozen;
 
-use crate::advisor::{advise, level_cost, ModelParams};
+use crate::advisor::{advise, level_cost, ModelParams, Trace, Workload};
 use crate::cells::entry_of_stored;
 use crate::engine::{Inner, WorkState};
 use crate::manifest::{run_file_name, Manifest, RunMeta};
@@ -166,6 +166,7 @@ impl Inner {
         let levels = version.levels.len().max(1);
         let level_bytes: Vec<u64> = (1..=levels).map(|l| version.level_bytes(l)).collect();
         let workload = self.profile.take(&level_bytes);
+        self.record_trace(&workload, levels);
         let params = self.model_params();
         let advice = advise(&params, &workload, levels);
         let current: f64 = (1..=levels)
@@ -175,6 +176,39 @@ impl Inner {
             work.layout = advice.layout;
             self.counters.layout_changes.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Appends `workload` (profiled over `levels` levels) to the `trace_file`, when one is
+    /// set. A trace that cannot be written is a notice, not an error: it is not the store's.
+    pub(crate) fn record_trace(&self, workload: &Workload, levels: usize) {
+        let Some(path) = &self.options.trace_file else { return };
+        let nothing = |l: &crate::advisor::LevelWorkload| {
+            l.reads.is_empty() && l.scans.is_empty() && l.updates.is_empty()
+        };
+        if workload.inserts == 0.0 && workload.levels.iter().all(nothing) {
+            return;
+        }
+        let trace = Trace { params: self.model_params(), levels, workload: workload.clone() };
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, trace.to_text().as_bytes()));
+        if appended.is_err() {
+            self.counters.trace_write_failures.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The profile since the last window, appended to the trace (at close).
+    pub(crate) fn record_trace_rest(&self) {
+        if self.options.trace_file.is_none() {
+            return;
+        }
+        let version = self.version.read().clone();
+        let levels = version.levels.len().max(1);
+        let level_bytes: Vec<u64> = (1..=levels).map(|l| version.level_bytes(l)).collect();
+        let workload = self.profile.take(&level_bytes);
+        self.record_trace(&workload, levels);
     }
 
     /// The model's view of this store: c columns, T, and B whole rows (with an 8-byte key, the

@@ -121,3 +121,34 @@ fn an_auto_layout_follows_a_shift_in_the_scanned_columns() {
         );
     }
 }
+
+/// `trace_file`: the profiled workload is written as a trace `strata advise --trace` reads —
+/// here a fixed layout's whole run, at close — and the advisor splits off the scanned columns.
+#[test]
+fn the_profiled_workload_is_written_as_a_trace_the_advisor_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("workload.trace");
+    let mut config = config("row");
+    config.engine_options.push(("trace_file".into(), path.display().to_string()));
+    let engine = LaserEngine::open(Arc::new(MemStorage::new()), &config).unwrap();
+    let schema = Schema::new((0..12).map(|i| (format!("c{i}"), 4))).unwrap();
+    let table = engine.open_table(&schema).unwrap().unwrap();
+    let narrow = schema.projection(&["c10", "c11"]).unwrap();
+    let row = |i: u64| (0..12u32).flat_map(|c| (i as u32 ^ c).to_le_bytes()).collect::<Vec<u8>>();
+    for i in 0..20_000u64 {
+        table.insert(&key(i), &row(i), Durability::None).unwrap();
+    }
+    for _ in 0..20 {
+        assert!(table.scan(KeyRange::all(), Direction::Forward, &narrow).unwrap().count() > 10_000);
+    }
+    drop(table);
+    engine.close().unwrap();
+    let trace = engine_laser::advisor::Trace::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(trace.workload.inserts, 20_000.0);
+    let scans: Vec<&engine_laser::advisor::Access> =
+        trace.workload.levels.iter().flat_map(|l| &l.scans).collect();
+    assert!(!scans.is_empty() && scans.iter().all(|a| a.columns == [10, 11]), "{scans:?}");
+    let advice = engine_laser::advisor::advise(&trace.params, &trace.workload, trace.levels);
+    let deepest = advice.layout.groups(trace.levels);
+    assert!(deepest.iter().any(|g| g.as_slice() == [10, 11]), "the advisor kept {deepest:?}");
+}

@@ -3,7 +3,8 @@
 //! the memory budget, a writer at 10,000 inserts/s with an update per hundred inserts, two
 //! readers running Q2a and Q2b, then Q3 and Q4 over the final table, every analytical answer
 //! checked against the driver's model. Systems: laser (T = 2, the paper's) choosing its own
-//! layout (`auto`, the default), laser held to rows and to columns (the paper's cg_size 30 and
+//! layout (`auto`, the default), laser with the paper's D-opt (the design advisor's layout for
+//! the workload trace the `auto` run recorded, from the start), laser held to rows and to columns (the paper's cg_size 30 and
 //! 1), flex and turtle through the row-encoded fallback, and PostgreSQL 15 and DuckDB in a build
 //! with the `postgres` and `duckdb` features. Then the cost model against measured I/O
 //! (`laser_model`).
@@ -86,11 +87,26 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
             }
             None => runs.push((name, vec![result], note)),
         };
+    let trace = parent.join(format!("strata-repro-laser-{}.trace", std::process::id()));
+    let trace_text = trace.display().to_string();
     for round in 0..args.repeat {
         for (name, kind, knobs) in SYSTEMS {
             progress(args, &format!("{name}, round {}", round + 1));
-            let (result, note) = run_system(args, &parent, kind, knobs, budget, &shape, &model)?;
+            // `auto` also writes its profiled workload as a trace: the paper's D-opt is the
+            // advisor's layout for that trace (§7.2), run next from the start.
+            let auto = name == "laser (auto)";
+            let traced: Vec<(&str, &str)> =
+                if auto { vec![("trace_file", trace_text.as_str())] } else { Vec::new() };
+            let knobs: Vec<(&str, &str)> = knobs.iter().copied().chain(traced).collect();
+            let (result, note) = run_system(args, &parent, kind, &knobs, budget, &shape, &model)?;
             record(name, result, note);
+            if auto {
+                let layout = advised_layout(&trace)?;
+                progress(args, &format!("laser (D-opt: {layout}), round {}", round + 1));
+                let knobs = [("layout", layout.as_str())];
+                let (result, note) = run_system(args, &parent, kind, &knobs, budget, &shape, &model)?;
+                record("laser (D-opt)", result, format!("{note}; layout {layout}"));
+            }
         }
         #[cfg(feature = "postgres")]
         {
@@ -137,6 +153,17 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
          table. answers: Q3 and Q4 against the driver's model of the final table."
     );
     super::laser_model::validate(args, &parent)
+}
+
+/// The design advisor's layout for the workload trace at `path` (written by a laser run with
+/// `trace_file`), which is then removed.
+fn advised_layout(path: &std::path::Path) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading the trace {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(path);
+    let trace = engine_laser::advisor::Trace::parse(&text).map_err(|e| format!("the trace: {e}"))?;
+    let advice = engine_laser::advisor::advise(&trace.params, &trace.workload, trace.levels);
+    Ok(advice.layout.to_text())
 }
 
 fn progress(args: &ReproArgs, line: &str) {
