@@ -206,6 +206,13 @@ impl HtapResult {
     pub fn query_total(&self) -> Duration {
         self.q2a.total + self.q2b.total + self.q3.total + self.q4.total
     }
+
+    /// `query_total` with `q2` Q2a and `q2` Q2b at their mean latencies (the paper's
+    /// proportion of point reads to rows, where the run issued more).
+    pub fn paper_mix_total(&self, q2: f64) -> Duration {
+        let point_reads_us = (self.q2a.mean_us() + self.q2b.mean_us()) * q2;
+        Duration::from_secs_f64(point_reads_us / 1e6) + self.q3.total + self.q4.total
+    }
 }
 
 /// Loads `shape.loaded` rows into `store`.
