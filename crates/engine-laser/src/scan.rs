@@ -35,7 +35,7 @@ pub(crate) struct View {
 impl Inner {
     /// The store as of now: under the tables' read lock (the version then holds exactly the
     /// tables that left the list), the active table's last lsn registered (`Tables::view`).
-    pub(crate) fn view(&self) -> Result<View> {
+    fn view(&self) -> Result<View> {
         let tables = self.tables.read();
         Ok(View { tables: tables.view(&self.snapshots), version: self.read_version()? })
     }
@@ -49,6 +49,13 @@ pub(crate) struct Owner {
     pub set: ColumnSet,
     pub all: ColumnSet,
     pub columns: Columns,
+}
+
+impl Owner {
+    /// A scan of `set` over `range` in the store as of now (`Inner::view`).
+    pub(crate) fn of(inner: &Inner, range: KeyRange, set: ColumnSet) -> Result<Owner> {
+        Ok(Owner { view: inner.view()?, range, set, all: inner.all.clone(), columns: inner.columns.clone() })
+    }
 }
 
 self_cell!(
@@ -278,10 +285,8 @@ impl LaserScan {
         direction: Direction,
         set: ColumnSet,
     ) -> Result<LaserScan> {
-        let view = inner.view()?;
         let done = range.is_empty();
-        let owner =
-            Owner { view, range, set: set.clone(), all: inner.all.clone(), columns: inner.columns.clone() };
+        let owner = Owner::of(&inner, range, set.clone())?;
         let variable = inner.all.is_variable();
         let merged = Merged::new(owner, |o| {
             let merge = MergeIter::new(sources(o, direction), direction, MergeOutput::Visible);

@@ -318,9 +318,8 @@ impl LaserBatches {
         empty: ColumnBatch,
         rows: usize,
     ) -> Result<LaserBatches> {
-        let view = inner.view()?;
         let done = range.is_empty();
-        let owner = Owner { view, range, set, all: inner.all.clone(), columns: inner.columns.clone() };
+        let owner = Owner::of(&inner, range, set)?;
         let merge = Merge::new(owner, |o| VectorMerge::new(o, direction));
         Ok(LaserBatches { inner, merge, empty, rows: rows.max(1), returned: 0, bytes_returned: 0, done })
     }
