@@ -135,12 +135,14 @@ impl ColumnBatch {
     }
 
     /// Appends a whole projected row (`row` holds the projected columns in projection order;
-    /// `ranges[p]` is where projected column `p` sits in it).
+    /// `ranges[p]` is where projected column `p` sits in it). A vector shared by a column the
+    /// projection names twice takes the value of its first mention.
     pub fn push_row(&mut self, key: &[u8], row: &[u8], ranges: &[Range<usize>]) {
         self.push_key(key);
         for (p, range) in ranges.iter().enumerate() {
-            if self.vector_of[p] == p {
-                self.vectors[p].extend_from_slice(&row[range.clone()]);
+            let v = self.vector_of[p];
+            if self.vector_of[..p].iter().all(|&earlier| earlier != v) {
+                self.vectors[v].extend_from_slice(&row[range.clone()]);
             }
         }
     }
