@@ -151,9 +151,10 @@ impl<'a> VectorMerge<'a> {
     }
 
     /// Moves the sources standing on the last key past it, then finds the next key's sources
-    /// (`at`); `false` when every source has ended. When one source stood there and its next
-    /// key still comes before the runner-up's, it is first again after one comparison (a merge
-    /// takes stretches from one source); otherwise every head is compared.
+    /// (`at`); `false` when every source has ended. When the sources that stood there stand
+    /// together again before the runner-up's head (`first_again`), they are first with a
+    /// comparison each (a merge takes stretches from one source, or from one level's groups);
+    /// otherwise every head is compared.
     fn step(&mut self) -> Result<bool> {
         let count = self.sources.len();
         if !self.started {
@@ -167,19 +168,23 @@ impl<'a> VectorMerge<'a> {
                 self.sources[i].cursor.advance();
                 self.settle(i)?;
             }
-            if let ([first], true) = (self.at.as_slice(), self.sources.len() == count) {
-                let direction = self.direction;
-                let first_again = match self.runner_up {
-                    Some(r) => self.sources[*first].order(&self.sources[r], direction).is_lt(),
-                    None => true,
-                };
-                if first_again {
-                    return Ok(true);
-                }
+            if self.sources.len() == count && self.first_again() {
+                return Ok(true);
             }
         }
         self.compare_all();
         Ok(!self.at.is_empty())
+    }
+
+    /// Whether the sources that stood on the last key (none having ended) stand together on
+    /// the next one, before the runner-up's head: then they come first again (a level's column
+    /// groups usually hold the same keys), after one comparison each.
+    fn first_again(&self) -> bool {
+        let direction = self.direction;
+        let Some((&first, rest)) = self.at.split_first() else { return false };
+        let head = &self.sources[first];
+        rest.iter().all(|&i| self.sources[i].order(head, direction).is_eq())
+            && self.runner_up.is_none_or(|r| head.order(&self.sources[r], direction).is_lt())
     }
 
     /// `at`: the sources whose head comes first; `runner_up`: the first of the others.
