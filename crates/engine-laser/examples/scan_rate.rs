@@ -137,6 +137,43 @@ fn main() {
             assert!(rows3 == batches3 && rows4 == batches4, "rows and batches disagree");
         }
     }
+    // Q2b's shape: columns 16-30 of rows inserted around 85% of the way through the load.
+    let q2b: Vec<&str> = vec![
+        "c15", "c16", "c17", "c18", "c19", "c20", "c21", "c22", "c23", "c24", "c25", "c26", "c27", "c28", "c29",
+    ];
+    let projection = table.schema().projection(&q2b).unwrap();
+    let (hits, misses) = (engine.stats().cache_hits, engine.stats().cache_misses);
+    let started = Instant::now();
+    let gets = 20_000u64;
+    // `SCAN_RATE_WRITER=1`: a writer inserts new rows at 10,000/s meanwhile (the HTAP run's).
+    let writing = std::env::var("SCAN_RATE_WRITER").is_ok();
+    let took = std::thread::scope(|scope| {
+        if writing {
+            scope.spawn(|| {
+                for i in rows..rows + 40_000 {
+                    table.insert(&mix64(i).to_be_bytes(), &row(i), Durability::Buffered).unwrap();
+                    let due = Duration::from_micros((i - rows) * 100);
+                    if let Some(wait) = due.checked_sub(started.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            });
+        }
+        for n in 0..gets {
+            let index = (rows as f64 * (0.81 + 0.08 * (mix64(n) % 1000) as f64 / 1000.0)) as u64;
+            assert!(table.get(&mix64(index).to_be_bytes(), &projection).unwrap().is_some());
+        }
+        started.elapsed()
+    });
+    let stats = engine.stats();
+    println!(
+        "Q2b gets{}: {:.1} µs each, block cache {} hits / {} misses, {} device reads",
+        if writing { " beside a writer at 10,000 inserts/s" } else { "" },
+        took.as_secs_f64() * 1e6 / gets as f64,
+        stats.cache_hits - hits,
+        stats.cache_misses - misses,
+        stats.io.read_ops
+    );
     drop(table);
     engine.close().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
