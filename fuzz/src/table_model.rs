@@ -8,7 +8,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use strata::storage::MemStorage;
-use strata::{Db, Direction, Durability, EngineKind, KeyRange, MaintenanceTask, Options, Projection, Schema};
+use strata::{
+    Db, Direction, Durability, EngineKind, KeyRange, MaintenanceTask, Options, Projection, Schema, Table,
+};
 
 use crate::Input;
 
@@ -40,6 +42,42 @@ fn projection(schema: &Schema, input: &mut Input<'_>) -> Projection {
     let names: Vec<&str> = (0..5).filter(|i| picked & (1 << i) != 0).map(|i| NAMES[i]).collect();
     let names = if names.is_empty() { vec![NAMES[usize::from(picked >> 5) % 5]] } else { names };
     schema.projection(&names).expect("known columns")
+}
+
+/// A projected scan from `k` to a key the input gives, as rows (`op % 10 == 6`) or as column
+/// vectors in batches of a size the input gives, in the direction `op` picks, against the model.
+fn check_scan(
+    table: &Table<'_>,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    input: &mut Input<'_>,
+    op: u8,
+    k: Vec<u8>,
+) {
+    let projection = projection(table.schema(), input);
+    let hi = format!("k{:03}", input.byte().unwrap_or(0) % 120).into_bytes();
+    let direction = if op & 0x40 == 0 { Direction::Forward } else { Direction::Reverse };
+    let range = KeyRange { start: Bound::Included(k.clone()), end: Bound::Excluded(hi.clone()) };
+    let rows = op % 10 == 6;
+    let got: Vec<(Vec<u8>, Vec<u8>)> = if rows {
+        table.scan_with(range, direction, &projection).expect("scan").map(|r| r.expect("row")).collect()
+    } else {
+        let size = usize::from(input.byte().unwrap_or(0) % 40) + 1;
+        let batches = table.scan_batches_with(range, direction, &projection, size).expect("batches");
+        batches
+            .map(|b| b.expect("batch"))
+            .inspect(|b| assert!(b.len() <= size && !b.is_empty(), "batch of {} rows", b.len()))
+            .flat_map(|b| b.rows().collect::<Vec<_>>())
+            .collect()
+    };
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = if k < hi {
+        model.range(k..hi).map(|(key, row)| (key.clone(), project(row, &projection))).collect()
+    } else {
+        Vec::new()
+    };
+    if direction == Direction::Reverse {
+        want.reverse();
+    }
+    assert_eq!(got, want, "scan ({})", if rows { "rows" } else { "column vectors" });
 }
 
 /// See the module documentation.
@@ -81,37 +119,7 @@ pub fn laser_table_ops(data: &[u8]) {
                 let want = model.get(&k).map(|row| project(row, &projection));
                 assert_eq!(table.get(&k, &projection).expect("get"), want, "get {k:?}");
             }
-            6 | 7 => {
-                let projection = projection(&schema, &mut input);
-                let hi = format!("k{:03}", input.byte().unwrap_or(0) % 120).into_bytes();
-                let direction = if op & 0x40 == 0 { Direction::Forward } else { Direction::Reverse };
-                let range = KeyRange { start: Bound::Included(k.clone()), end: Bound::Excluded(hi.clone()) };
-                let got: Vec<(Vec<u8>, Vec<u8>)> = if op % 10 == 6 {
-                    table
-                        .scan_with(range, direction, &projection)
-                        .expect("scan")
-                        .map(|r| r.expect("row"))
-                        .collect()
-                } else {
-                    let rows = usize::from(input.byte().unwrap_or(0) % 40) + 1;
-                    let batches =
-                        table.scan_batches_with(range, direction, &projection, rows).expect("batches");
-                    batches
-                        .map(|b| b.expect("batch"))
-                        .inspect(|b| assert!(b.len() <= rows && !b.is_empty(), "batch of {} rows", b.len()))
-                        .flat_map(|b| b.rows().collect::<Vec<_>>())
-                        .collect()
-                };
-                let mut want: Vec<(Vec<u8>, Vec<u8>)> = if k < hi {
-                    model.range(k..hi).map(|(key, row)| (key.clone(), project(row, &projection))).collect()
-                } else {
-                    Vec::new()
-                };
-                if direction == Direction::Reverse {
-                    want.reverse();
-                }
-                assert_eq!(got, want, "scan ({})", if op % 10 == 6 { "rows" } else { "column vectors" });
-            }
+            6 | 7 => check_scan(&table, &model, &mut input, op, k),
             8 if op & 0x80 == 0 => db.maintain(MaintenanceTask::Compact).expect("compact"),
             8 => {
                 layout = LAYOUTS[usize::from(op >> 4) % LAYOUTS.len()];

@@ -139,7 +139,8 @@ fn main() {
     }
     // Q2b's shape: columns 16-30 of rows inserted around 85% of the way through the load.
     let q2b: Vec<&str> = vec![
-        "c15", "c16", "c17", "c18", "c19", "c20", "c21", "c22", "c23", "c24", "c25", "c26", "c27", "c28", "c29",
+        "c15", "c16", "c17", "c18", "c19", "c20", "c21", "c22", "c23", "c24", "c25", "c26", "c27", "c28",
+        "c29",
     ];
     let projection = table.schema().projection(&q2b).unwrap();
     let (hits, misses) = (engine.stats().cache_hits, engine.stats().cache_misses);

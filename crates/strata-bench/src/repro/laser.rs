@@ -51,13 +51,28 @@ const SYSTEMS: [System; 5] = [
     ("turtle (row-encoded)", EngineKind::Turtle, &[]),
 ];
 
+/// Every system's rounds: its name, each round's result, and the last round's note.
+type Runs = Vec<(&'static str, Vec<HtapResult>, String)>;
+
 pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
     let shape = if args.quick { QUICK } else { FULL };
     let data_bytes = (shape.loaded + shape.inserts) * (8 + ROW_BYTES as u64);
     let budget = data_bytes / 3;
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create --dir {}: {e}", parent.display()))?;
-    let machine = MachineInfo::collect(&parent);
+    print_setting(args, &parent, &shape, budget);
+    progress(args, "building the model of the final table");
+    let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
+    let mut runs: Runs = Vec::new();
+    for round in 0..args.repeat {
+        run_round(args, &parent, round, budget, &shape, &model, &mut runs)?;
+    }
+    print_table(&runs, &shape);
+    super::laser_model::validate(args, &parent)
+}
+
+fn print_setting(args: &ReproArgs, parent: &std::path::Path, shape: &HtapShape, budget: u64) {
+    let machine = MachineInfo::collect(parent);
     println!("paper: LASER, Real-Time LSM-Trees for HTAP Workloads (EDBT 2021), §7.2 Table 3 / Fig 8");
     println!("  paper's machine: 12 CPUs at 1.2 GHz, 16 GB RAM, a 4 TB rotating disk; LASER on RocksDB 5.14");
     println!("  this machine:    {}", machine.one_line());
@@ -76,56 +91,69 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
         crate::report::fmt_bytes(budget),
         args.repeat
     );
-    progress(args, "building the model of the final table");
-    let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
-    // Per system: every round's result and the last note.
-    let mut runs: Vec<(&str, Vec<HtapResult>, String)> = Vec::new();
-    let mut record =
-        |name: &'static str, result: HtapResult, note: String| match runs.iter_mut().find(|r| r.0 == name) {
-            Some(slot) => {
-                slot.1.push(result);
-                slot.2 = note;
-            }
-            None => runs.push((name, vec![result], note)),
-        };
+}
+
+/// Adds `result` to `name`'s rounds, its note replacing the last.
+fn record(runs: &mut Runs, name: &'static str, result: HtapResult, note: String) {
+    match runs.iter_mut().find(|r| r.0 == name) {
+        Some(slot) => {
+            slot.1.push(result);
+            slot.2 = note;
+        }
+        None => runs.push((name, vec![result], note)),
+    }
+}
+
+/// One round of every system, each on a fresh store.
+fn run_round(
+    args: &ReproArgs,
+    parent: &std::path::Path,
+    round: u32,
+    budget: u64,
+    shape: &HtapShape,
+    model: &Model,
+    runs: &mut Runs,
+) -> Result<(), String> {
     let trace = parent.join(format!("strata-repro-laser-{}.trace", std::process::id()));
     let trace_text = trace.display().to_string();
-    for round in 0..args.repeat {
-        for (name, kind, knobs) in SYSTEMS {
-            progress(args, &format!("{name}, round {}", round + 1));
-            // `auto` also writes its profiled workload as a trace: the paper's D-opt is the
-            // advisor's layout for that trace (§7.2), run next from the start.
-            let auto = name == "laser (auto)";
-            let traced: Vec<(&str, &str)> =
-                if auto { vec![("trace_file", trace_text.as_str())] } else { Vec::new() };
-            let knobs: Vec<(&str, &str)> = knobs.iter().copied().chain(traced).collect();
-            let (result, note) = run_system(args, &parent, kind, &knobs, budget, &shape, &model)?;
-            record(name, result, note);
-            if auto {
-                let layout = advised_layout(&trace)?;
-                progress(args, &format!("laser (D-opt: {layout}), round {}", round + 1));
-                let knobs = [("layout", layout.as_str())];
-                let (result, note) = run_system(args, &parent, kind, &knobs, budget, &shape, &model)?;
-                record("laser (D-opt)", result, format!("{note}; layout {layout}"));
-            }
-        }
-        #[cfg(feature = "postgres")]
-        {
-            progress(args, &format!("PostgreSQL 15, round {}", round + 1));
-            let result = run_postgres(args, &parent, budget, &shape, &model)?;
-            record("PostgreSQL 15", result, "shared_buffers = the budget, OS page cache".into());
-        }
-        #[cfg(feature = "duckdb")]
-        {
-            progress(args, &format!("DuckDB, round {}", round + 1));
-            let result = run_duckdb(args, &parent, budget, &shape, &model)?;
-            let note = format!(
-                "memory_limit {} (its key index lives in memory), OS page cache",
-                crate::report::fmt_bytes(budget.max(crate::htap::duckdb::MIN_MEMORY_LIMIT_BYTES))
-            );
-            record("DuckDB 1.5", result, note);
+    for (name, kind, knobs) in SYSTEMS {
+        progress(args, &format!("{name}, round {}", round + 1));
+        // `auto` also writes its profiled workload as a trace: the paper's D-opt is the
+        // advisor's layout for that trace (§7.2), run next from the start.
+        let auto = name == "laser (auto)";
+        let traced: Vec<(&str, &str)> =
+            if auto { vec![("trace_file", trace_text.as_str())] } else { Vec::new() };
+        let knobs: Vec<(&str, &str)> = knobs.iter().copied().chain(traced).collect();
+        let (result, note) = run_system(args, parent, kind, &knobs, budget, shape, model)?;
+        record(runs, name, result, note);
+        if auto {
+            let layout = advised_layout(&trace)?;
+            progress(args, &format!("laser (D-opt: {layout}), round {}", round + 1));
+            let knobs = [("layout", layout.as_str())];
+            let (result, note) = run_system(args, parent, kind, &knobs, budget, shape, model)?;
+            record(runs, "laser (D-opt)", result, format!("{note}; layout {layout}"));
         }
     }
+    #[cfg(feature = "postgres")]
+    {
+        progress(args, &format!("PostgreSQL 15, round {}", round + 1));
+        let result = run_postgres(args, parent, budget, shape, model)?;
+        record(runs, "PostgreSQL 15", result, "shared_buffers = the budget, OS page cache".into());
+    }
+    #[cfg(feature = "duckdb")]
+    {
+        progress(args, &format!("DuckDB, round {}", round + 1));
+        let result = run_duckdb(args, parent, budget, shape, model)?;
+        let note = format!(
+            "memory_limit {} (its key index lives in memory), OS page cache",
+            crate::report::fmt_bytes(budget.max(crate::htap::duckdb::MIN_MEMORY_LIMIT_BYTES))
+        );
+        record(runs, "DuckDB 1.5", result, note);
+    }
+    Ok(())
+}
+
+fn print_table(runs: &Runs, shape: &HtapShape) {
     // Q2s in the paper's proportion to the rows (the run issues more, for steady latencies).
     let paper_q2 = (PAPER_Q2 as f64 * shape.loaded as f64 / PAPER_ROWS as f64).max(1.0);
     let rows: Vec<Vec<String>> =
@@ -159,7 +187,6 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
          Q2b at their mean latency; the run issues more for steady means). answers: Q3 and Q4 against the driver's model of the \
          final table."
     );
-    super::laser_model::validate(args, &parent)
 }
 
 /// The design advisor's layout for the workload trace at `path` (written by a laser run with
