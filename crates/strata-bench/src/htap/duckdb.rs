@@ -1,9 +1,10 @@
 //! DuckDB as an HTAP system (the column store of the comparison; the paper ran
 //! MonetDB): a file-backed database with the table and its primary key, the queries in SQL
 //! (aggregates computed by DuckDB, vectorized), one connection per thread that uses it, the load
-//! through DuckDB's appender, `memory_limit` at the budget but at least `MIN_MEMORY_LIMIT_BYTES`:
-//! DuckDB keeps a primary key's ART index in memory, and at the quick run's 17.9 MiB budget its
-//! load fails ("could not allocate block").
+//! through DuckDB's appender, `memory_limit` at the budget but at least what its key index
+//! needs (`memory_limit_bytes`): DuckDB keeps a primary key's ART index in memory, and at the
+//! quick run's 17.9 MiB budget its load fails ("could not allocate block"), as at the full
+//! run's 171 MiB with 256 MiB (4M rows: 244 MiB used when a 256 KiB block was refused).
 
 use std::ops::Range;
 use std::path::Path;
@@ -25,6 +26,15 @@ pub struct DuckDb {
 
 /// The least memory DuckDB is given (see the module documentation).
 pub const MIN_MEMORY_LIMIT_BYTES: u64 = 256 << 20;
+/// Memory DuckDB is given per row of the table at least: its key index and the appender's
+/// blocks (4M rows did not load in 256 MiB).
+pub const MEMORY_PER_ROW_BYTES: u64 = 128;
+
+/// DuckDB's `memory_limit` for a table of `rows` rows under `budget`: the budget, but at least
+/// `MIN_MEMORY_LIMIT_BYTES` and `MEMORY_PER_ROW_BYTES` a row.
+pub fn memory_limit_bytes(budget: u64, rows: u64) -> u64 {
+    budget.max(MIN_MEMORY_LIMIT_BYTES).max(rows.saturating_mul(MEMORY_PER_ROW_BYTES))
+}
 
 fn columns_sql(range: &Range<usize>) -> String {
     range.clone().map(|c| format!("c{c}")).collect::<Vec<_>>().join(", ")
@@ -41,7 +51,7 @@ impl DuckDb {
         let columns: Vec<String> = (0..COLUMNS).map(|c| format!("c{c} UINTEGER NOT NULL")).collect();
         root.execute_batch(&format!(
             "SET memory_limit = '{}MB'; SET threads = 2; CREATE TABLE r (k BLOB PRIMARY KEY, {});",
-            memory_limit_bytes.max(MIN_MEMORY_LIMIT_BYTES) >> 20,
+            memory_limit_bytes >> 20,
             columns.join(", ")
         ))?;
         Ok(DuckDb { root: Mutex::new(root), idle: Mutex::new(Vec::new()) })
@@ -172,7 +182,7 @@ mod tests {
     #[test]
     fn server_aggregates_match_folded_scans() {
         let dir = tempfile::tempdir().unwrap();
-        let db = DuckDb::create(&dir.path().join("t.duckdb"), 64 << 20).unwrap();
+        let db = DuckDb::create(&dir.path().join("t.duckdb"), memory_limit_bytes(64 << 20, 1_000)).unwrap();
         db.load(&mut (0..2_000).map(|i| (key(i).to_vec(), row(i)))).unwrap();
         db.update(&key(7), 28, u32::MAX).unwrap();
         let (lo, hi) = key_range(0.0, 1.0);

@@ -65,7 +65,10 @@ pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
     let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
     let mut runs: Runs = Vec::new();
     for round in 0..args.repeat {
-        run_round(args, &parent, round, budget, &shape, &model, &mut runs)?;
+        run_round(args, &parent, round, budget, &shape, &model, &mut runs);
+    }
+    if runs.iter().all(|(_, results, _)| results.is_empty()) {
+        return Err("every system failed (above)".into());
     }
     print_table(&runs, &shape);
     super::laser_model::validate(args, &parent)
@@ -93,14 +96,26 @@ fn print_setting(args: &ReproArgs, parent: &std::path::Path, shape: &HtapShape, 
     );
 }
 
-/// Adds `result` to `name`'s rounds, its note replacing the last.
-fn record(runs: &mut Runs, name: &'static str, result: HtapResult, note: String) {
-    match runs.iter_mut().find(|r| r.0 == name) {
-        Some(slot) => {
+/// Adds a round of `name` to `runs`: its result and note (the note replacing the last), or the
+/// error it failed with, which becomes its note (as the paper reports MonetDB's time limit: the
+/// other systems' rows still print).
+fn record(runs: &mut Runs, name: &'static str, outcome: Result<(HtapResult, String), String>) {
+    let slot = match runs.iter().position(|r| r.0 == name) {
+        Some(i) => &mut runs[i],
+        None => {
+            runs.push((name, Vec::new(), String::new()));
+            runs.last_mut().expect("just pushed")
+        }
+    };
+    match outcome {
+        Ok((result, note)) => {
             slot.1.push(result);
             slot.2 = note;
         }
-        None => runs.push((name, vec![result], note)),
+        Err(e) => {
+            eprintln!("strata repro: {name} failed: {e}");
+            slot.2 = format!("FAILED: {e}");
+        }
     }
 }
 
@@ -113,7 +128,7 @@ fn run_round(
     shape: &HtapShape,
     model: &Model,
     runs: &mut Runs,
-) -> Result<(), String> {
+) {
     let trace = parent.join(format!("strata-repro-laser-{}.trace", std::process::id()));
     let trace_text = trace.display().to_string();
     for (name, kind, knobs) in SYSTEMS {
@@ -124,33 +139,37 @@ fn run_round(
         let traced: Vec<(&str, &str)> =
             if auto { vec![("trace_file", trace_text.as_str())] } else { Vec::new() };
         let knobs: Vec<(&str, &str)> = knobs.iter().copied().chain(traced).collect();
-        let (result, note) = run_system(args, parent, kind, &knobs, budget, shape, model)?;
-        record(runs, name, result, note);
-        if auto {
-            let layout = advised_layout(&trace)?;
-            progress(args, &format!("laser (D-opt: {layout}), round {}", round + 1));
-            let knobs = [("layout", layout.as_str())];
-            let (result, note) = run_system(args, parent, kind, &knobs, budget, shape, model)?;
-            record(runs, "laser (D-opt)", result, format!("{note}; layout {layout}"));
+        let outcome = run_system(args, parent, kind, &knobs, budget, shape, model);
+        let traced = outcome.is_ok();
+        record(runs, name, outcome);
+        if auto && traced {
+            let outcome = advised_layout(&trace).and_then(|layout| {
+                progress(args, &format!("laser (D-opt: {layout}), round {}", round + 1));
+                let knobs = [("layout", layout.as_str())];
+                let (result, note) = run_system(args, parent, kind, &knobs, budget, shape, model)?;
+                Ok((result, format!("{note}; layout {layout}")))
+            });
+            record(runs, "laser (D-opt)", outcome);
         }
     }
     #[cfg(feature = "postgres")]
     {
         progress(args, &format!("PostgreSQL 15, round {}", round + 1));
-        let result = run_postgres(args, parent, budget, shape, model)?;
-        record(runs, "PostgreSQL 15", result, "shared_buffers = the budget, OS page cache".into());
+        let outcome = run_postgres(args, parent, budget, shape, model);
+        let note = "shared_buffers = the budget, OS page cache".to_string();
+        record(runs, "PostgreSQL 15", outcome.map(|result| (result, note)));
     }
     #[cfg(feature = "duckdb")]
     {
         progress(args, &format!("DuckDB, round {}", round + 1));
-        let result = run_duckdb(args, parent, budget, shape, model)?;
+        let outcome = run_duckdb(args, parent, budget, shape, model);
+        let limit = crate::htap::duckdb::memory_limit_bytes(budget, shape.loaded + shape.inserts);
         let note = format!(
             "memory_limit {} (its key index lives in memory), OS page cache",
-            crate::report::fmt_bytes(budget.max(crate::htap::duckdb::MIN_MEMORY_LIMIT_BYTES))
+            crate::report::fmt_bytes(limit)
         );
-        record(runs, "DuckDB 1.5", result, note);
+        record(runs, "DuckDB 1.5", outcome.map(|result| (result, note)));
     }
-    Ok(())
 }
 
 fn print_table(runs: &Runs, shape: &HtapShape) {
@@ -246,6 +265,12 @@ fn run_system(
 /// A system's row: medians over its rounds (the queries' total also with its min–max), and
 /// whether every round's answers were right.
 fn row(name: &str, results: &[HtapResult], note: &str, paper_q2: f64) -> Vec<String> {
+    if results.is_empty() {
+        let mut cells = vec![name.to_string()];
+        cells.extend(std::iter::repeat_n("-".to_string(), 9));
+        cells.extend(["FAILED".to_string(), note.to_string()]);
+        return cells;
+    }
     let median = |pick: &dyn Fn(&HtapResult) -> f64| {
         let mut values: Vec<f64> = results.iter().map(pick).collect();
         values.sort_by(f64::total_cmp);
@@ -333,7 +358,8 @@ fn run_duckdb(
     model: &Model,
 ) -> Result<HtapResult, String> {
     let dir = run_dir(parent, "strata-repro-duckdb-")?;
-    let store = crate::htap::duckdb::DuckDb::create(&dir.path().join("htap.duckdb"), budget)
+    let limit = crate::htap::duckdb::memory_limit_bytes(budget, shape.loaded + shape.inserts);
+    let store = crate::htap::duckdb::DuckDb::create(&dir.path().join("htap.duckdb"), limit)
         .map_err(|e| format!("DuckDB: {e}"))?;
     load_and_run(args, "DuckDB", &store, shape, model)
 }
