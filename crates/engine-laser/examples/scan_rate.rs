@@ -121,10 +121,9 @@ fn main() {
         started.elapsed().as_secs_f64(),
         engine.layout().to_text()
     );
-    let q3: Vec<&str> = vec!["c27", "c28", "c29"];
-    let q4: Vec<&str> = (20..30)
-        .map(|i| ["c20", "c21", "c22", "c23", "c24", "c25", "c26", "c27", "c28", "c29"][i - 20])
-        .collect();
+    let names: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
+    let columns = |r: std::ops::Range<usize>| names[r].iter().map(String::as_str).collect::<Vec<&str>>();
+    let (q3, q4, q2b) = (columns(27..30), columns(20..30), columns(15..30));
     let start = |i: usize| (i as f64 * 0.37) % 0.5;
     let rounds: usize = std::env::var("SCAN_RATE_ROUNDS").map_or(1, |r| r.parse().expect("rounds"));
     let batches_only = std::env::var("SCAN_RATE_BATCHES_ONLY").is_ok();
@@ -138,10 +137,6 @@ fn main() {
         }
     }
     // Q2b's shape: columns 16-30 of rows inserted around 85% of the way through the load.
-    let q2b: Vec<&str> = vec![
-        "c15", "c16", "c17", "c18", "c19", "c20", "c21", "c22", "c23", "c24", "c25", "c26", "c27", "c28",
-        "c29",
-    ];
     let projection = table.schema().projection(&q2b).unwrap();
     let (hits, misses) = (engine.stats().cache_hits, engine.stats().cache_misses);
     let started = Instant::now();

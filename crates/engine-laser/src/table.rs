@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use strata_core::{
     BatchIter, ColumnBatch, ColumnarTable, Direction, Durability, KeyRange, KvIter, Projection, Result,
-    Schema, Value, WriteBatch, DEFAULT_BATCH_ROWS,
+    Schema, Value, WriteBatch,
 };
 
 use crate::cells::{stored_partial, stored_row, Cell, Cells};
@@ -119,8 +119,8 @@ impl ColumnarTable for LaserTable {
         let widths = (0..set.len()).map(|j| set.range(j).len()).collect();
         let vector_of =
             projection.columns().iter().map(|&i| set.position(i as ColumnId).unwrap_or_default()).collect();
-        let empty = ColumnBatch::with_vectors(widths, vector_of, rows_per_batch.min(DEFAULT_BATCH_ROWS * 64));
-        let batches = LaserBatches::new(self.inner.clone(), range, direction, set, empty, rows_per_batch)?;
+        let template = ColumnBatch::with_vectors(widths, vector_of, 0);
+        let batches = LaserBatches::new(self.inner.clone(), range, direction, set, template, rows_per_batch)?;
         Ok(Box::new(batches))
     }
 }

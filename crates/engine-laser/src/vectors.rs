@@ -306,8 +306,8 @@ pub(crate) struct LaserBatches {
     inner: Arc<Inner>,
     merge: Merge,
     /// An empty batch of the scan's vectors (one per column of the set; the projection maps
-    /// onto them).
-    empty: ColumnBatch,
+    /// onto them): each batch is one like it, with room for `rows` rows.
+    template: ColumnBatch,
     rows: usize,
     returned: u64,
     bytes_returned: u64,
@@ -320,18 +320,18 @@ impl LaserBatches {
         range: KeyRange,
         direction: Direction,
         set: ColumnSet,
-        empty: ColumnBatch,
+        template: ColumnBatch,
         rows: usize,
     ) -> Result<LaserBatches> {
         let done = range.is_empty();
         let owner = Owner::of(&inner, range, set)?;
         let merge = Merge::new(owner, |o| VectorMerge::new(o, direction));
-        Ok(LaserBatches { inner, merge, empty, rows: rows.max(1), returned: 0, bytes_returned: 0, done })
+        Ok(LaserBatches { inner, merge, template, rows: rows.max(1), returned: 0, bytes_returned: 0, done })
     }
 
     fn fill(&mut self) -> Result<ColumnBatch> {
         self.inner.writes.check_usable()?;
-        let mut batch = self.empty.clone();
+        let mut batch = self.template.empty_like(self.rows);
         let rows = self.rows;
         let ended = self.merge.with_dependent_mut(|_, merge| -> Result<bool> {
             while batch.len() < rows {

@@ -8,6 +8,8 @@ use crate::{Error, Key, Result, Schema};
 
 /// Rows a batch holds unless the caller asks otherwise.
 pub const DEFAULT_BATCH_ROWS: usize = 1024;
+/// Rows a new batch reserves room for at most (a caller may ask for huge batches).
+const MAX_RESERVED_ROWS: usize = 64 * DEFAULT_BATCH_ROWS;
 
 /// A run of a scan's rows in scan order: their keys, and per column of the projection its
 /// values back to back (`width × len()` bytes). Invariant: every vector holds exactly `len()`
@@ -20,20 +22,31 @@ pub struct ColumnBatch {
     widths: Vec<usize>,
     /// Per projected column, its vector.
     vector_of: Vec<usize>,
+    /// Per vector, the first projected column that names it (`push_row` fills it from there).
+    first_mention: Vec<usize>,
 }
 
 impl ColumnBatch {
     /// An empty batch of the given vectors' widths, where projected column `p` is vector
-    /// `vector_of[p]`.
+    /// `vector_of[p]`, with room for `rows` rows.
     pub fn with_vectors(widths: Vec<usize>, vector_of: Vec<usize>, rows: usize) -> ColumnBatch {
         debug_assert!(vector_of.iter().all(|&v| v < widths.len()));
+        let first_mention =
+            (0..widths.len()).map(|v| vector_of.iter().position(|&w| w == v).unwrap_or_default()).collect();
         ColumnBatch {
             keys: Vec::with_capacity(rows * 8),
             key_ends: Vec::with_capacity(rows),
             vectors: widths.iter().map(|w| Vec::with_capacity(rows * w)).collect(),
             widths,
             vector_of,
+            first_mention,
         }
+    }
+
+    /// An empty batch of the same vectors with room for `rows` rows, reserving at most
+    /// `MAX_RESERVED_ROWS` up front (a clone of an empty batch would hold none).
+    pub fn empty_like(&self, rows: usize) -> ColumnBatch {
+        ColumnBatch::with_vectors(self.widths.clone(), self.vector_of.clone(), rows.min(MAX_RESERVED_ROWS))
     }
 
     /// An empty batch for `projection` (a vector per projected column, in projection order).
@@ -139,11 +152,8 @@ impl ColumnBatch {
     /// projection names twice takes the value of its first mention.
     pub fn push_row(&mut self, key: &[u8], row: &[u8], ranges: &[Range<usize>]) {
         self.push_key(key);
-        for (p, range) in ranges.iter().enumerate() {
-            let v = self.vector_of[p];
-            if self.vector_of[..p].iter().all(|&earlier| earlier != v) {
-                self.vectors[v].extend_from_slice(&row[range.clone()]);
-            }
+        for (vector, &p) in self.vectors.iter_mut().zip(&self.first_mention) {
+            vector.extend_from_slice(&row[ranges[p].clone()]);
         }
     }
 }
@@ -181,7 +191,7 @@ pub fn batches_of_rows(
     projection: &crate::Projection,
     rows_per_batch: usize,
 ) -> BatchIter {
-    let empty = ColumnBatch::for_projection(schema, projection, 0);
+    let template = ColumnBatch::for_projection(schema, projection, 0);
     let ranges: Vec<Range<usize>> = {
         let mut at = 0;
         projection
@@ -206,7 +216,7 @@ pub fn batches_of_rows(
             ended = true;
             return Some(Err(e));
         }
-        let mut batch = empty.clone();
+        let mut batch = template.empty_like(rows_per_batch);
         while batch.len() < rows_per_batch {
             match rows.next() {
                 None => break,
@@ -269,6 +279,14 @@ mod tests {
         assert_eq!(first.column_as::<u32>(1).unwrap().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
         assert_eq!(first.keys().collect::<Vec<_>>(), vec![b"k000", b"k001", b"k002", b"k003"]);
         assert!(matches!(first.column_as::<u32>(0), Err(Error::InvalidArgument(_))));
+        // A column named twice may share one vector: a row fills it once, both read it.
+        let shared = ColumnBatch::with_vectors(vec![8, 4], vec![0, 1, 0], 4);
+        let mut again = shared.empty_like(2);
+        for (key, row) in &rows[..2] {
+            again.push_row(key, row, &[0..8, 8..12, 12..20]);
+        }
+        assert_eq!(again.rows().collect::<Vec<_>>(), rows[..2].to_vec());
+        assert_eq!(again.column(2), again.column(0));
     }
 
     #[test]

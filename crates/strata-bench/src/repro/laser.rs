@@ -136,6 +136,10 @@ fn run_round(
         // `auto` also writes its profiled workload as a trace: the paper's D-opt is the
         // advisor's layout for that trace (§7.2), run next from the start.
         let auto = name == "laser (auto)";
+        if auto {
+            // The trace appends: one a failed round left behind must not join this round's.
+            let _ = std::fs::remove_file(&trace);
+        }
         let traced: Vec<(&str, &str)> =
             if auto { vec![("trace_file", trace_text.as_str())] } else { Vec::new() };
         let knobs: Vec<(&str, &str)> = knobs.iter().copied().chain(traced).collect();
