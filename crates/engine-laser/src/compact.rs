@@ -12,7 +12,7 @@ use strata_kit::sorted_run::{Entry, EntryKind, MergeIter, MergeOperator, MergeOu
 
 use crate::cells::{restrict, CellsMerge};
 use crate::engine::{Inner, WorkState};
-use crate::layout::ColumnSet;
+use crate::layout::{ColumnId, ColumnSet};
 use crate::scan::Stitch;
 use crate::version::{Group, Run, Version};
 use crate::work::RunSink;
@@ -87,12 +87,8 @@ impl Inner {
         }
     }
 
-    /// One compaction: the job's runs merged into the next level. Its target groups are the
-    /// layout's groups there that share a column with the job (under CG containment, the ones
-    /// it contains); when the level still holds groups of another layout, every group those
-    /// touch is rewritten too, into the layout's (`regroup`). Per target, the job's runs
-    /// restricted to its columns go over the level's runs that share its columns (joined by key
-    /// when there are several); then the manifest.
+    /// One compaction: the job's runs merged into the next level (`merge_into_level`), then
+    /// the manifest.
     pub(crate) fn compact(&self, work: &mut WorkState, version: &Version, job: &Job) -> Result<()> {
         let to_level = job.from_level + 1;
         let (sources, from_set): (Vec<Arc<Run>>, ColumnSet) = if job.from_level == 0 {
@@ -101,37 +97,8 @@ impl Inner {
             let group = &version.levels[job.from_level - 1][job.group];
             (group.run.iter().cloned().collect(), group.set.clone())
         };
-        let layout: Vec<ColumnSet> = work
-            .layout
-            .groups(to_level)
-            .iter()
-            .map(|ids| ColumnSet::new(ids.clone(), &self.columns))
-            .collect();
-        let existing: Vec<Group> = match version.levels.get(to_level - 1) {
-            Some(groups) => groups.clone(),
-            None => layout.iter().map(|set| Group { set: set.clone(), run: None }).collect(),
-        };
-        let (targets, rewritten) = regroup(&from_set, &layout, &existing, self.columns.count());
-        let mut replaced: Vec<Arc<Run>> = sources.clone();
-        let mut level: Vec<Group> = existing
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| !rewritten.contains(j))
-            .map(|(_, g)| g.clone())
-            .collect();
-        let plan: Vec<TargetPlan<'_>> = targets
-            .into_iter()
-            .map(|set| TargetPlan {
-                older: rewritten.iter().map(|&j| &existing[j]).filter(|g| g.set.intersects(&set)).collect(),
-                bottom: !version.holds_below(to_level, &set),
-                set,
-            })
-            .collect();
-        let sets: Vec<ColumnSet> = plan.iter().map(|t| t.set.clone()).collect();
-        let runs = self.fan_out(work, &sources, &from_set, plan)?;
-        level.extend(sets.into_iter().zip(runs).map(|(set, run)| Group { set, run }));
-        rewritten.iter().for_each(|&j| replaced.extend(existing[j].run.iter().cloned()));
-        level.sort_by(|a, b| a.set.ids().cmp(b.set.ids()));
+        let (level, mut replaced) = self.merge_into_level(work, version, to_level, &sources, &from_set)?;
+        replaced.extend(sources);
         let mut next = version.clone();
         if next.levels.len() < to_level {
             next.levels.push(Vec::new());
@@ -143,6 +110,72 @@ impl Inner {
             next.levels[job.from_level - 1][job.group].run = None;
         }
         self.install(work, next, replaced)
+    }
+
+    /// Level `level`'s groups that are not the layout's rewritten into the layout's groups they
+    /// touch, nothing merged into them (`relayout.rs` decides when), then the manifest.
+    pub(crate) fn regroup_in_place(
+        &self,
+        work: &mut WorkState,
+        version: &Version,
+        level: usize,
+    ) -> Result<()> {
+        let wanted = work.layout.groups(level);
+        let mut stale: Vec<ColumnId> = version.levels[level - 1]
+            .iter()
+            .filter(|g| !wanted.iter().any(|w| w.as_slice() == g.set.ids()))
+            .flat_map(|g| g.set.ids().iter().copied())
+            .collect();
+        stale.sort_unstable();
+        let stale = ColumnSet::new(stale, &self.columns);
+        let (groups, replaced) = self.merge_into_level(work, version, level, &[], &stale)?;
+        let mut next = version.clone();
+        next.levels[level - 1] = groups;
+        self.install(work, next, replaced)
+    }
+
+    /// `sources` (over `from_set`) merged into level `level`: the target groups are the
+    /// layout's groups there that share a column with `from_set` (under CG containment, the
+    /// ones it contains); when the level still holds groups of another layout, every group
+    /// those touch is rewritten too, into the layout's (`regroup`). Per target, the sources
+    /// restricted to its columns go over the level's runs that share its columns (joined by key
+    /// when there are several). Returns the level's new groups and the level's runs they
+    /// replace.
+    fn merge_into_level(
+        &self,
+        work: &mut WorkState,
+        version: &Version,
+        level: usize,
+        sources: &[Arc<Run>],
+        from_set: &ColumnSet,
+    ) -> Result<(Vec<Group>, Vec<Arc<Run>>)> {
+        let layout: Vec<ColumnSet> =
+            work.layout.groups(level).iter().map(|ids| ColumnSet::new(ids.clone(), &self.columns)).collect();
+        let existing: Vec<Group> = match version.levels.get(level - 1) {
+            Some(groups) => groups.clone(),
+            None => layout.iter().map(|set| Group { set: set.clone(), run: None }).collect(),
+        };
+        let (targets, rewritten) = regroup(from_set, &layout, &existing, self.columns.count());
+        let mut groups: Vec<Group> = existing
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| !rewritten.contains(j))
+            .map(|(_, g)| g.clone())
+            .collect();
+        let plan: Vec<TargetPlan<'_>> = targets
+            .into_iter()
+            .map(|set| TargetPlan {
+                older: rewritten.iter().map(|&j| &existing[j]).filter(|g| g.set.intersects(&set)).collect(),
+                bottom: !version.holds_below(level, &set),
+                set,
+            })
+            .collect();
+        let sets: Vec<ColumnSet> = plan.iter().map(|t| t.set.clone()).collect();
+        let runs = self.fan_out(work, sources, from_set, plan)?;
+        groups.extend(sets.into_iter().zip(runs).map(|(set, run)| Group { set, run }));
+        groups.sort_by(|a, b| a.set.ids().cmp(b.set.ids()));
+        let replaced = rewritten.iter().flat_map(|&j| existing[j].run.iter().cloned()).collect();
+        Ok((groups, replaced))
     }
 
     /// The job's runs merged once (newest first, deletes and partial rows kept), each entry

@@ -14,6 +14,7 @@ use strata_kit::versioned_memtable::{VersionedMemTable, NEWEST};
 use strata_kit::worker::{Worker, WorkerSignals};
 use strata_wal::WalOptions;
 
+use crate::advisor::Workload;
 use crate::cells::{entry_of_stored, stored_row, CellsMerge, PARTIAL_ROW_TAG};
 use crate::layout::{ColumnSet, Columns, Layout};
 use crate::manifest::{parse_run_file_name, Manifest, MANIFEST_FILE};
@@ -37,6 +38,8 @@ pub(crate) struct Counters {
     pub writer_waits: AtomicU64,
     pub records_replayed: AtomicU64,
     pub layout_changes: AtomicU64,
+    /// Levels regrouped in place into the layout (`relayout.rs`).
+    pub regroups: AtomicU64,
     /// Appends to `trace_file` that failed.
     pub trace_write_failures: AtomicU64,
 }
@@ -50,6 +53,9 @@ pub(crate) struct WorkState {
     pub layout: Layout,
     /// The advisor moves `layout` as the profiled workload asks (`layout=auto`).
     pub auto_layout: bool,
+    /// The last full profile window: what regrouping a level in place would save
+    /// (`relayout.rs`); `None` until a window has filled.
+    pub last_workload: Option<Workload>,
 }
 
 pub(crate) struct Inner {
@@ -169,11 +175,12 @@ pub(crate) fn open(storage: Arc<dyn Storage>, config: &EngineConfig) -> Result<O
             next_run_id: manifest.next_run_id,
             layout,
             auto_layout,
+            last_workload: None,
         }),
         disk_version: AtomicU64::new(0),
         signals: signals.clone(),
         counters: Counters::default(),
-        profile: Profile::new(column_count),
+        profile: Profile::new(column_count, signals.clone()),
     });
     inner.resize_block_cache();
     inner.counters.records_replayed.store(replayed.report.records_replayed, Relaxed);

@@ -18,6 +18,7 @@ mod manifest;
 mod options;
 mod profile;
 mod read;
+mod relayout;
 mod scan;
 mod table;
 mod vectors;
@@ -78,7 +79,8 @@ pub const FACTORY: EngineFactory = EngineFactory {
 impl Maintenance for LaserEngine {
     /// `block_cache_bytes`: the data block cache's size, within the budget. `layout`: the
     /// column groups compactions write from now on (each level takes them as a compaction
-    /// reaches it), or `auto`: the design advisor's, from the profiled workload.
+    /// reaches it, or in place once the profiled workload says that pays), or `auto`: the
+    /// design advisor's, from the profiled workload.
     fn set_option(&self, name: &str, value: &str) -> Result<()> {
         match name {
             "layout" => {
@@ -108,7 +110,7 @@ impl Maintenance for LaserEngine {
     }
 
     /// `Checkpoint` (and `Commit`): the MemTables flushed to level 0, the WAL truncated.
-    /// `Compact`: that, then every compaction due.
+    /// `Compact`: that, then every compaction due and every level regrouped into the layout.
     fn run(&self, task: MaintenanceTask) -> Result<()> {
         self.inner.writes.check_usable()?;
         match task {
@@ -231,6 +233,7 @@ impl Engine for LaserEngine {
             ("run_bytes_written", c.compaction_bytes_written.load(Relaxed)),
             ("writer_waits", c.writer_waits.load(Relaxed)),
             ("layout_changes", c.layout_changes.load(Relaxed)),
+            ("levels_regrouped", c.regroups.load(Relaxed)),
             ("trace_write_failures", c.trace_write_failures.load(Relaxed)),
             ("records_replayed_at_open", c.records_replayed.load(Relaxed)),
             ("level0_runs", version.level0.len() as u64),

@@ -6,8 +6,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
+use strata_kit::worker::WorkerSignals;
 
 use crate::advisor::{Access, LevelWorkload, Workload};
 use crate::layout::{ColumnId, ColumnSet};
@@ -15,6 +17,11 @@ use crate::layout::{ColumnId, ColumnSet};
 /// One point read in this many is counted (and weighs this many): a read takes the profile's
 /// lock only then.
 const READ_SAMPLE: u64 = 8;
+
+/// Operations (reads by their weight) in a profile window: once a window holds this many, the
+/// worker is asked to look at it (`layout=auto` asks the advisor again; any layout's levels
+/// that still hold other groups may be regrouped, `relayout.rs`).
+pub(crate) const WINDOW_OPS: u64 = 20_000;
 
 #[derive(Default)]
 struct Counts {
@@ -30,6 +37,8 @@ struct Counts {
 /// See the module documentation.
 pub(crate) struct Profile {
     enabled: bool,
+    /// Woken when a window fills, so a workload of reads alone is looked at too.
+    signals: Arc<WorkerSignals>,
     reads_seen: AtomicU64,
     /// Operations counted since the last `take` (reads by their weight).
     window_ops: AtomicU64,
@@ -37,9 +46,10 @@ pub(crate) struct Profile {
 }
 
 impl Profile {
-    pub fn new(columns: usize) -> Profile {
+    pub fn new(columns: usize, signals: Arc<WorkerSignals>) -> Profile {
         Profile {
             enabled: columns > 1,
+            signals,
             reads_seen: AtomicU64::new(0),
             window_ops: AtomicU64::new(0),
             counts: Mutex::default(),
@@ -51,17 +61,30 @@ impl Profile {
         self.window_ops.load(Relaxed)
     }
 
+    /// Whether the window holds `WINDOW_OPS` operations.
+    pub fn window_full(&self) -> bool {
+        self.window_ops() >= WINDOW_OPS
+    }
+
+    /// Counts `ops` operations into the window; the one that fills it wakes the worker.
+    fn count(&self, ops: u64) {
+        let before = self.window_ops.fetch_add(ops, Relaxed);
+        if before < WINDOW_OPS && before + ops >= WINDOW_OPS {
+            self.signals.request();
+        }
+    }
+
     pub fn read(&self, level: usize, set: &ColumnSet) {
         if !self.enabled || !self.reads_seen.fetch_add(1, Relaxed).is_multiple_of(READ_SAMPLE) {
             return;
         }
-        self.window_ops.fetch_add(READ_SAMPLE, Relaxed);
+        self.count(READ_SAMPLE);
         *self.counts.lock().reads.entry((level, set.ids().to_vec())).or_default() += READ_SAMPLE as f64;
     }
 
     pub fn scan(&self, set: &ColumnSet, rows: u64) {
         if self.enabled {
-            self.window_ops.fetch_add(1, Relaxed);
+            self.count(1);
             let mut counts = self.counts.lock();
             let slot = counts.scans.entry(set.ids().to_vec()).or_default();
             slot.0 += 1.0;
@@ -71,14 +94,14 @@ impl Profile {
 
     pub fn update(&self, level: usize, columns: Vec<ColumnId>) {
         if self.enabled {
-            self.window_ops.fetch_add(1, Relaxed);
+            self.count(1);
             *self.counts.lock().updates.entry((level, columns)).or_default() += 1.0;
         }
     }
 
     pub fn inserts(&self, rows: u64) {
         if self.enabled {
-            self.window_ops.fetch_add(rows, Relaxed);
+            self.count(rows);
             self.counts.lock().inserts += rows as f64;
         }
     }

@@ -23,8 +23,6 @@ use crate::version::{Run, Version};
 /// Level 0 holds at most this many times `level0_runs` before flushes wait for a compaction.
 const LEVEL0_STOP_FACTOR: usize = 3;
 
-/// Profiled operations before `layout=auto` asks the advisor again.
-const RETUNE_OPS: u64 = 20_000;
 /// How much more the current layout must cost than the advisor's before it changes.
 const RETUNE_MARGIN: f64 = 0.10;
 
@@ -42,7 +40,7 @@ impl Inner {
                 self.flush_table(&frozen)?;
                 continue;
             }
-            if !self.compact_one()? {
+            if !self.compact_one()? && !self.relayout_one()? {
                 return Ok(());
             }
         }
@@ -63,13 +61,17 @@ impl Inner {
         }
     }
 
-    /// A checkpoint, then every compaction due.
+    /// A checkpoint, then every compaction due and every level regrouped into the layout.
     pub(crate) fn compact_now(&self) -> Result<()> {
         self.checkpoint_now()?;
-        while self.compact_one()? {
-            self.writes.check_usable()?;
+        loop {
+            while self.compact_one()? {
+                self.writes.check_usable()?;
+            }
+            if !self.regroup_first_stale()? {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// Steps 5–7 for one finalized table: its newest entries as a level 0 run, the manifest,
@@ -115,7 +117,7 @@ impl Inner {
 
     /// Runs `step`, a failure or panic poisoning the engine (the durable state is the last
     /// manifest; the runs it wrote are leftovers for the next open).
-    fn guarded<T>(&self, doing: &str, step: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(crate) fn guarded<T>(&self, doing: &str, step: impl FnOnce() -> Result<T>) -> Result<T> {
         catch_unwind(AssertUnwindSafe(step))
             .unwrap_or_else(|_| Err(Error::Poisoned(format!("a panic while {doing}"))))
             .map_err(|e| self.writes.poison(e))
@@ -156,26 +158,32 @@ impl Inner {
         Ok(true)
     }
 
-    /// Under `layout=auto`, once the profile holds `RETUNE_OPS` operations: the advisor's
-    /// layout for them replaces the current one when that costs `RETUNE_MARGIN` more by the
-    /// model (levels then take it as they compact). The profile starts a new window either way.
-    fn retune_layout(&self, work: &mut WorkState, version: &Version) {
-        if !work.auto_layout || self.profile.window_ops() < RETUNE_OPS {
+    /// Once the profile's window is full (`WINDOW_OPS`): the window becomes `last_workload`
+    /// (and the trace's), and under `layout=auto` the advisor's layout for it replaces the
+    /// current one when that costs `RETUNE_MARGIN` more by the model (levels then take it as
+    /// they compact, or in place, `relayout.rs`). The profile starts a new window either way.
+    pub(crate) fn retune_layout(&self, work: &mut WorkState, version: &Version) {
+        if !self.profile.window_full() {
             return;
         }
         let levels = version.levels.len().max(1);
         let level_bytes: Vec<u64> = (1..=levels).map(|l| version.level_bytes(l)).collect();
         let workload = self.profile.take(&level_bytes);
         self.record_trace(&workload, levels);
-        let params = self.model_params();
-        let advice = advise(&params, &workload, levels);
-        let current: f64 = (1..=levels)
-            .map(|l| level_cost(&params, workload.inserts, &workload.levels[l - 1], work.layout.groups(l)))
-            .sum();
-        if current > advice.total_cost() * (1.0 + RETUNE_MARGIN) {
-            work.layout = advice.layout;
-            self.counters.layout_changes.fetch_add(1, Relaxed);
+        if work.auto_layout {
+            let params = self.model_params();
+            let advice = advise(&params, &workload, levels);
+            let current: f64 = (1..=levels)
+                .map(|l| {
+                    level_cost(&params, workload.inserts, &workload.levels[l - 1], work.layout.groups(l))
+                })
+                .sum();
+            if current > advice.total_cost() * (1.0 + RETUNE_MARGIN) {
+                work.layout = advice.layout;
+                self.counters.layout_changes.fetch_add(1, Relaxed);
+            }
         }
+        work.last_workload = Some(workload);
     }
 
     /// Appends `workload` (profiled over `levels` levels) to the `trace_file`, when one is

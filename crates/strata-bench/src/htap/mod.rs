@@ -10,6 +10,7 @@
 pub mod duckdb;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod shift;
 pub mod workload;
 
 use std::ops::Range;
@@ -77,15 +78,27 @@ impl<'db> StrataTable<'db> {
         Ok(StrataTable { db, table, names, projections })
     }
 
-    fn fold_batches(&self, lo: &[u8], hi: &[u8], columns: Range<usize>, mut fold: Fold) -> Result<Answer> {
+    fn fold_batches(&self, lo: &[u8], hi: &[u8], projection: &Projection, mut fold: Fold) -> Result<Answer> {
         let range = KeyRange::from_bounds(lo.to_vec()..hi.to_vec());
-        let projection = self.projection(&columns)?;
         for batch in
             self.table.scan_batches_with(range, Direction::Forward, projection, DEFAULT_BATCH_ROWS)?
         {
             fold.add_batch(&batch?)?;
         }
         Ok(fold.finish())
+    }
+
+    /// The store the table is in.
+    pub fn db(&self) -> &'db Db {
+        self.db
+    }
+
+    /// Q3's MAX over any columns of `lo..hi` from column vectors (the shifted Q3 of
+    /// `shift`), the projection built for the call.
+    pub fn max_over(&self, lo: &[u8], hi: &[u8], columns: Range<usize>) -> Result<Answer> {
+        let picked: Vec<&str> = self.names[columns.clone()].iter().map(String::as_str).collect();
+        let projection = self.table.projection(&picked)?;
+        self.fold_batches(lo, hi, &projection, Fold::max_of(columns.len()))
     }
 
     fn projection(&self, columns: &Range<usize>) -> Result<&Projection> {
@@ -130,11 +143,11 @@ impl HtapStore for StrataTable<'_> {
 
     /// Column vectors, folded a column at a time (`Table::scan_batches`).
     fn q3(&self, lo: &[u8], hi: &[u8]) -> Result<Answer> {
-        self.fold_batches(lo, hi, Q3_COLUMNS, Fold::q3())
+        self.fold_batches(lo, hi, self.projection(&Q3_COLUMNS)?, Fold::q3())
     }
 
     fn q4(&self, lo: &[u8], hi: &[u8]) -> Result<Answer> {
-        self.fold_batches(lo, hi, Q4_COLUMNS, Fold::q4())
+        self.fold_batches(lo, hi, self.projection(&Q4_COLUMNS)?, Fold::q4())
     }
 }
 
@@ -162,13 +175,13 @@ pub struct Timing {
 }
 
 impl Timing {
-    fn add(&mut self, took: Duration) {
+    pub(crate) fn add(&mut self, took: Duration) {
         self.count += 1;
         self.total += took;
         self.max = self.max.max(took);
     }
 
-    fn merge(&mut self, other: Timing) {
+    pub(crate) fn merge(&mut self, other: Timing) {
         self.count += other.count;
         self.total += other.total;
         self.max = self.max.max(other.max);
@@ -308,16 +321,7 @@ fn read_phase(
     let (mut a_left, mut b_left) = (share(shape.q2a), share(shape.q2b));
     while a_left + b_left > 0 {
         let wide = a_left > 0 && (b_left == 0 || rng.gen_bool(0.5));
-        let (mean, columns) = if wide { (0.98, 0..COLUMNS) } else { (0.85, Q2B_COLUMNS) };
-        let count = inserted.load(Relaxed);
-        let age = (mean + 0.02 * standard_normal(&mut rng)).clamp(0.0, 1.0);
-        let index = ((age * count as f64) as u64).min(count - 1);
-        let at = Instant::now();
-        let found = store.get(&workload::key(index), columns)?;
-        let took = at.elapsed();
-        if found.is_none() {
-            return Err(anyhow!("Q2 found no row {index} of {count}"));
-        }
+        let took = q2(store, &mut rng, inserted.load(Relaxed), wide)?;
         if wide {
             q2a.add(took);
             a_left -= 1;
@@ -327,6 +331,21 @@ fn read_phase(
         }
     }
     Ok((q2a, q2b))
+}
+
+/// One Q2a (`wide`: every column of a row of insertion age ~ normal(0.98, 0.02)) or Q2b
+/// (columns 16–30, normal(0.85, 0.02)) of the `count` rows inserted so far; how long it took.
+fn q2(store: &dyn HtapStore, rng: &mut SmallRng, count: u64, wide: bool) -> Result<Duration> {
+    let (mean, columns) = if wide { (0.98, 0..COLUMNS) } else { (0.85, Q2B_COLUMNS) };
+    let age = (mean + 0.02 * standard_normal(rng)).clamp(0.0, 1.0);
+    let index = ((age * count as f64) as u64).min(count - 1);
+    let at = Instant::now();
+    let found = store.get(&workload::key(index), columns)?;
+    let took = at.elapsed();
+    if found.is_none() {
+        return Err(anyhow!("Q2 found no row {index} of {count}"));
+    }
+    Ok(took)
 }
 
 /// Box–Muller.

@@ -129,7 +129,12 @@ pub struct Fold {
 
 impl Fold {
     pub fn q3() -> Fold {
-        Fold { answer: Answer::Max(vec![0; Q3_COLUMNS.len()]) }
+        Fold::max_of(Q3_COLUMNS.len())
+    }
+
+    /// The maxima of `columns` columns.
+    pub fn max_of(columns: usize) -> Fold {
+        Fold { answer: Answer::Max(vec![0; columns]) }
     }
 
     pub fn q4() -> Fold {

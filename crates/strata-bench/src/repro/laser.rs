@@ -55,23 +55,37 @@ const SYSTEMS: [System; 5] = [
 type Runs = Vec<(&'static str, Vec<HtapResult>, String)>;
 
 pub(super) fn repro(args: &ReproArgs) -> Result<(), String> {
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create --dir {}: {e}", parent.display()))?;
+    if args.runs_part("htap") {
+        htap_table(args, &parent)?;
+    }
+    if args.runs_part("model") {
+        super::laser_model::validate(args, &parent)?;
+    }
+    if args.runs_part("shift") {
+        super::laser_shift::shift(args, &parent)?;
+    }
+    Ok(())
+}
+
+/// Part 1: the HTAP workload on every system, the table of Fig 8.
+fn htap_table(args: &ReproArgs, parent: &std::path::Path) -> Result<(), String> {
     let shape = if args.quick { QUICK } else { FULL };
     let data_bytes = (shape.loaded + shape.inserts) * (8 + ROW_BYTES as u64);
     let budget = data_bytes / 3;
-    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create --dir {}: {e}", parent.display()))?;
-    print_setting(args, &parent, &shape, budget);
+    print_setting(args, parent, &shape, budget);
     progress(args, "building the model of the final table");
     let model = Model::build(shape.loaded, shape.loaded + shape.inserts);
     let mut runs: Runs = Vec::new();
     for round in 0..args.repeat {
-        run_round(args, &parent, round, budget, &shape, &model, &mut runs);
+        run_round(args, parent, round, budget, &shape, &model, &mut runs);
     }
     if runs.iter().all(|(_, results, _)| results.is_empty()) {
         return Err("every system failed (above)".into());
     }
     print_table(&runs, &shape);
-    super::laser_model::validate(args, &parent)
+    Ok(())
 }
 
 fn print_setting(args: &ReproArgs, parent: &std::path::Path, shape: &HtapShape, budget: u64) {
@@ -223,7 +237,7 @@ fn advised_layout(path: &std::path::Path) -> Result<String, String> {
     Ok(advice.layout.to_text())
 }
 
-fn progress(args: &ReproArgs, line: &str) {
+pub(super) fn progress(args: &ReproArgs, line: &str) {
     if !args.quiet {
         eprintln!("== {line}");
     }

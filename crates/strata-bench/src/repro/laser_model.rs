@@ -13,6 +13,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use strata::{Db, Direction, EngineKind, KeyRange, MaintenanceTask, Options};
 
+use super::laser::progress;
 use super::render::print_rows;
 use super::ReproArgs;
 use crate::htap::workload::{self, COLUMNS, ROW_BYTES};
@@ -79,12 +80,6 @@ pub(super) fn validate(args: &ReproArgs, parent: &std::path::Path) -> Result<(),
     );
     println!("  scans: {SCAN_ROWS} rows, s·E^G/(c·B) with E^G the needed groups' widths, each with its key");
     Ok(())
-}
-
-fn progress(args: &ReproArgs, line: &str) {
-    if !args.quiet {
-        eprintln!("== {line}");
-    }
 }
 
 /// Per projection: device blocks per point read and per scan on a store of `size`-column groups.

@@ -20,6 +20,7 @@
 mod flex;
 mod laser;
 mod laser_model;
+mod laser_shift;
 mod papers;
 mod render;
 mod treeline;
@@ -71,6 +72,16 @@ struct ReproArgs {
     /// No progress lines (the tables are still printed).
     #[arg(long)]
     quiet: bool,
+    /// Only these parts of the paper's experiments, comma-separated (laser: htap, model, shift).
+    #[arg(long, value_name = "PARTS", value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+impl ReproArgs {
+    /// Whether part `part` runs (`--only` names it, or no `--only` was given).
+    fn runs_part(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
+    }
 }
 
 /// Records and operations per workload.
@@ -138,6 +149,10 @@ fn error(code: u8, message: &str) -> ExitCode {
 fn validate(a: &ReproArgs) -> Result<(), String> {
     if !["f2", "flex", "treeline", "turtle", "laser"].contains(&a.paper.as_str()) {
         return Err(format!("unknown paper {:?}; expected flex, f2, treeline, turtle or laser", a.paper));
+    }
+    let parts: &[&str] = if a.paper == "laser" { &["htap", "model", "shift"] } else { &[] };
+    if let Some(unknown) = a.only.iter().find(|p| !parts.contains(&p.as_str())) {
+        return Err(format!("--only {unknown:?}: {}'s parts are {:?}", a.paper, parts));
     }
     if a.repeat == 0 || a.repeat > 100 {
         return Err(format!("--repeat {}: expected 1 to 100 rounds", a.repeat));
