@@ -33,8 +33,8 @@ pub struct LaserOptions {
     /// Memory for data blocks, fixed; `None`: what the budget leaves after the MemTables.
     pub block_cache_bytes: Option<u64>,
     /// A file the profiled workload is appended to as a trace `strata advise --trace` reads:
-    /// each window the advisor takes (`layout=auto`), and what is left at close. Not part of
-    /// the store (never read by it); `None`: no trace.
+    /// each profile window the worker takes (`retune_layout`), and what is left at close. Not
+    /// part of the store (never read by it); `None`: no trace.
     pub trace_file: Option<std::path::PathBuf>,
 }
 

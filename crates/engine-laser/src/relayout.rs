@@ -34,8 +34,7 @@ impl Inner {
         let version = self.version.read().clone();
         self.retune_layout(&mut work, &version);
         let Some(level) = self.level_to_regroup(&work, &version) else { return Ok(false) };
-        self.guarded("regrouping a level", || self.regroup_in_place(&mut work, &version, level))?;
-        self.counters.regroups.fetch_add(1, Relaxed);
+        self.regroup_counted(&mut work, &version, level)?;
         self.signals.notify_progress();
         Ok(true)
     }
@@ -48,9 +47,15 @@ impl Inner {
         let version = self.version.read().clone();
         let stale = (1..=version.levels.len()).find(|&level| !holds_layout(&work, &version, level));
         let Some(level) = stale else { return Ok(false) };
-        self.guarded("regrouping a level", || self.regroup_in_place(&mut work, &version, level))?;
-        self.counters.regroups.fetch_add(1, Relaxed);
+        self.regroup_counted(&mut work, &version, level)?;
         Ok(true)
+    }
+
+    /// `regroup_in_place` (a failure or panic poisons the engine), counted.
+    fn regroup_counted(&self, work: &mut WorkState, version: &Version, level: usize) -> Result<()> {
+        self.guarded("regrouping a level", || self.regroup_in_place(work, version, level))?;
+        self.counters.regroups.fetch_add(1, Relaxed);
+        Ok(())
     }
 
     /// The level whose groups differ from the layout's and whose regrouping pays back soonest

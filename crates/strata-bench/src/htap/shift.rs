@@ -251,16 +251,7 @@ mod tests {
             q3_before: 27..30,
             q3_after: 13..16,
         };
-        let load = super::super::HtapShape {
-            loaded: shape.loaded,
-            inserts: 0,
-            insert_rate_per_sec: 0,
-            q2a: 0,
-            q2b: 0,
-            analytic: 0,
-            readers: 1,
-        };
-        super::super::load(&table, &load).unwrap();
+        super::super::load(&table, shape.loaded).unwrap();
         let mut shifts = 0;
         let windows = run(&table, &shape, &mut || shifts += 1).unwrap();
         assert_eq!(shifts, 1);

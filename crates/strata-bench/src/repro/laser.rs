@@ -329,7 +329,7 @@ fn load_and_run(
     shape: &HtapShape,
     model: &Model,
 ) -> Result<HtapResult, String> {
-    let load = htap::load(store, shape).map_err(|e| format!("{system}: load: {e}"))?;
+    let load = htap::load(store, shape.loaded).map_err(|e| format!("{system}: load: {e}"))?;
     progress(args, &format!("loaded in {:.1} s", load.as_secs_f64()));
     let mut result = htap::run(store, shape, model).map_err(|e| format!("{system}: {e}"))?;
     result.load = load;

@@ -18,7 +18,7 @@ use super::render::print_rows;
 use super::ReproArgs;
 use crate::htap::shift::{self, ShiftShape, Window};
 use crate::htap::workload::ROW_BYTES;
-use crate::htap::{self as htap, HtapShape, StrataTable};
+use crate::htap::{self as htap, StrataTable};
 
 /// The paper's largest horizontal shift: Q3's columns 28–30 to 14–16.
 const Q3_BEFORE: Range<usize> = 27..30;
@@ -128,16 +128,7 @@ fn run_layout(
     let fail = |e: &dyn std::fmt::Display| format!("laser ({knobs:?}): {e}");
     let db = Db::open(dir.path(), options).map_err(|e| fail(&e))?;
     let table = StrataTable::new(&db).map_err(|e| fail(&e))?;
-    let load = HtapShape {
-        loaded: shape.loaded,
-        inserts: 0,
-        insert_rate_per_sec: 0,
-        q2a: 0,
-        q2b: 0,
-        analytic: 0,
-        readers: 1,
-    };
-    htap::load(&table, &load).map_err(|e| fail(&e))?;
+    htap::load(&table, shape.loaded).map_err(|e| fail(&e))?;
     let windows = shift::run(&table, shape, at_shift).map_err(|e| fail(&e))?;
     let stats = db.stats().map_err(|e| fail(&e))?;
     let counter = |name: &str| stats.counter(name).unwrap_or(0);
