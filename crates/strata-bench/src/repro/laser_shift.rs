@@ -230,7 +230,7 @@ fn print_windows(shape: &ShiftShape, systems: &[&Rounds; 3]) {
 /// shift (means of the windows' medians).
 fn print_verdict(shape: &ShiftShape, auto: &Rounds, new: &Rounds) {
     let windows = auto.iter().map(Vec::len).max().unwrap_or(0);
-    let after = windows - shape.windows_before();
+    let after = windows.saturating_sub(shape.windows_before());
     let settled = (windows - after / 2)..windows;
     let mean = |rounds: &Rounds, pick: &dyn Fn(&Window) -> f64| {
         let values: Vec<f64> = settled.clone().filter_map(|w| median(rounds, w, pick)).collect();
