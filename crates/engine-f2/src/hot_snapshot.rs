@@ -42,6 +42,11 @@ pub struct SnapshotKey {
     pub bucket_count: u64,
 }
 
+/// The snapshot file's size with `entries` entries.
+pub fn file_bytes(entries: u64) -> u64 {
+    HEADER_BYTES as u64 + entries * ENTRY_BYTES as u64
+}
+
 pub fn tmp_name() -> String {
     format!("{FILE_NAME}.tmp")
 }

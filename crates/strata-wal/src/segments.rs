@@ -106,11 +106,12 @@ impl SegmentWriter {
                 Some(StateSegment { id: s.id, first_lsn: s.first_lsn?, synced_bytes: s.synced_bytes })
             })
             .collect();
-        state::store(
+        let written = state::store(
             self.storage.as_ref(),
             &self.opts,
             &WalState { durable_lsn: self.durable_lsn, segments },
         )?;
+        bump(&self.counters.bytes_written, written);
         self.state_exists = true;
         Ok(())
     }

@@ -152,8 +152,11 @@ pub fn load(storage: &dyn Storage, opts: &WalOptions) -> Result<Option<WalState>
 }
 
 /// Replaces the state file atomically; it is durable when this returns.
-pub fn store(storage: &dyn Storage, opts: &WalOptions, state: &WalState) -> Result<()> {
-    write_file_atomic(storage, &opts.state_file_name(), &state.encode())
+/// Durably replaces the state file; returns the bytes written.
+pub fn store(storage: &dyn Storage, opts: &WalOptions, state: &WalState) -> Result<u64> {
+    let bytes = state.encode();
+    write_file_atomic(storage, &opts.state_file_name(), &bytes)?;
+    Ok(bytes.len() as u64)
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use strata_core::Result;
 
 use super::Inner;
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
 use crate::hot_snapshot;
 use crate::index::hot::HotIndex;
+use crate::log::io_cause::IoCause;
 use crate::log::{FIRST_ADDRESS, READ_CACHE_FLAG};
 
 impl Inner {
@@ -20,6 +21,7 @@ impl Inner {
     /// checkpoint file is stored: a failed hot-log write or fsync leaves state (a batch half
     /// applied, pages a failed fsync marked clean but never wrote) that no checkpoint may name.
     pub fn checkpoint_locked(&self) -> Result<()> {
+        let _cause = IoCause::Checkpoint.enter();
         let (wal_lsn, hot_tail) = self.seal_for_checkpoint()?;
         self.wal_bytes_since_checkpoint.store(0, Relaxed);
         self.hot.flush_until(hot_tail)?;
@@ -46,6 +48,7 @@ impl Inner {
         };
         self.state.check_not_poisoned()?;
         ck.store(self.storage.as_ref())?;
+        self.counters.checkpoint_file_bytes_written.fetch_add(CHECKPOINT_BYTES as u64, Relaxed);
         *self.last_checkpoint.lock() = ck;
         for (file, begin) in [
             (&self.hot.file, ck.hot_begin),
@@ -102,7 +105,8 @@ impl Inner {
         if let Some(e) = failed {
             return Err(e);
         }
-        writer.finish(self.storage.as_ref(), &key)?;
+        let entries = writer.finish(self.storage.as_ref(), &key)?;
+        self.counters.checkpoint_file_bytes_written.fetch_add(hot_snapshot::file_bytes(entries), Relaxed);
         Ok(())
     }
 

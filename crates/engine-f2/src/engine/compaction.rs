@@ -15,6 +15,7 @@ use strata_core::Result;
 
 use super::Inner;
 use crate::index::cold::ChunkBatch;
+use crate::log::io_cause::IoCause;
 use crate::record;
 use frames::{FrameRecord, RoundPlan};
 
@@ -84,6 +85,7 @@ impl Inner {
     /// a whole round. (Index entries left pointing below `begin` read as "not in the hot log";
     /// they are cleared once per round.) A round stops early if the engine is closing.
     pub fn compact_hot(&self) -> Result<u64> {
+        let _cause = IoCause::HotToCold.enter();
         let begin = self.hot.begin();
         // Not past `safe_read_only`: above it a page turn may still be waiting for a writer that
         // changes a record in place or has reserved bytes it has not copied in yet.
@@ -153,7 +155,9 @@ impl Inner {
     /// order. A lookup may read older hot records from disk, so a large share is checked by up to
     /// `reads_per_worker` threads at once (lookups only read; nothing here is serialised).
     fn hot_live_records<'s, 'f>(&self, share: &'s [FrameRecord<'f>]) -> Result<Vec<&'s FrameRecord<'f>>> {
+        let cause = IoCause::current();
         let check = |part: &[FrameRecord<'f>]| -> Result<Vec<bool>> {
+            let _cause = cause.enter();
             part.iter()
                 .map(|r| {
                     #[cfg(test)]
@@ -183,6 +187,7 @@ impl Inner {
     /// Tombstones are dropped: every older record of their key is in the truncated part too.
     /// A complete round re-measures the cold log's live-bytes estimate (cold_live.rs).
     pub fn compact_cold(&self) -> Result<u64> {
+        let _cause = IoCause::ColdToCold.enter();
         let begin = self.cold.begin();
         // The tail page is still being appended to.
         let tail = self.cold.tail();

@@ -10,6 +10,7 @@ use strata_core::{Error, Key, Result, VerifyReport};
 
 use super::Inner;
 use crate::checkpoint::{Checkpoint, CHECKPOINT_BYTES};
+use crate::log::io_cause::IoCause;
 use crate::log::{scan_read_pages, SegmentedFile};
 use crate::record;
 
@@ -60,6 +61,7 @@ impl Inner {
     /// Reads the WAL, the checkpoint and every checkpointed byte of the three logs from storage,
     /// checking every checksum.
     pub fn verify(&self) -> Result<VerifyReport> {
+        let _cause = IoCause::Open.enter();
         let _only_one = self.maintenance.lock();
         let mut report = strata_wal::Wal::verify(self.storage.as_ref(), &self.wal_options)?;
         let ck = Checkpoint::load(self.storage.as_ref())?;

@@ -102,6 +102,8 @@ pub(crate) struct Counters {
     pub cold_records_copied: AtomicU64,
     pub chunks_collected: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Bytes of `f2-checkpoint` and `f2-hot-index` files written (the logs count their own).
+    pub checkpoint_file_bytes_written: AtomicU64,
     pub records_replayed: AtomicU64,
     pub hot_records_scanned_at_open: AtomicU64,
     /// Hot-index entries loaded from the snapshot at open (instead of scanning the hot log).

@@ -17,12 +17,14 @@ use crate::hash::key_hash;
 use crate::hot_snapshot;
 use crate::index::cold::ColdIndex;
 use crate::index::hot::HotIndex;
+use crate::log::io_cause::IoCause;
 use crate::log::{AppendLog, HybridLog, ReadCache, SegmentedFile, FIRST_ADDRESS};
 use crate::log::{CHUNK_PREFIX, COLD_PREFIX, HOT_PREFIX};
 use crate::options::{F2Options, Resolved};
 
 impl Inner {
     pub fn open(storage: Arc<dyn Storage>, config: &EngineConfig, options: &F2Options) -> Result<Inner> {
+        let _cause = IoCause::Open.enter();
         // 1. The newest checkpoint fixes the layout and each log's live range. The options are
         //    resolved once, from the configuration and that layout, before any file is changed;
         //    then the temporary files of an interrupted checkpoint or snapshot are removed, and a
@@ -30,6 +32,7 @@ impl Inner {
         let stored = Checkpoint::load(storage.as_ref())?;
         let opts = options.resolve(config, stored.as_ref().map(Checkpoint::layout).as_ref())?;
         remove_temporary_files(storage.as_ref())?;
+        let created_checkpoint = stored.is_none();
         let ck = match stored {
             Some(ck) => ck,
             None => create_checkpoint(storage.as_ref(), &opts)?,
@@ -43,7 +46,8 @@ impl Inner {
         let replayed = replay_wal(&storage, &wal_options, ck.wal_lsn, &logs.hot, &hot_index.index)?;
         // 5. Remove the segment files outside the live ranges and a snapshot that did not match.
         remove_leftovers(&storage, config, &ck, logs.hot.tail(), hot_index.from_snapshot)?;
-        let recovered = Recovered { opts, checkpoint: ck, logs, hot_index, wal_options, replayed };
+        let recovered =
+            Recovered { opts, checkpoint: ck, created_checkpoint, logs, hot_index, wal_options, replayed };
         Ok(recovered.into_inner(storage, config.memory_budget_bytes))
     }
 }
@@ -254,6 +258,8 @@ fn remove_leftovers(
 struct Recovered {
     opts: Resolved,
     checkpoint: Checkpoint,
+    /// A new store's first checkpoint was written by this open.
+    created_checkpoint: bool,
     logs: Logs,
     hot_index: RebuiltHotIndex,
     wal_options: WalOptions,
@@ -262,7 +268,7 @@ struct Recovered {
 
 impl Recovered {
     fn into_inner(self, storage: Arc<dyn Storage>, memory_budget_bytes: u64) -> Inner {
-        let Recovered { opts, checkpoint, logs, hot_index, wal_options, replayed } = self;
+        let Recovered { opts, checkpoint, created_checkpoint, logs, hot_index, wal_options, replayed } = self;
         let read_cache =
             (opts.read_cache_pages >= 2).then(|| ReadCache::new(opts.page_size_bytes, opts.read_cache_pages));
         let inner = Inner {
@@ -291,6 +297,9 @@ impl Recovered {
         counters.records_replayed.store(replayed.report.records_replayed, Relaxed);
         counters.hot_records_scanned_at_open.store(hot_index.records_scanned, Relaxed);
         counters.hot_index_entries_loaded.store(hot_index.entries_loaded, Relaxed);
+        if created_checkpoint {
+            counters.checkpoint_file_bytes_written.store(checkpoint::CHECKPOINT_BYTES as u64, Relaxed);
+        }
         inner
     }
 }

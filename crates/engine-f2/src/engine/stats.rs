@@ -55,6 +55,7 @@ impl Inner {
             engine_counters: counters
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v))
+                .chain(self.io_counters())
                 .chain(self.wal.stats().counters())
                 .collect(),
             notices: Vec::new(),
@@ -116,6 +117,19 @@ impl Inner {
             ("cold_log.point_reads", self.cold.file.point_reads.load(Relaxed)),
             ("chunk_log.point_reads", self.cold_index.log.file.point_reads.load(Relaxed)),
         ]
+    }
+
+    /// `io.<log>.<cause>.*`: each log's device reads and writes by what caused them
+    /// (log/io_cause.rs), and the checkpoint files' bytes; the WAL's are `wal.bytes_written`.
+    fn io_counters(&self) -> Vec<(String, u64)> {
+        let mut out = self.hot.file.io.counters("hot_log");
+        out.extend(self.cold.file.io.counters("cold_log"));
+        out.extend(self.cold_index.log.file.io.counters("chunk_log"));
+        out.push((
+            "io.checkpoint_files.write_bytes".into(),
+            load(&self.counters.checkpoint_file_bytes_written),
+        ));
+        out
     }
 
     /// What reads, writes and rmw found: where a lookup hit, the read cache, and retries.

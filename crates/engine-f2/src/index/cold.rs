@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use strata_core::{Error, Result};
 
+use crate::log::io_cause::IoCause;
 use crate::log::AppendLog;
 use crate::record;
 
@@ -181,7 +182,9 @@ impl ColdIndex {
         let mut chunks: Vec<u64> = hashes.map(|h| position(h, chunk_count).0).collect();
         chunks.sort_unstable();
         chunks.dedup();
+        let cause = IoCause::current();
         let read_part = |part: &[u64]| -> Result<Vec<ChunkEntries>> {
+            let _cause = cause.enter();
             part.iter().map(|&c| Ok((c, self.read_chunk(c)?))).collect()
         };
         let read = strata_kit::parallel::map_parts(
@@ -273,6 +276,7 @@ impl ColdIndex {
     /// copies every chunk stored below a cut point to the tail, then truncates. Only when no
     /// compaction round runs (under the maintenance lock). Returns the number of chunks copied.
     pub fn collect_garbage(&self, slack_bytes: u64) -> Result<u64> {
+        let _cause = IoCause::ChunkGc.enter();
         let size = self.log.size_bytes();
         if size <= 2 * self.live_bytes() + slack_bytes {
             return Ok(0);

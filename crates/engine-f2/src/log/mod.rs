@@ -5,6 +5,7 @@
 mod append;
 mod epoch;
 mod hybrid;
+pub mod io_cause;
 #[cfg(all(test, feature = "loom"))]
 mod model;
 mod read_cache;

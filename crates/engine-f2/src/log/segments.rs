@@ -10,6 +10,8 @@ use parking_lot::Mutex;
 use strata_core::{Error, Result};
 use strata_io::{OpenOptions, Storage, StorageFile};
 
+use super::io_cause::IoCounts;
+
 pub const HOT_PREFIX: &str = "f2-hot-";
 pub const COLD_PREFIX: &str = "f2-cold-";
 pub const CHUNK_PREFIX: &str = "f2-chunk-";
@@ -31,6 +33,8 @@ pub struct SegmentedFile {
     dirty: Mutex<BTreeSet<u64>>,
     /// Single-record reads from storage (for stats: how many I/Os lookups cost).
     pub point_reads: AtomicU64,
+    /// Every read and write of the segment files, by the cause of the thread doing it.
+    pub io: IoCounts,
     /// The log appends to the next page only when a record does not fit in the rest of the
     /// current one (`AppendLog`; the hybrid log also turns pages early, `HybridLog::append`), so
     /// a scan can tell padding that ends a page from records that went missing.
@@ -50,6 +54,7 @@ impl SegmentedFile {
             direct_readers: None,
             dirty: Mutex::new(BTreeSet::new()),
             point_reads: AtomicU64::new(0),
+            io: IoCounts::default(),
             pages_turn_when_full: false,
             log_number: LOG_NUMBERS.iter().find(|(p, _)| *p == prefix).map_or(0, |(_, n)| *n),
         }
@@ -114,6 +119,7 @@ impl SegmentedFile {
         let (segment, offset) = (address / self.segment_bytes, address % self.segment_bytes);
         debug_assert!(offset + bytes.len() as u64 <= self.segment_bytes);
         self.segment(segment, true)?.write_at(offset, bytes)?;
+        self.io.record_write(bytes.len());
         // Marked after the write: a `sync_all` that took the set before this point leaves the
         // segment dirty for the next one, never missing the write.
         self.dirty.lock().insert(segment);
@@ -177,7 +183,9 @@ impl SegmentedFile {
                 }
             }
         };
-        file.read_at(offset, buf)
+        file.read_at(offset, buf)?;
+        self.io.record_read(buf.len());
+        Ok(())
     }
 
     /// fdatasyncs every segment written since its last sync (segments only read are skipped).

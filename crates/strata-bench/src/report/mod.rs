@@ -204,6 +204,11 @@ pub struct EngineIo {
     /// The engine's own counters (`Stats::engine_counters`) at the end of the phase: totals
     /// since open, not deltas (some are gauges), for diagnosis from the JSON.
     pub counters_at_end: BTreeMap<String, u64>,
+    /// Device bytes over the phase by where they went and why, for engines that count them
+    /// (`io.<file>.<cause>.read_bytes` / `write_bytes` counters, and the WAL's
+    /// `wal.bytes_written`): `(where, read bytes, written bytes)` with `where` = "file cause".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_bytes_by_cause: Vec<(String, u64, u64)>,
     /// What the engine asked the user to act on at the end of the phase (`Stats::notices`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices_at_end: Vec<String>,
@@ -223,9 +228,48 @@ impl EngineIo {
             memory_bytes: after.memory_bytes,
             disk_bytes: after.disk_bytes,
             counters_at_end: after.engine_counters.iter().cloned().collect(),
+            device_bytes_by_cause: device_bytes_by_cause(before, after),
             notices_at_end: after.notices.clone(),
         }
     }
+}
+
+/// See [`EngineIo::device_bytes_by_cause`]; empty for engines without `io.*` counters.
+fn device_bytes_by_cause(before: &strata::Stats, after: &strata::Stats) -> Vec<(String, u64, u64)> {
+    let delta = |name: &str| {
+        let value = |s: &strata::Stats| s.counter(name).unwrap_or(0);
+        value(after).saturating_sub(value(before))
+    };
+    let mut places: Vec<(String, u64, u64)> = Vec::new();
+    for (name, _) in &after.engine_counters {
+        let Some(place) = name.strip_prefix("io.") else { continue };
+        let (place, is_read) = match (place.strip_suffix(".read_bytes"), place.strip_suffix(".write_bytes")) {
+            (Some(p), _) => (p, true),
+            (_, Some(p)) => (p, false),
+            _ => continue,
+        };
+        let place = place.replace('.', " ");
+        let bytes = delta(name);
+        let at = match places.iter().position(|(p, _, _)| *p == place) {
+            Some(i) => i,
+            None => {
+                places.push((place, 0, 0));
+                places.len() - 1
+            }
+        };
+        if let Some((_, read, written)) = places.get_mut(at) {
+            if is_read {
+                *read += bytes;
+            } else {
+                *written += bytes;
+            }
+        }
+    }
+    if !places.is_empty() {
+        places.push(("wal".into(), 0, delta("wal.bytes_written")));
+    }
+    places.retain(|(_, read, written)| read + written > 0);
+    places
 }
 
 impl PhaseResult {
@@ -295,5 +339,24 @@ mod tests {
         assert_eq!(fmt_us(1.234), "1.23");
         assert_eq!(fmt_us(12345.6), "12,346");
         assert_eq!(fmt_ratio(None), "-");
+    }
+
+    #[test]
+    fn device_bytes_by_cause_are_the_phase_deltas_of_io_counters_plus_the_wal() {
+        let stats = |hot_read: u64, cold_write: u64, wal: u64| strata::Stats {
+            engine_counters: vec![
+                ("io.hot_log.user.reads".into(), 9),
+                ("io.hot_log.user.read_bytes".into(), hot_read),
+                ("io.hot_log.user.write_bytes".into(), 0),
+                ("io.cold_log.hot_to_cold.write_bytes".into(), cold_write),
+                ("wal.bytes_written".into(), wal),
+                ("ops.appends".into(), 5),
+            ],
+            ..strata::Stats::default()
+        };
+        let rows = device_bytes_by_cause(&stats(100, 7, 50), &stats(4196, 7, 80));
+        assert_eq!(rows, vec![("hot_log user".to_string(), 4096, 0), ("wal".to_string(), 0, 30)]);
+        let without_io = strata::Stats { engine_counters: vec![("wal.bytes_written".into(), 9)], ..Default::default() };
+        assert!(device_bytes_by_cause(&strata::Stats::default(), &without_io).is_empty());
     }
 }

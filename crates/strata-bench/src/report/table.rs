@@ -58,6 +58,7 @@ pub fn render(report: &BenchReport) -> String {
     }
     render_latency_by_op(report, &mut out);
     render_io_and_space(report, &mut out);
+    render_device_bytes_by_cause(report, &mut out);
     render_notices(report, &mut out);
     render_summary(report, &mut out);
     render_timelines(report, &mut out);
@@ -264,6 +265,57 @@ fn render_io_and_space(report: &BenchReport, out: &mut String) {
             per_op(r.device_write_bytes_per_op),
             fmt_count(r.not_found),
         ]);
+    }
+    t.render(out);
+}
+
+/// Per phase of engines that count them: device bytes per operation by file and cause.
+fn render_device_bytes_by_cause(report: &BenchReport, out: &mut String) {
+    let rows: Vec<&PhaseResult> = report
+        .results
+        .iter()
+        .filter(|r| r.engine_io.as_ref().is_some_and(|io| !io.device_bytes_by_cause.is_empty()))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+device bytes per operation by file and cause (engines that count them):"
+    );
+    let mut t = Table::new(&[
+        "engine",
+        "workload",
+        "file and cause",
+        "read/op",
+        "write/op",
+        "share of read",
+        "share of write",
+    ]);
+    for r in rows {
+        let Some(io) = &r.engine_io else { continue };
+        let ops = r.ops.max(1) as f64;
+        let total_read: u64 = io.device_bytes_by_cause.iter().map(|(_, read, _)| read).sum();
+        let total_written: u64 = io.device_bytes_by_cause.iter().map(|(_, _, written)| written).sum();
+        let share = |part: u64, total: u64| {
+            if total == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.0}%", 100.0 * part as f64 / total as f64)
+            }
+        };
+        for (place, read, written) in &io.device_bytes_by_cause {
+            t.row(vec![
+                round_label(report, r),
+                r.workload.clone(),
+                place.clone(),
+                fmt_bytes((*read as f64 / ops).round() as u64),
+                fmt_bytes((*written as f64 / ops).round() as u64),
+                share(*read, total_read),
+                share(*written, total_written),
+            ]);
+        }
     }
     t.render(out);
 }

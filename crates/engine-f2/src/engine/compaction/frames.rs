@@ -33,6 +33,7 @@ use strata_core::{Error, Result};
 
 use crate::hash::key_hash;
 use crate::index::cold;
+use crate::log::io_cause::IoCause;
 use crate::log::{check_gap, scan_range, ScanEnd, SegmentedFile};
 use crate::record::RecordView;
 
@@ -153,13 +154,15 @@ pub(in crate::engine) fn run_round(
     let buffer = Buffer { shared: Mutex::new(Shared::default()), changed: Condvar::new() };
     let mut released_until = plan.from;
     let mut padding = Padding::default();
+    let cause = IoCause::current();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|w| {
                 let buffer = &buffer;
-                std::thread::Builder::new()
-                    .name(format!("f2-compact-{w}"))
-                    .spawn_scoped(scope, move || work(buffer, w, process))
+                std::thread::Builder::new().name(format!("f2-compact-{w}")).spawn_scoped(scope, move || {
+                    let _cause = cause.enter();
+                    work(buffer, w, process)
+                })
             })
             .collect();
         let mut spawn_failed = None;
