@@ -64,6 +64,10 @@ pub struct F2Options {
     /// reopened in the other mode: reads always consult the cold log too, and single-log
     /// compaction keeps tombstones while the cold log is not empty.
     pub single_log: bool,
+    /// The hot log lends steps of its in-memory window to the read cache, and takes them back,
+    /// by the marginal hits each side measures while the store runs (engine/memory_split.rs;
+    /// the paper's §8.5 future work). Off: the split stays as configured.
+    pub memory_split: bool,
 }
 
 impl Default for F2Options {
@@ -85,6 +89,7 @@ impl Default for F2Options {
             checkpoint_wal_bytes: None,
             background_maintenance: true,
             single_log: false,
+            memory_split: true,
         }
     }
 }
@@ -100,6 +105,8 @@ pub struct Resolved {
     /// page of its disk budget, in no more than 1/32 of its memory share, which it is taken from.
     pub released_padding_regions: usize,
     pub read_cache_pages: usize,
+    /// The read cache's page size, its unit of eviction: see [`read_cache_page_bytes`].
+    pub read_cache_page_bytes: u64,
     pub chunk_count: u64,
     pub mutable_fraction: f64,
     pub hot_trigger_bytes: u64,
@@ -114,6 +121,8 @@ pub struct Resolved {
     pub background_maintenance: bool,
     /// See [`F2Options::single_log`].
     pub single_log: bool,
+    /// See [`F2Options::memory_split`].
+    pub memory_split: bool,
     /// The budget split as configured: (hot index, hot log, read cache, cold index).
     pub split_bytes: [u64; 4],
     /// Memory outside the split that the budget sets aside: see [`reserved_bytes`].
@@ -163,6 +172,30 @@ pub fn wal_buffer_bytes() -> u64 {
 /// never run during a compaction round) and the WAL's buffers.
 pub fn reserved_bytes(page_size_bytes: u64, frame_pages: usize) -> u64 {
     (2 + frame_pages.max(1) as u64) * page_size_bytes + wal_buffer_bytes()
+}
+
+/// The read cache's pages are never written to disk, so their size need not be the logs': it
+/// is the unit the cache evicts (second-chance FIFO), a page of about a 64th of the cache
+/// (at least 4 KiB, at most the log's page, which bounds a record). With the log's 1 MiB pages a
+/// 4 MiB cache had four, and each eviction dropped a quarter of the cached records.
+pub fn read_cache_page_bytes(read_cache_bytes: u64, log_page_bytes: u64) -> u64 {
+    floor_pow2(read_cache_bytes / READ_CACHE_PAGES_TARGET)
+        .clamp(MIN_READ_CACHE_PAGE_BYTES, log_page_bytes.max(MIN_READ_CACHE_PAGE_BYTES))
+}
+
+const READ_CACHE_PAGES_TARGET: u64 = 64;
+const MIN_READ_CACHE_PAGE_BYTES: u64 = 4096;
+
+/// The power of two nearest to `x` (ties up): the cold index's chunk count. Rounding down, as
+/// before, left up to half its share unused and two cold keys per entry where the paper sizes
+/// about one (its 8 M chunks of 32 entries for 250 M keys), so a cold get walked a shared chain.
+fn nearest_pow2(x: u64) -> u64 {
+    let below = floor_pow2(x);
+    if (x - below) * 2 >= below && below < 1 << 62 {
+        below * 2
+    } else {
+        below
+    }
 }
 
 const MAX_COMPACTION_THREADS: usize = 64;
@@ -244,6 +277,7 @@ impl F2Options {
         };
         flag(&mut self.background_maintenance, "background_maintenance")?;
         flag(&mut self.single_log, "single_log")?;
+        flag(&mut self.memory_split, "memory_split")?;
         r.finish()
     }
 
@@ -306,8 +340,9 @@ impl F2Options {
             hot_index_buckets: floor_pow2((hot_index / 64).max(2)),
             hot_log_pages,
             released_padding_regions: usize::try_from(released_padding_regions).unwrap_or(usize::MAX),
-            read_cache_pages: (read_cache / page) as usize,
-            chunk_count: floor_pow2((cold_index / 8).clamp(1, 1 << 32)),
+            read_cache_pages: (read_cache / read_cache_page_bytes(read_cache, page)) as usize,
+            read_cache_page_bytes: read_cache_page_bytes(read_cache, page),
+            chunk_count: nearest_pow2((cold_index / 8).clamp(1, 1 << 32)),
             mutable_fraction: self.mutable_fraction,
             hot_trigger_bytes: (hot_budget as f64 * self.compaction_trigger_fraction) as u64,
             hot_hard_bytes: hot_budget,
@@ -321,6 +356,7 @@ impl F2Options {
                 .max(4096),
             background_maintenance: self.background_maintenance,
             single_log: self.single_log,
+            memory_split: self.memory_split,
             split_bytes: [hot_index, hot_log, read_cache, cold_index],
             reserved_bytes: reserved,
         }
@@ -437,6 +473,21 @@ mod tests {
         assert_eq!(r.split_bytes[2], 512 << 20);
         // The paper's "remaining ≈1.75 GiB" for the hot log's in-memory region.
         assert!(r.split_bytes[1] > 1792 << 20 && r.split_bytes[1] < 2 << 30);
+    }
+
+    #[test]
+    fn small_budgets_get_a_full_cold_index_and_a_read_cache_of_many_pages() {
+        // 22 MiB: a 48th is 480 KB, 60 k chunks: 64 Ki of them (two cold keys per entry at
+        // 2 M keys with the 32 Ki that rounding down gave).
+        let config = EngineConfig { memory_budget_bytes: 22 << 20, ..EngineConfig::default() };
+        let r = F2Options::default().resolve(&config, None).unwrap();
+        assert_eq!(r.chunk_count, 64 << 10);
+        assert_eq!(r.read_cache_page_bytes, 32 << 10);
+        assert_eq!(r.read_cache_pages, 117);
+        assert_eq!((nearest_pow2(5), nearest_pow2(6), nearest_pow2(7), nearest_pow2(1)), (4, 8, 8, 1));
+        // Never above the log's page (a cached record must fit one), never under 4 KiB.
+        assert_eq!(read_cache_page_bytes(1 << 40, 1 << 20), 1 << 20);
+        assert_eq!(read_cache_page_bytes(10_000, 1 << 20), 4096);
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl Inner {
     /// Caller holds the maintenance lock.
     pub fn maintain_locked(&self) -> Result<()> {
         let c = &self.counters;
+        self.rebalance_memory()?;
         if self.hot.size_bytes() > self.opts.hot_trigger_bytes {
             timed(&c.hot_round_max_us, || self.compact_hot())?;
         }

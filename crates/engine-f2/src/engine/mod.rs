@@ -5,6 +5,7 @@ mod checkpointing;
 mod cold_live;
 mod compaction;
 mod maintenance;
+pub(crate) mod memory_split;
 mod open;
 mod ops;
 #[cfg(test)]
@@ -30,6 +31,7 @@ use crate::index::cold::ColdIndex;
 use crate::index::hot::HotIndex;
 use crate::log::{AppendLog, HybridLog, ReadCache};
 use crate::options::Resolved;
+use memory_split::MemorySplit;
 
 pub(crate) const WAL_PREFIX: &str = "f2wal-";
 
@@ -64,6 +66,8 @@ pub(crate) struct Inner {
     pub cold_live_estimate_bytes: AtomicU64,
     /// `None` when the read-cache budget is under two pages.
     pub read_cache: Option<ReadCache>,
+    /// How much of the hot log's window the read cache holds now, and the signals that move it.
+    pub split: MemorySplit,
     pub last_checkpoint: Mutex<Checkpoint>,
     pub wal_bytes_since_checkpoint: AtomicU64,
     /// Closed flag, and the poison: sticky after a failed write, sync, compaction or checkpoint.

@@ -11,6 +11,7 @@ use strata_kit::open_state::OpenState;
 use strata_kit::replay::ReplayedWal;
 use strata_wal::WalOptions;
 
+use super::memory_split::MemorySplit;
 use super::{ops, Counters, Inner, WAL_PREFIX};
 use crate::checkpoint::{self, Checkpoint};
 use crate::hash::key_hash;
@@ -269,8 +270,18 @@ struct Recovered {
 impl Recovered {
     fn into_inner(self, storage: Arc<dyn Storage>, memory_budget_bytes: u64) -> Inner {
         let Recovered { opts, checkpoint, created_checkpoint, logs, hot_index, wal_options, replayed } = self;
-        let read_cache =
-            (opts.read_cache_pages >= 2).then(|| ReadCache::new(opts.page_size_bytes, opts.read_cache_pages));
+        let split = MemorySplit::default();
+        let hot_log_bytes = opts.hot_log_pages as u64 * opts.page_size_bytes;
+        let read_cache = (opts.read_cache_pages >= 2).then(|| {
+            let lendable_pages = if opts.memory_split {
+                split.enable(hot_log_bytes, opts.page_size_bytes);
+                (hot_log_bytes / opts.read_cache_page_bytes) as usize
+            } else {
+                0
+            };
+            let pages = opts.read_cache_pages;
+            ReadCache::new(opts.read_cache_page_bytes, pages, pages + lendable_pages)
+        });
         let inner = Inner {
             storage,
             opts,
@@ -287,6 +298,7 @@ impl Recovered {
             cold_index: logs.cold_index,
             cold_live_estimate_bytes: AtomicU64::new(checkpoint.cold_live_estimate_bytes),
             read_cache,
+            split,
             last_checkpoint: Mutex::new(checkpoint),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
             state: OpenState::labelled(""),

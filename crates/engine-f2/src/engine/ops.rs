@@ -7,6 +7,7 @@ use parking_lot::MutexGuard;
 use strata_core::batch_codec::encode_batch;
 use strata_core::{Durability, Result, Value, WriteBatch};
 
+use super::memory_split::GetSource;
 use super::{Counters, Inner};
 use crate::hash::key_hash;
 use crate::index::cold::ChunkBatch;
@@ -28,7 +29,7 @@ pub(crate) fn apply_op(
     hash: u64,
     value: Option<&[u8]>,
     counters: Option<&Counters>,
-) -> Result<()> {
+) -> Result<Applied> {
     debug_assert_eq!(hash, key_hash(key), "apply_op got the hash of another key");
     let (mut entry, mut hot_head) = resolved_entry(index, cache, hash);
     if let Some(v) = value {
@@ -41,7 +42,7 @@ pub(crate) fn apply_op(
                     if let Some(c) = counters {
                         c.in_place_updates.fetch_add(1, Relaxed);
                     }
-                    return Ok(());
+                    return Ok(Applied::InPlace { address });
                 }
                 break;
             }
@@ -56,10 +57,11 @@ pub(crate) fn apply_op(
     if let Some(c) = counters {
         c.appends.fetch_add(1, Relaxed);
     }
+    let previous_head = hot_head;
     let mut address = address;
     loop {
         if entry.cas_address(address).is_ok() {
-            return Ok(());
+            return Ok(Applied::Appended { previous_head });
         }
         (entry, hot_head) = resolved_entry(index, cache, hash);
         // Writers of one entry hold one latch stripe, so a rival CAS came from a reader's cache
@@ -72,6 +74,14 @@ pub(crate) fn apply_op(
             address = hot.append(&mut record::encode(key, value, live_prev(hot_head)))?;
         }
     }
+}
+
+/// How [`apply_op`] applied a write: in place at `address`, or appended at the tail over a chain
+/// whose hot-log head was `previous_head` (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Applied {
+    InPlace { address: u64 },
+    Appended { previous_head: u64 },
 }
 
 /// The index entry for `hash` (created if missing) and the hot-log address its chain continues
@@ -258,6 +268,7 @@ impl Inner {
             test_hooks::after_hot_lookup();
             if let Some((address, rec)) = found {
                 if address & READ_CACHE_FLAG != 0 {
+                    self.note_get_for_split(hash, GetSource::ReadCache(address));
                     self.counters.read_cache_hits.fetch_add(1, Relaxed);
                     if let (Some(cache), Some(head)) = (&self.read_cache, &head) {
                         if cache.is_old(address) {
@@ -265,6 +276,7 @@ impl Inner {
                         }
                     }
                 } else {
+                    self.note_get_for_split(hash, GetSource::HotLog { address, head: immutable_below });
                     self.counters.hot_hits.fetch_add(1, Relaxed);
                     if address < immutable_below {
                         let seen = head.as_ref().map(|h| h.entry_value);
@@ -280,6 +292,7 @@ impl Inner {
             }
             return match cold {
                 Some((_, rec)) => {
+                    self.note_get_for_split(hash, GetSource::ColdLog);
                     self.counters.cold_hits.fetch_add(1, Relaxed);
                     self.cache_insert(hash, head.as_ref().map(|h| h.entry_value), &rec, truncations);
                     Ok(Some(rec))
@@ -343,8 +356,10 @@ impl Inner {
 
     /// Before a read-cache page is dropped: swing an entry that points at one of its records
     /// back to the record's previous (hot-log) address.
-    fn unlink_cached(&self, address: u64, view: record::RecordView<'_>) {
-        if let Some(entry) = self.hot_index.find(key_hash(view.key)) {
+    pub(super) fn unlink_cached(&self, address: u64, view: record::RecordView<'_>) {
+        let hash = key_hash(view.key);
+        self.split.remember_evicted(hash, view.stored_len() as u64);
+        if let Some(entry) = self.hot_index.find(hash) {
             if entry.address() == address {
                 let _ = entry.cas_address(view.prev_address);
             }
@@ -410,7 +425,7 @@ impl Inner {
             for (i, op) in batch.ops().iter().enumerate() {
                 // A missing hash (a caller bug) is recomputed rather than skipping the operation.
                 let hash = hashes.get(i).copied().unwrap_or_else(|| key_hash(op.key()));
-                apply_op(
+                let applied = apply_op(
                     &self.hot,
                     &self.hot_index,
                     self.read_cache.as_ref(),
@@ -420,6 +435,7 @@ impl Inner {
                     Some(&self.counters),
                 )
                 .map_err(|e| self.poisoned(e))?;
+                self.note_write_for_split(applied);
             }
         }
         drop(no_cut);

@@ -43,6 +43,9 @@ pub struct HybridLog {
     /// Bytes of the window's memory lent to structures that outgrew their own share (the hot
     /// index's overflow buckets); the window shrinks by that much, to no fewer than 2 pages.
     lent_bytes: AtomicU64,
+    /// Bytes of the window lent to the read cache (engine/memory_split.rs); counted like
+    /// `lent_bytes`, set by the maintenance worker only.
+    read_cache_lent_bytes: AtomicU64,
     bounds: Bounds,
     /// Writers check it: records below it are never changed in place and no new append lands
     /// below it.
@@ -103,6 +106,7 @@ impl HybridLog {
             max_pages_in_memory: max_pages,
             mutable_fraction,
             lent_bytes: AtomicU64::new(0),
+            read_cache_lent_bytes: AtomicU64::new(0),
             bounds: Bounds::new(begin, tail),
             read_only: AtomicU64::new(tail),
             safe_read_only: AtomicU64::new(tail),
@@ -153,9 +157,16 @@ impl HybridLog {
         self.lent_bytes.store(bytes, SeqCst);
     }
 
+    /// Lends `bytes` of the window to the read cache (replacing what was lent to it before). A
+    /// smaller window takes effect at the next page change or [`HybridLog::shrink_window`].
+    pub fn set_read_cache_lent_bytes(&self, bytes: u64) {
+        self.read_cache_lent_bytes.store(bytes, SeqCst);
+    }
+
     /// The number of in-memory pages the window may hold now.
     pub fn window_pages(&self) -> usize {
-        let lent_pages = self.lent_bytes.load(SeqCst).div_ceil(self.page_size);
+        let lent = self.lent_bytes.load(SeqCst).saturating_add(self.read_cache_lent_bytes.load(SeqCst));
+        let lent_pages = lent.div_ceil(self.page_size);
         let lent_pages = usize::try_from(lent_pages).unwrap_or(usize::MAX);
         self.max_pages_in_memory.saturating_sub(lent_pages).max(2)
     }
@@ -237,6 +248,30 @@ impl HybridLog {
             self.window.evict_oldest();
         }
         self.window.push_waiting(page_start);
+        Ok(())
+    }
+
+    /// Evicts the oldest pages until the window holds no more than it may now (after memory was
+    /// lent away), without waiting for a page turn: a read-only phase turns none. The pages
+    /// become read-only first, with the writers that could have missed it waited out, and are
+    /// written out before they leave, as in a page turn.
+    pub fn shrink_window(&self) -> Result<()> {
+        let _one_turner = self.turn.lock();
+        let window_pages = self.window_pages();
+        self.window.ring().set_max_buffers(window_pages);
+        let excess_pages = self.window.pages_in_memory().saturating_sub(window_pages) as u64;
+        if excess_pages == 0 {
+            return Ok(());
+        }
+        let evict_until = self.head() + excess_pages * self.page_size;
+        if self.read_only.fetch_max(evict_until, SeqCst) < evict_until {
+            self.writers.wait_for_older();
+        }
+        self.safe_read_only.fetch_max(evict_until, SeqCst);
+        while self.window.pages_in_memory() > window_pages {
+            self.flush_until(self.head() + self.page_size)?;
+            self.window.evict_oldest();
+        }
         Ok(())
     }
 

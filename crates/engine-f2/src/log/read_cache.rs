@@ -13,7 +13,7 @@
 //! still held that way is skipped (a reader never waits for another reader). Records are
 //! immutable once published except their invalid flag, set with an atomic OR.
 
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 use parking_lot::Mutex;
 
@@ -26,7 +26,11 @@ const FIRST_OFFSET: u64 = 64;
 
 pub struct ReadCache {
     page_size: u64,
-    max_pages: usize,
+    /// Pages the cache holds at most now: its share, plus what the hot log lends it
+    /// (engine/memory_split.rs). Changed under `append_lock`; never above `page_limit`.
+    max_pages: AtomicUsize,
+    /// The most pages it can ever hold (its ring has a frame more).
+    page_limit: usize,
     tail: AtomicU64,
     /// The in-memory pages `[head, last_page]` (offsets); changed under `append_lock` only.
     window: PageWindow,
@@ -38,14 +42,19 @@ pub struct ReadCache {
 }
 
 impl ReadCache {
-    /// A cache of `max_pages` (at least 2) pages of `page_size` bytes.
-    pub fn new(page_size: u64, max_pages: usize) -> ReadCache {
+    /// A cache of `max_pages` (at least 2) pages of `page_size` bytes, which may grow to
+    /// `page_limit` pages ([`ReadCache::resize`]).
+    pub fn new(page_size: u64, max_pages: usize, page_limit: usize) -> ReadCache {
         let max_pages = max_pages.max(2);
+        let page_limit = page_limit.max(max_pages);
+        let window = PageWindow::new(page_size, page_limit, 0);
+        window.ring().set_max_buffers(max_pages);
         ReadCache {
             page_size,
-            max_pages,
+            max_pages: AtomicUsize::new(max_pages),
+            page_limit,
             tail: AtomicU64::new(FIRST_OFFSET),
-            window: PageWindow::new(page_size, max_pages, 0),
+            window,
             append_lock: Mutex::new(()),
             evicted_records: AtomicU64::new(0),
             skipped_inserts: AtomicU64::new(0),
@@ -58,7 +67,31 @@ impl ReadCache {
     }
 
     pub fn capacity_bytes(&self) -> u64 {
-        self.max_pages as u64 * self.page_size
+        self.max_pages.load(SeqCst) as u64 * self.page_size
+    }
+
+    pub fn page_bytes(&self) -> u64 {
+        self.page_size
+    }
+
+    /// Holds at most `pages` pages from now on (2 ..= the limit): a smaller cache evicts its
+    /// oldest pages now (`unlink` as for [`ReadCache::insert`]); a larger one fills as records
+    /// come.
+    pub fn resize(&self, pages: usize, unlink: &mut dyn FnMut(u64, RecordView<'_>)) {
+        let pages = pages.clamp(2, self.page_limit);
+        let _only_one = self.append_lock.lock();
+        self.max_pages.store(pages, SeqCst);
+        self.window.ring().set_max_buffers(pages);
+        // The tail page stays (the next insert appends to it).
+        while self.window.pages_in_memory() > pages {
+            self.evict_oldest(unlink);
+        }
+    }
+
+    /// True for records among the oldest `bytes` of the cache (what one step less would drop).
+    pub fn is_among_oldest(&self, address: u64, bytes: u64) -> bool {
+        let offset = address & !READ_CACHE_FLAG;
+        offset < self.tail.load(SeqCst).saturating_sub(self.capacity_bytes()) + bytes
     }
 
     /// The cached record at `address` (flagged), or `None` once its page was evicted.
@@ -116,7 +149,7 @@ impl ReadCache {
         }
         let page_start = self.window.page_start(offset);
         if page_start > self.window.last_page() {
-            if self.window.pages_in_memory() >= self.max_pages {
+            while self.window.pages_in_memory() >= self.max_pages.load(SeqCst) {
                 self.evict_oldest(unlink);
             }
             if !self.window.try_push(page_start) {
@@ -174,7 +207,7 @@ mod tests {
 
     #[test]
     fn insert_read_invalidate_and_evict() {
-        let cache = ReadCache::new(4096, 2);
+        let cache = ReadCache::new(4096, 2, 2);
         let mut unlinked = Vec::new();
         let mut addresses = Vec::new();
         for i in 0..200u32 {

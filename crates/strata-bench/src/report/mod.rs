@@ -356,7 +356,8 @@ mod tests {
         };
         let rows = device_bytes_by_cause(&stats(100, 7, 50), &stats(4196, 7, 80));
         assert_eq!(rows, vec![("hot_log user".to_string(), 4096, 0), ("wal".to_string(), 0, 30)]);
-        let without_io = strata::Stats { engine_counters: vec![("wal.bytes_written".into(), 9)], ..Default::default() };
+        let without_io =
+            strata::Stats { engine_counters: vec![("wal.bytes_written".into(), 9)], ..Default::default() };
         assert!(device_bytes_by_cause(&strata::Stats::default(), &without_io).is_empty());
     }
 }
