@@ -168,7 +168,7 @@ fn main() {
             ..EngineConfig::default()
         },
         options: F2Options {
-            page_size_bytes: 64 << 10,
+            page_size_bytes: Some(64 << 10),
             segment_bytes: 8 << 20,
             hot_log_disk_budget_bytes: Some(hot_budget_bytes),
             ..F2Options::default()

@@ -56,7 +56,8 @@ fn structures(c: &mut Criterion) {
 fn engine(c: &mut Criterion) {
     let n = keys();
     let config = EngineConfig { memory_budget_bytes: 64 << 20, ..EngineConfig::default() };
-    let options = F2Options { page_size_bytes: 64 << 10, segment_bytes: 16 << 20, ..F2Options::default() };
+    let options =
+        F2Options { page_size_bytes: Some(64 << 10), segment_bytes: 16 << 20, ..F2Options::default() };
     let f2 = F2Engine::open_with(Arc::new(MemStorage::new()), &config, options).expect("open");
     let value = [7u8; 100];
     for i in 0..n {

@@ -14,7 +14,8 @@ use crate::log::RELEASED_PADDING_REGION_BYTES;
 #[derive(Clone, Debug, PartialEq)]
 pub struct F2Options {
     /// Log page size (power of two, >= 4 KiB); also the largest record. Fixed at creation.
-    pub page_size_bytes: u64,
+    /// Default (`None`): from the memory budget, [`default_page_bytes`].
+    pub page_size_bytes: Option<u64>,
     /// Segment file size of every log (a multiple of the page size). Fixed at creation.
     pub segment_bytes: u64,
     pub hot_index_bytes: Option<u64>,
@@ -73,7 +74,7 @@ pub struct F2Options {
 impl Default for F2Options {
     fn default() -> Self {
         F2Options {
-            page_size_bytes: 1 << 20,
+            page_size_bytes: None,
             segment_bytes: 64 << 20,
             hot_index_bytes: None,
             hot_log_memory_bytes: None,
@@ -161,6 +162,15 @@ impl ColdTrigger {
     }
 }
 
+/// The page size of a new store when the options leave it to the budget: a 64th of it as a
+/// power of two, from 64 KiB to 1 MiB. The budget sets aside about six pages (the cold and
+/// chunk logs' tail pages and the compaction frames), so 1 MiB pages left a 9 MiB budget 1 MiB
+/// for its hot log, read cache and hot index together; 1 MiB (the paper's) from 64 MiB up. A
+/// page bounds a record: a store that needs larger values sets `page_size_bytes`.
+pub fn default_page_bytes(memory_budget_bytes: u64) -> u64 {
+    floor_pow2(memory_budget_bytes / 64).clamp(64 << 10, 1 << 20)
+}
+
 /// The WAL's append buffers: the one being filled and the spare being written (each about
 /// `WalOptions::buffer_bytes`).
 pub fn wal_buffer_bytes() -> u64 {
@@ -220,14 +230,14 @@ impl F2Options {
     pub(crate) fn resolve(&self, config: &EngineConfig, stored: Option<&StoredLayout>) -> Result<Resolved> {
         let mut options = self.clone();
         options.apply_engine_options(config)?;
-        options.validate()?;
+        options.validate(config)?;
         let configured = options.derive_sizes(config);
         let Some(layout) = stored else { return Ok(configured) };
-        options.page_size_bytes = layout.page_size_bytes;
+        options.page_size_bytes = Some(layout.page_size_bytes);
         options.segment_bytes = layout.segment_bytes;
         // The checkpoint's own checks cover the stored fields; these are checked again with them
         // in place, so a layout the options could not have produced is refused either way.
-        options.validate()?;
+        options.validate(config)?;
         let mut resolved = options.derive_sizes(config);
         resolved.chunk_count = layout.chunk_count;
         check_layout_memory(config, configured.layout_memory_bytes(), &resolved, layout)?;
@@ -245,12 +255,12 @@ impl F2Options {
             *field = r.bytes(name, range)?.unwrap_or(*field);
             Ok(())
         };
-        bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=MAX_PAGE_BYTES)?;
         bytes(&mut self.segment_bytes, "segment_bytes", 4 << 10..=1 << 50)?;
         let mut optional_bytes = |field: &mut Option<u64>, name, range| -> Result<()> {
             *field = r.bytes(name, range)?.or(*field);
             Ok(())
         };
+        optional_bytes(&mut self.page_size_bytes, "page_size_bytes", 4 << 10..=MAX_PAGE_BYTES)?;
         optional_bytes(&mut self.hot_index_bytes, "hot_index_bytes", memory.clone())?;
         optional_bytes(&mut self.hot_log_memory_bytes, "hot_log_memory_bytes", memory.clone())?;
         optional_bytes(&mut self.read_cache_bytes, "read_cache_bytes", memory.clone())?;
@@ -281,9 +291,14 @@ impl F2Options {
         r.finish()
     }
 
+    /// The log page size for `config`: the configured one, else [`default_page_bytes`].
+    pub fn page_bytes(&self, config: &EngineConfig) -> u64 {
+        self.page_size_bytes.unwrap_or_else(|| default_page_bytes(config.memory_budget_bytes))
+    }
+
     /// Refuses sizes, fractions and counts outside their ranges.
-    fn validate(&self) -> Result<()> {
-        let page = self.page_size_bytes;
+    fn validate(&self, config: &EngineConfig) -> Result<()> {
+        let page = self.page_bytes(config);
         if page < 4096 || !page.is_power_of_two() || page > MAX_PAGE_BYTES {
             return Err(Error::invalid(format!(
                 "f2 page_size_bytes {page} must be a power of two in 4 KiB..1 GiB"
@@ -313,7 +328,7 @@ impl F2Options {
 
     /// The budget split and every size derived from it (the fields are valid: [`Self::validate`]).
     fn derive_sizes(&self, config: &EngineConfig) -> Resolved {
-        let page = self.page_size_bytes;
+        let page = self.page_bytes(config);
         let budget = config.memory_budget_bytes;
         let hot_index = self.hot_index_bytes.unwrap_or(budget / 6);
         let read_cache = self.read_cache_bytes.unwrap_or(budget / 6);
@@ -437,7 +452,7 @@ mod tests {
     #[test]
     fn cold_trigger_is_the_budget_when_set_and_space_amplification_by_default() {
         let config = EngineConfig::default();
-        let page = F2Options::default().page_size_bytes;
+        let page = F2Options::default().page_bytes(&config);
         let default_trigger = F2Options::default().resolve(&config, None).unwrap().cold_trigger;
         assert_eq!(default_trigger, ColdTrigger::SpaceAmplification { slack_bytes: COLD_SLACK_PAGES * page });
         let mut o = F2Options::default();
@@ -485,6 +500,12 @@ mod tests {
         assert_eq!(r.read_cache_page_bytes, 32 << 10);
         assert_eq!(r.read_cache_pages, 117);
         assert_eq!((nearest_pow2(5), nearest_pow2(6), nearest_pow2(7), nearest_pow2(1)), (4, 8, 8, 1));
+        // Pages from the budget: 256 KiB here, so six of them are not a third of the budget.
+        assert_eq!(r.page_size_bytes, 256 << 10);
+        let pages = [1 << 20, 9_646_899, 64 << 20, 3 << 30].map(default_page_bytes);
+        assert_eq!(pages, [64 << 10, 128 << 10, 1 << 20, 1 << 20]);
+        let set = F2Options { page_size_bytes: Some(4 << 10), ..F2Options::default() };
+        assert_eq!(set.resolve(&config, None).unwrap().page_size_bytes, 4 << 10, "a set size wins");
         // Never above the log's page (a cached record must fit one), never under 4 KiB.
         assert_eq!(read_cache_page_bytes(1 << 40, 1 << 20), 1 << 20);
         assert_eq!(read_cache_page_bytes(10_000, 1 << 20), 4096);
@@ -493,7 +514,7 @@ mod tests {
     #[test]
     fn bad_options_are_rejected() {
         let config = EngineConfig::default();
-        let bad = F2Options { page_size_bytes: 1000, ..F2Options::default() };
+        let bad = F2Options { page_size_bytes: Some(1000), ..F2Options::default() };
         assert!(bad.resolve(&config, None).is_err());
         let bad = F2Options { compaction_fraction: 0.0, ..F2Options::default() };
         assert!(bad.resolve(&config, None).is_err());
@@ -514,7 +535,8 @@ mod tests {
     #[test]
     fn a_stored_layout_overrides_the_configured_one_within_the_memory_bound() {
         let config = EngineConfig { memory_budget_bytes: 64 << 20, ..EngineConfig::default() };
-        let options = F2Options { page_size_bytes: 8 << 10, segment_bytes: 64 << 10, ..F2Options::default() };
+        let options =
+            F2Options { page_size_bytes: Some(8 << 10), segment_bytes: 64 << 10, ..F2Options::default() };
         let stored = StoredLayout {
             page_size_bytes: 4 << 10,
             segment_bytes: 32 << 10,
@@ -522,9 +544,10 @@ mod tests {
             field_offset: 24,
         };
         let resolved = options.resolve(&config, Some(&stored)).unwrap();
-        let mut expected = F2Options { page_size_bytes: 4 << 10, segment_bytes: 32 << 10, ..options.clone() }
-            .resolve(&config, None)
-            .unwrap();
+        let mut expected =
+            F2Options { page_size_bytes: Some(4 << 10), segment_bytes: 32 << 10, ..options.clone() }
+                .resolve(&config, None)
+                .unwrap();
         expected.chunk_count = 1 << 10;
         assert_eq!(resolved, expected);
         let huge = StoredLayout { chunk_count: 1 << 32, ..stored };

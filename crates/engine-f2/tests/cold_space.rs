@@ -31,7 +31,7 @@ const SAMPLE_EVERY: u64 = 250;
 /// budget is the default (`None`) unless a test sets it.
 fn options() -> F2Options {
     F2Options {
-        page_size_bytes: PAGE_BYTES,
+        page_size_bytes: Some(PAGE_BYTES),
         segment_bytes: 16 << 10,
         hot_index_bytes: Some(4 << 10),
         hot_log_memory_bytes: Some(16 << 10),

@@ -79,7 +79,7 @@ impl Scale {
 
     fn options(&self) -> F2Options {
         F2Options {
-            page_size_bytes: self.page_bytes,
+            page_size_bytes: Some(self.page_bytes),
             segment_bytes: self.segment_bytes,
             hot_index_bytes: Some(4 * self.keys),
             hot_log_memory_bytes: Some(8 * self.page_bytes),

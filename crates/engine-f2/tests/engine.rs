@@ -304,7 +304,7 @@ fn hot_index_overflow_is_paid_for_by_the_hot_log_window() {
     let budget_bytes = 4u64 << 20;
     let config = EngineConfig { memory_budget_bytes: budget_bytes, ..EngineConfig::default() };
     let options = F2Options {
-        page_size_bytes: 4 << 10,
+        page_size_bytes: Some(4 << 10),
         segment_bytes: 64 << 10,
         hot_index_bytes: Some(4 << 10),
         read_cache_bytes: Some(0),

@@ -14,7 +14,7 @@ use strata_testkit::Target;
 
 fn options() -> F2Options {
     F2Options {
-        page_size_bytes: 8 << 10,
+        page_size_bytes: Some(8 << 10),
         segment_bytes: 32 << 10,
         hot_index_bytes: Some(4 << 10),
         hot_log_memory_bytes: Some(32 << 10),

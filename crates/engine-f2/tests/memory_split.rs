@@ -14,7 +14,7 @@ use strata_io::{MemStorage, Storage};
 
 fn options(memory_split: bool) -> F2Options {
     F2Options {
-        page_size_bytes: 4 << 10,
+        page_size_bytes: Some(4 << 10),
         segment_bytes: 64 << 10,
         hot_log_memory_bytes: Some(256 << 10),
         read_cache_bytes: Some(32 << 10),

@@ -20,7 +20,7 @@ const HOT_DISK_BUDGET_BYTES: u64 = 32 << 10;
 
 fn options() -> F2Options {
     F2Options {
-        page_size_bytes: PAGE_BYTES,
+        page_size_bytes: Some(PAGE_BYTES),
         hot_log_disk_budget_bytes: Some(HOT_DISK_BUDGET_BYTES),
         background_maintenance: true,
         ..small_options()

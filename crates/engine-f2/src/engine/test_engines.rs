@@ -12,7 +12,7 @@ use crate::{F2Engine, F2Options};
 /// of 4 KiB, a 16 KiB hot-log window; tests override what they vary.
 pub fn manual_options() -> F2Options {
     F2Options {
-        page_size_bytes: 4 << 10,
+        page_size_bytes: Some(4 << 10),
         segment_bytes: 16 << 10,
         hot_log_memory_bytes: Some(16 << 10),
         hot_log_disk_budget_bytes: Some(64 << 20),

@@ -16,7 +16,7 @@ pub fn config() -> EngineConfig {
 /// chunk-log garbage and take a checkpoint.
 pub fn small_options() -> F2Options {
     F2Options {
-        page_size_bytes: 4 << 10,
+        page_size_bytes: Some(4 << 10),
         segment_bytes: 16 << 10,
         hot_index_bytes: Some(2 << 10),
         hot_log_memory_bytes: Some(16 << 10),

@@ -22,7 +22,7 @@ const SEGMENT_BYTES: u64 = 16 << 10;
 fn a_chain_link_into_released_padding_is_corruption_not_the_end_of_the_chain() {
     let storage = Arc::new(MemStorage::new());
     let options = F2Options {
-        page_size_bytes: PAGE_BYTES,
+        page_size_bytes: Some(PAGE_BYTES),
         segment_bytes: SEGMENT_BYTES,
         hot_index_bytes: Some(1 << 10),
         // One page a round: the round's last page is the one with the lost record.

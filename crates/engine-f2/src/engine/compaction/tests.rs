@@ -58,7 +58,7 @@ const FRAME_PAGES: usize = 3;
 
 fn engine(threads: usize) -> F2Engine {
     open_in_memory(F2Options {
-        page_size_bytes: PAGE_BYTES,
+        page_size_bytes: Some(PAGE_BYTES),
         // Eight chunks: many keys share each, and both workers own some.
         cold_index_bytes: Some(64),
         compaction_fraction: 1.0,
