@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use bytes_file::BytesFile;
 pub use counters::Counters;
-pub use file::{AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
+pub use file::{direct_read_alignment_of, AlignedBuf, FileStorage, DIRECT_IO_ALIGNMENT_BYTES};
 pub use hook_storage::{HookStorage, ReadHook, SyncHook, WriteHook};
 pub use mem::MemStorage;
 pub use sim::{CrashMode, Fault, FaultKind, SimStorage};

@@ -234,6 +234,46 @@ fn direct_io_aligned_write_then_unaligned_read() {
     assert_eq!(io_kind(&err), Some(ErrorKind::UnexpectedEof));
 }
 
+/// Bytes this thread has caused the block layer to read (`/proc/thread-self/io`).
+#[cfg(target_os = "linux")]
+fn thread_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    let line = io.lines().find(|l| l.starts_with("read_bytes:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_small_direct_read_moves_only_the_blocks_the_file_system_needs() {
+    let (dir, storage) = storage();
+    let file = storage.open("direct", OpenOptions::create().with_direct(true)).unwrap();
+    if storage.direct_io_fallbacks() > 0 {
+        eprintln!("filesystem does not support O_DIRECT; nothing to measure");
+        return;
+    }
+    let data = pattern(16 * DIRECT_IO_ALIGNMENT_BYTES);
+    let mut aligned = AlignedBuf::new(data.len());
+    aligned.copy_from_slice(&data);
+    file.write_at(0, &aligned).unwrap();
+    file.sync().unwrap();
+    let alignment = strata_io::direct_read_alignment_of(&dir.path().join("direct")).unwrap();
+    assert!(alignment.is_power_of_two() && (512..=4096).contains(&alignment), "{alignment}");
+    // 200 bytes inside one 512-byte sector of the sixth block, then 200 bytes across a sector
+    // boundary: one alignment unit, then two (or one 4 KiB block).
+    for (offset, units) in [(5 * 4096 + 100, 1), (5 * 4096 + 400, if alignment < 4096 { 2 } else { 1 })] {
+        let mut buf = [0u8; 200];
+        let before = thread_read_bytes();
+        file.read_at(offset, &mut buf).unwrap();
+        let read = thread_read_bytes() - before;
+        eprintln!("offset {offset}: read {read} bytes from the device (alignment {alignment})");
+        assert_eq!(&buf[..], &data[offset as usize..offset as usize + 200]);
+        if read > 0 {
+            // (Some kernels do not account O_DIRECT reads here; then there is nothing to compare.)
+            assert_eq!(read, units * alignment, "offset {offset}: alignment {alignment}");
+        }
+    }
+}
+
 #[test]
 fn unaligned_direct_write_is_invalid_argument() {
     let (_dir, storage) = storage();
