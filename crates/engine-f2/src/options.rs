@@ -196,9 +196,11 @@ pub fn read_cache_page_bytes(read_cache_bytes: u64, log_page_bytes: u64) -> u64 
 const READ_CACHE_PAGES_TARGET: u64 = 64;
 const MIN_READ_CACHE_PAGE_BYTES: u64 = 4096;
 
-/// The power of two nearest to `x` (ties up): the cold index's chunk count. Rounding down, as
-/// before, left up to half its share unused and two cold keys per entry where the paper sizes
-/// about one (its 8 M chunks of 32 entries for 250 M keys), so a cold get walked a shared chain.
+/// The power of two nearest to `x` (ties up): the cold index's chunk count and the hot index's
+/// bucket count. Rounding down left up to half of either share unused: two cold keys per entry
+/// where the paper sizes about one (its 8 M chunks of 32 entries for 250 M keys), so a cold get
+/// walked a shared chain; and a hot index whose buckets all overflowed, its overflow buckets
+/// (never freed) taking 9 MiB of a 22 MiB budget from the hot log.
 fn nearest_pow2(x: u64) -> u64 {
     let below = floor_pow2(x);
     if (x - below) * 2 >= below && below < 1 << 62 {
@@ -352,7 +354,7 @@ impl F2Options {
         Resolved {
             page_size_bytes: page,
             segment_bytes: self.segment_bytes,
-            hot_index_buckets: floor_pow2((hot_index / 64).max(2)),
+            hot_index_buckets: nearest_pow2((hot_index / 64).max(2)),
             hot_log_pages,
             released_padding_regions: usize::try_from(released_padding_regions).unwrap_or(usize::MAX),
             read_cache_pages: (read_cache / read_cache_page_bytes(read_cache, page)) as usize,
@@ -497,6 +499,7 @@ mod tests {
         let config = EngineConfig { memory_budget_bytes: 22 << 20, ..EngineConfig::default() };
         let r = F2Options::default().resolve(&config, None).unwrap();
         assert_eq!(r.chunk_count, 64 << 10);
+        assert_eq!(r.hot_index_buckets, 64 << 10, "3.7 MiB of 64-byte buckets: 60 k, rounded to 64 Ki");
         assert_eq!(r.read_cache_page_bytes, 32 << 10);
         assert_eq!(r.read_cache_pages, 117);
         assert_eq!((nearest_pow2(5), nearest_pow2(6), nearest_pow2(7), nearest_pow2(1)), (4, 8, 8, 1));
