@@ -269,7 +269,7 @@ fn render_io_and_space(report: &BenchReport, out: &mut String) {
     t.render(out);
 }
 
-/// Per phase of engines that count them: device bytes per operation by file and cause.
+/// Per phase of engines that count them: I/O bytes per operation by file and cause.
 fn render_device_bytes_by_cause(report: &BenchReport, out: &mut String) {
     let rows: Vec<&PhaseResult> = report
         .results
@@ -281,8 +281,8 @@ fn render_device_bytes_by_cause(report: &BenchReport, out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "
-device bytes per operation by file and cause (engines that count them):"
+        "\nI/O bytes per operation by file and cause (engines that count them): what the engine asked of its \
+         storage, which the device moves rounded to its direct-I/O alignment"
     );
     let mut t = Table::new(&[
         "engine",
