@@ -134,7 +134,8 @@ impl MemorySplit {
 
     /// Ends a window: compares the signals, moves one step if one side clearly gains more than
     /// the other loses (never past `max_lent`, reduced by `other_lent_bytes` that the hot log
-    /// already lends elsewhere), and resets them.
+    /// already lends elsewhere, and a step back whatever the signals while the loan is past
+    /// that), and resets them.
     pub fn decide(&self, other_lent_bytes: u64) -> Option<Move> {
         let step = self.step_bytes();
         let take = |c: &AtomicU64| c.swap(0, Relaxed);
@@ -143,6 +144,13 @@ impl MemorySplit {
         let clearly_beats = |gain: u64, loss: u64| gain >= MIN_EVIDENCE && gain * 4 > loss * 5;
         let lent = self.lent_bytes();
         let room = self.max_lent_bytes.load(Relaxed).saturating_sub(other_lent_bytes);
+        // The hot index grew into the hot log's window after this loan: give a step back
+        // whatever the signals, or the two loans together would pass the window's last pages.
+        if lent > room && lent >= step {
+            self.lent_bytes.store(lent - step, Relaxed);
+            self.moves_to_hot_log.fetch_add(1, Relaxed);
+            return Some(Move::ToHotLog);
+        }
         if lent + step <= room && clearly_beats(cache_gain, hot_loss) {
             self.lent_bytes.store(lent + step, Relaxed);
             self.moves_to_read_cache.fetch_add(1, Relaxed);
@@ -308,6 +316,14 @@ mod tests {
             s.decide(20 << 20);
         }
         assert_eq!(s.lent_bytes(), 42 << 20, "62 MiB of room less 20 lent to the hot index");
+        // The index borrows 4 MiB more: the read cache gives steps back until the loans fit,
+        // though its ghost hits still beat everything.
+        for _ in 0..3 {
+            hits(&s.read_cache_ghost_hits, 1_000);
+            s.decide(24 << 20);
+        }
+        assert_eq!(s.lent_bytes(), 38 << 20);
+        assert_eq!(s.moves_to_hot_log.load(Relaxed), 2);
     }
 
     #[test]
