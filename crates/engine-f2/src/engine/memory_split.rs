@@ -71,11 +71,13 @@ pub enum Move {
 }
 
 impl MemorySplit {
-    /// Turns the split on: steps of `step_bytes` (rounded up to whole hot-log pages), lending
-    /// at most `hot_log_bytes` less two pages.
-    pub fn enable(&self, hot_log_bytes: u64, hot_page_bytes: u64) {
+    /// Turns the split on: steps of a 32nd of `hot_log_bytes` (rounded up to whole hot-log
+    /// pages), lending at most `hot_log_bytes` less two pages and at most `cache_growth_bytes`
+    /// (what the read cache can take).
+    pub fn enable(&self, hot_log_bytes: u64, hot_page_bytes: u64, cache_growth_bytes: u64) {
         let step = (hot_log_bytes / STEPS_PER_SHARE).div_ceil(hot_page_bytes).max(1) * hot_page_bytes;
-        let max_lent = hot_log_bytes.saturating_sub(2 * hot_page_bytes) / step * step;
+        let lendable = hot_log_bytes.saturating_sub(2 * hot_page_bytes).min(cache_growth_bytes);
+        let max_lent = lendable / step * step;
         self.step_bytes.store(step, Relaxed);
         self.max_lent_bytes.store(max_lent, Relaxed);
     }
@@ -261,7 +263,7 @@ mod tests {
 
     fn split() -> MemorySplit {
         let split = MemorySplit::default();
-        split.enable(64 << 20, 1 << 20);
+        split.enable(64 << 20, 1 << 20, u64::MAX);
         split
     }
 
@@ -275,8 +277,11 @@ mod tests {
         assert_eq!(s.step_bytes(), 2 << 20);
         assert_eq!(s.max_lent_bytes.load(Relaxed), 62 << 20);
         let tiny = MemorySplit::default();
-        tiny.enable(3 << 20, 1 << 20);
+        tiny.enable(3 << 20, 1 << 20, u64::MAX);
         assert_eq!((tiny.step_bytes(), tiny.max_lent_bytes.load(Relaxed)), (1 << 20, 1 << 20));
+        let capped = MemorySplit::default();
+        capped.enable(64 << 20, 1 << 20, 5 << 20);
+        assert_eq!(capped.max_lent_bytes.load(Relaxed), 4 << 20, "what the cache can take, in whole steps");
         assert!(!MemorySplit::default().count_op(), "a fixed split counts nothing");
     }
 
@@ -329,7 +334,7 @@ mod tests {
     #[test]
     fn the_ghost_forgets_after_two_steps_of_evictions() {
         let s = MemorySplit::default();
-        s.enable(32 << 10, 4 << 10); // steps of one 4 KiB page
+        s.enable(32 << 10, 4 << 10, u64::MAX); // steps of one 4 KiB page
         s.remember_evicted(1, 100);
         for i in 0..100 {
             s.remember_evicted(100 + i, 100); // 10 KB: two generations pass

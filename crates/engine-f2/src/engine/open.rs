@@ -255,6 +255,10 @@ fn remove_leftovers(
     storage.sync_dir()
 }
 
+/// The most pages the read cache may grow by with what the hot log lends it (16 times the 64
+/// pages of its own share).
+const MAX_LENT_READ_CACHE_PAGES: u64 = 1024;
+
 /// What recovery rebuilt, before the engine's locks and counters are put around it.
 struct Recovered {
     opts: Resolved,
@@ -273,9 +277,12 @@ impl Recovered {
         let split = MemorySplit::default();
         let hot_log_bytes = opts.hot_log_pages as u64 * opts.page_size_bytes;
         let read_cache = (opts.read_cache_pages >= 2).then(|| {
+            // The cache's ring has a frame for every page it may ever hold: bounded, so a tiny
+            // cache beside a large hot log does not get a frame per 4 KiB of the hot log.
             let lendable_pages = if opts.memory_split {
-                split.enable(hot_log_bytes, opts.page_size_bytes);
-                (hot_log_bytes / opts.read_cache_page_bytes) as usize
+                let pages = (hot_log_bytes / opts.read_cache_page_bytes).min(MAX_LENT_READ_CACHE_PAGES);
+                split.enable(hot_log_bytes, opts.page_size_bytes, pages * opts.read_cache_page_bytes);
+                pages as usize
             } else {
                 0
             };
