@@ -13,6 +13,10 @@ use strata_core::{Durability, Engine, EngineConfig};
 use strata_io::{MemStorage, Storage};
 
 fn options(memory_split: bool) -> F2Options {
+    options_with(memory_split, true)
+}
+
+fn options_with(memory_split: bool, background_maintenance: bool) -> F2Options {
     F2Options {
         page_size_bytes: Some(4 << 10),
         segment_bytes: 64 << 10,
@@ -20,14 +24,19 @@ fn options(memory_split: bool) -> F2Options {
         read_cache_bytes: Some(32 << 10),
         hot_log_disk_budget_bytes: Some(8 << 20),
         memory_split,
+        background_maintenance,
         ..F2Options::default()
     }
 }
 
 fn open(memory_split: bool) -> F2Engine {
+    open_with(options(memory_split))
+}
+
+fn open_with(options: F2Options) -> F2Engine {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
     let config = EngineConfig { memory_budget_bytes: 1 << 20, ..config() };
-    F2Engine::open_with(storage, &config, options(memory_split)).unwrap()
+    F2Engine::open_with(storage, &config, options).unwrap()
 }
 
 /// Waits (for the maintenance worker) until `done` holds, up to ten seconds.
@@ -113,4 +122,18 @@ fn a_borrowing_read_cache_serves_more_of_the_working_set_than_a_fixed_split() {
     let split_hits = load_then_read_a_skewed_working_set(&split, 100_000);
     eprintln!("gets without a device read: split {split_hits:.2}, fixed {fixed_hits:.2}");
     assert!(split_hits > fixed_hits + 0.15, "hits from memory: split {split_hits:.2}, fixed {fixed_hits:.2}");
+}
+
+#[test]
+fn without_a_background_worker_the_get_that_ends_a_window_resizes() {
+    let engine = open_with(options_with(true, false));
+    let capacity = counter(&engine, "memory.read_cache_capacity_bytes");
+    load_then_read_a_skewed_working_set(&engine, 60_000);
+    let lent = counter(&engine, "memory.read_cache_lent_bytes");
+    assert!(lent > 0, "nothing lent: {:?}", engine.stats().engine_counters);
+    assert_eq!(
+        counter(&engine, "memory.read_cache_capacity_bytes"),
+        capacity + lent,
+        "the loan was not carried out"
+    );
 }

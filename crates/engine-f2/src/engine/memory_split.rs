@@ -228,9 +228,20 @@ impl Inner {
         self.end_split_window_if_due();
     }
 
+    /// Ends a window when due; a decision that moved memory is carried out by the worker, or
+    /// here without one (`background_maintenance` off) unless another thread is maintaining
+    /// (the next decision's resize then catches up).
     fn end_split_window_if_due(&self) {
-        if self.split.count_op() && self.split.decide(self.hot_index.overrun_bytes()).is_some() {
+        if !self.split.count_op() || self.split.decide(self.hot_index.overrun_bytes()).is_none() {
+            return;
+        }
+        if self.opts.background_maintenance {
             self.worker.request();
+        } else if let Some(_only_one) = self.maintenance.try_lock() {
+            if let Err(e) = self.rebalance_memory() {
+                // Poisoned: the next call fails with it; this get or write already succeeded.
+                let _ = self.poisoned(e);
+            }
         }
     }
 
