@@ -344,6 +344,7 @@ impl F2Options {
             (hot_budget / page + 1).min(hot_log_share / 32 / RELEASED_PADDING_REGION_BYTES).max(1);
         let hot_log = hot_log_share.saturating_sub(released_padding_regions * RELEASED_PADDING_REGION_BYTES);
         let hot_log_pages = (hot_log / page).max(2) as usize;
+        let cache_page = read_cache_page_bytes(read_cache, page);
         let hot_log = hot_log_pages as u64 * page;
         let cold_trigger = match self.cold_log_disk_budget_bytes {
             Some(budget) => ColdTrigger::SizeBytes(
@@ -357,8 +358,8 @@ impl F2Options {
             hot_index_buckets: nearest_pow2((hot_index / 64).max(2)),
             hot_log_pages,
             released_padding_regions: usize::try_from(released_padding_regions).unwrap_or(usize::MAX),
-            read_cache_pages: (read_cache / read_cache_page_bytes(read_cache, page)) as usize,
-            read_cache_page_bytes: read_cache_page_bytes(read_cache, page),
+            read_cache_pages: (read_cache / cache_page) as usize,
+            read_cache_page_bytes: cache_page,
             chunk_count: nearest_pow2((cold_index / 8).clamp(1, 1 << 32)),
             mutable_fraction: self.mutable_fraction,
             hot_trigger_bytes: (hot_budget as f64 * self.compaction_trigger_fraction) as u64,

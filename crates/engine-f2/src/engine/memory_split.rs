@@ -13,7 +13,8 @@
 //!   updates that had to append because the key's record had just turned read-only.
 //!
 //! A step moves when one side's gain beats the other's loss by a quarter and by at least
-//! [`MIN_EVIDENCE`] events; only the maintenance worker resizes (`Inner::rebalance_memory`): the
+//! [`MIN_EVIDENCE`] events; the maintenance worker resizes (`Inner::rebalance_memory`; without one, the operation that
+//! ends the window): the
 //! hot log's window shrinks (its oldest pages written out and evicted) before the read cache
 //! grows, and the read cache shrinks before the hot log's window grows back, so the two never
 //! hold more than their shares together. Nothing is lent beyond the hot log's last two pages.
