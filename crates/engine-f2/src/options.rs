@@ -50,8 +50,9 @@ pub struct F2Options {
     /// Pages of the compacted log held in memory at once (the frame buffer, read ahead of the
     /// workers and released in page order). Part of the memory reserve. 1..=64.
     pub compaction_frame_pages: usize,
-    /// A checkpoint is taken when this many WAL bytes were appended since the last one.
-    /// Default: the WAL segment size.
+    /// A checkpoint is taken when this many WAL bytes were appended since the last one (or
+    /// earlier, once it would give back an eighth of the live bytes: `Inner::checkpoint_due`).
+    /// Default: the configured WAL segment size, else 64 MiB.
     pub checkpoint_wal_bytes: Option<u64>,
     /// Run compaction, chunk-log GC and checkpoints on a background thread (writers only wait
     /// when the hot log exceeds its whole disk budget). Off: the writer that crosses a trigger

@@ -55,7 +55,7 @@ impl Inner {
             (&self.cold.file, ck.cold_begin),
             (&self.cold_index.log.file, ck.chunk_begin),
         ] {
-            file.remove_outside(begin, u64::MAX)?;
+            file.release_below(begin)?;
         }
         self.storage.sync_dir()?;
         self.wal.truncate_before(wal_lsn + 1)?;

@@ -14,13 +14,18 @@ use crate::log::io_cause::IoCause;
 use crate::log::{scan_read_pages, SegmentedFile};
 use crate::record;
 
+/// A checkpoint is due once it would release this fraction (as a divisor) of the live bytes.
+const RELEASE_LIVE_DIVISOR: u64 = 8;
+/// ... and at least this many times the hot index's size (its snapshot's bound).
+const RELEASE_SNAPSHOT_MULTIPLE: u64 = 4;
+
 impl Inner {
     /// After a write: signals the worker if maintenance is due and applies backpressure (with
     /// background maintenance); or runs what is due inline, unless another thread already is.
     pub fn maybe_maintain(&self) -> Result<()> {
         let due = self.hot.size_bytes() > self.opts.hot_trigger_bytes
             || self.cold_compaction_due()
-            || self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes;
+            || self.checkpoint_due();
         if !due {
             return Ok(());
         }
@@ -40,6 +45,31 @@ impl Inner {
         self.opts.cold_trigger.is_due(self.cold.size_bytes(), live_estimate_bytes)
     }
 
+    /// Whether a checkpoint is due: the WAL grew by `checkpoint_wal_bytes` since the last one,
+    /// or the bytes the next one would give back to the file system (what the logs' begins moved
+    /// past the last checkpoint's, plus the WAL since) exceed [`RELEASE_LIVE_DIVISOR`]⁻¹ of
+    /// the store's estimated live bytes. Space is released only after a checkpoint (a crash
+    /// recovers from the last one, which still names those bytes), so without the second rule
+    /// a small store's directory grows by ~5× the WAL distance (its engine writes) between
+    /// checkpoints. Floor: [`RELEASE_SNAPSHOT_MULTIPLE`] hot-index sizes, so the snapshot each
+    /// checkpoint writes stays a small share of the writes.
+    pub fn checkpoint_due(&self) -> bool {
+        let wal_bytes = self.wal_bytes_since_checkpoint.load(Relaxed);
+        if wal_bytes >= self.opts.checkpoint_wal_bytes {
+            return true;
+        }
+        let last = *self.last_checkpoint.lock();
+        let releasable_bytes = wal_bytes
+            + self.hot.begin().saturating_sub(last.hot_begin)
+            + self.cold.begin().saturating_sub(last.cold_begin)
+            + self.cold_index.log.begin().saturating_sub(last.chunk_begin);
+        let live_estimate_bytes = self.cold_live_estimate_bytes.load(Relaxed)
+            + self.hot.size_bytes()
+            + self.cold_index.live_bytes();
+        let floor_bytes = RELEASE_SNAPSHOT_MULTIPLE * self.hot_index.memory_bytes();
+        releasable_bytes >= (live_estimate_bytes / RELEASE_LIVE_DIVISOR).max(floor_bytes)
+    }
+
     /// Caller holds the maintenance lock.
     pub fn maintain_locked(&self) -> Result<()> {
         let c = &self.counters;
@@ -53,7 +83,7 @@ impl Inner {
         let copied =
             timed(&c.chunk_gc_max_us, || self.cold_index.collect_garbage(2 * self.opts.page_size_bytes))?;
         c.chunks_collected.fetch_add(copied, Relaxed);
-        if self.wal_bytes_since_checkpoint.load(Relaxed) >= self.opts.checkpoint_wal_bytes {
+        if self.checkpoint_due() {
             timed(&c.checkpoint_max_us, || self.checkpoint_locked())?;
         }
         Ok(())

@@ -246,9 +246,16 @@ fn remove_leftovers(
     snapshot_used: bool,
 ) -> Result<()> {
     let file = |prefix| log_file(storage, config, ck, prefix);
-    file(HOT_PREFIX).remove_outside(ck.hot_begin, hot_tail.max(ck.hot_begin + 1))?;
-    file(COLD_PREFIX).remove_outside(ck.cold_begin, ck.cold_tail.max(ck.cold_begin + 1))?;
-    file(CHUNK_PREFIX).remove_outside(ck.chunk_begin, ck.chunk_tail.max(ck.chunk_begin + 1))?;
+    for (prefix, begin, tail) in [
+        (HOT_PREFIX, ck.hot_begin, hot_tail),
+        (COLD_PREFIX, ck.cold_begin, ck.cold_tail),
+        (CHUNK_PREFIX, ck.chunk_begin, ck.chunk_tail),
+    ] {
+        let file = file(prefix);
+        file.remove_outside(begin, tail.max(begin + 1))?;
+        // A crash may have lost the last checkpoint's punched holes (they are not synced).
+        file.release_below(begin)?;
+    }
     if !snapshot_used && storage.exists(hot_snapshot::FILE_NAME)? {
         storage.remove(hot_snapshot::FILE_NAME)?;
     }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -15,6 +15,8 @@ use super::io_cause::IoCounts;
 pub const HOT_PREFIX: &str = "f2-hot-";
 pub const COLD_PREFIX: &str = "f2-cold-";
 pub const CHUNK_PREFIX: &str = "f2-chunk-";
+/// `release_below` punches holes in whole units of this size (a file-system block).
+pub const RELEASE_ALIGN_BYTES: u64 = 4096;
 /// Each log's file prefix and its number, which its records' checksums carry (with the address)
 /// so a record is valid only in the log and at the address it was written to.
 const LOG_NUMBERS: [(&str, u8); 3] = [(HOT_PREFIX, 1), (COLD_PREFIX, 2), (CHUNK_PREFIX, 3)];
@@ -41,6 +43,10 @@ pub struct SegmentedFile {
     pages_turn_when_full: bool,
     /// From `LOG_NUMBERS`; 0 for another prefix (tests).
     log_number: u8,
+    /// Addresses below this were given back to the file system by `release_below` (whole
+    /// segments deleted, the rest of the first kept one punched), so a release punches only
+    /// what the last one did not.
+    released_below: AtomicU64,
 }
 
 impl SegmentedFile {
@@ -57,6 +63,7 @@ impl SegmentedFile {
             io: IoCounts::default(),
             pages_turn_when_full: false,
             log_number: LOG_NUMBERS.iter().find(|(p, _)| *p == prefix).map_or(0, |(_, n)| *n),
+            released_below: AtomicU64::new(0),
         }
     }
 
@@ -201,6 +208,27 @@ impl SegmentedFile {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Gives every byte below `begin` back to the file system: deletes the segment files wholly
+    /// below it and punches the dead front of the segment holding it, down to a
+    /// [`RELEASE_ALIGN_BYTES`] boundary (so no live byte at or above `begin` is zeroed). Callers
+    /// release only below a durable checkpoint's `begin`: nothing reads there any more but a
+    /// lookup that raced a truncation, which already treats any failed read below `begin` as
+    /// truncated (a punched range reads as zeros and fails its checksum). Without it a log's
+    /// directory holds up to a whole segment of dead bytes per log (64 MiB by default), many
+    /// times a small store's data.
+    pub fn release_below(&self, begin: u64) -> Result<()> {
+        self.remove_outside(begin, u64::MAX)?;
+        let segment_start = begin - begin % self.segment_bytes;
+        let from = self.released_below.load(SeqCst).max(segment_start);
+        let to = begin - begin % RELEASE_ALIGN_BYTES;
+        if to > from && self.storage.exists(&self.segment_name(begin / self.segment_bytes))? {
+            let file = self.segment(begin / self.segment_bytes, false)?;
+            file.punch_hole(from - segment_start, to - from)?;
+        }
+        self.released_below.fetch_max(to, SeqCst);
         Ok(())
     }
 
