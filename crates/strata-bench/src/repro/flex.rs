@@ -324,8 +324,10 @@ fn ycsb(args: &ReproArgs) -> Result<(), String> {
         keys: KeySpec { format: udb.format, key_bytes: udb.key_bytes, hashed: true, clustered_inserts: None },
         values: ValueSpec::fixed(udb.value_bytes),
         distribution: None,
+        zipf_theta: crate::workload::zipfian::DEFAULT_THETA,
         budget_fraction: shape.budget_fraction,
         duration: None,
+        timeline_interval: None,
         bulk_load: false,
         from_checkpoint: false,
     };

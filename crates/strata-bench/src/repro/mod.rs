@@ -8,7 +8,8 @@
 //!   engine-flex's cargo benches call); then YCSB A–F vs RocksDB in Fig 13's shape (UDB record
 //!   sizes, Fig 13b's memory-to-data ratio).
 //! - `f2`: Fig 10's YCSB A/B/C/F and Table 2's I/O amplification (zipfian-plain θ 0.99, 8 B keys +
-//!   100 B values, budget 10% of the data), and Fig 13's memory-budget sweep (2.5%–25%, A and B).
+//!   100 B values, budget 10% of the data), Fig 13's memory-budget sweep (2.5%–25%, A and B),
+//!   Fig 12's skew sweep and Fig 2's death spiral against FASTER's single log (`f2.rs`).
 //! - `treeline`: Fig 5/7's YCSB A/B/C/F and E (scattered zipfian θ 0.99, E also uniform) on an aged
 //!   store at 64 B and 1024 B records, budget a third of the data, with Table 4's device bytes per
 //!   operation; Fig 8's factor analysis; §5.5's insert forecasting on 50% reads / 50% inserts.
@@ -17,6 +18,7 @@
 //!   latencies, Fig 9's throughput and Fig 3c's write amplification against χ, and Fig 9e's
 //!   write amplification at a quarter of the records.
 
+mod f2;
 mod flex;
 mod laser;
 mod laser_model;
@@ -36,7 +38,7 @@ use clap::Parser;
 use crate::config::BenchConfig;
 use crate::report::BenchReport;
 use crate::runner;
-use crate::workload::{DistributionKind, KeyFormat, KeySpec, ValueSpec, Workload};
+use crate::workload::{DistributionKind, KeySpec, ValueSpec, Workload};
 use papers::PaperShape;
 
 #[derive(Parser, Debug)]
@@ -72,7 +74,8 @@ struct ReproArgs {
     /// No progress lines (the tables are still printed).
     #[arg(long)]
     quiet: bool,
-    /// Only these parts of the paper's experiments, comma-separated (laser: htap, model, shift).
+    /// Only these parts of the paper's experiments, comma-separated (laser: htap, model, shift;
+    /// f2: fig10, fig13, fig12, fig2).
     #[arg(long, value_name = "PARTS", value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -92,11 +95,6 @@ struct Scale {
 }
 
 const QUICK: Scale = Scale { records: 400_000, ops: 200_000 };
-/// The full-scale f2 run: 20M x (8 + 100) B (flex's is in `flex`).
-const F2_FULL: Scale = Scale { records: 20_000_000, ops: 2_000_000 };
-
-/// The F2 paper's memory sweep, as fractions of the data (Fig 13: 750 MiB – 7.5 GiB of 30 GiB).
-const F2_BUDGET_SWEEP: [f64; 4] = [0.025, 0.05, 0.10, 0.25];
 
 /// Runs `strata repro` with `args` (everything after `repro`).
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -125,7 +123,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
     let started = Instant::now();
     let result = match parsed.paper.as_str() {
-        "f2" => repro_f2(&parsed),
+        "f2" => f2::repro(&parsed),
         "flex" => flex::repro(&parsed),
         "treeline" => treeline::repro(&parsed),
         "turtle" => turtle::repro(&parsed),
@@ -150,7 +148,11 @@ fn validate(a: &ReproArgs) -> Result<(), String> {
     if !["f2", "flex", "treeline", "turtle", "laser"].contains(&a.paper.as_str()) {
         return Err(format!("unknown paper {:?}; expected flex, f2, treeline, turtle or laser", a.paper));
     }
-    let parts: &[&str] = if a.paper == "laser" { &["htap", "model", "shift"] } else { &[] };
+    let parts: &[&str] = match a.paper.as_str() {
+        "laser" => &["htap", "model", "shift"],
+        "f2" => &f2::PARTS,
+        _ => &[],
+    };
     if let Some(unknown) = a.only.iter().find(|p| !parts.contains(&p.as_str())) {
         return Err(format!("--only {unknown:?}: {}'s parts are {:?}", a.paper, parts));
     }
@@ -182,9 +184,13 @@ struct Run<'a> {
     keys: KeySpec,
     values: ValueSpec,
     distribution: Option<DistributionKind>,
+    /// The zipfian distributions' θ.
+    zipf_theta: f64,
     budget_fraction: f64,
     /// Run each workload this long instead of `scale.ops` operations.
     duration: Option<std::time::Duration>,
+    /// Record throughput per interval of this length (`strata bench --timeline`).
+    timeline_interval: Option<std::time::Duration>,
     /// Load with each engine's bulk path (`--load-mode bulk`), as the paper loaded.
     bulk_load: bool,
     /// Start each measured workload from a copy of the aged store (`--from-checkpoint`).
@@ -206,10 +212,10 @@ impl Run<'_> {
             records: self.scale.records,
             ops: if self.duration.is_some() { None } else { Some(self.scale.ops) },
             duration: self.duration,
-            timeline_interval: None,
+            timeline_interval: self.timeline_interval,
             threads: self.args.threads,
             distribution: self.distribution,
-            zipf_theta: crate::workload::zipfian::DEFAULT_THETA,
+            zipf_theta: self.zipf_theta,
             hotspot_keys_fraction: 0.2,
             hotspot_ops_fraction: 0.8,
             keys: self.keys,
@@ -268,43 +274,6 @@ fn header(shape: &PaperShape, scale: Scale, budget_fraction: f64, args: &ReproAr
     );
 }
 
-fn repro_f2(args: &ReproArgs) -> Result<(), String> {
-    let scale = if args.quick { QUICK } else { F2_FULL };
-    let shape = &papers::F2;
-    let run = Run {
-        args,
-        engines: vec!["f2".into(), args.rocksdb.clone()],
-        workloads: &["a", "b", "c", "f"],
-        scale,
-        keys: KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None },
-        values: ValueSpec::fixed(100),
-        distribution: Some(DistributionKind::ZipfianPlain),
-        budget_fraction: shape.budget_fraction,
-        duration: None,
-        bulk_load: false,
-        from_checkpoint: false,
-    };
-    let main = run.execute("f2-fig10")?;
-    println!("\n=== F2 Fig 10 and Table 2: YCSB A/B/C/F, zipfian-plain θ 0.99, direct I/O ===");
-    header(shape, scale, shape.budget_fraction, args, &main);
-    render::throughput_table(&main, "f2", &args.rocksdb, papers::f2_fig10);
-    render::amplification_table(&main, &["f2", &args.rocksdb], &["a", "b"], papers::f2_table2);
-
-    println!("\n=== F2 Fig 13: memory budget 2.5%–25% of the data, YCSB A and B ===");
-    let mut sweep = Vec::new();
-    for fraction in F2_BUDGET_SWEEP {
-        let at = Run { workloads: &["a", "b"], budget_fraction: fraction, ..run.clone_shape() };
-        let report = at.execute(&format!("f2-fig13-{:.1}pct", fraction * 100.0))?;
-        sweep.push((fraction, report));
-    }
-    // The header names the paper's default budget (10%); the table gives each run's.
-    if let Some((fraction, at_ten)) = sweep.iter().find(|(f, _)| (*f - 0.10).abs() < 1e-9) {
-        header(shape, scale, *fraction, args, at_ten);
-    }
-    render::budget_sweep_table(&sweep, "f2", &args.rocksdb, papers::f2_fig13);
-    Ok(())
-}
-
 impl<'a> Run<'a> {
     /// The same experiment shape (for variations with `..`).
     fn clone_shape(&self) -> Run<'a> {
@@ -316,8 +285,10 @@ impl<'a> Run<'a> {
             keys: self.keys,
             values: self.values,
             distribution: self.distribution,
+            zipf_theta: self.zipf_theta,
             budget_fraction: self.budget_fraction,
             duration: self.duration,
+            timeline_interval: self.timeline_interval,
             bulk_load: self.bulk_load,
             from_checkpoint: self.from_checkpoint,
         }
@@ -327,6 +298,7 @@ impl<'a> Run<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::KeyFormat;
 
     fn parse(list: &[&str]) -> Result<ReproArgs, String> {
         let all: Vec<&str> = std::iter::once("strata repro").chain(list.iter().copied()).collect();
@@ -358,7 +330,7 @@ mod tests {
             args: &a,
             engines: vec!["f2".into()],
             workloads: &["a"],
-            scale: F2_FULL,
+            scale: f2::F2_FULL,
             keys: KeySpec {
                 format: KeyFormat::Int,
                 key_bytes: Some(8),
@@ -367,8 +339,10 @@ mod tests {
             },
             values: ValueSpec::fixed(100),
             distribution: Some(DistributionKind::ZipfianPlain),
+            zipf_theta: crate::workload::zipfian::DEFAULT_THETA,
             budget_fraction: papers::F2.budget_fraction,
             duration: None,
+            timeline_interval: None,
             bulk_load: false,
             from_checkpoint: false,
         };

@@ -46,6 +46,15 @@ pub fn f2_table2(engine: &str, workload: &str) -> Option<(f64, f64)> {
     }
 }
 
+/// F2 Fig 12 (YCSB A and B, zipfian α 3..1000, 3 GiB budget, 16 threads): what the text states.
+pub const F2_FIG12: &str = "α = 100 (default): 90% of accesses to 18% of records; α = 10: 90% to 33%. \
+     α ≥ 200: F2 3.4x (A) / 1.4x (B) LeanStore, ≥ FASTER; lower skew degrades gracefully, A stays \
+     ahead at α = 3, B 1.4x slower than LeanStore there";
+
+/// F2 Fig 2 (FASTER alone, larger-than-memory RMW YCSB-F): what the caption and §2 state.
+pub const F2_FIG2: &str = "FASTER's throughput collapses once its log budget is reached: compaction \
+     copies cold records to the tail, evicting hot ones over and over (a death spiral)";
+
 /// F2 Fig 13 (memory budget 2.5%-25% of the data): what the text states.
 pub fn f2_fig13(workload: &str, budget_fraction: f64) -> &'static str {
     let smallest = budget_fraction <= 0.025 + 1e-9;

@@ -93,8 +93,10 @@ fn shape_run<'a>(args: &'a ReproArgs, shape: &RecordShape, engines: Vec<String>)
         keys: KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None },
         values: ValueSpec::fixed(shape.value_bytes),
         distribution: Some(DistributionKind::Scattered),
+        zipf_theta: crate::workload::zipfian::DEFAULT_THETA,
         budget_fraction: TREELINE.budget_fraction,
         duration: Some(Duration::from_secs(seconds)),
+        timeline_interval: None,
         bulk_load: true,
         from_checkpoint: true,
     }

@@ -57,8 +57,10 @@ fn shape_run(args: &ReproArgs, engines: Vec<String>, budget_fraction: f64) -> Ru
         keys: KeySpec { format: KeyFormat::Int, key_bytes: Some(8), hashed: true, clustered_inserts: None },
         values: ValueSpec::fixed(VALUE_BYTES),
         distribution: Some(DistributionKind::ZipfianPlain),
+        zipf_theta: crate::workload::zipfian::DEFAULT_THETA,
         budget_fraction,
         duration: Some(Duration::from_secs(seconds)),
+        timeline_interval: None,
         bulk_load: false,
         from_checkpoint: false,
     }
