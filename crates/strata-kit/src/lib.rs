@@ -10,6 +10,7 @@ pub mod cache;
 pub mod chunked_range;
 mod factory;
 pub mod inline_key;
+pub mod io_cause;
 pub mod logged_writes;
 pub mod memtable;
 pub mod open_state;

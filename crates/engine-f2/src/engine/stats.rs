@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use strata_core::Stats;
 
 use super::Inner;
+use crate::log::io_cause;
 use crate::options;
 
 fn load(counter: &AtomicU64) -> u64 {
@@ -127,9 +128,9 @@ impl Inner {
     /// `io.<log>.<cause>.*`: each log's device reads and writes by what caused them
     /// (log/io_cause.rs), and the checkpoint files' bytes; the WAL's are `wal.bytes_written`.
     fn io_counters(&self) -> Vec<(String, u64)> {
-        let mut out = self.hot.file.io.counters("hot_log");
-        out.extend(self.cold.file.io.counters("cold_log"));
-        out.extend(self.cold_index.log.file.io.counters("chunk_log"));
+        let mut out = io_cause::counters(&self.hot.file.io, "hot_log");
+        out.extend(io_cause::counters(&self.cold.file.io, "cold_log"));
+        out.extend(io_cause::counters(&self.cold_index.log.file.io, "chunk_log"));
         out.push((
             "io.checkpoint_files.write_bytes".into(),
             load(&self.counters.checkpoint_file_bytes_written),

@@ -406,7 +406,7 @@ mod tests {
             }
         }
         let gc_reads = || {
-            let counters = index.log.file.io.counters("chunk_log");
+            let counters = crate::log::io_cause::counters(&index.log.file.io, "chunk_log");
             counters.iter().find(|(n, _)| n == "io.chunk_log.chunk_gc.reads").map_or(0, |(_, v)| *v)
         };
         let pages_below_cut = index.log.size_bytes() / 2 / 4096 + 1;

@@ -172,8 +172,9 @@ fn fig2(args: &ReproArgs, run: &Run<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Per engine: a sparkline of its throughput per interval (one scale for all), min / median /
-/// max, and the median of the last third against the first third (a spiral decays).
+/// Per engine, its first round: a sparkline of its throughput per interval (one scale for all),
+/// min / median / max, the median of the last third against the first third (a spiral decays),
+/// and the intervals under a quarter of the median (stalls: writers waiting for compaction).
 fn timeline_rows(report: &BenchReport, engines: &[&str]) {
     let phases: Vec<&crate::report::PhaseResult> = engines
         .iter()
@@ -196,10 +197,26 @@ fn timeline_rows(report: &BenchReport, engines: &[&str]) {
         };
         let range = spread
             .map_or_else(|| "-".into(), |s| format!("{} / {} / {}", fmt(s.min), fmt(s.median), fmt(s.max)));
+        let stalled = spread.map_or(0, |s| timeline.iter().filter(|&&v| v < s.median / 4.0).count());
         let written = phase.device_write_bytes_per_op.map_or_else(|| "-".into(), |b| format!("{b:.0} B"));
-        rows.push(vec![phase.engine.clone(), range, decay, written, sparkline(timeline, top)]);
+        rows.push(vec![
+            phase.engine.clone(),
+            range,
+            decay,
+            stalled.to_string(),
+            written,
+            sparkline(timeline, top),
+        ]);
     }
-    let header = ["engine", "ops/s min / median / max", "last ÷ first third", "dev write/op", "per interval"];
+    println!("  the first round's timeline (one interval per {} s):", FIG2_INTERVAL.as_secs());
+    let header = [
+        "engine",
+        "ops/s min / median / max",
+        "last ÷ first third",
+        "under ¼ median",
+        "dev write/op",
+        "per interval",
+    ];
     print_rows(&header, &rows);
 }
 
