@@ -198,7 +198,9 @@ pub const LASER_MANIFEST: Target =
 /// Level 0 and column-group runs (kit sorted runs, blocks aligned to 4 KiB). Not resealed: every
 /// block carries its own CRC.
 pub const LASER_RUNS: Target =
-    target("laser_runs", Laser, Clean, |n| n.starts_with("laser-") && n.ends_with(".run")).unit(4096).values();
+    target("laser_runs", Laser, Clean, |n| n.starts_with("laser-") && n.ends_with(".run"))
+        .unit(4096)
+        .values();
 
 /// Every damage target.
 pub const ALL: [Target; 25] = [

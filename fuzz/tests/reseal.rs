@@ -71,7 +71,7 @@ fn payload_byte(target: &Target, name: &str, b: &[u8]) -> usize {
         "f2_hot_index" => 64 + 6,
         // The last value byte of the first record.
         "f2_hot_log" | "f2_cold_log" | "f2_chunk_log" => {
-            let start = if name.ends_with("0000000000000000.seg") { 64 } else { 0 };
+            let start = first_live_record_offset(target, name, b.len());
             start + 24 + u32_at(b, start + 4) + u32_at(b, start + 8) - 1
         }
         // The length bits of the first block's first entry.
@@ -136,6 +136,32 @@ fn the_first_wal_payload_is_found_past_markers_and_empty_records() {
     record(5, 5);
     b.extend([0u8; 24]);
     assert_eq!(last_byte_of_first_wal_payload(&b), 32 + 24 + 24 + 24 + 5 - 1);
+}
+
+/// Where the first live record of an f2 log segment starts: at the checkpoint's `begin` of that
+/// log if it falls in this segment (a checkpoint punches the dead front out), else at the
+/// segment's start (address 64 in the first segment).
+fn first_live_record_offset(target: &Target, name: &str, segment_len: usize) -> usize {
+    let seed = seed_store(target.kind, target.seed);
+    let ck = &seed.files.iter().find(|(n, _)| n == "f2-checkpoint").expect("a checkpoint").1;
+    let u64_at = |at: usize| u64::from_le_bytes(ck[at..at + 8].try_into().unwrap());
+    let begin_field = match name.split('-').nth(1) {
+        Some("hot") => 48,
+        Some("cold") => 64,
+        _ => 80,
+    };
+    let (begin, segment_bytes) = (u64_at(begin_field), u64_at(32));
+    let segment: u64 = name.rsplit('-').next().unwrap().trim_end_matches(".seg").parse().unwrap();
+    let segment_start = segment * segment_bytes;
+    if (segment_start..segment_start + segment_len as u64).contains(&begin) {
+        (begin - segment_start) as usize
+    } else {
+        if segment == 0 {
+            64
+        } else {
+            0
+        }
+    }
 }
 
 fn check(target: &Target) {
