@@ -116,9 +116,7 @@ fn fig12(args: &ReproArgs, run: &Run<'_>) -> Result<(), String> {
         for (theta, report) in &sweep {
             let ours = median(report, "f2", w, |r| Some(r.throughput_ops_per_sec));
             let theirs = median(report, &args.rocksdb, w, |r| Some(r.throughput_ops_per_sec));
-            let ratio = median(report, &args.rocksdb, w, |r| {
-                r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x)
-            });
+            let ratio = render::ratio_to(report, &args.rocksdb, w);
             let skew =
                 report.skew.iter().find(|s| s.workload == w).map_or_else(|| "-".into(), |s| s.describe());
             rows.push(vec![

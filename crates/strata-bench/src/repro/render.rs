@@ -19,6 +19,12 @@ pub(super) fn median(
     Spread::of(&values)
 }
 
+/// The first engine's throughput over `other`'s on `workload`: per round (the inverse of
+/// `other`'s `vs_first`), then the median with its spread.
+pub(super) fn ratio_to(report: &BenchReport, other: &str, workload: &str) -> Option<Spread> {
+    median(report, other, workload, |r| r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x))
+}
+
 /// A median count (`-` when there is none).
 pub(super) fn ops(spread: Option<Spread>) -> String {
     spread.map_or_else(|| "-".into(), |s| fmt_count(s.median.round() as u64))
@@ -62,8 +68,7 @@ pub fn throughput_table(report: &BenchReport, engine: &str, rocksdb: &str, paper
         let ours = median(report, engine, w, |r| Some(r.throughput_ops_per_sec));
         let theirs = median(report, rocksdb, w, |r| Some(r.throughput_ops_per_sec));
         // Ratio per round, then the median (the first engine is ours, so invert vs_first).
-        let ratio =
-            median(report, rocksdb, w, |r| r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x));
+        let ratio = ratio_to(report, rocksdb, w);
         rows.push(vec![
             w.to_uppercase(),
             ops(ours),
@@ -127,8 +132,7 @@ pub fn budget_sweep_table(
         for (fraction, report) in sweep {
             let ours = median(report, engine, w, |r| Some(r.throughput_ops_per_sec));
             let theirs = median(report, rocksdb, w, |r| Some(r.throughput_ops_per_sec));
-            let ratio =
-                median(report, rocksdb, w, |r| r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x));
+            let ratio = ratio_to(report, rocksdb, w);
             let vs_ten = match (ours, at_ten(w)) {
                 (Some(o), Some(t)) if t.median > 0.0 => format!("{:.0}%", o.median / t.median * 100.0),
                 _ => "-".into(),

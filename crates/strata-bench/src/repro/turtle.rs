@@ -80,9 +80,7 @@ fn fig8(args: &ReproArgs, budget_fraction: f64) -> Result<(), String> {
     let mut rows = Vec::new();
     for w in WORKLOADS {
         let throughput = |engine: &str| median(&report, engine, w, |r| Some(r.throughput_ops_per_sec));
-        let ratio = median(&report, &args.rocksdb, w, |r| {
-            r.throughput_vs_first.filter(|x| *x > 0.0).map(|x| 1.0 / x)
-        });
+        let ratio = super::render::ratio_to(&report, &args.rocksdb, w);
         let target = papers::turtle_target(w);
         rows.push(vec![
             w.to_uppercase(),
