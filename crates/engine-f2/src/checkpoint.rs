@@ -59,6 +59,11 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The sum of the three logs' begins (how far truncation has moved them, together).
+    pub fn begins_sum(&self) -> u64 {
+        self.hot_begin + self.cold_begin + self.chunk_begin
+    }
+
     fn fields(&self) -> [u64; 12] {
         [
             self.wal_lsn,

@@ -50,6 +50,7 @@ impl Inner {
         ck.store(self.storage.as_ref())?;
         self.counters.checkpoint_file_bytes_written.fetch_add(CHECKPOINT_BYTES as u64, Relaxed);
         *self.last_checkpoint.lock() = ck;
+        self.last_checkpoint_begins_sum.store(ck.begins_sum(), Relaxed);
         for (file, begin) in [
             (&self.hot.file, ck.hot_begin),
             (&self.cold.file, ck.cold_begin),

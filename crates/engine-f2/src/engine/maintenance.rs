@@ -58,11 +58,10 @@ impl Inner {
         if wal_bytes >= self.opts.checkpoint_wal_bytes {
             return true;
         }
-        let last = *self.last_checkpoint.lock();
-        let releasable_bytes = wal_bytes
-            + self.hot.begin().saturating_sub(last.hot_begin)
-            + self.cold.begin().saturating_sub(last.cold_begin)
-            + self.cold_index.log.begin().saturating_sub(last.chunk_begin);
+        // Begins only move forward, so the sum's growth is what the logs would release.
+        let begins_sum = self.hot.begin() + self.cold.begin() + self.cold_index.log.begin();
+        let releasable_bytes =
+            wal_bytes + begins_sum.saturating_sub(self.last_checkpoint_begins_sum.load(Relaxed));
         let live_estimate_bytes = self.cold_live_estimate_bytes.load(Relaxed)
             + self.hot.size_bytes()
             + self.cold_index.live_bytes();

@@ -69,6 +69,9 @@ pub(crate) struct Inner {
     /// How much of the hot log's window the read cache holds now, and the signals that move it.
     pub split: MemorySplit,
     pub last_checkpoint: Mutex<Checkpoint>,
+    /// The sum of the last checkpoint's three log begins (`checkpoint_due` reads it on every
+    /// write without the mutex).
+    pub last_checkpoint_begins_sum: AtomicU64,
     pub wal_bytes_since_checkpoint: AtomicU64,
     /// Closed flag, and the poison: sticky after a failed write, sync, compaction or checkpoint.
     pub state: OpenState,

@@ -313,6 +313,7 @@ impl Recovered {
             cold_live_estimate_bytes: AtomicU64::new(checkpoint.cold_live_estimate_bytes),
             read_cache,
             split,
+            last_checkpoint_begins_sum: AtomicU64::new(checkpoint.begins_sum()),
             last_checkpoint: Mutex::new(checkpoint),
             wal_bytes_since_checkpoint: AtomicU64::new(replayed.payload_bytes),
             state: OpenState::labelled(""),
