@@ -266,10 +266,16 @@ impl Generator {
         &mut self.rng
     }
 
-    /// A put of a `value_len`-byte value with a random durability.
+    /// A put of a `value_len`-byte value under a key no earlier write used, with a random
+    /// durability.
     pub(crate) fn sized_put(&mut self, keys: &KeySpace, value_len: usize) -> Op {
         self.value_serial += 1;
-        let key = keys.write_key(&mut self.rng);
+        // A key no earlier write used: the live data grows by every put, so an engine that
+        // gives back overwritten versions' space (a compacting tree) still fills the disk.
+        let mut key = format!("fill/{:08}", self.value_serial).into_bytes();
+        if key.len() > self.limits.max_key_bytes {
+            key = keys.write_key(&mut self.rng);
+        }
         let value =
             crate::keyspace::filled_value(value_len.min(self.limits.max_value_bytes), self.value_serial);
         Op::Put { key, value, durability: self.durability() }
