@@ -8,6 +8,7 @@ pub mod experiments;
 pub mod flexdb;
 pub mod flexfile;
 pub mod flextree;
+mod io_kinds;
 
 pub use contract::FACTORY;
 pub use engine::{FlexEngine, LIMITS};

@@ -10,6 +10,7 @@ use strata_core::{Error, Result};
 use super::db::FlexDb;
 use super::meta::{self, Meta};
 use super::table::Entry;
+use crate::io_kinds::IoCause;
 
 impl FlexDb {
     /// Commits the MemTables into the table file now, in the caller's thread (normally the
@@ -43,6 +44,7 @@ impl FlexDb {
     pub(crate) fn commit_frozen(&self) -> Result<()> {
         let _one_committer = self.commit_lock.lock();
         self.check_usable()?;
+        let _committing = IoCause::Commit.enter();
         let started = Instant::now();
         let (imm, frozen_lsn) = {
             let mem = self.mem.read();

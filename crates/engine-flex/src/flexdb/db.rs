@@ -17,6 +17,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 use strata_core::{BatchOp, EngineConfig, Error, Result, Value};
 use strata_io::Storage;
+use strata_kit::io_cause::CountedStorage;
 use strata_kit::logged_writes::LoggedWrites;
 use strata_kit::memtable::MemTable;
 use strata_kit::replay::{self, ReplayedWal};
@@ -28,6 +29,7 @@ use super::meta::{self, Meta};
 use super::table::{Table, TableConfig};
 use super::{naive_file, FlexOptions, NaiveTableFile, TableFileKind};
 use crate::flexfile::{FlexFile, LogMark, TableFile};
+use crate::io_kinds::{self, IoCause};
 
 const WAL_FILE_PREFIX: &str = "flexdb-wal-";
 /// The FlexFile table file: `flexdb-table.data`, `.tree` and `.log`.
@@ -65,7 +67,10 @@ impl MemState {
 
 /// FlexDB: one store's state. Shared by the engine handle, the committer thread and iterators.
 pub(crate) struct FlexDb {
+    /// `io` as a plain storage: every file of the store is opened through it.
     pub(super) storage: Arc<dyn Storage>,
+    /// Device bytes by file kind and cause (`io_kinds`).
+    pub(super) io: Arc<CountedStorage>,
     pub(super) wal_options: WalOptions,
     /// The WAL, the closed flag and the poison; batches reach `mem` through it (write.rs).
     pub(super) writes: LoggedWrites,
@@ -117,6 +122,9 @@ impl FlexDb {
         options: &FlexOptions,
     ) -> Result<Arc<FlexDb>> {
         let started = Instant::now();
+        let _opening = IoCause::Open.enter();
+        let io = io_kinds::counted(storage);
+        let storage: Arc<dyn Storage> = io.clone();
         let budget = config.memory_budget_bytes;
         // At most 1 TiB: sums of MemTable sizes must not overflow.
         let memtable_bytes =
@@ -151,6 +159,7 @@ impl FlexDb {
         let applied_lsn = wal.last_lsn();
         let db = FlexDb {
             storage,
+            io,
             wal_options,
             writes: LoggedWrites::new(wal, ""),
             mem: RwLock::new(MemState { active, imm: None, imm_lsn: 0, applied_lsn, version: 0 }),

@@ -8,6 +8,7 @@ use strata_wal::Wal;
 
 use super::db::FlexDb;
 use super::meta;
+use crate::io_kinds;
 
 impl FlexDb {
     pub(crate) fn stats(&self) -> Stats {
@@ -67,6 +68,7 @@ impl FlexDb {
             .chain(file_counters)
             .map(|(name, value)| (name.to_string(), value))
             .chain(self.writes.wal().stats().counters())
+            .chain(self.io.counters(io_kinds::CAUSE_NAMES))
             .collect(),
             notices: Vec::new(),
         }

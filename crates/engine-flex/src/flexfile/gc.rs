@@ -11,6 +11,7 @@ use super::file::{apply_to_tree, no_space_error, FlexFile, State};
 use super::format::LogOp;
 use super::TableFile;
 use crate::flextree::Extent;
+use crate::io_kinds::IoCause;
 
 /// Victims chosen per scan of the tree.
 const GC_BATCH_SEGMENTS: usize = 8;
@@ -55,6 +56,7 @@ impl FlexFile {
                 break;
             }
             let started = std::time::Instant::now();
+            let _collecting = IoCause::Gc.enter();
             let relocated = self.relocate_segments(st, &victims);
             st.stats.gc_micros += started.elapsed().as_micros() as u64;
             relocated?;
@@ -88,6 +90,7 @@ impl FlexFile {
             let used = st.space.used_segments();
             used >= 4 && st.space.total_live_bytes * 100 < used * st.space.segment_bytes * target_percent
         };
+        let _collecting = IoCause::Gc.enter();
         let mut cleaned = 0;
         while cleaned < MAX_SEGMENTS_PER_CALL {
             let batch = {

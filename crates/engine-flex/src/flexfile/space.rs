@@ -11,6 +11,7 @@ use std::io;
 
 use strata_core::{Error, Result};
 use strata_io::StorageFile;
+use strata_kit::io_cause;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SegState {
@@ -26,6 +27,10 @@ pub(crate) struct OpenSegment {
     pub buf: Vec<u8>,
     /// Bytes of `buf` already handed to the data file.
     pub flushed: usize,
+    /// The I/O cause (`strata_kit::io_cause`) of the thread that appended each run of `buf`
+    /// not yet flushed: (start in `buf`, cause), starts ascending. A flush writes each run under
+    /// its own cause, so a commit's flush of bytes GC copied counts them as GC's.
+    pub causes: Vec<(usize, usize)>,
 }
 
 pub(crate) struct Space {
@@ -165,7 +170,7 @@ impl Space {
             };
             self.set_state(id as usize, SegState::Open);
             let buf = Vec::with_capacity(self.segment_bytes as usize);
-            self.open = Some(OpenSegment { id, buf, flushed: 0 });
+            self.open = Some(OpenSegment { id, buf, flushed: 0, causes: Vec::new() });
         }
         let open = self.open.as_ref().ok_or_else(|| no_space("flexfile: no open segment".into()))?;
         Ok(open.id * self.segment_bytes + open.buf.len() as u64)
@@ -174,6 +179,10 @@ impl Space {
     /// Appends the bytes of the last `alloc` to the segment buffer.
     pub fn append(&mut self, bytes: &[u8]) {
         if let Some(open) = self.open.as_mut() {
+            let cause = io_cause::current();
+            if open.causes.last().is_none_or(|&(_, c)| c != cause) {
+                open.causes.push((open.buf.len(), cause));
+            }
             open.buf.extend_from_slice(bytes);
         }
     }
@@ -181,11 +190,22 @@ impl Space {
     /// Hands the open segment's unwritten bytes to the data file (not synced).
     pub fn flush_open(&mut self, data: &dyn StorageFile) -> Result<()> {
         let Some(open) = self.open.as_mut() else { return Ok(()) };
-        if open.flushed < open.buf.len() {
-            let addr = open.id * self.segment_bytes + open.flushed as u64;
-            data.write_at(addr, &open.buf[open.flushed..])?;
-            self.data_bytes_written += (open.buf.len() - open.flushed) as u64;
-            open.flushed = open.buf.len();
+        let segment_addr = open.id * self.segment_bytes;
+        while open.flushed < open.buf.len() {
+            // The run holding `flushed`, up to the next run's start.
+            let run = open.causes.partition_point(|&(start, _)| start <= open.flushed).saturating_sub(1);
+            let cause = open.causes.get(run).map_or(0, |&(_, c)| c);
+            let end = open.causes.get(run + 1).map_or(open.buf.len(), |&(start, _)| start);
+            let _cause = io_cause::enter(cause);
+            data.write_at(segment_addr + open.flushed as u64, &open.buf[open.flushed..end])?;
+            self.data_bytes_written += (end - open.flushed) as u64;
+            open.flushed = end;
+        }
+        // Every run before the last is flushed; the last one's cause goes on for later appends.
+        let keep_from = open.causes.len().saturating_sub(1);
+        open.causes.drain(..keep_from);
+        if let Some(last) = open.causes.last_mut() {
+            last.0 = last.0.max(open.flushed);
         }
         Ok(())
     }

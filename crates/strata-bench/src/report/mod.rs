@@ -265,7 +265,8 @@ fn device_bytes_by_cause(before: &strata::Stats, after: &strata::Stats) -> Vec<(
             }
         }
     }
-    if !places.is_empty() {
+    // An engine that counts its WAL files itself (flex) has `wal <cause>` places already.
+    if !places.is_empty() && !places.iter().any(|(p, _, _)| p.starts_with("wal ")) {
         places.push(("wal".into(), 0, delta("wal.bytes_written")));
     }
     places.retain(|(_, read, written)| read + written > 0);
