@@ -170,9 +170,24 @@ fn garbage_collection_reclaims_overwritten_segments() {
     assert!(stats.gc_bytes_relocated > 0 && stats.gc_segments_reclaimed > 0, "{stats:?}");
     let data_len = storage.open("g.data", strata_io::OpenOptions::existing()).unwrap().len().unwrap();
     assert!(data_len <= opts.max_data_bytes, "data file grew to {data_len}");
+    // Segments GC freed go back to the file system (punched: they read as zeros; the data is
+    // random, so a segment holding any live byte is not all zeros).
+    file.sync().unwrap();
+    let used = file.stats().segments_used;
+    let holding = segments_holding_bytes(storage.as_ref(), "g.data", opts.segment_bytes);
+    assert!(holding <= used, "{holding} segments hold bytes, {used} are in use");
     file.close().unwrap();
-    let file = FlexFile::open(storage, "g", opts).unwrap();
+    let file = FlexFile::open(storage.clone(), "g", opts).unwrap();
     assert_same(&file, &model, "after reopen");
+    let holding = segments_holding_bytes(storage.as_ref(), "g.data", opts.segment_bytes);
+    assert!(holding <= file.stats().segments_used, "after reopen: {holding} segments hold bytes");
+}
+
+/// Segments of the data file `name` with any non-zero byte.
+fn segments_holding_bytes(storage: &dyn Storage, name: &str, segment_bytes: u64) -> u64 {
+    let bytes =
+        strata_io::read_all(&*storage.open(name, strata_io::OpenOptions::existing()).unwrap()).unwrap();
+    bytes.chunks(segment_bytes as usize).filter(|s| s.iter().any(|b| *b != 0)).count() as u64
 }
 
 /// GC ahead of need (what FlexDB runs between commit steps) lifts utilization above the

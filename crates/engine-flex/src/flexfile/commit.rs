@@ -31,6 +31,7 @@ pub(crate) struct PreparedCommit {
     block_at: u64,
     /// Segments emptied before this commit; free once it is durable.
     released: Vec<u64>,
+    segment_bytes: u64,
 }
 
 /// A tree commit between its locked preparation and its unlocked I/O.
@@ -61,6 +62,7 @@ impl FlexFile {
             block,
             block_at: st.log_end,
             released: std::mem::take(&mut st.space.pending),
+            segment_bytes: st.space.segment_bytes,
         }))
     }
 
@@ -68,7 +70,14 @@ impl FlexFile {
     fn write_commit(&self, commit: &PreparedCommit) -> Result<()> {
         self.data.sync()?;
         self.log_file.write_at(commit.block_at, &commit.block)?;
-        self.log_file.sync()
+        self.log_file.sync()?;
+        // The segments this commit frees hold only dead bytes, which no durable state maps now:
+        // they go back to the file system until a later write reuses the segment. Not yet in
+        // `space.free` (`finish_commit`), so nothing writes them meanwhile.
+        for &seg in &commit.released {
+            self.data.punch_hole(seg * commit.segment_bytes, commit.segment_bytes)?;
+        }
+        Ok(())
     }
 
     fn finish_commit(&self, st: &mut State, commit: PreparedCommit) {

@@ -90,6 +90,11 @@ fn open(
     settle_log(&*log_file, &log_bytes, log_end, header.version)?;
 
     let space = rebuild_space(&tree, segment_bytes, &opts, data.len()?, &format!("{name}.data"))?;
+    // The log that freed them is durable now (`settle_log`): a free segment's bytes go back to
+    // the file system, as a log commit gives back the segments it frees.
+    for &seg in &space.free {
+        data.punch_hole(seg * segment_bytes, segment_bytes)?;
+    }
 
     let state = State {
         tree,
