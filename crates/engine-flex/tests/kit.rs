@@ -27,6 +27,8 @@ fn options(table_file: TableFileKind) -> FlexOptions {
         rebuild_interval_bytes: 1 << 10,
         scan_readahead_bytes: 4 << 10,
         commit_step_entries: 16,
+        // Above the default (2): changes go in place more often, and rewrites still happen.
+        rewrite_above_extents: 4,
         table_file,
         flexfile: FlexFileOptions::for_tests(),
     }

@@ -333,6 +333,7 @@ fn open_table(
         rebuild_interval_bytes: options.rebuild_interval_bytes.max(1),
         cache_bytes,
         scan_readahead_bytes: options.scan_readahead_bytes,
+        rewrite_above_extents: options.rewrite_above_extents.max(1),
     };
     Table::open(file, file_name, table_config)
 }

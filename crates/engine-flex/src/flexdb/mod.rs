@@ -83,6 +83,10 @@ pub struct FlexOptions {
     /// MemTable entries the committer applies per hold of the table's write lock: bounds how long
     /// a reader can wait for a commit.
     pub commit_step_entries: usize,
+    /// A commit writes an interval again as one extent once its changes would leave it spanning
+    /// more table-file extents than this; below, each changed record is inserted or collapsed in
+    /// place (§5.1). Low: a cache miss is one device read, for more bytes rewritten per commit.
+    pub rewrite_above_extents: u32,
     /// Options of the FlexFile table file (`table_file: FlexFile`).
     pub flexfile: FlexFileOptions,
 }
@@ -98,6 +102,7 @@ impl Default for FlexOptions {
             scan_readahead_bytes: 0,
             rebuild_interval_bytes: 8 << 10,
             commit_step_entries: 256,
+            rewrite_above_extents: 2,
             flexfile: FlexFileOptions::default(),
         }
     }
@@ -131,6 +136,12 @@ impl FlexOptions {
         // shorter log replay at open).
         let log_max = r.bytes("flexfile_log_max_bytes", 4 << 10..=1 << 30)?;
         self.flexfile.log_max_bytes = log_max.unwrap_or(self.flexfile.log_max_bytes);
+        let rewrite = r.count("rewrite_above_extents", 1..=1024)?;
+        self.rewrite_above_extents = rewrite.map_or(self.rewrite_above_extents, |n| n as u32);
+        // Live data below this share of the used segments makes GC run: higher holds less
+        // space for more copying (at most 85: the space cap is 30/32).
+        let trigger = r.count("gc_trigger_percent", 0..=85)?;
+        self.flexfile.gc_trigger_percent = trigger.unwrap_or(self.flexfile.gc_trigger_percent);
         r.finish()
     }
 }
@@ -160,5 +171,12 @@ mod tests {
         assert!(FlexOptions::default()
             .apply_engine_options(&named(&[("flexfile_log_max_bytes", "1KiB")]))
             .is_err());
+        let mut o = FlexOptions::default();
+        o.apply_engine_options(&named(&[("rewrite_above_extents", "8"), ("gc_trigger_percent", "75")]))
+            .unwrap();
+        assert_eq!((o.rewrite_above_extents, o.flexfile.gc_trigger_percent), (8, 75));
+        for bad in [("rewrite_above_extents", "0"), ("gc_trigger_percent", "90")] {
+            assert!(FlexOptions::default().apply_engine_options(&named(&[bad])).is_err(), "{bad:?}");
+        }
     }
 }

@@ -37,13 +37,10 @@ pub struct TableConfig {
     /// A scan's cache miss also reads the intervals after it in scan order, up to this many bytes
     /// in all, with the same table-file read (0: no read-ahead).
     pub scan_readahead_bytes: u64,
+    /// An interval estimated to span more table-file extents than this after a change is
+    /// rewritten as one extent instead (`FlexOptions::rewrite_above_extents`).
+    pub rewrite_above_extents: u32,
 }
-
-/// An interval estimated to span more table-file extents than this after a change is rewritten
-/// as one extent instead. 2: nearly every change inside an interval rewrites it, so a cache miss
-/// is one device read, at the price of more table-file bytes written (4 compared in
-/// docs/benchmarks.md).
-const REWRITE_ABOVE_EXTENTS: u32 = 2;
 
 /// Bytes requested from `read_extent` per recovery sample: enough for the header and a short key.
 const SAMPLE_READ_BYTES: usize = 512;
@@ -504,6 +501,7 @@ mod tests {
 
     fn config() -> TableConfig {
         TableConfig {
+            rewrite_above_extents: 2,
             max_interval_bytes: 256,
             max_interval_records: 4,
             rebuild_interval_bytes: 64,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use strata_core::{Error, Result};
 
-use super::{Table, MAX_CONFIGURED_INTERVAL_BYTES, REWRITE_ABOVE_EXTENTS};
+use super::{Table, MAX_CONFIGURED_INTERVAL_BYTES};
 use crate::flexdb::interval::IntervalData;
 use crate::flexdb::record;
 use crate::flexdb::sparse_index::{Cursor, IndexKey};
@@ -152,7 +152,7 @@ impl Table {
         // miss costs few device reads (at the price of rewriting up to one interval).
         let added: u32 = changes.iter().map(|c| if c.new.is_empty() { 1 } else { 2 }).sum();
         let new_bytes = out.bytes();
-        let extents = if extents.saturating_add(added) > REWRITE_ABOVE_EXTENTS
+        let extents = if extents.saturating_add(added) > self.config.rewrite_above_extents
             && new_bytes.len() as u64 <= 2 * self.config.max_interval_bytes
         {
             self.file.update(interval_offset, data.bytes().len() as u64, new_bytes)?;
@@ -217,6 +217,7 @@ mod tests {
                 }
             };
             let config = TableConfig {
+                rewrite_above_extents: 2,
                 max_interval_bytes: 512,
                 max_interval_records: 8,
                 rebuild_interval_bytes: 128,

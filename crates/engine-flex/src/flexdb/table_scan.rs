@@ -222,6 +222,7 @@ mod tests {
     fn table(scan_readahead_bytes: u64) -> Table {
         let file: Arc<dyn TableFile> = Arc::new(NaiveTableFile::open(Arc::new(MemStorage::new())).unwrap());
         let config = TableConfig {
+            rewrite_above_extents: 2,
             max_interval_bytes: 256,
             max_interval_records: 4,
             rebuild_interval_bytes: 64,
