@@ -116,7 +116,7 @@ impl FlexFile {
     /// The FlexTree, the segment buffer and the logical-log buffer.
     pub fn memory_bytes(&self) -> u64 {
         let st = self.state.read();
-        st.tree.memory_bytes() + st.space.segment_bytes + (st.log_buf.capacity() * 24) as u64
+        st.tree.memory_bytes() + st.space.buffer_memory_bytes() + (st.log_buf.capacity() * 24) as u64
     }
 
     /// The extents of `offset .. offset + len`, clipped to the range (diagnostics, tests).

@@ -21,17 +21,31 @@ pub(crate) enum SegState {
     Pending,
 }
 
+/// The segment being filled. Its bytes before `flushed` are in the data file (written, maybe not
+/// synced: the page cache serves them); `buf` holds the ones after, so the segment's fill level
+/// is `flushed + buf.len()`. Only unwritten bytes stay in memory: a whole-segment buffer (4 MiB
+/// by default) would take half of a small memory budget from the interval cache.
 pub(crate) struct OpenSegment {
     pub id: u64,
-    /// The segment's bytes so far (its fill level is `buf.len()`).
+    /// The bytes appended since the last flush.
     pub buf: Vec<u8>,
-    /// Bytes of `buf` already handed to the data file.
+    /// Bytes of the segment already handed to the data file.
     pub flushed: usize,
-    /// The I/O cause (`strata_kit::io_cause`) of the thread that appended each run of `buf`
-    /// not yet flushed: (start in `buf`, cause), starts ascending. A flush writes each run under
-    /// its own cause, so a commit's flush of bytes GC copied counts them as GC's.
+    /// The I/O cause (`strata_kit::io_cause`) of the thread that appended each run of `buf`:
+    /// (start in `buf`, cause), starts ascending. A flush writes each run under its own cause,
+    /// so a commit's flush of bytes GC copied counts them as GC's.
     pub causes: Vec<(usize, usize)>,
 }
+
+impl OpenSegment {
+    fn fill_bytes(&self) -> usize {
+        self.flushed + self.buf.len()
+    }
+}
+
+/// `alloc` writes the open segment's buffer out once it holds this much (or a quarter segment,
+/// if less): the buffer's memory is bounded by it plus one extent, not by the segment size.
+const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
 pub(crate) struct Space {
     pub segment_bytes: u64,
@@ -45,6 +59,8 @@ pub(crate) struct Space {
     pub free: BTreeSet<u64>,
     pub pending: Vec<u64>,
     pub open: Option<OpenSegment>,
+    /// The write buffer of the last closed segment, for the next one.
+    spare_buf: Option<Vec<u8>>,
     /// Bytes written to the data file (user data and GC copies).
     pub data_bytes_written: u64,
 }
@@ -65,6 +81,7 @@ impl Space {
             free: BTreeSet::new(),
             pending: Vec::new(),
             open: None,
+            spare_buf: None,
             data_bytes_written: 0,
         }
     }
@@ -92,7 +109,17 @@ impl Space {
 
     /// Bytes still free in the open segment.
     pub fn open_room_bytes(&self) -> u64 {
-        self.open.as_ref().map_or(0, |o| self.segment_bytes - o.buf.len() as u64)
+        self.open.as_ref().map_or(0, |o| self.segment_bytes - o.fill_bytes() as u64)
+    }
+
+    fn write_buffer_bytes(&self) -> usize {
+        WRITE_BUFFER_BYTES.min(self.segment_bytes as usize / 4)
+    }
+
+    /// Memory of the open segment's write buffer (and of the spare one).
+    pub fn buffer_memory_bytes(&self) -> u64 {
+        let open = self.open.as_ref().map_or(0, |o| o.buf.capacity());
+        (open + self.spare_buf.as_ref().map_or(0, Vec::capacity)) as u64
     }
 
     /// `addr .. addr + len` cut at segment boundaries: (address, length) per segment. Extents
@@ -157,6 +184,8 @@ impl Space {
     pub fn alloc(&mut self, len: u64, data: &dyn StorageFile) -> Result<u64> {
         if self.open_room_bytes() < len {
             self.close_open(data)?;
+        } else if self.open.as_ref().is_some_and(|o| o.buf.len() >= self.write_buffer_bytes()) {
+            self.flush_open(data)?;
         }
         if self.open.is_none() {
             let id = match self.free.pop_first() {
@@ -169,11 +198,13 @@ impl Space {
                 None => return Err(no_space("flexfile: the data file has no free segment left".into())),
             };
             self.set_state(id as usize, SegState::Open);
-            let buf = Vec::with_capacity(self.segment_bytes as usize);
+            // The buffer of the segment closed before, if any, is reused.
+            let mut buf = self.spare_buf.take().unwrap_or_default();
+            buf.clear();
             self.open = Some(OpenSegment { id, buf, flushed: 0, causes: Vec::new() });
         }
         let open = self.open.as_ref().ok_or_else(|| no_space("flexfile: no open segment".into()))?;
-        Ok(open.id * self.segment_bytes + open.buf.len() as u64)
+        Ok(open.id * self.segment_bytes + open.fill_bytes() as u64)
     }
 
     /// Appends the bytes of the last `alloc` to the segment buffer.
@@ -191,21 +222,25 @@ impl Space {
     pub fn flush_open(&mut self, data: &dyn StorageFile) -> Result<()> {
         let Some(open) = self.open.as_mut() else { return Ok(()) };
         let segment_addr = open.id * self.segment_bytes;
-        while open.flushed < open.buf.len() {
-            // The run holding `flushed`, up to the next run's start.
-            let run = open.causes.partition_point(|&(start, _)| start <= open.flushed).saturating_sub(1);
+        let mut written = 0;
+        while written < open.buf.len() {
+            // The run holding `written`, up to the next run's start.
+            let run = open.causes.partition_point(|&(start, _)| start <= written).saturating_sub(1);
             let cause = open.causes.get(run).map_or(0, |&(_, c)| c);
             let end = open.causes.get(run + 1).map_or(open.buf.len(), |&(start, _)| start);
             let _cause = io_cause::enter(cause);
-            data.write_at(segment_addr + open.flushed as u64, &open.buf[open.flushed..end])?;
-            self.data_bytes_written += (end - open.flushed) as u64;
-            open.flushed = end;
+            let bytes = open.buf.get(written..end).unwrap_or_default();
+            data.write_at(segment_addr + (open.flushed + written) as u64, bytes)?;
+            self.data_bytes_written += (end - written) as u64;
+            written = end;
         }
-        // Every run before the last is flushed; the last one's cause goes on for later appends.
+        open.flushed += written;
+        open.buf.clear();
+        // The last run's cause goes on for later appends.
         let keep_from = open.causes.len().saturating_sub(1);
         open.causes.drain(..keep_from);
         if let Some(last) = open.causes.last_mut() {
-            last.0 = last.0.max(open.flushed);
+            last.0 = 0;
         }
         Ok(())
     }
@@ -214,6 +249,7 @@ impl Space {
         self.flush_open(data)?;
         if let Some(open) = self.open.take() {
             let seg = open.id as usize;
+            self.spare_buf = Some(open.buf);
             if self.live_bytes[seg] == 0 {
                 self.set_state(seg, SegState::Pending);
                 self.pending.push(open.id);
@@ -237,15 +273,23 @@ impl Space {
 
     fn read_in_segment(&self, addr: u64, buf: &mut [u8], data: &dyn StorageFile) -> Result<()> {
         if let Some(open) = &self.open {
-            if self.segment_of(addr) == open.id {
-                let at = (addr - open.id * self.segment_bytes) as usize;
-                let src = open.buf.get(at..at + buf.len()).ok_or_else(|| {
+            let segment_start = open.id * self.segment_bytes;
+            let flushed_end = segment_start + open.flushed as u64;
+            if self.segment_of(addr) == open.id && addr + buf.len() as u64 > flushed_end {
+                // The part before `flushed` is in the file, the rest in the buffer.
+                let in_file = flushed_end.saturating_sub(addr) as usize;
+                let (from_file, from_buf) = buf.split_at_mut(in_file.min(buf.len()));
+                if !from_file.is_empty() {
+                    data.read_at(addr, from_file)?;
+                }
+                let at = (addr + in_file as u64 - flushed_end) as usize;
+                let wanted = from_buf.len();
+                let src = open.buf.get(at..at + wanted).ok_or_else(|| {
                     Error::invalid(format!(
-                        "flexfile: read of {} bytes at {addr} past the segment buffer",
-                        buf.len()
+                        "flexfile: read of {wanted} bytes at {addr} past the segment buffer"
                     ))
                 })?;
-                buf.copy_from_slice(src);
+                from_buf.copy_from_slice(src);
                 return Ok(());
             }
         }
@@ -304,5 +348,50 @@ impl Space {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use strata_io::{MemStorage, OpenOptions, Storage};
+
+    use super::*;
+
+    /// Appends of random pieces through three segments: the write buffer stays within a
+    /// quarter segment plus a piece, and any range of what was appended reads back (from the
+    /// file, the buffer, or both at once), flushes interleaved at random.
+    #[test]
+    fn the_open_segment_keeps_only_unwritten_bytes_and_reads_across_the_flush_point() {
+        let storage = MemStorage::new();
+        let data = storage.open("d", OpenOptions::create()).unwrap();
+        let segment_bytes = 64 << 10;
+        let mut space = Space::new(segment_bytes, 8);
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut model: Vec<(u64, Vec<u8>)> = Vec::new(); // (address, bytes) of each piece
+        while model.last().is_none_or(|(addr, _)| *addr < 3 * segment_bytes) {
+            let mut piece = vec![0u8; rng.gen_range(1..4096)];
+            rng.fill(&mut piece[..]);
+            let addr = space.alloc(piece.len() as u64, &*data).unwrap();
+            space.append(&piece);
+            assert!(
+                space.buffer_memory_bytes() <= 2 * (segment_bytes / 4 + 4096),
+                "buffer grew past its bound"
+            );
+            model.push((addr, piece));
+            if rng.gen_range(0..8) == 0 {
+                space.flush_open(&*data).unwrap();
+            }
+            // A range of the last few pieces that lie in the open segment: contiguous bytes.
+            let open_id = space.segment_of(addr);
+            let first = model.iter().rposition(|(a, _)| space.segment_of(*a) != open_id).map_or(0, |i| i + 1);
+            let from = rng.gen_range(first..model.len());
+            let (start, _) = model[from];
+            let want: Vec<u8> = model[from..].iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            let mut got = vec![0u8; want.len()];
+            space.read(start, &mut got, &*data).unwrap();
+            assert_eq!(got, want, "read of {} bytes at {start}", want.len());
+        }
     }
 }
