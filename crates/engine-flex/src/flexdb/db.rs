@@ -128,7 +128,7 @@ impl FlexDb {
         let budget = config.memory_budget_bytes;
         // At most 1 TiB: sums of MemTable sizes must not overflow.
         let memtable_bytes =
-            options.memtable_bytes.unwrap_or((budget / 6).clamp(64 << 10, 256 << 20)).min(1 << 40);
+            options.memtable_bytes.unwrap_or((budget / 3).clamp(64 << 10, 256 << 20)).min(1 << 40);
         let memory = MemoryBudget::new(budget, options.cache_bytes);
         // 1. The commit record says up to which lsn the table file is complete.
         let meta = load_meta(storage.as_ref(), options.table_file)?;

@@ -54,8 +54,9 @@ impl TableFileKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlexOptions {
     pub table_file: TableFileKind,
-    /// MemTable size that triggers a commit; `None`: a sixth of the memory budget (64 KiB–256
-    /// MiB). At most two MemTables exist (the active one and the one being committed).
+    /// MemTable size that triggers a commit; `None`: a third of the memory budget (64 KiB–256
+    /// MiB). At most two MemTables exist (the active one and the one being committed); they
+    /// reserve only what they hold, so the interval cache has the rest between commits.
     pub memtable_bytes: Option<u64>,
     /// Interval-cache size; `None`: what the memory budget leaves after the sparse index, the
     /// table file's own structures (FlexTree, buffers) and the MemTables' reservation (what they
