@@ -15,6 +15,7 @@ use strata_core::Result;
 
 use super::file::{record_write_hold, FlexFile, State};
 use super::format::{self, LogOp, LOG_HEADER_BYTES};
+use super::space;
 use crate::flextree::page::{self, TreeHeader, PAGE_BYTES};
 use crate::flextree::persist::DirtyPages;
 
@@ -74,10 +75,7 @@ impl FlexFile {
         // The segments this commit frees hold only dead bytes, which no durable state maps now:
         // they go back to the file system until a later write reuses the segment. Not yet in
         // `space.free` (`finish_commit`), so nothing writes them meanwhile.
-        for &seg in &commit.released {
-            self.data.punch_hole(seg * commit.segment_bytes, commit.segment_bytes)?;
-        }
-        Ok(())
+        space::punch_segments(&*self.data, commit.released.iter().copied(), commit.segment_bytes)
     }
 
     fn finish_commit(&self, st: &mut State, commit: PreparedCommit) {

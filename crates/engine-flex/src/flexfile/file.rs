@@ -113,7 +113,7 @@ impl FlexFile {
         stats
     }
 
-    /// The FlexTree, the segment buffer and the logical-log buffer.
+    /// The FlexTree, the open segment's write buffer and the logical-log buffer.
     pub fn memory_bytes(&self) -> u64 {
         let st = self.state.read();
         st.tree.memory_bytes() + st.space.buffer_memory_bytes() + (st.log_buf.capacity() * 24) as u64

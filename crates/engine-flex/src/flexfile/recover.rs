@@ -12,7 +12,7 @@ use super::api::LogMark;
 use super::file::{apply_to_tree, FlexFile, FlexFileStats, State};
 use super::format::{self, LOG_HEADER_BYTES};
 use super::options::FlexFileOptions;
-use super::space::Space;
+use super::space::{self, Space};
 use crate::flextree::page::{self, TreeHeader, HEADER_BYTES, HEADER_PAGES, PAGE_BYTES};
 use crate::flextree::FlexTree;
 
@@ -92,9 +92,7 @@ fn open(
     let space = rebuild_space(&tree, segment_bytes, &opts, data.len()?, &format!("{name}.data"))?;
     // The log that freed them is durable now (`settle_log`): a free segment's bytes go back to
     // the file system, as a log commit gives back the segments it frees.
-    for &seg in &space.free {
-        data.punch_hole(seg * segment_bytes, segment_bytes)?;
-    }
+    space::punch_segments(&*data, space.free.iter().copied(), segment_bytes)?;
 
     let state = State {
         tree,

@@ -1,5 +1,5 @@
 //! Space management of the data file (paper §4.1): fixed-size segments filled log-structured
-//! through an in-memory segment buffer, with per-segment live byte counts for GC.
+//! through an in-memory write buffer, with per-segment live byte counts for GC.
 //!
 //! Invariant: a segment is written only while it is the open segment, and it becomes the open
 //! segment only when it is `Free`: no extent of the durable state (tree file + durable log)
@@ -63,6 +63,19 @@ pub(crate) struct Space {
     spare_buf: Option<Vec<u8>>,
     /// Bytes written to the data file (user data and GC copies).
     pub data_bytes_written: u64,
+}
+
+/// Gives the bytes of each of `segments` (free: no durable state maps them) back to the file
+/// system; they read as zeros until the segment is written again.
+pub(crate) fn punch_segments(
+    data: &dyn StorageFile,
+    segments: impl IntoIterator<Item = u64>,
+    segment_bytes: u64,
+) -> Result<()> {
+    for seg in segments {
+        data.punch_hole(seg * segment_bytes, segment_bytes)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn no_space(what: String) -> Error {
@@ -207,7 +220,7 @@ impl Space {
         Ok(open.id * self.segment_bytes + open.fill_bytes() as u64)
     }
 
-    /// Appends the bytes of the last `alloc` to the segment buffer.
+    /// Appends the bytes of the last `alloc` to the open segment's write buffer.
     pub fn append(&mut self, bytes: &[u8]) {
         if let Some(open) = self.open.as_mut() {
             let cause = io_cause::current();
@@ -286,7 +299,7 @@ impl Space {
                 let wanted = from_buf.len();
                 let src = open.buf.get(at..at + wanted).ok_or_else(|| {
                     Error::invalid(format!(
-                        "flexfile: read of {wanted} bytes at {addr} past the segment buffer"
+                        "flexfile: read of {wanted} bytes at {addr} past the write buffer"
                     ))
                 })?;
                 from_buf.copy_from_slice(src);
