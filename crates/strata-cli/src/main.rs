@@ -4,6 +4,7 @@
 mod advise;
 mod demo;
 mod escape;
+mod serve;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -107,6 +108,9 @@ enum Command {
         #[arg(long)]
         levels: Option<usize>,
     },
+    /// Serve the store over the Redis protocol (RESP2/RESP3): redis-cli, redis-benchmark and any
+    /// Redis client work against it (docs/server.md lists the commands).
+    Serve(serve::ServeArgs),
     /// YCSB-style benchmark of engines on one identical trace; `strata bench --help` for options.
     #[command(disable_help_flag = true)]
     Bench {
@@ -208,6 +212,7 @@ fn run(command: Command, knobs: &[(String, String)]) -> Result<Outcome, Error> {
         }
         Command::Demo { dir, engine, records } => demo::run(dir, engine, records, &mut out)?,
         Command::Advise { trace, levels } => advise::run(&trace, levels, &mut out)?,
+        Command::Serve(args) => serve::run(args, knobs)?,
         // Dispatched in `main` before `run`.
         Command::Bench { .. } | Command::Repro { .. } => {}
     }

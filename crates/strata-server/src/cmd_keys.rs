@@ -1,0 +1,363 @@
+//! Commands on keys of any type: DEL, EXISTS, TYPE, RENAME, KEYS, SCAN, DBSIZE, FLUSHALL and the
+//! expiry family.
+
+use std::sync::atomic::Ordering;
+
+use strata::{Db, WriteBatch};
+
+use crate::command::{int_arg, syntax_error, CmdResult, Ctx};
+use crate::glob;
+use crate::keyspace::{
+    field_prefix, field_record, is_expired, key_record, now_ms, Entry, Keyspace, KEY_PREFIX,
+};
+use crate::reply::{Reply, OK};
+
+pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (ks, now) = (ctx.ks(), now_ms());
+    let keys: Vec<&[u8]> = args[1..].iter().map(Vec::as_slice).collect();
+    let _locks = ks.lock(&keys);
+    let mut removed = 0;
+    let mut seen = std::collections::HashSet::new();
+    for key in keys.into_iter().filter(|k| seen.insert(*k)) {
+        if let Some(old) = ks.raw_entry(key)? {
+            removed += i64::from(!is_expired(old.expire_at_ms(), now));
+            ks.replace(key, Some(&old), None)?;
+        }
+    }
+    Ok(Reply::Int(removed))
+}
+
+pub fn exists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let now = now_ms();
+    let mut count = 0;
+    for key in &args[1..] {
+        count += i64::from(ctx.ks().entry(key, now)?.is_some());
+    }
+    Ok(Reply::Int(count))
+}
+
+pub fn type_of(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let entry = ctx.ks().entry(&args[1], now_ms())?;
+    Ok(Reply::Status(entry.map_or("none", |e| e.type_name()).to_string()))
+}
+
+pub fn rename(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    rename_with(ctx.ks(), &args[1], &args[2], false).map(|_| OK)
+}
+
+pub fn renamenx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    rename_with(ctx.ks(), &args[1], &args[2], true).map(|done| Reply::Int(i64::from(done)))
+}
+
+/// Moves `from` to `to` with its expiry, replacing what `to` held. A string moves in one batch;
+/// a hash's fields are copied under a new generation first (invisible until the switch), then
+/// both keys switch in one batch.
+fn rename_with(ks: &Keyspace, from: &[u8], to: &[u8], only_if_absent: bool) -> Result<bool, Reply> {
+    let now = now_ms();
+    let _locks = ks.lock(&[from, to]);
+    let Some(source) = ks.entry(from, now)? else {
+        return Err(Reply::err("no such key"));
+    };
+    if from == to {
+        return Ok(!only_if_absent);
+    }
+    let target_old = ks.raw_entry(to)?;
+    if only_if_absent && target_old.as_ref().is_some_and(|e| !is_expired(e.expire_at_ms(), now)) {
+        return Ok(false);
+    }
+    let moved = match &source {
+        Entry::Hash { expire_at_ms, generation, fields } => {
+            let new_generation = ks.new_generation();
+            copy_fields(ks, from, *generation, to, new_generation)?;
+            Entry::Hash { expire_at_ms: *expire_at_ms, generation: new_generation, fields: *fields }
+        }
+        string => string.clone(),
+    };
+    let mut batch = WriteBatch::new();
+    let stale_target = ks.stage(&mut batch, to, target_old.as_ref(), Some(&moved));
+    let stale_source = ks.stage(&mut batch, from, Some(&source), None);
+    ks.commit(batch)?;
+    ks.drop_stale(to, stale_target)?;
+    ks.drop_stale(from, stale_source)?;
+    Ok(true)
+}
+
+fn copy_fields(
+    ks: &Keyspace,
+    from: &[u8],
+    generation: u64,
+    to: &[u8],
+    new_generation: u64,
+) -> strata::Result<()> {
+    let prefix = field_prefix(from, generation);
+    let mut batch = WriteBatch::new();
+    for item in ks.db().prefix(&prefix)? {
+        let (record, value) = item?;
+        batch.put(field_record(to, new_generation, &record[prefix.len()..]), value);
+        if batch.len() >= 512 {
+            ks.commit(std::mem::take(&mut batch))?;
+        }
+    }
+    ks.commit(batch)
+}
+
+fn require_ordered(ks: &Keyspace, command: &str) -> Result<(), Reply> {
+    if ks.ordered() {
+        return Ok(());
+    }
+    Err(Reply::err(format!(
+        "{command} needs an ordered engine; '{}' is hash-indexed and cannot enumerate its keys",
+        ks.db().kind()
+    )))
+}
+
+/// Calls `visit` with each live key at or after `start` (exclusive of `start` itself when
+/// `after`), in key order, until it returns false.
+fn each_live_key(
+    db: &Db,
+    start: &[u8],
+    after: bool,
+    now: u64,
+    mut visit: impl FnMut(&[u8], &Entry) -> bool,
+) -> Result<(), Reply> {
+    let from = key_record(start);
+    let upper = vec![KEY_PREFIX + 1];
+    for item in db.range(from.clone()..upper)? {
+        let (record, bytes) = item?;
+        if after && record == from {
+            continue;
+        }
+        let Some(entry) = Entry::decode(&bytes) else { continue };
+        if !is_expired(entry.expire_at_ms(), now) && !visit(&record[1..], &entry) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let ks = ctx.ks();
+    require_ordered(ks, "KEYS")?;
+    let pattern = &args[1];
+    let prefix = glob::literal_prefix(pattern);
+    let mut found = Vec::new();
+    each_live_key(ks.db(), &prefix, false, now_ms(), |key, _| {
+        if !key.starts_with(&prefix) {
+            return false;
+        }
+        if glob::matches(pattern, key) {
+            found.push(Reply::bulk(key.to_vec()));
+        }
+        true
+    })?;
+    Ok(Reply::Array(found))
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]
+pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let ks = ctx.ks();
+    require_ordered(ks, "SCAN")?;
+    let cursor: u64 = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Reply::err("invalid cursor"))?;
+    let (mut pattern, mut count, mut type_name) = (None, 10usize, None);
+    for option in args[2..].chunks(2) {
+        let [name, value] = option else { return Err(syntax_error()) };
+        match name.to_ascii_lowercase().as_slice() {
+            b"match" => pattern = Some(value.clone()),
+            b"count" => {
+                count = usize::try_from(int_arg(value)?).ok().filter(|n| *n >= 1).ok_or_else(syntax_error)?
+            }
+            b"type" => type_name = Some(String::from_utf8_lossy(value).to_ascii_lowercase()),
+            _ => return Err(syntax_error()),
+        }
+    }
+    let resume = match cursor {
+        0 => None,
+        id => Some(ctx.server.cursors.lock().resume(id).ok_or_else(|| Reply::err("invalid cursor"))?),
+    };
+    let (mut found, mut visited, mut last) = (Vec::new(), 0, None);
+    let start = resume.clone().unwrap_or_default();
+    each_live_key(ks.db(), &start, resume.is_some(), now_ms(), |key, entry| {
+        visited += 1;
+        let wanted = pattern.as_ref().is_none_or(|p| glob::matches(p, key))
+            && type_name.as_ref().is_none_or(|t| t == entry.type_name());
+        if wanted {
+            found.push(Reply::bulk(key.to_vec()));
+        }
+        last = Some(key.to_vec());
+        visited < count
+    })?;
+    let next = match last {
+        Some(key) if visited >= count => ctx.server.cursors.lock().remember(key),
+        _ => 0,
+    };
+    Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(found)]))
+}
+
+pub fn dbsize(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    let ks = ctx.ks();
+    if !ks.ordered() {
+        let stats = ks.db().stats()?;
+        // The format record is the one engine record that is not a key.
+        return Ok(Reply::Int(stats.live_keys.map_or(0, |n| n.saturating_sub(1)) as i64));
+    }
+    let mut count = 0;
+    each_live_key(ks.db(), b"", false, now_ms(), |_, _| {
+        count += 1;
+        true
+    })?;
+    Ok(Reply::Int(count))
+}
+
+/// FLUSHALL / FLUSHDB [ASYNC|SYNC]: deletes every record but the format record, holding every
+/// key's lock. Not atomic against a crash: a crash part-way leaves some keys.
+pub fn flushall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    match &args[1..] {
+        [] => {}
+        [mode] if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") => {}
+        _ => return Err(syntax_error()),
+    }
+    let ks = ctx.ks();
+    require_ordered(ks, "FLUSHALL")?;
+    let _all = ks.lock_all();
+    loop {
+        let mut batch = WriteBatch::new();
+        for item in ks.db().range(vec![KEY_PREFIX]..)?.take(1024) {
+            batch.delete(item?.0);
+        }
+        let done = batch.len() < 1024;
+        ks.commit(batch)?;
+        if done {
+            break;
+        }
+    }
+    ks.db().flush()?;
+    Ok(OK)
+}
+
+pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    set_expiry(ctx, args, "ex", "expire")
+}
+
+pub fn pexpire(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    set_expiry(ctx, args, "px", "pexpire")
+}
+
+pub fn expireat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    set_expiry(ctx, args, "exat", "expireat")
+}
+
+pub fn pexpireat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    set_expiry(ctx, args, "pxat", "pexpireat")
+}
+
+/// EXPIRE key n [NX|XX|GT|LT] and its siblings. A time already past deletes the key.
+fn set_expiry(ctx: &mut Ctx, args: &[Vec<u8>], unit: &str, command: &str) -> CmdResult {
+    let (ks, key, now) = (ctx.ks(), &args[1], now_ms());
+    let at = expiry_target(unit, &args[2], now, command)?;
+    let condition = parse_expiry_condition(&args[3..])?;
+    let _locks = ks.lock(&[key]);
+    let Some(old) = ks.entry(key, now)? else { return Ok(Reply::Int(0)) };
+    let current = old.expire_at_ms();
+    let allowed = match condition.as_deref() {
+        None => true,
+        Some("nx") => current == 0,
+        Some("xx") => current != 0,
+        // No expiry counts as an infinite one.
+        Some("gt") => current != 0 && at > current,
+        _ => current == 0 || at < current,
+    };
+    if !allowed {
+        return Ok(Reply::Int(0));
+    }
+    if at <= now {
+        ks.replace(key, Some(&old), None)?;
+        ctx.server.counters.expired_keys.fetch_add(1, Ordering::Relaxed);
+        return Ok(Reply::Int(1));
+    }
+    ks.replace(key, Some(&old), Some(&with_expiry(old.clone(), at)))?;
+    Ok(Reply::Int(1))
+}
+
+/// The absolute time (ms) an EXPIRE-family argument names; a negative or past one is allowed
+/// (it deletes), an overflowing one is Redis's error.
+fn expiry_target(unit: &str, arg: &[u8], now: u64, command: &str) -> Result<u64, Reply> {
+    let n = int_arg(arg)?;
+    let invalid = || Reply::err(format!("invalid expire time in '{command}' command"));
+    let ms = if unit.starts_with("ex") { n.checked_mul(1000).ok_or_else(invalid)? } else { n };
+    let at = if unit.ends_with("at") { ms } else { ms.checked_add(now as i64).ok_or_else(invalid)? };
+    Ok(at.max(1) as u64)
+}
+
+fn parse_expiry_condition(args: &[Vec<u8>]) -> Result<Option<String>, Reply> {
+    let mut condition: Option<String> = None;
+    for arg in args {
+        let word = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        if !matches!(word.as_str(), "nx" | "xx" | "gt" | "lt") {
+            return Err(Reply::err(format!("Unsupported option {}", String::from_utf8_lossy(arg))));
+        }
+        let compatible = match (condition.as_deref(), word.as_str()) {
+            (None, _) => true,
+            (Some(a), b) if a == b => true,
+            (Some("xx"), "gt" | "lt") | (Some("gt" | "lt"), "xx") => true,
+            _ => false,
+        };
+        if !compatible {
+            return Err(Reply::err(if word == "nx" || condition.as_deref() == Some("nx") {
+                "NX and XX, GT or LT options at the same time are not compatible"
+            } else {
+                "GT and LT options at the same time are not compatible"
+            }));
+        }
+        if condition.as_deref() != Some("gt") && condition.as_deref() != Some("lt") {
+            condition = Some(word);
+        }
+    }
+    Ok(condition)
+}
+
+fn with_expiry(entry: Entry, at: u64) -> Entry {
+    match entry {
+        Entry::String { value, .. } => Entry::String { expire_at_ms: at, value },
+        Entry::Hash { generation, fields, .. } => Entry::Hash { expire_at_ms: at, generation, fields },
+    }
+}
+
+fn remaining(ctx: &mut Ctx, key: &[u8], reply: impl Fn(u64, u64) -> i64) -> CmdResult {
+    let now = now_ms();
+    Ok(Reply::Int(match ctx.ks().entry(key, now)? {
+        None => -2,
+        Some(e) if e.expire_at_ms() == 0 => -1,
+        Some(e) => reply(e.expire_at_ms(), now),
+    }))
+}
+
+pub fn ttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    remaining(ctx, &args[1], |at, now| ((at - now + 500) / 1000) as i64)
+}
+
+pub fn pttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    remaining(ctx, &args[1], |at, now| (at - now) as i64)
+}
+
+pub fn expiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    remaining(ctx, &args[1], |at, _| (at / 1000) as i64)
+}
+
+pub fn pexpiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    remaining(ctx, &args[1], |at, _| at as i64)
+}
+
+pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (ks, key, now) = (ctx.ks(), &args[1], now_ms());
+    let _locks = ks.lock(&[key]);
+    match ks.entry(key, now)? {
+        Some(old) if old.expire_at_ms() != 0 => {
+            ks.replace(key, Some(&old), Some(&with_expiry(old.clone(), 0)))?;
+            Ok(Reply::Int(1))
+        }
+        _ => Ok(Reply::Int(0)),
+    }
+}

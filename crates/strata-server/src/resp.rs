@@ -1,0 +1,356 @@
+//! Requests in the Redis serialization protocol: multibulk (`*N\r\n$len\r\n...`) and inline
+//! (`SET k v\r\n`) commands, parsed incrementally as bytes arrive, with the limits and the error
+//! texts of Redis (clients and Valkey's protocol tests match on them).
+
+/// The longest inline command, or `*N` / `$len` header line, a client may send (Redis's
+/// `PROTO_INLINE_MAX_SIZE`): beyond it without a line end the connection is desynchronised.
+pub const MAX_INLINE_BYTES: usize = 64 * 1024;
+/// Largest argument count of one request (Redis: `INT_MAX`).
+pub const MAX_MULTIBULK_ARGS: i64 = i32::MAX as i64;
+/// Before a client has authenticated: at most this many arguments and...
+pub const UNAUTHENTICATED_MAX_ARGS: i64 = 10;
+/// ...arguments of at most this many bytes (Redis's limits for unauthenticated clients).
+pub const UNAUTHENTICATED_MAX_BULK_BYTES: i64 = 16 * 1024;
+
+/// A request the connection cannot recover from: reply with it, then close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(what: impl Into<String>) -> Self {
+        ProtocolError(format!("Protocol error: {}", what.into()))
+    }
+}
+
+/// Limits the parser applies to the next request.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// Largest single argument (Redis's `proto-max-bulk-len`).
+    pub max_bulk_bytes: i64,
+    pub authenticated: bool,
+}
+
+/// Parses requests out of a growing buffer. State survives between calls so that a request
+/// arriving in many reads is not parsed again from its start each time.
+#[derive(Default, Debug)]
+pub struct RequestParser {
+    /// Arguments still expected by the multibulk request under way, or 0 when none is.
+    pending_args: usize,
+    args: Vec<Vec<u8>>,
+}
+
+impl RequestParser {
+    /// Takes the next complete request from the front of `buf` (draining what it consumed).
+    /// `Ok(None)`: more bytes are needed. An empty request (an empty line, `*0`, `*-1`) is
+    /// consumed and skipped, as Redis does.
+    pub fn next(
+        &mut self,
+        buf: &mut Vec<u8>,
+        limits: ParseLimits,
+    ) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        let mut at = 0;
+        let result = self.parse(buf, &mut at, limits);
+        buf.drain(..at);
+        result
+    }
+
+    fn parse(
+        &mut self,
+        buf: &[u8],
+        at: &mut usize,
+        limits: ParseLimits,
+    ) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        loop {
+            if self.pending_args == 0 {
+                match buf.get(*at) {
+                    None => return Ok(None),
+                    Some(b'*') => match self.multibulk_header(buf, at, limits)? {
+                        Header::Incomplete => return Ok(None),
+                        Header::Empty => continue,
+                        Header::Args => {}
+                    },
+                    Some(_) => match inline_request(buf, at)? {
+                        None => return Ok(None),
+                        Some(args) if args.is_empty() => continue,
+                        Some(args) => return Ok(Some(args)),
+                    },
+                }
+            }
+            while self.pending_args > 0 {
+                match bulk(buf, at, limits)? {
+                    None => return Ok(None),
+                    Some(arg) => {
+                        self.args.push(arg);
+                        self.pending_args -= 1;
+                    }
+                }
+            }
+            return Ok(Some(std::mem::take(&mut self.args)));
+        }
+    }
+
+    fn multibulk_header(
+        &mut self,
+        buf: &[u8],
+        at: &mut usize,
+        limits: ParseLimits,
+    ) -> Result<Header, ProtocolError> {
+        let Some((line, next)) = line_at(buf, *at + 1) else {
+            if buf.len() - *at > MAX_INLINE_BYTES {
+                return Err(ProtocolError::new("too big mbulk count string"));
+            }
+            return Ok(Header::Incomplete);
+        };
+        let count = parse_i64(line).filter(|n| *n <= MAX_MULTIBULK_ARGS);
+        let Some(count) = count else {
+            return Err(ProtocolError::new("invalid multibulk length"));
+        };
+        if !limits.authenticated && count > UNAUTHENTICATED_MAX_ARGS {
+            return Err(ProtocolError::new("unauthenticated multibulk length"));
+        }
+        *at = next;
+        if count <= 0 {
+            return Ok(Header::Empty);
+        }
+        self.pending_args = count as usize;
+        // Reserve for what has arrived, not for what the header claims.
+        self.args = Vec::with_capacity((count as usize).min(1024));
+        Ok(Header::Args)
+    }
+}
+
+enum Header {
+    Incomplete,
+    Empty,
+    Args,
+}
+
+/// One `$len\r\n<bytes>\r\n` argument, or `None` if it has not all arrived.
+fn bulk(buf: &[u8], at: &mut usize, limits: ParseLimits) -> Result<Option<Vec<u8>>, ProtocolError> {
+    let Some(&first) = buf.get(*at) else { return Ok(None) };
+    if first != b'$' {
+        return Err(ProtocolError::new(format!("expected '$', got '{}'", first as char)));
+    }
+    let Some((line, data_at)) = line_at(buf, *at + 1) else {
+        if buf.len() - *at > MAX_INLINE_BYTES {
+            return Err(ProtocolError::new("too big bulk count string"));
+        }
+        return Ok(None);
+    };
+    let len = parse_i64(line).filter(|n| (0..=limits.max_bulk_bytes).contains(n));
+    let Some(len) = len else {
+        return Err(ProtocolError::new("invalid bulk length"));
+    };
+    if !limits.authenticated && len > UNAUTHENTICATED_MAX_BULK_BYTES {
+        return Err(ProtocolError::new("unauthenticated bulk length"));
+    }
+    let end = data_at + len as usize;
+    if buf.len() < end + 2 {
+        return Ok(None);
+    }
+    if &buf[end..end + 2] != b"\r\n" {
+        return Err(ProtocolError::new("bulk argument not followed by CRLF"));
+    }
+    *at = end + 2;
+    Ok(Some(buf[data_at..end].to_vec()))
+}
+
+/// An inline command: a line split into arguments the way `redis-cli` quotes them.
+fn inline_request(buf: &[u8], at: &mut usize) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+    let rest = &buf[*at..];
+    let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+        if rest.len() > MAX_INLINE_BYTES {
+            return Err(ProtocolError::new("too big inline request"));
+        }
+        return Ok(None);
+    };
+    let mut line = &rest[..newline];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    let args = split_inline_args(line).ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))?;
+    *at += newline + 1;
+    Ok(Some(args))
+}
+
+/// The line starting at `from` and the offset after its `\r\n`.
+fn line_at(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let rest = buf.get(from..)?;
+    let cr = rest.windows(2).position(|w| w == b"\r\n")?;
+    Some((&rest[..cr], from + cr + 2))
+}
+
+fn parse_i64(text: &[u8]) -> Option<i64> {
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// Splits an inline command into arguments: whitespace separates them; `"..."` takes escapes
+/// (`\n`, `\r`, `\t`, `\b`, `\a`, `\\`, `\"`, `\xHH`), `'...'` only `\'`. `None`: a quote is
+/// unbalanced or a closing quote is not followed by whitespace (Redis's `sdssplitargs`).
+pub fn split_inline_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == line.len() {
+            return Some(args);
+        }
+        let (arg, next) = match line[i] {
+            b'"' => double_quoted(line, i + 1)?,
+            b'\'' => single_quoted(line, i + 1)?,
+            _ => {
+                let end =
+                    line[i..].iter().position(|b| b.is_ascii_whitespace()).map_or(line.len(), |p| i + p);
+                (line[i..end].to_vec(), end)
+            }
+        };
+        if next < line.len() && !line[next].is_ascii_whitespace() {
+            return None;
+        }
+        args.push(arg);
+        i = next;
+    }
+}
+
+fn double_quoted(line: &[u8], mut i: usize) -> Option<(Vec<u8>, usize)> {
+    let mut arg = Vec::new();
+    loop {
+        match *line.get(i)? {
+            b'"' => return Some((arg, i + 1)),
+            b'\\'
+                if i + 3 < line.len()
+                    && line[i + 1] == b'x'
+                    && hex_pair(line[i + 2], line[i + 3]).is_some() =>
+            {
+                arg.push(hex_pair(line[i + 2], line[i + 3])?);
+                i += 4;
+            }
+            b'\\' if i + 1 < line.len() => {
+                arg.push(match line[i + 1] {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'b' => 8,
+                    b'a' => 7,
+                    other => other,
+                });
+                i += 2;
+            }
+            byte => {
+                arg.push(byte);
+                i += 1;
+            }
+        }
+    }
+}
+
+fn single_quoted(line: &[u8], mut i: usize) -> Option<(Vec<u8>, usize)> {
+    let mut arg = Vec::new();
+    loop {
+        match *line.get(i)? {
+            b'\'' => return Some((arg, i + 1)),
+            b'\\' if line.get(i + 1) == Some(&b'\'') => {
+                arg.push(b'\'');
+                i += 2;
+            }
+            byte => {
+                arg.push(byte);
+                i += 1;
+            }
+        }
+    }
+}
+
+fn hex_pair(high: u8, low: u8) -> Option<u8> {
+    let digit = |b: u8| (b as char).to_digit(16);
+    Some((digit(high)? * 16 + digit(low)?) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN: ParseLimits = ParseLimits { max_bulk_bytes: 512 << 20, authenticated: true };
+
+    fn parse_all(bytes: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut parser = RequestParser::default();
+        let mut buf = bytes.to_vec();
+        let mut out = Vec::new();
+        while let Some(args) = parser.next(&mut buf, OPEN)? {
+            out.push(args);
+        }
+        Ok(out)
+    }
+
+    fn words(args: &[&str]) -> Vec<Vec<u8>> {
+        args.iter().map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn multibulk_and_inline_requests_parse_back_to_back() {
+        let got = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nSET a \"b c\"\r\n\r\n*0\r\nPING\n").unwrap();
+        assert_eq!(got, vec![words(&["GET", "k"]), words(&["SET", "a", "b c"]), words(&["PING"])]);
+    }
+
+    #[test]
+    fn a_request_split_at_every_byte_parses_the_same() {
+        let whole = b"*3\r\n$3\r\nSET\r\n$5\r\nkey\r\n\r\n$0\r\n\r\n";
+        let mut parser = RequestParser::default();
+        let mut buf = Vec::new();
+        for (i, byte) in whole.iter().enumerate() {
+            buf.push(*byte);
+            let got = parser.next(&mut buf, OPEN).unwrap();
+            assert_eq!(got.is_some(), i == whole.len() - 1, "byte {i}");
+            if let Some(args) = got {
+                assert_eq!(args, vec![b"SET".to_vec(), b"key\r\n".to_vec(), Vec::new()]);
+            }
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn malformed_requests_get_redis_error_texts() {
+        let cases: [(&[u8], &str); 6] = [
+            (b"*3000000000\r\n", "invalid multibulk length"),
+            (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n", "expected '$', got 'f'"),
+            (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", "invalid bulk length"),
+            (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n", "invalid bulk length"),
+            (b"*1\r\n$2000000000\r\n", "invalid bulk length"),
+            (b"set \"\"\"test-key\"\"\" test-value\r\n", "unbalanced quotes"),
+        ];
+        for (input, expected) in cases {
+            let err = parse_all(input).unwrap_err();
+            assert!(err.0.contains(expected), "{:?}: {}", String::from_utf8_lossy(input), err.0);
+        }
+        assert_eq!(parse_all(b"*-10\r\n").unwrap(), Vec::<Vec<Vec<u8>>>::new());
+    }
+
+    #[test]
+    fn an_endless_line_is_a_protocol_error_not_a_growing_buffer() {
+        for start in [&b"\x00"[..], b"*\x00", b"$\x00"] {
+            let mut input = start.to_vec();
+            input.extend(std::iter::repeat_n(b'A', MAX_INLINE_BYTES + 1));
+            assert!(parse_all(&input).unwrap_err().0.starts_with("Protocol error: too big"));
+        }
+    }
+
+    #[test]
+    fn unauthenticated_clients_get_small_limits() {
+        let closed = ParseLimits { authenticated: false, ..OPEN };
+        let mut parser = RequestParser::default();
+        let err = parser.next(&mut b"*100\r\n".to_vec(), closed).unwrap_err();
+        assert!(err.0.contains("unauthenticated multibulk length"));
+        let err = RequestParser::default().next(&mut b"*1\r\n$100000000\r\n".to_vec(), closed).unwrap_err();
+        assert!(err.0.contains("unauthenticated bulk length"));
+    }
+
+    #[test]
+    fn inline_quoting_follows_redis_cli() {
+        let args = split_inline_args(br#"set "a\x41\n" 'it\'s' plain"#).unwrap();
+        assert_eq!(args, vec![b"set".to_vec(), b"aA\n".to_vec(), b"it's".to_vec(), b"plain".to_vec()]);
+        assert!(split_inline_args(br#""closed"glued"#).is_none());
+        assert!(split_inline_args(br#"'open"#).is_none());
+    }
+}

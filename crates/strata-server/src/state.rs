@@ -1,0 +1,154 @@
+//! What the server shares between connections (settings, counters, SCAN cursors) and what each
+//! connection keeps for itself.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::keyspace::Keyspace;
+
+/// Settings `CONFIG GET`/`CONFIG SET` read and change while the server runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `None`: no password; every client is authenticated.
+    pub requirepass: Option<Vec<u8>>,
+    pub maxclients: u64,
+    /// Close a client idle this long; 0 never.
+    pub timeout_secs: u64,
+    /// Largest single argument a request may carry.
+    pub proto_max_bulk_len: u64,
+}
+
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub connections_received: AtomicU64,
+    pub connected_clients: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+}
+
+impl Counters {
+    pub fn hit_or_miss(&self, hit: bool) {
+        let counter = if hit { &self.keyspace_hits } else { &self.keyspace_misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The most SCAN cursors remembered at once; the oldest is forgotten first.
+const MAX_SCAN_CURSORS: usize = 16 * 1024;
+
+/// SCAN's cursors. Redis's cursor is a position in its hash table; ours names the last key a
+/// scan returned, so keys present for the whole scan are returned exactly once whatever is
+/// written in between.
+#[derive(Default)]
+pub struct ScanCursors {
+    next_id: u64,
+    open: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl ScanCursors {
+    pub fn remember(&mut self, last_key: Vec<u8>) -> u64 {
+        self.next_id += 1;
+        if self.open.len() == MAX_SCAN_CURSORS {
+            self.open.pop_front();
+        }
+        self.open.push_back((self.next_id, last_key));
+        self.next_id
+    }
+
+    /// The key after which cursor `id` resumes, or `None` for a cursor this server never gave
+    /// (or has forgotten). A cursor may be resumed again (a client retrying a call).
+    pub fn resume(&self, id: u64) -> Option<Vec<u8>> {
+        self.open.iter().find(|(i, _)| *i == id).map(|(_, key)| key.clone())
+    }
+}
+
+pub struct ServerState {
+    pub keyspace: Keyspace,
+    pub settings: RwLock<Settings>,
+    pub counters: Counters,
+    pub cursors: Mutex<ScanCursors>,
+    pub started: Instant,
+    pub port: u16,
+    next_client_id: AtomicU64,
+    /// Set by SHUTDOWN or a signal: the accept loop and every connection stop.
+    shutting_down: AtomicBool,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl ServerState {
+    pub fn new(keyspace: Keyspace, settings: Settings, port: u16) -> ServerState {
+        ServerState {
+            keyspace,
+            settings: RwLock::new(settings),
+            counters: Counters::default(),
+            cursors: Mutex::new(ScanCursors::default()),
+            started: Instant::now(),
+            port,
+            next_client_id: AtomicU64::new(1),
+            shutting_down: AtomicBool::new(false),
+            shutdown: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    pub fn new_session(&self, peer: String) -> Session {
+        let authenticated = self.settings.read().requirepass.is_none();
+        Session {
+            id: self.next_client_id.fetch_add(1, Ordering::Relaxed),
+            peer,
+            name: None,
+            resp: 2,
+            authenticated,
+            close_after_reply: false,
+        }
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves (`changed()`) when shutdown is requested, also if it already was.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// One client connection's state.
+#[derive(Debug)]
+pub struct Session {
+    pub id: u64,
+    pub peer: String,
+    pub name: Option<Vec<u8>>,
+    /// Protocol version: 2 until `HELLO 3`.
+    pub resp: u8,
+    pub authenticated: bool,
+    /// Close the connection once the current reply is written (QUIT, a protocol error).
+    pub close_after_reply: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_resume_and_the_oldest_is_forgotten() {
+        let mut cursors = ScanCursors::default();
+        let first = cursors.remember(b"a".to_vec());
+        assert_eq!(cursors.resume(first), Some(b"a".to_vec()));
+        assert_eq!(cursors.resume(first + 1), None);
+        let ids: Vec<u64> =
+            (0..MAX_SCAN_CURSORS).map(|i| cursors.remember(i.to_string().into_bytes())).collect();
+        assert_eq!(cursors.resume(first), None, "the oldest is forgotten");
+        assert_eq!(cursors.resume(ids[0]), Some(b"0".to_vec()));
+    }
+}
