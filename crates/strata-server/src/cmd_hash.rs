@@ -1,77 +1,10 @@
 //! Hashes as composite keys: a key record holding the field count and a generation, and one
-//! record per field (docs/format/server-records.md). Ordered engines only: HGETALL is a prefix
-//! scan.
+//! record per field (docs/format/server-records.md; `collection` has what sets and lists share).
 
-use strata::WriteBatch;
-
-use crate::command::{float_arg, int_arg, parse_float, parse_int, wrong_type, CmdResult, Ctx};
-use crate::keyspace::{field_prefix, field_record, is_expired, now_ms, Entry, Keyspace};
+use crate::collection::{live, member, members, modify, Changed};
+use crate::command::{float_arg, int_arg, parse_float, parse_int, CmdResult, Ctx};
+use crate::keyspace::{member_record, CollectionKind::Hash};
 use crate::reply::{format_double, Reply, OK};
-
-/// A live hash's generation and field count.
-struct Hash {
-    expire_at_ms: u64,
-    generation: u64,
-    fields: u64,
-}
-
-fn require_ordered(ks: &Keyspace) -> Result<(), Reply> {
-    if ks.ordered() {
-        return Ok(());
-    }
-    Err(Reply::err(format!(
-        "hashes need an ordered engine; '{}' is hash-indexed (use a string per field)",
-        ks.db().kind()
-    )))
-}
-
-/// The live hash at `key`, `None` if absent; WRONGTYPE if it holds a string.
-fn live_hash(ks: &Keyspace, key: &[u8], now: u64) -> Result<Option<Hash>, Reply> {
-    require_ordered(ks)?;
-    match ks.entry(key, now)? {
-        None => Ok(None),
-        Some(Entry::Hash { expire_at_ms, generation, fields }) => {
-            Ok(Some(Hash { expire_at_ms, generation, fields }))
-        }
-        Some(_) => Err(wrong_type()),
-    }
-}
-
-fn field(ks: &Keyspace, key: &[u8], hash: &Hash, name: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
-    Ok(ks.db().get(field_record(key, hash.generation, name))?)
-}
-
-/// Runs `change` on the hash at `key` (created empty if absent) under the key's lock, then writes
-/// its field records and the key record in one batch. `change` returns its reply and the
-/// change in field count; a hash left with no fields is deleted.
-fn modify(
-    ks: &Keyspace,
-    key: &[u8],
-    change: impl FnOnce(&Hash, &mut WriteBatch) -> Result<(Reply, i64), Reply>,
-) -> CmdResult {
-    require_ordered(ks)?;
-    let now = now_ms();
-    let _locks = ks.lock(&[key]);
-    let old = ks.raw_entry(key)?;
-    let hash = match old.as_ref().filter(|e| !is_expired(e.expire_at_ms(), now)) {
-        None => Hash { expire_at_ms: 0, generation: ks.new_generation(), fields: 0 },
-        Some(Entry::Hash { expire_at_ms, generation, fields }) => {
-            Hash { expire_at_ms: *expire_at_ms, generation: *generation, fields: *fields }
-        }
-        Some(_) => return Err(wrong_type()),
-    };
-    let mut batch = WriteBatch::new();
-    let (reply, added) = change(&hash, &mut batch)?;
-    let fields = (hash.fields as i64 + added).max(0) as u64;
-    let new = Entry::Hash { expire_at_ms: hash.expire_at_ms, generation: hash.generation, fields };
-    if batch.is_empty() {
-        return Ok(reply);
-    }
-    let stale = ks.stage(&mut batch, key, old.as_ref(), (fields > 0).then_some(&new));
-    ks.commit(batch)?;
-    ks.drop_stale(key, stale)?;
-    Ok(reply)
-}
 
 fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>], only_new: bool) -> Result<i64, Reply> {
     if !args.len().is_multiple_of(2) {
@@ -82,18 +15,18 @@ fn set_fields(ctx: &mut Ctx, args: &[Vec<u8>], only_new: bool) -> Result<i64, Re
     }
     let (ks, key) = (ctx.ks(), &args[1]);
     let mut added = 0;
-    modify(ks, key, |hash, batch| {
+    modify(ks, key, Hash, true, OK, |hash, batch| {
         let mut seen = std::collections::HashSet::new();
         for pair in args[2..].chunks(2) {
-            let exists = field(ks, key, hash, &pair[0])?.is_some();
+            let exists = member(ks, key, hash, &pair[0])?.is_some();
             let first_time = seen.insert(pair[0].as_slice());
             if exists && only_new {
                 continue;
             }
             added += i64::from(!exists && first_time);
-            batch.put(field_record(key, hash.generation, &pair[0]), pair[1].clone());
+            batch.put(member_record(key, hash.generation, &pair[0]), pair[1].clone());
         }
-        Ok((OK, added))
+        Ok(Changed { reply: OK, len: hash.len + added as u64, head: 0 })
     })?;
     Ok(added)
 }
@@ -112,8 +45,8 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let ks = ctx.ks();
-    let value = match live_hash(ks, &args[1], now_ms())? {
-        Some(hash) => field(ks, &args[1], &hash, &args[2])?,
+    let value = match live(ks, &args[1], Hash)? {
+        Some(hash) => member(ks, &args[1], &hash, &args[2])?,
         None => None,
     };
     ctx.server.counters.hit_or_miss(value.is_some());
@@ -123,11 +56,11 @@ pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (ks, key) = (ctx.ks(), &args[1]);
     let _locks = ks.lock(&[key]);
-    let hash = live_hash(ks, key, now_ms())?;
+    let hash = live(ks, key, Hash)?;
     let mut replies = Vec::with_capacity(args.len() - 2);
     for name in &args[2..] {
         let value = match &hash {
-            Some(hash) => field(ks, key, hash, name)?,
+            Some(hash) => member(ks, key, hash, name)?,
             None => None,
         };
         replies.push(Reply::optional(value));
@@ -135,20 +68,13 @@ pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(replies))
 }
 
-/// A field and its value.
-type FieldValue = (Vec<u8>, Vec<u8>);
-
 /// Every (field, value) of the hash at `key`, in field order.
-fn all_fields(ks: &Keyspace, key: &[u8]) -> Result<Vec<FieldValue>, Reply> {
+fn all_fields(ks: &crate::keyspace::Keyspace, key: &[u8]) -> Result<Vec<crate::collection::Member>, Reply> {
     let _locks = ks.lock(&[key]);
-    let Some(hash) = live_hash(ks, key, now_ms())? else { return Ok(Vec::new()) };
-    let prefix = field_prefix(key, hash.generation);
-    let mut out = Vec::with_capacity(hash.fields as usize);
-    for item in ks.db().prefix(&prefix)? {
-        let (record, value) = item?;
-        out.push((record[prefix.len()..].to_vec(), value));
+    match live(ks, key, Hash)? {
+        Some(hash) => members(ks, key, &hash, usize::MAX),
+        None => Ok(Vec::new()),
     }
-    Ok(out)
 }
 
 pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -168,25 +94,22 @@ pub fn hvals(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (ks, key) = (ctx.ks(), &args[1]);
-    if live_hash(ks, key, now_ms())?.is_none() {
-        return Ok(Reply::Int(0));
-    }
-    let mut removed = 0;
-    modify(ks, key, |hash, batch| {
+    modify(ks, key, Hash, false, Reply::Int(0), |hash, batch| {
         let mut seen = std::collections::HashSet::new();
+        let mut removed = 0;
         for name in args[2..].iter().filter(|n| seen.insert(n.as_slice())) {
-            if field(ks, key, hash, name)?.is_some() {
-                batch.delete(field_record(key, hash.generation, name));
+            if member(ks, key, hash, name)?.is_some() {
+                batch.delete(member_record(key, hash.generation, name));
                 removed += 1;
             }
         }
-        Ok((Reply::Int(removed), -removed))
+        Ok(Changed { reply: Reply::Int(removed as i64), len: hash.len - removed, head: 0 })
     })
 }
 
 pub fn hlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let hash = live_hash(ctx.ks(), &args[1], now_ms())?;
-    Ok(Reply::Int(hash.map_or(0, |h| h.fields as i64)))
+    let hash = live(ctx.ks(), &args[1], Hash)?;
+    Ok(Reply::Int(hash.map_or(0, |h| h.len as i64)))
 }
 
 pub fn hstrlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -209,11 +132,11 @@ fn increment_field(
     add: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, Reply), Reply>,
 ) -> CmdResult {
     let (ks, key, name) = (ctx.ks(), &args[1], &args[2]);
-    modify(ks, key, |hash, batch| {
-        let current = field(ks, key, hash, name)?;
+    modify(ks, key, Hash, true, OK, |hash, batch| {
+        let current = member(ks, key, hash, name)?;
         let (value, reply) = add(current.as_deref())?;
-        batch.put(field_record(key, hash.generation, name), value);
-        Ok((reply, i64::from(current.is_none())))
+        batch.put(member_record(key, hash.generation, name), value);
+        Ok(Changed { reply, len: hash.len + u64::from(current.is_none()), head: 0 })
     })
 }
 
@@ -231,6 +154,9 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let delta = float_arg(&args[3])?;
+    if !delta.is_finite() {
+        return Err(Reply::err("value is NaN or Infinity"));
+    }
     increment_field(ctx, args, |current| {
         let x = match current {
             None => 0.0,
@@ -243,4 +169,30 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         let text = format_double(sum).into_bytes();
         Ok((text.clone(), Reply::Bulk(text)))
     })
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]: like SRANDMEMBER, reading the whole hash (O(n)).
+pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let count = args.get(2).map(|c| int_arg(c)).transpose()?;
+    let with_values = match args.get(3) {
+        None => false,
+        Some(word) if word.eq_ignore_ascii_case(b"withvalues") && args.len() == 4 => true,
+        Some(_) => return Err(crate::command::syntax_error()),
+    };
+    if count.is_some_and(|n| n.checked_mul(2).is_none()) {
+        return Err(Reply::err("value is out of range"));
+    }
+    let pairs = all_fields(ctx.ks(), &args[1])?;
+    let chosen = crate::cmd_set::random_picks(&pairs, count);
+    let Some(_) = count else {
+        return Ok(chosen.into_iter().next().map_or(Reply::Nil, |(f, _)| Reply::Bulk(f)));
+    };
+    let resp3 = ctx.session.resp >= 3;
+    Ok(Reply::Array(if with_values && resp3 {
+        chosen.into_iter().map(|(f, v)| Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)])).collect()
+    } else if with_values {
+        chosen.into_iter().flat_map(|(f, v)| [Reply::Bulk(f), Reply::Bulk(v)]).collect()
+    } else {
+        chosen.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()
+    }))
 }

@@ -8,7 +8,7 @@ use strata::{Db, WriteBatch};
 use crate::command::{int_arg, syntax_error, CmdResult, Ctx};
 use crate::glob;
 use crate::keyspace::{
-    field_prefix, field_record, is_expired, key_record, now_ms, Entry, Keyspace, KEY_PREFIX,
+    is_expired, key_record, member_prefix, member_record, now_ms, Collection, Entry, Keyspace, KEY_PREFIX,
 };
 use crate::reply::{Reply, OK};
 
@@ -42,58 +42,92 @@ pub fn type_of(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 }
 
 pub fn rename(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    rename_with(ctx.ks(), &args[1], &args[2], false).map(|_| OK)
+    match transfer(ctx.ks(), &args[1], &args[2], false, false)? {
+        Some(_) => Ok(OK),
+        None => Err(Reply::err("no such key")),
+    }
 }
 
 pub fn renamenx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    rename_with(ctx.ks(), &args[1], &args[2], true).map(|done| Reply::Int(i64::from(done)))
+    match transfer(ctx.ks(), &args[1], &args[2], true, false)? {
+        Some(done) => Ok(Reply::Int(i64::from(done))),
+        None => Err(Reply::err("no such key")),
+    }
 }
 
-/// Moves `from` to `to` with its expiry, replacing what `to` held. A string moves in one batch;
-/// a hash's fields are copied under a new generation first (invisible until the switch), then
-/// both keys switch in one batch.
-fn rename_with(ks: &Keyspace, from: &[u8], to: &[u8], only_if_absent: bool) -> Result<bool, Reply> {
+/// COPY source destination [DB 0] [REPLACE]
+pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let mut replace = false;
+    let mut options = args[3..].iter();
+    while let Some(option) = options.next() {
+        match option.to_ascii_lowercase().as_slice() {
+            b"replace" => replace = true,
+            b"db" => {
+                let db = int_arg(options.next().ok_or_else(syntax_error)?)?;
+                if db != 0 {
+                    return Err(Reply::err("DB index is out of range"));
+                }
+            }
+            _ => return Err(syntax_error()),
+        }
+    }
+    if args[1] == args[2] {
+        return Err(Reply::err("source and destination objects are the same"));
+    }
+    let done = transfer(ctx.ks(), &args[1], &args[2], !replace, true)?;
+    Ok(Reply::Int(i64::from(done == Some(true))))
+}
+
+/// Moves (or, with `keep_source`, copies) `from` to `to` with its expiry, replacing what `to`
+/// held unless `only_if_absent`. `None`: `from` does not exist; `Some(false)`: `to` existed and
+/// `only_if_absent` was set. A collection's members are copied under a new generation first
+/// (invisible until the switch), then the keys change in one batch.
+fn transfer(
+    ks: &Keyspace,
+    from: &[u8],
+    to: &[u8],
+    only_if_absent: bool,
+    keep_source: bool,
+) -> Result<Option<bool>, Reply> {
     let now = now_ms();
     let _locks = ks.lock(&[from, to]);
-    let Some(source) = ks.entry(from, now)? else {
-        return Err(Reply::err("no such key"));
-    };
+    let Some(source) = ks.entry(from, now)? else { return Ok(None) };
     if from == to {
-        return Ok(!only_if_absent);
+        return Ok(Some(!only_if_absent));
     }
     let target_old = ks.raw_entry(to)?;
     if only_if_absent && target_old.as_ref().is_some_and(|e| !is_expired(e.expire_at_ms(), now)) {
-        return Ok(false);
+        return Ok(Some(false));
     }
     let moved = match &source {
-        Entry::Hash { expire_at_ms, generation, fields } => {
-            let new_generation = ks.new_generation();
-            copy_fields(ks, from, *generation, to, new_generation)?;
-            Entry::Hash { expire_at_ms: *expire_at_ms, generation: new_generation, fields: *fields }
+        Entry::Collection(c) => {
+            let generation = ks.new_generation();
+            copy_members(ks, from, c.generation, to, generation)?;
+            Entry::Collection(Collection { generation, ..*c })
         }
         string => string.clone(),
     };
     let mut batch = WriteBatch::new();
     let stale_target = ks.stage(&mut batch, to, target_old.as_ref(), Some(&moved));
-    let stale_source = ks.stage(&mut batch, from, Some(&source), None);
+    let stale_source = if keep_source { None } else { ks.stage(&mut batch, from, Some(&source), None) };
     ks.commit(batch)?;
     ks.drop_stale(to, stale_target)?;
     ks.drop_stale(from, stale_source)?;
-    Ok(true)
+    Ok(Some(true))
 }
 
-fn copy_fields(
+fn copy_members(
     ks: &Keyspace,
     from: &[u8],
     generation: u64,
     to: &[u8],
     new_generation: u64,
 ) -> strata::Result<()> {
-    let prefix = field_prefix(from, generation);
+    let prefix = member_prefix(from, generation);
     let mut batch = WriteBatch::new();
     for item in ks.db().prefix(&prefix)? {
         let (record, value) = item?;
-        batch.put(field_record(to, new_generation, &record[prefix.len()..]), value);
+        batch.put(member_record(to, new_generation, &record[prefix.len()..]), value);
         if batch.len() >= 512 {
             ks.commit(std::mem::take(&mut batch))?;
         }
@@ -221,7 +255,11 @@ pub fn flushall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     let ks = ctx.ks();
     require_ordered(ks, "FLUSHALL")?;
-    let _all = ks.lock_all();
+    ks.with_everything_locked(|| delete_everything(ks))?;
+    Ok(OK)
+}
+
+fn delete_everything(ks: &Keyspace) -> strata::Result<()> {
     loop {
         let mut batch = WriteBatch::new();
         for item in ks.db().range(vec![KEY_PREFIX]..)?.take(1024) {
@@ -233,8 +271,7 @@ pub fn flushall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             break;
         }
     }
-    ks.db().flush()?;
-    Ok(OK)
+    ks.db().flush()
 }
 
 pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -257,19 +294,10 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 fn set_expiry(ctx: &mut Ctx, args: &[Vec<u8>], unit: &str, command: &str) -> CmdResult {
     let (ks, key, now) = (ctx.ks(), &args[1], now_ms());
     let at = expiry_target(unit, &args[2], now, command)?;
-    let condition = parse_expiry_condition(&args[3..])?;
+    let condition = ExpiryCondition::parse(&args[3..])?;
     let _locks = ks.lock(&[key]);
     let Some(old) = ks.entry(key, now)? else { return Ok(Reply::Int(0)) };
-    let current = old.expire_at_ms();
-    let allowed = match condition.as_deref() {
-        None => true,
-        Some("nx") => current == 0,
-        Some("xx") => current != 0,
-        // No expiry counts as an infinite one.
-        Some("gt") => current != 0 && at > current,
-        _ => current == 0 || at < current,
-    };
-    if !allowed {
+    if !condition.allows(old.expire_at_ms(), at) {
         return Ok(Reply::Int(0));
     }
     if at <= now {
@@ -277,7 +305,7 @@ fn set_expiry(ctx: &mut Ctx, args: &[Vec<u8>], unit: &str, command: &str) -> Cmd
         ctx.server.counters.expired_keys.fetch_add(1, Ordering::Relaxed);
         return Ok(Reply::Int(1));
     }
-    ks.replace(key, Some(&old), Some(&with_expiry(old.clone(), at)))?;
+    ks.replace(key, Some(&old), Some(&old.clone().with_expiry(at)))?;
     Ok(Reply::Int(1))
 }
 
@@ -291,37 +319,44 @@ fn expiry_target(unit: &str, arg: &[u8], now: u64, command: &str) -> Result<u64,
     Ok(at.max(1) as u64)
 }
 
-fn parse_expiry_condition(args: &[Vec<u8>]) -> Result<Option<String>, Reply> {
-    let mut condition: Option<String> = None;
-    for arg in args {
-        let word = String::from_utf8_lossy(arg).to_ascii_lowercase();
-        if !matches!(word.as_str(), "nx" | "xx" | "gt" | "lt") {
-            return Err(Reply::err(format!("Unsupported option {}", String::from_utf8_lossy(arg))));
-        }
-        let compatible = match (condition.as_deref(), word.as_str()) {
-            (None, _) => true,
-            (Some(a), b) if a == b => true,
-            (Some("xx"), "gt" | "lt") | (Some("gt" | "lt"), "xx") => true,
-            _ => false,
-        };
-        if !compatible {
-            return Err(Reply::err(if word == "nx" || condition.as_deref() == Some("nx") {
-                "NX and XX, GT or LT options at the same time are not compatible"
-            } else {
-                "GT and LT options at the same time are not compatible"
-            }));
-        }
-        if condition.as_deref() != Some("gt") && condition.as_deref() != Some("lt") {
-            condition = Some(word);
-        }
-    }
-    Ok(condition)
+/// EXPIRE's NX / XX / GT / LT (XX combines with GT or LT).
+#[derive(Default)]
+struct ExpiryCondition {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
 }
 
-fn with_expiry(entry: Entry, at: u64) -> Entry {
-    match entry {
-        Entry::String { value, .. } => Entry::String { expire_at_ms: at, value },
-        Entry::Hash { generation, fields, .. } => Entry::Hash { expire_at_ms: at, generation, fields },
+impl ExpiryCondition {
+    fn parse(args: &[Vec<u8>]) -> Result<ExpiryCondition, Reply> {
+        let mut c = ExpiryCondition::default();
+        for arg in args {
+            match arg.to_ascii_lowercase().as_slice() {
+                b"nx" => c.nx = true,
+                b"xx" => c.xx = true,
+                b"gt" => c.gt = true,
+                b"lt" => c.lt = true,
+                _ => return Err(Reply::err(format!("Unsupported option {}", String::from_utf8_lossy(arg)))),
+            }
+        }
+        if c.nx && (c.xx || c.gt || c.lt) {
+            return Err(Reply::err("NX and XX, GT or LT options at the same time are not compatible"));
+        }
+        if c.gt && c.lt {
+            return Err(Reply::err("GT and LT options at the same time are not compatible"));
+        }
+        Ok(c)
+    }
+
+    /// Whether a key expiring at `current` (0: never) may be set to expire at `at`. No expiry
+    /// counts as an infinite one.
+    fn allows(&self, current: u64, at: u64) -> bool {
+        let has_ttl = current != 0;
+        !(self.nx && has_ttl
+            || self.xx && !has_ttl
+            || self.gt && (!has_ttl || at <= current)
+            || self.lt && has_ttl && at >= current)
     }
 }
 
@@ -355,9 +390,56 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let _locks = ks.lock(&[key]);
     match ks.entry(key, now)? {
         Some(old) if old.expire_at_ms() != 0 => {
-            ks.replace(key, Some(&old), Some(&with_expiry(old.clone(), 0)))?;
+            ks.replace(key, Some(&old), Some(&old.clone().with_expiry(0)))?;
             Ok(Reply::Int(1))
         }
         _ => Ok(Reply::Int(0)),
     }
+}
+
+/// RANDOMKEY: the first live key at or after a random point of the key space (wrapping to the
+/// first key): every key can come up, though not with equal chances.
+pub fn randomkey(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    let ks = ctx.ks();
+    require_ordered(ks, "RANDOMKEY")?;
+    let point: [u8; 8] = rand::random();
+    let now = now_ms();
+    for start in [&point[..], b""] {
+        let mut found = None;
+        each_live_key(ks.db(), start, false, now, |key, _| {
+            found = Some(key.to_vec());
+            false
+        })?;
+        if let Some(key) = found {
+            return Ok(Reply::Bulk(key));
+        }
+    }
+    Ok(Reply::Nil)
+}
+
+/// MEMORY USAGE key [SAMPLES n]: the bytes of the key's records (a collection's estimated from
+/// up to `n` members, 5 by default; 0 reads them all).
+pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    if !args[1].eq_ignore_ascii_case(b"usage") || args.len() < 3 {
+        return Err(Reply::err("MEMORY supports only USAGE here"));
+    }
+    let samples = match &args[3..] {
+        [] => 5,
+        [word, n] if word.eq_ignore_ascii_case(b"samples") => int_arg(n)?.max(0) as usize,
+        _ => return Err(syntax_error()),
+    };
+    let (ks, key) = (ctx.ks(), &args[2]);
+    let Some(entry) = ks.entry(key, now_ms())? else { return Ok(Reply::Nil) };
+    let record_bytes = (1 + key.len() + entry.encode().len()) as i64;
+    let Entry::Collection(c) = entry else { return Ok(Reply::Int(record_bytes)) };
+    let limit = if samples == 0 { usize::MAX } else { samples };
+    let prefix = member_prefix(key, c.generation);
+    let (mut seen, mut bytes) = (0i64, 0i64);
+    for item in ks.db().prefix(&prefix)?.take(limit) {
+        let (record, value) = item?;
+        seen += 1;
+        bytes += (record.len() + value.len()) as i64;
+    }
+    let members = if seen == 0 { 0 } else { bytes / seen * c.len as i64 };
+    Ok(Reply::Int(record_bytes + members))
 }

@@ -7,7 +7,7 @@ use crate::command::{int_arg, syntax_error, CmdResult, Ctx, COMMANDS};
 use crate::glob;
 use crate::info;
 use crate::reply::{Reply, OK};
-use crate::state::Settings;
+use crate::state::{Settings, IGNORED_SETTINGS};
 
 pub fn ping(_ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     match &args[1..] {
@@ -172,7 +172,10 @@ pub fn config(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         "get" if args.len() >= 3 => {
             let settings = ctx.server.settings.read().clone();
             let mut pairs = Vec::new();
-            for (name, value) in config_values(&settings, ctx) {
+            let ignored = settings.ignored.iter().map(|(n, v)| (n.clone(), v.clone()));
+            let known =
+                config_values(&settings, ctx).into_iter().map(|(n, v)| (n.to_string(), v.into_bytes()));
+            for (name, value) in known.filter(|(n, _)| !settings.ignored.contains_key(n)).chain(ignored) {
                 if args[2..].iter().any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes())) {
                     pairs.push((Reply::bulk(name), Reply::bulk(value)));
                 }
@@ -215,6 +218,9 @@ fn config_set(ctx: &mut Ctx, pairs: &[Vec<u8>]) -> CmdResult {
             "maxclients" => settings.maxclients = number()?.max(1),
             "timeout" => settings.timeout_secs = number()?,
             "proto-max-bulk-len" => settings.proto_max_bulk_len = number()?.max(1024 * 1024),
+            _ if IGNORED_SETTINGS.iter().any(|p| glob::matches(p.as_bytes(), name.as_bytes())) => {
+                settings.ignored.insert(name, pair[1].clone());
+            }
             _ => {
                 return Err(Reply::err(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{name}'"

@@ -345,8 +345,9 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(Reply::err("offset is out of range"));
     }
     let (ks, key, patch) = (ctx.ks(), &args[1], &args[3]);
-    let limit = ks.db().limits().max_value_bytes as i64;
-    if offset + patch.len() as i64 > limit {
+    let limit = ks.max_string_bytes() as i64;
+    // Checked: an offset near i64::MAX must be an error, not a wrapped length.
+    if offset.checked_add(patch.len() as i64).is_none_or(|end| end > limit) {
         return Err(Reply::err(format!(
             "string exceeds maximum allowed size ({limit} bytes with this engine)"
         )));
@@ -365,4 +366,48 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Ok(value)
     })?;
     Ok(Reply::Int(value.len() as i64))
+}
+
+/// A bit offset as SETBIT/GETBIT take it: 0 ..= 2^32 - 1 (Redis's 512 MiB string limit).
+fn bit_offset(arg: &[u8]) -> Result<u64, Reply> {
+    let out_of_range = || Reply::err("bit offset is not an integer or out of range");
+    let n = parse_int(arg).ok_or_else(out_of_range)?;
+    u64::try_from(n).ok().filter(|n| *n < 1 << 32).ok_or_else(out_of_range)
+}
+
+/// Bit `offset` of `bytes`, the most significant bit of byte 0 first.
+fn bit_at(bytes: &[u8], offset: u64) -> u8 {
+    bytes.get((offset / 8) as usize).map_or(0, |b| (b >> (7 - offset % 8)) & 1)
+}
+
+pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let offset = bit_offset(&args[2])?;
+    let bit = match args[3].as_slice() {
+        b"0" => 0u8,
+        b"1" => 1,
+        _ => return Err(Reply::err("bit is not an integer or out of range")),
+    };
+    let ks = ctx.ks();
+    let byte_index = (offset / 8) as usize;
+    if byte_index >= ks.max_string_bytes() {
+        return Err(Reply::err("string exceeds maximum allowed size with this engine"));
+    }
+    let mut previous = 0;
+    edit_string(ks, &args[1], |current| {
+        let mut value = current.map(<[u8]>::to_vec).unwrap_or_default();
+        previous = bit_at(&value, offset);
+        if value.len() <= byte_index {
+            value.resize(byte_index + 1, 0);
+        }
+        let mask = 1u8 << (7 - offset % 8);
+        value[byte_index] = if bit == 1 { value[byte_index] | mask } else { value[byte_index] & !mask };
+        Ok(value)
+    })?;
+    Ok(Reply::Int(i64::from(previous)))
+}
+
+pub fn getbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let offset = bit_offset(&args[2])?;
+    let value = live_string(ctx.ks(), &args[1], now_ms())?.unwrap_or_default();
+    Ok(Reply::Int(i64::from(bit_at(&value, offset))))
 }

@@ -1,9 +1,11 @@
 //! The command table and dispatch: arity, authentication and the unknown-command reply, as Redis
 //! words them; each command's work is in the `cmd_*` modules.
 
+use std::sync::atomic::Ordering;
+
 use crate::reply::Reply;
 use crate::state::{ServerState, Session};
-use crate::{cmd_hash, cmd_keys, cmd_server, cmd_strings};
+use crate::{cmd_hash, cmd_keys, cmd_lcs, cmd_list, cmd_server, cmd_set, cmd_strings};
 
 /// What a command handler returns: its reply, or an error reply (`?` turns engine errors into
 /// `-ERR ...`).
@@ -56,6 +58,11 @@ pub static COMMANDS: &[Spec] = &[
     spec("bgsave", -1, false, cmd_server::save),
     spec("time", 1, false, cmd_server::time),
     spec("function", -2, false, cmd_server::function),
+    spec("multi", 1, false, multi),
+    spec("exec", 1, false, exec),
+    spec("discard", 1, false, discard),
+    spec("watch", -2, false, watch),
+    spec("unwatch", 1, false, unwatch),
     // Strings.
     spec("get", 2, false, cmd_strings::get),
     spec("set", -3, true, cmd_strings::set),
@@ -78,6 +85,9 @@ pub static COMMANDS: &[Spec] = &[
     spec("getrange", 4, false, cmd_strings::getrange),
     spec("substr", 4, false, cmd_strings::getrange),
     spec("setrange", 4, true, cmd_strings::setrange),
+    spec("setbit", 4, true, cmd_strings::setbit),
+    spec("getbit", 3, false, cmd_strings::getbit),
+    spec("lcs", -3, false, cmd_lcs::lcs),
     // Keys.
     spec("del", -2, true, cmd_keys::del),
     spec("unlink", -2, true, cmd_keys::del),
@@ -85,6 +95,9 @@ pub static COMMANDS: &[Spec] = &[
     spec("type", 2, false, cmd_keys::type_of),
     spec("rename", 3, true, cmd_keys::rename),
     spec("renamenx", 3, true, cmd_keys::renamenx),
+    spec("copy", -3, true, cmd_keys::copy),
+    spec("randomkey", 1, false, cmd_keys::randomkey),
+    spec("memory", -2, false, cmd_keys::memory),
     spec("keys", 2, false, cmd_keys::keys),
     spec("scan", -2, false, cmd_keys::scan),
     spec("expire", -3, true, cmd_keys::expire),
@@ -111,34 +124,155 @@ pub static COMMANDS: &[Spec] = &[
     spec("hexists", 3, false, cmd_hash::hexists),
     spec("hincrby", 4, true, cmd_hash::hincrby),
     spec("hincrbyfloat", 4, true, cmd_hash::hincrbyfloat),
+    spec("hrandfield", -2, false, cmd_hash::hrandfield),
+    // Sets.
+    spec("sadd", -3, true, cmd_set::sadd),
+    spec("srem", -3, true, cmd_set::srem),
+    spec("scard", 2, false, cmd_set::scard),
+    spec("sismember", 3, false, cmd_set::sismember),
+    spec("smismember", -3, false, cmd_set::smismember),
+    spec("smembers", 2, false, cmd_set::smembers),
+    spec("srandmember", -2, false, cmd_set::srandmember),
+    spec("spop", -2, true, cmd_set::spop),
+    // Lists.
+    spec("rpush", -3, true, cmd_list::rpush),
+    spec("lpush", -3, true, cmd_list::lpush),
+    spec("rpushx", -3, true, cmd_list::rpushx),
+    spec("lpushx", -3, true, cmd_list::lpushx),
+    spec("lpop", -2, true, cmd_list::lpop),
+    spec("rpop", -2, true, cmd_list::rpop),
+    spec("llen", 2, false, cmd_list::llen),
+    spec("lindex", 3, false, cmd_list::lindex),
+    spec("lset", 4, true, cmd_list::lset),
+    spec("lrange", 4, false, cmd_list::lrange),
+    spec("blpop", -3, true, cmd_list::blpop),
+    spec("brpop", -3, true, cmd_list::brpop),
 ];
 
-pub fn find(name: &[u8]) -> Option<&'static Spec> {
-    let name = std::str::from_utf8(name).ok()?;
-    COMMANDS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+/// Command names (lower case) to their index in `COMMANDS`.
+static BY_NAME: std::sync::LazyLock<std::collections::HashMap<&'static str, usize>> =
+    std::sync::LazyLock::new(|| COMMANDS.iter().enumerate().map(|(i, s)| (s.name, i)).collect());
+
+/// The command called `name` (any case) and its index in `COMMANDS`.
+pub fn find_indexed(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    const LONGEST_NAME_BYTES: usize = 16;
+    if name.len() > LONGEST_NAME_BYTES {
+        return None;
+    }
+    let mut lower = [0u8; LONGEST_NAME_BYTES];
+    lower[..name.len()].copy_from_slice(name);
+    lower[..name.len()].make_ascii_lowercase();
+    let lower = std::str::from_utf8(&lower[..name.len()]).ok()?;
+    BY_NAME.get(lower).map(|&i| (i, &COMMANDS[i]))
 }
 
-/// Runs one request. `args` is never empty (the parser skips empty requests).
+pub fn find(name: &[u8]) -> Option<&'static Spec> {
+    find_indexed(name).map(|(_, spec)| spec)
+}
+
+/// Runs one request (or, inside MULTI, queues it). `args` is never empty (the parser skips
+/// empty requests).
 pub fn execute(server: &ServerState, session: &mut Session, args: &[Vec<u8>]) -> Reply {
-    server.counters.commands_processed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let Some(spec) = find(&args[0]) else {
-        return unknown_command(args);
+    server.counters.commands_processed.fetch_add(1, Ordering::Relaxed);
+    let (index, spec) = match checked_spec(args) {
+        Ok(found) => found,
+        Err(refused) => {
+            session.queue_failed |= session.queued.is_some();
+            return refused;
+        }
     };
+    if !session.authenticated && !matches!(spec.name, "auth" | "hello" | "quit") {
+        server.command_stats[index].rejected_calls.fetch_add(1, Ordering::Relaxed);
+        return Reply::error("NOAUTH Authentication required.");
+    }
+    if let Some(queue) = session.queued.as_mut().filter(|_| !TRANSACTION_CONTROL.contains(&spec.name)) {
+        queue.push(args.to_vec());
+        return Reply::Simple("QUEUED");
+    }
+    run(index, server, session, args)
+}
+
+/// Commands that act at once inside MULTI instead of being queued.
+const TRANSACTION_CONTROL: [&str; 5] = ["exec", "discard", "multi", "watch", "quit"];
+
+/// The command `args` names, with a valid argument count.
+fn checked_spec(args: &[Vec<u8>]) -> Result<(usize, &'static Spec), Reply> {
+    let (index, spec) = find_indexed(&args[0]).ok_or_else(|| unknown_command(args))?;
     let arity_ok = if spec.arity >= 0 {
         args.len() == spec.arity as usize
     } else {
         args.len() >= (-spec.arity) as usize
     };
     if !arity_ok {
-        return Reply::err(format!("wrong number of arguments for '{}' command", spec.name));
+        return Err(Reply::err(format!("wrong number of arguments for '{}' command", spec.name)));
     }
-    if !session.authenticated && !matches!(spec.name, "auth" | "hello" | "quit") {
-        return Reply::error("NOAUTH Authentication required.");
-    }
+    Ok((index, spec))
+}
+
+fn run(index: usize, server: &ServerState, session: &mut Session, args: &[Vec<u8>]) -> Reply {
+    let started = std::time::Instant::now();
     let mut ctx = Ctx { server, session };
-    match (spec.handler)(&mut ctx, args) {
-        Ok(reply) | Err(reply) => reply,
+    let result = (COMMANDS[index].handler)(&mut ctx, args);
+    let stats = &server.command_stats[index];
+    stats.calls.fetch_add(1, Ordering::Relaxed);
+    stats.usec.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    match result {
+        Ok(reply) if !reply.is_error() => reply,
+        Ok(reply) | Err(reply) => {
+            stats.failed_calls.fetch_add(1, Ordering::Relaxed);
+            reply
+        }
     }
+}
+
+fn multi(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    if ctx.session.queued.is_some() {
+        return Err(Reply::err("MULTI calls can not be nested"));
+    }
+    ctx.session.queued = Some(Vec::new());
+    ctx.session.queue_failed = false;
+    Ok(crate::reply::OK)
+}
+
+/// Runs the queue holding every key, so no other client's command lands between its commands.
+fn exec(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    let Some(queue) = ctx.session.queued.take() else {
+        return Err(Reply::err("EXEC without MULTI"));
+    };
+    if std::mem::take(&mut ctx.session.queue_failed) {
+        return Err(Reply::error("EXECABORT Transaction discarded because of previous errors."));
+    }
+    let (server, session) = (ctx.server, &mut *ctx.session);
+    session.in_exec = true;
+    let replies = server.keyspace.with_everything_locked(|| {
+        let run_one = |args: &Vec<Vec<u8>>| match checked_spec(args) {
+            Ok((index, _)) => run(index, server, session, args),
+            Err(refused) => refused,
+        };
+        queue.iter().map(run_one).collect()
+    });
+    session.in_exec = false;
+    Ok(Reply::Array(replies))
+}
+
+fn discard(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    if ctx.session.queued.take().is_none() {
+        return Err(Reply::err("DISCARD without MULTI"));
+    }
+    ctx.session.queue_failed = false;
+    Ok(crate::reply::OK)
+}
+
+fn watch(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    if ctx.session.queued.is_some() {
+        return Err(Reply::err("WATCH inside MULTI is not allowed"));
+    }
+    Err(Reply::err("WATCH is not supported by strata serve (MULTI/EXEC is, and runs isolated)"))
+}
+
+/// Nothing is ever watched.
+fn unwatch(_ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
+    Ok(crate::reply::OK)
 }
 
 fn unknown_command(args: &[Vec<u8>]) -> Reply {
@@ -217,5 +351,8 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before, names.len());
+        assert!(COMMANDS
+            .iter()
+            .all(|s| find(s.name.to_uppercase().as_bytes()).is_some_and(|f| f.name == s.name)));
     }
 }

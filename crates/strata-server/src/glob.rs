@@ -1,7 +1,14 @@
 //! Redis's glob patterns (KEYS, SCAN MATCH, CONFIG GET): `*`, `?`, `[abc]`, `[^a-z]`, `\x`.
 
+/// Patterns with more `*` than this match nothing, as in Redis (which bounds its recursion so);
+/// here the match is iterative and would not need the bound.
+const MAX_STARS: usize = 1000;
+
 /// Whether `text` matches `pattern` (byte-wise, case-sensitive).
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    if pattern.iter().filter(|&&b| b == b'*').count() > MAX_STARS {
+        return false;
+    }
     // Iterative with one backtrack point for the last `*`: linear in practice, never recursive.
     let (mut p, mut t) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
@@ -130,6 +137,14 @@ mod tests {
         for (pattern, text, expected) in cases {
             assert_eq!(matches(pattern.as_bytes(), text.as_bytes()), *expected, "{pattern} ~ {text}");
         }
+    }
+
+    #[test]
+    fn a_pattern_of_thousands_of_stars_matches_nothing_quickly() {
+        let text = vec![b'a'; 50_000];
+        let pattern = b"*?".repeat(50_000);
+        assert!(!matches(&pattern, &text));
+        assert!(matches(&b"*?".repeat(MAX_STARS), &text));
     }
 
     #[test]

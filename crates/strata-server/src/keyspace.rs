@@ -1,5 +1,5 @@
-//! The Redis keyspace over one Strata store: how a key, its type, its expiry and a hash's fields
-//! are laid out as engine records (docs/format/server-records.md), and the key locks that make
+//! The Redis keyspace over one Strata store: how a key, its type, its expiry and a collection's
+//! members are laid out as engine records (docs/format/server-records.md), and the key locks that make
 //! each command atomic.
 //!
 //! Invariant: every command that writes holds the locks of all keys it touches from its first
@@ -15,7 +15,7 @@ use strata::{Db, Durability, Result, WriteBatch};
 /// Record-key prefixes: one byte in front of every record the server writes.
 pub const FORMAT_PREFIX: u8 = 0x00;
 pub const KEY_PREFIX: u8 = 0x01;
-pub const FIELD_PREFIX: u8 = 0x02;
+pub const MEMBER_PREFIX: u8 = 0x02;
 pub const EXPIRY_PREFIX: u8 = 0x03;
 /// The record `[FORMAT_PREFIX] "strata-server"` holds this version as one byte.
 pub const FORMAT_VERSION: u8 = 1;
@@ -24,40 +24,92 @@ pub const FORMAT_KEY: &[u8] = b"\x00strata-server";
 /// Value kinds, the first byte of a key record.
 pub const KIND_STRING: u8 = 1;
 pub const KIND_HASH: u8 = 2;
+pub const KIND_SET: u8 = 3;
+pub const KIND_LIST: u8 = 4;
 /// Kind byte + expiry (u64 LE milliseconds since the Unix epoch, 0 = none).
 pub const HEADER_BYTES: usize = 9;
-/// Bytes a hash field key adds around the user key and field: prefix, key length, generation.
-pub const FIELD_KEY_OVERHEAD_BYTES: usize = 1 + 4 + 8;
+/// A collection's payload after the header: generation, length, list head (u64, u64, i64 LE).
+pub const COLLECTION_PAYLOAD_BYTES: usize = 24;
+/// Bytes a member key adds around the user key and member: prefix, key length, generation.
+pub const MEMBER_KEY_OVERHEAD_BYTES: usize = 1 + 4 + 8;
 
 const LOCK_STRIPES: usize = 4096;
+
+/// The types whose members live in records of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollectionKind {
+    /// Member records: field → value.
+    Hash,
+    /// Member records: member → empty.
+    Set,
+    /// Member records: position (i64, order-preserving) → element; `head` is the first position.
+    List,
+}
+
+impl CollectionKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectionKind::Hash => "hash",
+            CollectionKind::Set => "set",
+            CollectionKind::List => "list",
+        }
+    }
+
+    fn byte(self) -> u8 {
+        match self {
+            CollectionKind::Hash => KIND_HASH,
+            CollectionKind::Set => KIND_SET,
+            CollectionKind::List => KIND_LIST,
+        }
+    }
+}
+
+/// A hash, set or list: its members are records under `generation`; a new collection at the same
+/// key gets a new generation, so members a crashed delete left behind are never seen again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collection {
+    pub kind: CollectionKind,
+    pub expire_at_ms: u64,
+    pub generation: u64,
+    pub len: u64,
+    /// Lists only: the position of the first element (0 for the others).
+    pub head: i64,
+}
 
 /// A key's record, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
-    String {
-        expire_at_ms: u64,
-        value: Vec<u8>,
-    },
-    /// Fields live in their own records under `generation`; a new hash at the same key gets a new
-    /// generation, so fields a crashed delete left behind are never seen again.
-    Hash {
-        expire_at_ms: u64,
-        generation: u64,
-        fields: u64,
-    },
+    String { expire_at_ms: u64, value: Vec<u8> },
+    Collection(Collection),
 }
 
 impl Entry {
     pub fn expire_at_ms(&self) -> u64 {
         match self {
-            Entry::String { expire_at_ms, .. } | Entry::Hash { expire_at_ms, .. } => *expire_at_ms,
+            Entry::String { expire_at_ms, .. } => *expire_at_ms,
+            Entry::Collection(c) => c.expire_at_ms,
+        }
+    }
+
+    pub fn with_expiry(self, expire_at_ms: u64) -> Entry {
+        match self {
+            Entry::String { value, .. } => Entry::String { expire_at_ms, value },
+            Entry::Collection(c) => Entry::Collection(Collection { expire_at_ms, ..c }),
+        }
+    }
+
+    /// The generation of its member records, for a collection.
+    pub fn generation(&self) -> Option<u64> {
+        match self {
+            Entry::String { .. } => None,
+            Entry::Collection(c) => Some(c.generation),
         }
     }
 
     pub fn type_name(&self) -> &'static str {
         match self {
             Entry::String { .. } => "string",
-            Entry::Hash { .. } => "hash",
+            Entry::Collection(c) => c.kind.name(),
         }
     }
 
@@ -68,10 +120,11 @@ impl Entry {
                 out.extend_from_slice(value);
                 out
             }
-            Entry::Hash { expire_at_ms, generation, fields } => {
-                let mut out = header(KIND_HASH, *expire_at_ms, 16);
-                out.extend_from_slice(&generation.to_le_bytes());
-                out.extend_from_slice(&fields.to_le_bytes());
+            Entry::Collection(c) => {
+                let mut out = header(c.kind.byte(), c.expire_at_ms, COLLECTION_PAYLOAD_BYTES);
+                out.extend_from_slice(&c.generation.to_le_bytes());
+                out.extend_from_slice(&c.len.to_le_bytes());
+                out.extend_from_slice(&c.head.to_le_bytes());
                 out
             }
         }
@@ -82,15 +135,24 @@ impl Entry {
         let (&kind, rest) = bytes.split_first()?;
         let expire_at_ms = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
         let payload = &rest[8..];
-        match kind {
-            KIND_STRING => Some(Entry::String { expire_at_ms, value: payload.to_vec() }),
-            KIND_HASH if payload.len() == 16 => Some(Entry::Hash {
-                expire_at_ms,
-                generation: u64::from_le_bytes(payload[..8].try_into().ok()?),
-                fields: u64::from_le_bytes(payload[8..].try_into().ok()?),
-            }),
-            _ => None,
+        let kind = match kind {
+            KIND_STRING => return Some(Entry::String { expire_at_ms, value: payload.to_vec() }),
+            KIND_HASH => CollectionKind::Hash,
+            KIND_SET => CollectionKind::Set,
+            KIND_LIST => CollectionKind::List,
+            _ => return None,
+        };
+        if payload.len() != COLLECTION_PAYLOAD_BYTES {
+            return None;
         }
+        let word = |i: usize| -> [u8; 8] { payload[i * 8..i * 8 + 8].try_into().expect("8 bytes") };
+        Some(Entry::Collection(Collection {
+            kind,
+            expire_at_ms,
+            generation: u64::from_le_bytes(word(0)),
+            len: u64::from_le_bytes(word(1)),
+            head: i64::from_le_bytes(word(2)),
+        }))
     }
 }
 
@@ -108,19 +170,19 @@ pub fn key_record(key: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The prefix every field record of one hash generation starts with.
-pub fn field_prefix(key: &[u8], generation: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIELD_KEY_OVERHEAD_BYTES + key.len());
-    out.push(FIELD_PREFIX);
+/// The prefix every member record of one collection generation starts with.
+pub fn member_prefix(key: &[u8], generation: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MEMBER_KEY_OVERHEAD_BYTES + key.len());
+    out.push(MEMBER_PREFIX);
     out.extend_from_slice(&(key.len() as u32).to_be_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(&generation.to_be_bytes());
     out
 }
 
-pub fn field_record(key: &[u8], generation: u64, field: &[u8]) -> Vec<u8> {
-    let mut out = field_prefix(key, generation);
-    out.extend_from_slice(field);
+pub fn member_record(key: &[u8], generation: u64, member: &[u8]) -> Vec<u8> {
+    let mut out = member_prefix(key, generation);
+    out.extend_from_slice(member);
     out
 }
 
@@ -149,10 +211,15 @@ pub struct Keyspace {
     next_generation: AtomicU64,
 }
 
-/// Locks held by one command.
+/// Locks held by one command (none inside `with_everything_locked`, which holds them all).
 pub struct KeyLocks<'a> {
     _stripes: Vec<MutexGuard<'a, ()>>,
-    _shared: RwLockReadGuard<'a, ()>,
+    _shared: Option<RwLockReadGuard<'a, ()>>,
+}
+
+thread_local! {
+    /// This thread runs inside `with_everything_locked` (EXEC): key locks are already held.
+    static HOLDS_EVERYTHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl Keyspace {
@@ -169,7 +236,7 @@ impl Keyspace {
             None => db.put_with(FORMAT_KEY, [FORMAT_VERSION], Durability::Sync)?,
         }
         let ordered = db.capabilities().ordered;
-        // Generations only need to differ from those of hashes still in the store: microseconds
+        // Generations only need to differ from those of collections still in the store: microseconds
         // since the epoch at start, then counting, outruns any earlier run's counter.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
         Ok(Keyspace {
@@ -186,9 +253,14 @@ impl Keyspace {
         &self.db
     }
 
-    /// The engine keeps keys in order (`KEYS`, `SCAN`, hashes and the expiry sweep need it).
+    /// The engine keeps keys in order (`KEYS`, `SCAN`, collections and the expiry sweep need it).
     pub fn ordered(&self) -> bool {
         self.ordered
+    }
+
+    /// The longest string value the engine can hold (its value limit less the record header).
+    pub fn max_string_bytes(&self) -> usize {
+        self.db.limits().max_value_bytes.saturating_sub(HEADER_BYTES)
     }
 
     pub fn durability(&self) -> Durability {
@@ -197,16 +269,33 @@ impl Keyspace {
 
     /// Locks `keys` (any order, repeats allowed) for one command.
     pub fn lock(&self, keys: &[&[u8]]) -> KeyLocks<'_> {
-        let shared = self.everything.read();
+        if HOLDS_EVERYTHING.with(std::cell::Cell::get) {
+            return KeyLocks { _stripes: Vec::new(), _shared: None };
+        }
+        let shared = Some(self.everything.read());
         let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(k)).collect();
         stripes.sort_unstable();
         stripes.dedup();
         KeyLocks { _stripes: stripes.into_iter().map(|s| self.stripes[s].lock()).collect(), _shared: shared }
     }
 
-    /// Holds every key: no other command runs until it is dropped.
-    pub fn lock_all(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
-        self.everything.write()
+    /// Runs `f` holding every key: no other client's command runs meanwhile (FLUSHALL, EXEC).
+    /// Commands `f` runs take no locks of their own; nesting is allowed.
+    pub fn with_everything_locked<T>(&self, f: impl FnOnce() -> T) -> T {
+        if HOLDS_EVERYTHING.with(std::cell::Cell::get) {
+            return f();
+        }
+        let _all = self.everything.write();
+        HOLDS_EVERYTHING.with(|h| h.set(true));
+        // Reset even if `f` panics, so the thread's later commands lock again.
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                HOLDS_EVERYTHING.with(|h| h.set(false));
+            }
+        }
+        let _reset = Reset;
+        f()
     }
 
     pub fn new_generation(&self) -> u64 {
@@ -239,7 +328,7 @@ impl Keyspace {
 impl Keyspace {
     /// Writes `new` as `key`'s entry (`None` deletes it) in place of `old`, the entry the caller
     /// read under the key's lock (expired or not): one batch for the key record and its expiry
-    /// index entries. A replaced hash's fields go afterwards in batches of their own: they are
+    /// index entries. A replaced collection's members go afterwards in batches of their own: they are
     /// invisible from the moment the batch lands, since no entry names their generation.
     pub fn replace(&self, key: &[u8], old: Option<&Entry>, new: Option<&Entry>) -> Result<()> {
         let mut batch = WriteBatch::new();
@@ -249,7 +338,7 @@ impl Keyspace {
     }
 
     /// Adds `replace`'s writes to `batch` (so several keys change atomically) and returns the
-    /// generation whose fields the caller drops with `drop_stale` once the batch has landed.
+    /// generation whose members the caller drops with `drop_stale` once the batch has landed.
     pub fn stage(
         &self,
         batch: &mut WriteBatch,
@@ -271,32 +360,27 @@ impl Keyspace {
                 batch.delete(expiry_record(old_expiry, key));
             }
         }
-        match (old, new) {
-            (Some(Entry::Hash { generation: g, .. }), Some(Entry::Hash { generation: h, .. })) if g == h => {
-                None
-            }
-            (Some(Entry::Hash { generation, .. }), _) => Some(*generation),
-            _ => None,
-        }
+        let old_generation = old.and_then(Entry::generation);
+        old_generation.filter(|g| new.and_then(Entry::generation) != Some(*g))
     }
 
     pub fn drop_stale(&self, key: &[u8], stale: Option<u64>) -> Result<()> {
         match stale {
-            Some(generation) => self.drop_fields(key, generation),
+            Some(generation) => self.drop_members(key, generation),
             None => Ok(()),
         }
     }
 
-    /// Deletes every field record of one hash generation, a bounded batch at a time.
-    pub fn drop_fields(&self, key: &[u8], generation: u64) -> Result<()> {
-        const FIELDS_PER_BATCH: usize = 512;
-        let prefix = field_prefix(key, generation);
+    /// Deletes every member record of one collection generation, a bounded batch at a time.
+    pub fn drop_members(&self, key: &[u8], generation: u64) -> Result<()> {
+        const MEMBERS_PER_BATCH: usize = 512;
+        let prefix = member_prefix(key, generation);
         loop {
             let mut batch = WriteBatch::new();
-            for item in self.db.prefix(&prefix)?.take(FIELDS_PER_BATCH) {
+            for item in self.db.prefix(&prefix)?.take(MEMBERS_PER_BATCH) {
                 batch.delete(item?.0);
             }
-            let done = batch.len() < FIELDS_PER_BATCH;
+            let done = batch.len() < MEMBERS_PER_BATCH;
             self.commit(batch)?;
             if done {
                 return Ok(());
@@ -332,13 +416,15 @@ mod tests {
         let bytes = s.encode();
         assert_eq!(bytes, [1, 2, 1, 0, 0, 0, 0, 0, 0, b'v']);
         assert_eq!(Entry::decode(&bytes), Some(s));
-        let h = Entry::Hash { expire_at_ms: 0, generation: 7, fields: 3 };
-        let bytes = h.encode();
-        assert_eq!(bytes.len(), HEADER_BYTES + 16);
-        assert_eq!(bytes[0], KIND_HASH);
+        let list =
+            Collection { kind: CollectionKind::List, expire_at_ms: 0, generation: 7, len: 3, head: -2 };
+        let bytes = Entry::Collection(list).encode();
+        assert_eq!(bytes.len(), HEADER_BYTES + COLLECTION_PAYLOAD_BYTES);
+        assert_eq!(bytes[0], KIND_LIST);
         assert_eq!(bytes[HEADER_BYTES], 7, "generation at offset 9");
-        assert_eq!(bytes[HEADER_BYTES + 8], 3, "field count at offset 17");
-        assert_eq!(Entry::decode(&bytes), Some(h));
+        assert_eq!(bytes[HEADER_BYTES + 8], 3, "length at offset 17");
+        assert_eq!(bytes[HEADER_BYTES + 16], 0xfe, "head at offset 25");
+        assert_eq!(Entry::decode(&bytes), Some(Entry::Collection(list)));
         assert_eq!(Entry::decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0]), None);
         assert_eq!(Entry::decode(&[1, 0]), None);
     }
@@ -346,11 +432,11 @@ mod tests {
     #[test]
     fn record_keys_sort_by_prefix_then_key() {
         assert_eq!(key_record(b"ab"), b"\x01ab");
-        let f = field_record(b"h", 2, b"f");
+        let f = member_record(b"h", 2, b"f");
         assert_eq!(f, [2, 0, 0, 0, 1, b'h', 0, 0, 0, 0, 0, 0, 0, 2, b'f']);
         // Big-endian times: the index is in expiry order.
         assert!(expiry_record(255, b"z") < expiry_record(256, b"a"));
-        // A key's fields never interleave with a longer key's sharing its prefix.
-        assert!(field_record(b"h", 2, b"\xff") < field_record(b"hh", 0, b""));
+        // A key's members never interleave with a longer key's sharing its prefix.
+        assert!(member_record(b"h", 2, b"\xff") < member_record(b"hh", 0, b""));
     }
 }

@@ -14,8 +14,12 @@
 
 mod cmd_hash;
 mod cmd_keys;
+mod cmd_lcs;
+mod cmd_list;
 mod cmd_server;
+mod cmd_set;
 mod cmd_strings;
+mod collection;
 mod command;
 mod conn;
 mod expiry;
@@ -104,6 +108,7 @@ impl Server {
             maxclients: config.maxclients.max(1),
             timeout_secs: config.timeout_secs,
             proto_max_bulk_len: config.proto_max_bulk_len,
+            ignored: Default::default(),
         };
         let keyspace = Keyspace::new(db, config.durability)?;
         Ok(Server { runtime, listener, state: Arc::new(ServerState::new(keyspace, settings, port)) })

@@ -19,7 +19,27 @@ pub struct Settings {
     pub timeout_secs: u64,
     /// Largest single argument a request may carry.
     pub proto_max_bulk_len: u64,
+    /// Redis tuning settings that have no meaning here (value encodings, lazy freeing, snapshot
+    /// schedules), accepted and remembered so that scripts and test suites which set them run:
+    /// `IGNORED_SETTINGS` lists them.
+    pub ignored: std::collections::BTreeMap<String, Vec<u8>>,
 }
+
+/// Patterns of the Redis settings CONFIG SET accepts and ignores (docs/server.md).
+pub const IGNORED_SETTINGS: [&str; 12] = [
+    "*-max-listpack-*",
+    "*-max-ziplist-*",
+    "*-max-intset-entries",
+    "list-compress-depth",
+    "lazyfree-*",
+    "hz",
+    "dynamic-hz",
+    "activedefrag",
+    "save",
+    "appendonly",
+    "appendfsync",
+    "latency-tracking",
+];
 
 #[derive(Default, Debug)]
 pub struct Counters {
@@ -37,6 +57,17 @@ impl Counters {
         let counter = if hit { &self.keyspace_hits } else { &self.keyspace_misses };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// INFO commandstats' figures for one command.
+#[derive(Default, Debug)]
+pub struct CommandStats {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    /// Refused before running (arity, authentication).
+    pub rejected_calls: AtomicU64,
+    /// Ran and answered with an error.
+    pub failed_calls: AtomicU64,
 }
 
 /// The most SCAN cursors remembered at once; the oldest is forgotten first.
@@ -73,6 +104,8 @@ pub struct ServerState {
     pub settings: RwLock<Settings>,
     pub counters: Counters,
     pub cursors: Mutex<ScanCursors>,
+    /// Indexed like `command::COMMANDS`.
+    pub command_stats: Vec<CommandStats>,
     pub started: Instant,
     pub port: u16,
     next_client_id: AtomicU64,
@@ -88,6 +121,7 @@ impl ServerState {
             settings: RwLock::new(settings),
             counters: Counters::default(),
             cursors: Mutex::new(ScanCursors::default()),
+            command_stats: crate::command::COMMANDS.iter().map(|_| CommandStats::default()).collect(),
             started: Instant::now(),
             port,
             next_client_id: AtomicU64::new(1),
@@ -105,6 +139,9 @@ impl ServerState {
             resp: 2,
             authenticated,
             close_after_reply: false,
+            queued: None,
+            queue_failed: false,
+            in_exec: false,
         }
     }
 
@@ -134,6 +171,12 @@ pub struct Session {
     pub authenticated: bool,
     /// Close the connection once the current reply is written (QUIT, a protocol error).
     pub close_after_reply: bool,
+    /// Inside MULTI: the commands queued for EXEC.
+    pub queued: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command queued since MULTI was refused: EXEC discards the transaction.
+    pub queue_failed: bool,
+    /// EXEC is running the queue (blocking commands do not wait).
+    pub in_exec: bool,
 }
 
 #[cfg(test)]

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs Valkey's own TCL tests (../shared/valkey-tests, BSD-3) against `strata serve` and prints
+# the pass count of each file. Installs tclsh and the Redis tools if missing (server-tools.sh),
+# builds the CLI, starts one server per file on a fresh store and stops it afterwards.
+#
+#   bash scripts/server-suite.sh [--engine K] [--whole-only] [FILE ...]
+#
+# FILE is a unit name such as unit/type/string (default: the issue's list). With --whole-only,
+# only the files docs/server.md lists as passing whole run, and any failure is an error (CI).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+engine=memory
+whole_only=0
+files=()
+while (($#)); do
+    case "$1" in
+        --engine) engine="$2"; shift ;;
+        --whole-only) whole_only=1 ;;
+        *) files+=("$1") ;;
+    esac
+    shift
+done
+# The files that pass whole (docs/server.md, "Valkey's test suite"); CI runs these.
+passing_whole=(unit/protocol unit/auth unit/type/incr unit/info-command)
+if [ ${#files[@]} -eq 0 ]; then
+    if [ $whole_only -eq 1 ]; then
+        files=("${passing_whole[@]}")
+    else
+        files=(unit/type/string unit/type/incr unit/keyspace unit/expire unit/protocol unit/auth
+            unit/info-command unit/type/hash)
+    fi
+fi
+bash "$repo/scripts/server-tools.sh"
+suite_src="$(cd "$repo/../shared/valkey-tests" 2>/dev/null && pwd)" || {
+    echo "server-suite: ../shared/valkey-tests is missing (Valkey's test suite)" >&2
+    exit 2
+}
+cargo build --release -q -p strata-cli --manifest-path "$repo/Cargo.toml"
+strata="${CARGO_TARGET_DIR:-$repo/target}/release/strata"
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+# The suite writes under its own tests/tmp: run a copy.
+cp -r "$suite_src" "$work/suite"
+port=$((21000 + RANDOM % 20000))
+failed_whole=0
+printf '%-22s %6s %6s %8s\n' file passed failed skipped
+for file in "${files[@]}"; do
+    rm -rf "$work/store"
+    "$strata" serve "$work/store" --engine "$engine" --port "$port" 2>"$work/server.log" &
+    server_pid=$!
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.1
+    done
+    log="$work/$(echo "$file" | tr / _).log"
+    (cd "$work/suite" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb \
+        --ignore-encoding --ignore-digest --tags -needs:debug --tags -needs:repl --durable \
+        --single "$file") >"$log" 2>&1 || true
+    plain="$(sed 's/\x1b\[[0-9;]*m//g' "$log")"
+    passed=$(grep -c '^\[ok\]' <<<"$plain" || true)
+    failed=$(grep -c '^\[err\]\|^\[exception\]' <<<"$plain" || true)
+    skipped=$(grep -c '^\[ignore\]\|^\[skip\]' <<<"$plain" || true)
+    printf '%-22s %6s %6s %8s\n' "$file" "$passed" "$failed" "$skipped"
+    if [ "$failed" -gt 0 ] || ! grep -q 'All tests passed\|The End' <<<"$plain"; then
+        if [ $whole_only -eq 1 ]; then
+            grep -A3 '^\[err\]\|^\[exception\]' <<<"$plain" >&2 || tail -20 <<<"$plain" >&2
+            failed_whole=1
+        elif [ -n "${SUITE_VERBOSE:-}" ]; then
+            grep -A3 "^\[err\]\|^\[exception\]" <<<"$plain" | cut -c1-300 >&2 || true
+        fi
+    fi
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+done
+exit $failed_whole
