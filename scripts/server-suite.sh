@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs Valkey's own TCL tests (../shared/valkey-tests, BSD-3) against `strata serve` and prints
+# Runs Valkey's own TCL tests (third_party/valkey-tests, BSD-3) against `strata serve` and prints
 # the pass count of each file. Installs tclsh and the Redis tools if missing (server-tools.sh),
 # builds the CLI, starts one server per file on a fresh store and stops it afterwards.
 #
@@ -21,7 +21,7 @@ while (($#)); do
     shift
 done
 # The files that pass whole (docs/server.md, "Valkey's test suite"); CI runs these.
-passing_whole=(unit/protocol unit/auth unit/type/incr unit/info-command)
+passing_whole=(unit/protocol unit/auth unit/type/incr unit/type/string unit/expire unit/info-command)
 if [ ${#files[@]} -eq 0 ]; then
     if [ $whole_only -eq 1 ]; then
         files=("${passing_whole[@]}")
@@ -31,10 +31,7 @@ if [ ${#files[@]} -eq 0 ]; then
     fi
 fi
 bash "$repo/scripts/server-tools.sh"
-suite_src="$(cd "$repo/../shared/valkey-tests" 2>/dev/null && pwd)" || {
-    echo "server-suite: ../shared/valkey-tests is missing (Valkey's test suite)" >&2
-    exit 2
-}
+suite_src="$repo/third_party/valkey-tests"
 cargo build --release -q -p strata-cli --manifest-path "$repo/Cargo.toml"
 strata="${CARGO_TARGET_DIR:-$repo/target}/release/strata"
 work="$(mktemp -d)"

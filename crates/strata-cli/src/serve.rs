@@ -1,5 +1,6 @@
 //! `strata serve`: the Redis-protocol server (crate `strata-server`) over a store directory.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use strata::{Db, Durability, EngineKind, Error, Options};
@@ -75,13 +76,15 @@ pub fn run(args: ServeArgs, knobs: &[(String, String)]) -> Result<(), Error> {
     };
     let durability = config.durability;
     let server = Server::bind(db, config)?;
-    eprintln!(
+    // Not eprintln!: a closed stderr (a supervisor that stopped reading) must not stop the server.
+    let _ = writeln!(
+        std::io::stderr(),
         "strata serve: '{kind}' store {} on {} (durability {durability:?}); SHUTDOWN or SIGTERM stops it",
         args.dir.display(),
         server.local_addr()
     );
     server.run()?;
-    eprintln!("strata serve: stopped; the store is flushed and closed");
+    let _ = writeln!(std::io::stderr(), "strata serve: stopped; the store is flushed and closed");
     Ok(())
 }
 

@@ -25,7 +25,8 @@ pub fn run_sweeper(state: &ServerState) {
             Ok(n) if n == ENTRIES_PER_PASS => continue,
             Ok(_) => reported = false,
             Err(e) if !reported => {
-                eprintln!("strata serve: the expiry sweep failed ({e}); retrying");
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "strata serve: the expiry sweep failed ({e}); retrying");
                 reported = true;
             }
             Err(_) => {}

@@ -1,0 +1,114 @@
+//! `strata serve --durability sync` killed with SIGKILL while clients write: after a restart
+//! every SET the server acknowledged is there, on every engine.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const WRITERS: usize = 4;
+
+/// A server process, killed if a failed assertion drops it (so no orphan keeps the test's
+/// output open).
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `strata serve` on a free port; returns the process and its address.
+fn serve(dir: &std::path::Path, engine: &str) -> (ServerProcess, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["serve", dir.to_str().unwrap(), "--engine", engine, "--port", "0", "--durability", "sync"])
+        .args(["--memory-budget", "32MiB"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr =
+        line.split(" on ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_else(|| panic!("{line}"));
+    (ServerProcess(child), addr.to_string())
+}
+
+fn send(stream: &mut TcpStream, args: &[&str]) -> std::io::Result<Vec<u8>> {
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(request.as_bytes())?;
+    let mut reply = Vec::new();
+    let mut reader = BufReader::new(stream.try_clone()?);
+    reader.read_until(b'\n', &mut reply)?;
+    if reply.first() == Some(&b'$') && reply != b"$-1\r\n" {
+        let len: usize = std::str::from_utf8(&reply[1..reply.len() - 2]).unwrap().parse().unwrap();
+        let mut data = vec![0; len + 2];
+        reader.read_exact(&mut data)?;
+        data.truncate(len);
+        return Ok(data);
+    }
+    if reply.is_empty() {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(reply)
+}
+
+/// Writes `w/<n>` = `<n>` until the connection fails; returns the acknowledged n's.
+fn write_until_killed(addr: String, writer: usize, stop: Arc<AtomicBool>) -> Vec<u64> {
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    let mut acknowledged = Vec::new();
+    for n in 0.. {
+        let key = format!("w{writer}/{n}");
+        match send(&mut stream, &["SET", &key, &n.to_string()]) {
+            Ok(reply) if reply == b"+OK\r\n" => acknowledged.push(n),
+            Ok(reply) => panic!("SET {key}: {}", String::from_utf8_lossy(&reply)),
+            Err(_) => break,
+        }
+        if stop.load(Ordering::Relaxed) && n > 1_000_000 {
+            break;
+        }
+    }
+    acknowledged
+}
+
+fn kill_while_writing_then_check(engine: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = serve(dir.path(), engine);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            std::thread::spawn(move || write_until_killed(addr, w, stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    server.0.kill().unwrap(); // SIGKILL
+    server.0.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged: Vec<Vec<u64>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let total: usize = acknowledged.iter().map(Vec::len).sum();
+    assert!(total > 20, "{engine}: only {total} writes were acknowledged before the kill");
+    let (mut server, addr) = serve(dir.path(), engine);
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    for (w, ns) in acknowledged.iter().enumerate() {
+        for n in ns {
+            let value = send(&mut stream, &["GET", &format!("w{w}/{n}")]).unwrap();
+            assert_eq!(value, n.to_string().into_bytes(), "{engine}: acknowledged SET w{w}/{n} lost");
+        }
+    }
+    let _ = send(&mut stream, &["SHUTDOWN"]);
+    assert!(server.0.wait().unwrap().success(), "{engine}: SHUTDOWN exits cleanly");
+}
+
+#[test]
+fn no_acknowledged_set_is_lost_when_the_server_is_killed() {
+    for engine in ["memory", "flex", "f2", "treeline", "turtle", "laser"] {
+        kill_while_writing_then_check(engine);
+    }
+}
