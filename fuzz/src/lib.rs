@@ -12,6 +12,7 @@
 
 pub mod reseal;
 mod seed_cache;
+mod server;
 mod sorted_run;
 mod table_model;
 pub mod targets;
@@ -22,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use strata::storage::{CrashMode, MemStorage, OpenOptions, SimStorage, Storage};
 use strata::{Db, Durability, EngineKind, Error, MaintenanceTask, Options, WriteBatch};
 
+pub use server::server_requests;
 pub use sorted_run::sorted_run;
 pub use table_model::laser_table_ops;
 pub use targets::Target;

@@ -66,7 +66,7 @@ async fn with_idle_limit<F: std::future::Future>(read: F, idle_secs: u64) -> Opt
 
 /// Parses and runs every complete request in `input`, appending the replies to `output`. A
 /// protocol error is answered and closes the connection; the requests before it still run.
-fn run_requests(
+pub(crate) fn run_requests(
     state: &ServerState,
     session: &mut Session,
     parser: &mut RequestParser,

@@ -38,6 +38,9 @@ pub fn run_sweeper(state: &ServerState) {
 /// One pass: returns how many index entries it handled.
 pub fn sweep_once(state: &ServerState, now: u64) -> strata::Result<usize> {
     let ks = &state.keyspace;
+    if !ks.ordered() {
+        return Ok(0);
+    }
     let due: Vec<Vec<u8>> = ks
         .db()
         .range(vec![EXPIRY_PREFIX]..expiry_record(now + 1, b""))?

@@ -180,3 +180,34 @@ async fn shutdown_on_signal(state: Arc<ServerState>) {
     }
     state.request_shutdown();
 }
+
+/// For the fuzz target `server_requests` (fuzz/): bytes from a client, run as a connection runs
+/// them against `db`; the reply bytes.
+#[doc(hidden)]
+pub mod fuzzing {
+    use strata::{Db, Durability, Result};
+
+    use crate::keyspace::{now_ms, Keyspace};
+    use crate::resp::RequestParser;
+    use crate::state::{ServerState, Settings};
+
+    pub fn serve_bytes(db: Db, input: &[u8]) -> Result<Vec<u8>> {
+        let settings = Settings {
+            requirepass: None,
+            maxclients: 1,
+            timeout_secs: 0,
+            proto_max_bulk_len: 1 << 20,
+            ignored: Default::default(),
+        };
+        let state = ServerState::new(Keyspace::new(db, Durability::None)?, settings, 0);
+        // Blocking pops see a shutting-down server and return at once.
+        state.request_shutdown();
+        let mut session = state.new_session("fuzz".into());
+        let (mut parser, mut input, mut output) = (RequestParser::default(), input.to_vec(), Vec::new());
+        crate::conn::run_requests(&state, &mut session, &mut parser, &mut input, &mut output);
+        // Everything set to expire is due a day from now: the sweep deletes it.
+        crate::expiry::sweep_once(&state, now_ms() + 86_400_000)?;
+        state.keyspace.db().close()?;
+        Ok(output)
+    }
+}
