@@ -49,7 +49,7 @@ pub fn server_requests(data: &[u8]) {
         let (again, error) = parse_in_chunks(&encode(args), usize::MAX);
         assert_eq!((again, error), (vec![args.clone()], None), "a request does not survive re-encoding");
     }
-    let kind = if split.0.len() % 2 == 0 { EngineKind::Memory } else { EngineKind::F2 };
+    let kind = if split.0.len().is_multiple_of(2) { EngineKind::Memory } else { EngineKind::F2 };
     let db = Db::open("fuzz", Options::new(kind).memory_budget_bytes(8 << 20).storage(Arc::new(MemStorage::new())))
         .expect("an in-memory store opens");
     strata_server::fuzzing::serve_bytes(db, input).expect("the server runs and closes its store");
