@@ -3,19 +3,22 @@
 # the pass count of each file. Installs tclsh and the Redis tools if missing (server-tools.sh),
 # builds the CLI, starts one server per file on a fresh store and stops it afterwards.
 #
-#   bash scripts/server-suite.sh [--engine K] [--whole-only] [FILE ...]
+#   bash scripts/server-suite.sh [--engine K] [--whole-only] [--debug] [FILE ...]
 #
 # FILE is a unit name such as unit/type/string (default: the issue's list). With --whole-only,
 # only the files docs/server.md lists as passing whole run, and any failure is an error (CI).
+# --debug uses the debug build (what `cargo test` has already built) instead of a release one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 engine=memory
 whole_only=0
+profile=release
 files=()
 while (($#)); do
     case "$1" in
         --engine) engine="$2"; shift ;;
         --whole-only) whole_only=1 ;;
+        --debug) profile=debug ;;
         *) files+=("$1") ;;
     esac
     shift
@@ -32,8 +35,12 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 bash "$repo/scripts/server-tools.sh"
 suite_src="$repo/third_party/valkey-tests"
-cargo build --release -q -p strata-cli --manifest-path "$repo/Cargo.toml"
-strata="${CARGO_TARGET_DIR:-$repo/target}/release/strata"
+if [ "$profile" = release ]; then
+    cargo build --release -q -p strata-cli --manifest-path "$repo/Cargo.toml"
+else
+    cargo build -q -p strata-cli --manifest-path "$repo/Cargo.toml"
+fi
+strata="${CARGO_TARGET_DIR:-$repo/target}/$profile/strata"
 work="$(mktemp -d)"
 server_pid=""
 cleanup() {
