@@ -45,17 +45,20 @@ fn the_readme_server_quick_start_runs_as_written() {
     args[1] = dir.path().join("store").to_str().unwrap().to_string();
     let port_at = args.iter().position(|a| a == "--port").unwrap() + 1;
     args[port_at] = "0".into();
-    let server = Command::new(env!("CARGO_BIN_EXE_strata")).args(&args).stderr(Stdio::piped()).spawn().unwrap();
+    let server =
+        Command::new(env!("CARGO_BIN_EXE_strata")).args(&args).stderr(Stdio::piped()).spawn().unwrap();
     let mut server = KillOnDrop(server);
     let mut banner = String::new();
     BufReader::new(server.0.stderr.take().unwrap()).read_line(&mut banner).unwrap();
-    let port = banner.split(" on ").nth(1).and_then(|r| r.split(' ').next()).and_then(|a| a.rsplit(':').next());
+    let port =
+        banner.split(" on ").nth(1).and_then(|r| r.split(' ').next()).and_then(|a| a.rsplit(':').next());
     let port = port.unwrap_or_else(|| panic!("{banner}")).to_string();
     for line in &lines[2..] {
         let (command, expected) = line.split_once('#').unwrap();
         let words: Vec<&str> = command.split_whitespace().collect();
         assert_eq!(&words[..3], ["redis-cli", "-p", "6380"], "{line}");
-        let output = Command::new("redis-cli").args(["--no-raw", "-p", &port]).args(&words[3..]).output().unwrap();
+        let output =
+            Command::new("redis-cli").args(["--no-raw", "-p", &port]).args(&words[3..]).output().unwrap();
         let printed = String::from_utf8_lossy(&output.stdout).trim().to_string();
         if words[3] == "SHUTDOWN" {
             assert_eq!(printed, "", "{line}");
