@@ -257,7 +257,7 @@ fn edit_string(
             Err(_) => old.map(<[u8]>::to_vec),
         }
     };
-    ks.db().rmw_with(key_record(key), &mut rewrite, ks.durability())?;
+    ks.db().rmw_with(key_record(key), &mut rewrite, ks.write_durability())?;
     outcome
 }
 

@@ -66,6 +66,8 @@ async fn with_idle_limit<F: std::future::Future>(read: F, idle_secs: u64) -> Opt
 
 /// Parses and runs every complete request in `input`, appending the replies to `output`. A
 /// protocol error is answered and closes the connection; the requests before it still run.
+/// Their writes share one durability barrier (`Keyspace::with_deferred_durability`); if it
+/// fails, every reply of the batch becomes that error, since none of its writes is known durable.
 pub(crate) fn run_requests(
     state: &ServerState,
     session: &mut Session,
@@ -73,16 +75,37 @@ pub(crate) fn run_requests(
     input: &mut Vec<u8>,
     output: &mut Vec<u8>,
 ) {
+    let start = output.len();
+    let (replies, barrier) =
+        state.keyspace.with_deferred_durability(|| parse_and_run(state, session, parser, input, output));
+    if let Err(e) = barrier {
+        output.truncate(start);
+        let failed = Reply::err(format!("the write was not made durable: {e}"));
+        (0..replies).for_each(|_| failed.encode(session.resp, output));
+    }
+}
+
+/// Returns how many replies it appended.
+fn parse_and_run(
+    state: &ServerState,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut Vec<u8>,
+    output: &mut Vec<u8>,
+) -> usize {
     let max_bulk_bytes = state.settings.read().proto_max_bulk_len.min(i64::MAX as u64) as i64;
+    let mut replies = 0;
     while !session.close_after_reply {
         let limits = ParseLimits { max_bulk_bytes, authenticated: session.authenticated };
         match parser.next(input, limits) {
             Ok(Some(args)) => execute(state, session, &args).encode(session.resp, output),
-            Ok(None) => return,
+            Ok(None) => return replies,
             Err(protocol) => {
                 Reply::err(protocol.0).encode(session.resp, output);
                 session.close_after_reply = true;
             }
         }
+        replies += 1;
     }
+    replies
 }

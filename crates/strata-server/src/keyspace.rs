@@ -204,6 +204,9 @@ pub fn now_ms() -> u64 {
 pub struct Keyspace {
     db: Db,
     ordered: bool,
+    /// The engine recovers a prefix of its write history, so one durable write covers every
+    /// write before it (`with_deferred_durability`).
+    prefix_consistent: bool,
     durability: Durability,
     stripes: Box<[Mutex<()>]>,
     /// Commands hold it shared; `FLUSHALL` holds it alone.
@@ -218,6 +221,8 @@ pub struct KeyLocks<'a> {
 }
 
 thread_local! {
+    /// Inside `with_deferred_durability`: `Some(wrote)`, and writes are made without durability.
+    static DEFERRED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     /// This thread runs inside `with_everything_locked` (EXEC): key locks are already held.
     static HOLDS_EVERYTHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -235,13 +240,15 @@ impl Keyspace {
             Some(_) => {}
             None => db.put_with(FORMAT_KEY, [FORMAT_VERSION], Durability::Sync)?,
         }
-        let ordered = db.capabilities().ordered;
+        let capabilities = db.capabilities();
+        let (ordered, prefix_consistent) = (capabilities.ordered, capabilities.prefix_consistent_recovery);
         // Generations only need to differ from those of collections still in the store: microseconds
         // since the epoch at start, then counting, outruns any earlier run's counter.
         let start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
         Ok(Keyspace {
             db,
             ordered,
+            prefix_consistent,
             durability,
             stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             everything: RwLock::new(()),
@@ -321,7 +328,49 @@ impl Keyspace {
         if batch.is_empty() {
             return Ok(());
         }
-        self.db.write(batch, self.durability)
+        self.db.write(batch, self.write_durability())
+    }
+
+    /// The durability to write with now: the server's, or none inside a deferred section (which
+    /// then owes its barrier).
+    pub fn write_durability(&self) -> Durability {
+        DEFERRED.with(|deferred| match deferred.get() {
+            Some(_) => {
+                deferred.set(Some(true));
+                Durability::None
+            }
+            None => self.durability,
+        })
+    }
+
+    /// Runs `f` (one read's worth of a client's pipeline) with the durability of its writes
+    /// deferred to one barrier at the end: a durable write (or, for `Sync`, a flush) after them,
+    /// which on an engine that recovers a prefix of its write history makes every earlier write
+    /// as durable as itself. The caller sends `f`'s replies only if the barrier succeeded. On other
+    /// engines, or without durability, each write keeps its own.
+    pub fn with_deferred_durability<T>(&self, f: impl FnOnce() -> T) -> (T, Result<()>) {
+        let nested = DEFERRED.with(|d| d.get().is_some());
+        if !self.prefix_consistent || self.durability == Durability::None || nested {
+            return (f(), Ok(()));
+        }
+        DEFERRED.with(|d| d.set(Some(false)));
+        // Reset even if `f` panics, so the thread's later writes are durable again.
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                DEFERRED.with(|d| d.set(None));
+            }
+        }
+        let reset = Reset;
+        let out = f();
+        let wrote = DEFERRED.with(|d| d.get()) == Some(true);
+        drop(reset);
+        let barrier = match (wrote, self.durability) {
+            (false, _) => Ok(()),
+            (true, Durability::Sync) => self.db.flush(),
+            (true, durability) => self.db.put_with(FORMAT_KEY, [FORMAT_VERSION], durability),
+        };
+        (out, barrier)
     }
 }
 
