@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use crate::reply::Reply;
 use crate::state::{ServerState, Session};
-use crate::{cmd_hash, cmd_keys, cmd_lcs, cmd_list, cmd_server, cmd_set, cmd_strings};
+use crate::{cmd_hash, cmd_keys, cmd_lcs, cmd_list, cmd_server, cmd_set, cmd_strings, cmd_zset};
 
 /// What a command handler returns: its reply, or an error reply (`?` turns engine errors into
 /// `-ERR ...`).
@@ -147,6 +147,13 @@ pub static COMMANDS: &[Spec] = &[
     spec("lrange", 4, false, cmd_list::lrange),
     spec("blpop", -3, true, cmd_list::blpop),
     spec("brpop", -3, true, cmd_list::brpop),
+    // Sorted sets.
+    spec("zadd", -4, true, cmd_zset::zadd),
+    spec("zrem", -3, true, cmd_zset::zrem),
+    spec("zscore", 3, false, cmd_zset::zscore),
+    spec("zcard", 2, false, cmd_zset::zcard),
+    spec("zrange", -4, false, cmd_zset::zrange),
+    spec("zrangebyscore", -4, false, cmd_zset::zrangebyscore),
 ];
 
 /// Command names (lower case) to their index in `COMMANDS`.

@@ -26,6 +26,7 @@ pub const KIND_STRING: u8 = 1;
 pub const KIND_HASH: u8 = 2;
 pub const KIND_SET: u8 = 3;
 pub const KIND_LIST: u8 = 4;
+pub const KIND_ZSET: u8 = 5;
 /// Kind byte + expiry (u64 LE milliseconds since the Unix epoch, 0 = none).
 pub const HEADER_BYTES: usize = 9;
 /// A collection's payload after the header: generation, length, list head (u64, u64, i64 LE).
@@ -44,6 +45,8 @@ pub enum CollectionKind {
     Set,
     /// Member records: position (i64, order-preserving) → element; `head` is the first position.
     List,
+    /// Two member records per member: `0x00 member` → score, `0x01 score member` → empty.
+    SortedSet,
 }
 
 impl CollectionKind {
@@ -52,6 +55,7 @@ impl CollectionKind {
             CollectionKind::Hash => "hash",
             CollectionKind::Set => "set",
             CollectionKind::List => "list",
+            CollectionKind::SortedSet => "zset",
         }
     }
 
@@ -60,6 +64,7 @@ impl CollectionKind {
             CollectionKind::Hash => KIND_HASH,
             CollectionKind::Set => KIND_SET,
             CollectionKind::List => KIND_LIST,
+            CollectionKind::SortedSet => KIND_ZSET,
         }
     }
 }
@@ -140,6 +145,7 @@ impl Entry {
             KIND_HASH => CollectionKind::Hash,
             KIND_SET => CollectionKind::Set,
             KIND_LIST => CollectionKind::List,
+            KIND_ZSET => CollectionKind::SortedSet,
             _ => return None,
         };
         if payload.len() != COLLECTION_PAYLOAD_BYTES {

@@ -19,6 +19,7 @@ mod cmd_list;
 mod cmd_server;
 mod cmd_set;
 mod cmd_strings;
+mod cmd_zset;
 mod collection;
 mod command;
 mod conn;

@@ -262,3 +262,32 @@ fn hello_3_switches_the_connection_to_resp3() {
     assert_eq!(c.cmd("HGETALL h"), Value::Map(vec![(bulk("f"), bulk("v"))]));
     assert!(c.cmd("HELLO 4").error_text().starts_with("NOPROTO"));
 }
+
+/// The calls of YCSB's Redis binding (site.ycsb.db.RedisClient): a hash per record, a sorted
+/// set `_indices` of key hashes for scans.
+#[test]
+fn ycsbs_redis_binding_shape_works_insert_read_update_scan_delete() {
+    let server = Running::start(EngineKind::Turtle);
+    let mut c = server.client();
+    for i in 0..20 {
+        let key = format!("user{i:02}");
+        assert_eq!(c.cmd(&format!("HMSET {key} field0 a{i} field1 b{i}")), Value::ok());
+        assert_eq!(c.cmd(&format!("ZADD _indices {} {key}", i * 10)), Value::Int(1));
+    }
+    assert_eq!(c.cmd("HMGET user03 field1 nosuch"), Value::Array(vec![bulk("b3"), Value::Nil]));
+    assert_eq!(c.cmd("HMSET user03 field1 updated"), Value::ok());
+    assert_eq!(c.cmd("HGET user03 field1"), bulk("updated"));
+    let scan = c.cmd("ZRANGEBYSCORE _indices 50 +inf LIMIT 0 3");
+    assert_eq!(scan, Value::Array(vec![bulk("user05"), bulk("user06"), bulk("user07")]));
+    assert_eq!(
+        c.cmd("ZRANGEBYSCORE _indices (50 60 WITHSCORES"),
+        Value::Array(vec![bulk("user06"), bulk("60")])
+    );
+    assert_eq!(c.cmd("DEL user05"), Value::Int(1));
+    assert_eq!(c.cmd("ZREM _indices user05"), Value::Int(1));
+    assert_eq!(c.cmd("ZRANGEBYSCORE _indices 50 +inf LIMIT 0 1"), Value::Array(vec![bulk("user06")]));
+    assert_eq!(c.cmd("ZCARD _indices"), Value::Int(19));
+    assert_eq!(c.cmd("ZADD _indices 5 user06"), Value::Int(0), "a new score for a member adds nothing");
+    assert_eq!(c.cmd("ZRANGE _indices 0 1"), Value::Array(vec![bulk("user00"), bulk("user06")]));
+    assert_eq!(c.cmd("ZSCORE _indices user06"), bulk("5"));
+}
