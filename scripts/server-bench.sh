@@ -74,12 +74,16 @@ stop() {
     pid=""
 }
 
-# Runs one redis-benchmark and prints "test rps" lines.
+# Runs one redis-benchmark and prints "test rps" lines; if it stops on an error reply (an
+# out-of-memory server), prints "test stopped: <error>" instead.
 bench() {
     local label="$1"
     shift
-    redis-benchmark -p "$port" --csv "$@" 2>/dev/null | tee "$out/$label.csv" | tail -n +2 |
-        awk -F'","' '{ gsub(/"/, "", $1); gsub(/"/, "", $2); print $1, $2 }'
+    if ! redis-benchmark -p "$port" --csv "$@" >"$out/$label.csv" 2>"$out/$label.err"; then
+        echo "stopped: $(grep -m1 -o 'Error.*' "$out/$label.err" "$out/$label.csv" | head -1)"
+        return 0
+    fi
+    tail -n +2 "$out/$label.csv" | awk -F'","' '{ gsub(/"/, "", $1); gsub(/"/, "", $2); print $1, $2 }'
 }
 
 run_fits() {
@@ -95,9 +99,12 @@ run_big() {
     start "$who"
     bench "$who-r$round-big-set" -t set -n "$keys" -r "$keys" -d 100 -P 16 -c 50 | sed "s/^/$who big /"
     bench "$who-r$round-big-get" -t get -n "$keys" -r "$keys" -d 100 -P 16 -c 50 | sed "s/^/$who big /"
-    local stored
+    local stored info
     stored=$(redis-cli -p "$port" dbsize 2>/dev/null || echo "?")
+    info=$(redis-cli -p "$port" info all 2>/dev/null | tr -d '\r')
     echo "$who big keys_stored $stored"
+    echo "$who big used_memory_rss $(grep -m1 '^used_memory_rss:' <<<"$info" | cut -d: -f2)"
+    echo "$who big disk_bytes $(grep -m1 '^strata_disk_bytes:' <<<"$info" | cut -d: -f2)"
     stop
 }
 

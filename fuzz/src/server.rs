@@ -7,7 +7,7 @@ use strata::storage::MemStorage;
 use strata::{Db, EngineKind, Options};
 use strata_server::resp::{ParseLimits, ProtocolError, RequestParser};
 
-const LIMITS: ParseLimits = ParseLimits { max_bulk_bytes: 1 << 20, authenticated: true };
+const LIMITS: ParseLimits = ParseLimits { max_bulk_bytes: 1 << 20, max_request_bytes: 4 << 20, authenticated: true };
 
 /// What parsing a byte stream yields: its requests, then the protocol error that ended it, if any.
 fn parse_in_chunks(input: &[u8], chunk_bytes: usize) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>) {

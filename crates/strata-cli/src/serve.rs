@@ -38,6 +38,9 @@ pub struct ServeArgs {
     /// Largest single argument of a request.
     #[arg(long, default_value = "512MiB", value_parser = bytes)]
     proto_max_bulk_len: u64,
+    /// Largest request, its arguments together (Redis's client-query-buffer-limit).
+    #[arg(long, default_value = "1GiB", value_parser = bytes)]
+    max_request_bytes: u64,
 }
 
 fn durability(text: &str) -> Result<Durability, String> {
@@ -73,6 +76,7 @@ pub fn run(args: ServeArgs, knobs: &[(String, String)]) -> Result<(), Error> {
         maxclients: args.maxclients,
         timeout_secs: args.timeout,
         proto_max_bulk_len: args.proto_max_bulk_len,
+        max_request_bytes: args.max_request_bytes,
     };
     let durability = config.durability;
     let server = Server::bind(db, config)?;

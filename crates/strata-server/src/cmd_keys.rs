@@ -233,9 +233,14 @@ pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn dbsize(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
     let ks = ctx.ks();
     if !ks.ordered() {
-        let stats = ks.db().stats()?;
         // The format record is the one engine record that is not a key.
-        return Ok(Reply::Int(stats.live_keys.map_or(0, |n| n.saturating_sub(1)) as i64));
+        return match ks.db().stats()?.live_keys {
+            Some(n) => Ok(Reply::Int(n.saturating_sub(1) as i64)),
+            None => Err(Reply::err(format!(
+                "DBSIZE needs an ordered engine or one that counts its keys; '{}' does neither",
+                ks.db().kind()
+            ))),
+        };
     }
     let mut count = 0;
     each_live_key(ks.db(), b"", false, now_ms(), |_, _| {

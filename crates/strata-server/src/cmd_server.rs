@@ -155,6 +155,7 @@ fn config_values(settings: &Settings, ctx: &Ctx) -> Vec<(&'static str, String)> 
         ("maxclients", settings.maxclients.to_string()),
         ("timeout", settings.timeout_secs.to_string()),
         ("proto-max-bulk-len", settings.proto_max_bulk_len.to_string()),
+        ("client-query-buffer-limit", settings.max_request_bytes.to_string()),
         ("port", ctx.server.port.to_string()),
         ("databases", "1".into()),
         // Persistence is the engine's: there are no snapshots to schedule, and the WAL is always on.
@@ -218,6 +219,7 @@ fn config_set(ctx: &mut Ctx, pairs: &[Vec<u8>]) -> CmdResult {
             "maxclients" => settings.maxclients = number()?.max(1),
             "timeout" => settings.timeout_secs = number()?,
             "proto-max-bulk-len" => settings.proto_max_bulk_len = number()?.max(1024 * 1024),
+            "client-query-buffer-limit" => settings.max_request_bytes = number()?.max(1024 * 1024),
             _ if IGNORED_SETTINGS.iter().any(|p| glob::matches(p.as_bytes(), name.as_bytes())) => {
                 settings.ignored.insert(name, pair[1].clone());
             }

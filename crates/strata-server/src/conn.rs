@@ -93,10 +93,13 @@ fn parse_and_run(
     input: &mut Vec<u8>,
     output: &mut Vec<u8>,
 ) -> usize {
-    let max_bulk_bytes = state.settings.read().proto_max_bulk_len.min(i64::MAX as u64) as i64;
+    let (max_bulk_bytes, max_request_bytes) = {
+        let settings = state.settings.read();
+        (settings.proto_max_bulk_len.min(i64::MAX as u64) as i64, settings.max_request_bytes)
+    };
     let mut replies = 0;
     while !session.close_after_reply {
-        let limits = ParseLimits { max_bulk_bytes, authenticated: session.authenticated };
+        let limits = ParseLimits { max_bulk_bytes, max_request_bytes, authenticated: session.authenticated };
         match parser.next(input, limits) {
             Ok(Some(args)) => execute(state, session, &args).encode(session.resp, output),
             Ok(None) => return replies,

@@ -57,6 +57,8 @@ pub struct ServeConfig {
     pub timeout_secs: u64,
     /// Largest single argument of a request.
     pub proto_max_bulk_len: u64,
+    /// Largest request, its arguments together (Redis's client-query-buffer-limit).
+    pub max_request_bytes: u64,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +71,7 @@ impl Default for ServeConfig {
             maxclients: 10_000,
             timeout_secs: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
+            max_request_bytes: 1024 * 1024 * 1024,
         }
     }
 }
@@ -109,6 +112,7 @@ impl Server {
             maxclients: config.maxclients.max(1),
             timeout_secs: config.timeout_secs,
             proto_max_bulk_len: config.proto_max_bulk_len,
+            max_request_bytes: config.max_request_bytes,
             ignored: Default::default(),
         };
         let keyspace = Keyspace::new(db, config.durability)?;
@@ -198,6 +202,7 @@ pub mod fuzzing {
             maxclients: 1,
             timeout_secs: 0,
             proto_max_bulk_len: 1 << 20,
+            max_request_bytes: 4 << 20,
             ignored: Default::default(),
         };
         let state = ServerState::new(Keyspace::new(db, Durability::None)?, settings, 0);

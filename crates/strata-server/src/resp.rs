@@ -27,6 +27,8 @@ impl ProtocolError {
 pub struct ParseLimits {
     /// Largest single argument (Redis's `proto-max-bulk-len`).
     pub max_bulk_bytes: i64,
+    /// Largest request, all its arguments together (Redis's `client-query-buffer-limit`).
+    pub max_request_bytes: u64,
     pub authenticated: bool,
 }
 
@@ -37,6 +39,8 @@ pub struct RequestParser {
     /// Arguments still expected by the multibulk request under way, or 0 when none is.
     pending_args: usize,
     args: Vec<Vec<u8>>,
+    /// Bytes of `args` so far.
+    args_bytes: u64,
 }
 
 impl RequestParser {
@@ -77,14 +81,16 @@ impl RequestParser {
                 }
             }
             while self.pending_args > 0 {
-                match bulk(buf, at, limits)? {
+                match bulk(buf, at, limits, self.args_bytes)? {
                     None => return Ok(None),
                     Some(arg) => {
+                        self.args_bytes += arg.len() as u64;
                         self.args.push(arg);
                         self.pending_args -= 1;
                     }
                 }
             }
+            self.args_bytes = 0;
             return Ok(Some(std::mem::take(&mut self.args)));
         }
     }
@@ -125,8 +131,14 @@ enum Header {
     Args,
 }
 
-/// One `$len\r\n<bytes>\r\n` argument, or `None` if it has not all arrived.
-fn bulk(buf: &[u8], at: &mut usize, limits: ParseLimits) -> Result<Option<Vec<u8>>, ProtocolError> {
+/// One `$len\r\n<bytes>\r\n` argument, or `None` if it has not all arrived; `request_bytes`
+/// is what the request's earlier arguments hold.
+fn bulk(
+    buf: &[u8],
+    at: &mut usize,
+    limits: ParseLimits,
+    request_bytes: u64,
+) -> Result<Option<Vec<u8>>, ProtocolError> {
     let Some(&first) = buf.get(*at) else { return Ok(None) };
     if first != b'$' {
         return Err(ProtocolError::new(format!("expected '$', got '{}'", first as char)));
@@ -143,6 +155,9 @@ fn bulk(buf: &[u8], at: &mut usize, limits: ParseLimits) -> Result<Option<Vec<u8
     };
     if !limits.authenticated && len > UNAUTHENTICATED_MAX_BULK_BYTES {
         return Err(ProtocolError::new("unauthenticated bulk length"));
+    }
+    if request_bytes + len as u64 > limits.max_request_bytes {
+        return Err(ProtocolError::new("request larger than the server's limit (max-request-bytes)"));
     }
     let end = data_at + len as usize;
     if buf.len() < end + 2 {
@@ -272,7 +287,8 @@ fn hex_pair(high: u8, low: u8) -> Option<u8> {
 mod tests {
     use super::*;
 
-    const OPEN: ParseLimits = ParseLimits { max_bulk_bytes: 512 << 20, authenticated: true };
+    const OPEN: ParseLimits =
+        ParseLimits { max_bulk_bytes: 512 << 20, max_request_bytes: 1 << 30, authenticated: true };
 
     fn parse_all(bytes: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut parser = RequestParser::default();
@@ -334,6 +350,16 @@ mod tests {
             input.extend(std::iter::repeat_n(b'A', MAX_INLINE_BYTES + 1));
             assert!(parse_all(&input).unwrap_err().0.starts_with("Protocol error: too big"));
         }
+    }
+
+    #[test]
+    fn a_request_whose_arguments_add_up_past_the_limit_is_refused() {
+        let limits = ParseLimits { max_request_bytes: 10, ..OPEN };
+        let mut parser = RequestParser::default();
+        let ok = parser.next(&mut b"*2\r\n$5\r\nhello\r\n$5\r\nworld\r\n".to_vec(), limits).unwrap();
+        assert_eq!(ok.map(|a| a.len()), Some(2), "10 bytes: at the limit");
+        let err = parser.next(&mut b"*3\r\n$5\r\nhello\r\n$5\r\nworld\r\n$1\r\n".to_vec(), limits);
+        assert!(err.unwrap_err().0.contains("request larger"));
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct Settings {
     pub timeout_secs: u64,
     /// Largest single argument a request may carry.
     pub proto_max_bulk_len: u64,
+    /// Largest request, its arguments together.
+    pub max_request_bytes: u64,
     /// Redis tuning settings that have no meaning here (value encodings, lazy freeing, snapshot
     /// schedules), accepted and remembered so that scripts and test suites which set them run:
     /// `IGNORED_SETTINGS` lists them.
