@@ -13,6 +13,7 @@
 # `maxmemory` with `noeviction` (what a store that must not lose data would set).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/scripts/server-lib.sh"
 engines=memory,f2 rounds=3 requests=1000000 out="" big=0 budget=16MiB keys=2000000
 while (($#)); do
     case "$1" in
@@ -42,15 +43,6 @@ trap cleanup EXIT
 port=$((30000 + RANDOM % 20000))
 budget_bytes=$(python3 -c "import re,sys; t='$budget'.lower().replace('ib','').replace('b',''); m={'k':1<<10,'m':1<<20,'g':1<<30}; print(int(float(t[:-1])*m[t[-1]]) if t[-1] in m else int(t))")
 
-wait_for_port() {
-    for _ in $(seq 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "server-bench: nothing listens on $port" >&2
-    exit 1
-}
-
 start() {
     local who="$1"
     rm -rf "$work/store" "$work/redis"
@@ -65,7 +57,7 @@ start() {
             2>"$work/serve.log" &
     fi
     pid=$!
-    wait_for_port
+    wait_for_port "$port"
 }
 
 stop() {

@@ -15,6 +15,7 @@
 # --strata names a binary.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/scripts/server-lib.sh"
 action="${1:-}"
 shift || true
 shard=""
@@ -36,15 +37,6 @@ while (($#)); do
     esac
     shift
 done
-
-wait_for_port() {
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "server-shards: nothing listens on port $1" >&2
-    return 1
-}
 
 start_shard() {
     local n="$1"

@@ -10,6 +10,7 @@
 # --debug uses the debug build (what `cargo test` has already built) instead of a release one.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/scripts/server-lib.sh"
 engine=memory
 whole_only=0
 profile=release
@@ -57,10 +58,7 @@ for file in "${files[@]}"; do
     rm -rf "$work/store"
     "$strata" serve "$work/store" --engine "$engine" --port "$port" 2>"$work/server.log" &
     server_pid=$!
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
-    done
+    wait_for_port "$port"
     log="$work/$(echo "$file" | tr / _).log"
     (cd "$work/suite" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb \
         --ignore-encoding --ignore-digest --tags -needs:debug --tags -needs:repl --durable \

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strata::storage::MemStorage;
 use strata::{Db, EngineKind, Options};
-use strata_server::resp::{ParseLimits, ProtocolError, RequestParser};
+use strata_server::resp::{encode_request, ParseLimits, ProtocolError, RequestParser};
 
 const LIMITS: ParseLimits = ParseLimits { max_bulk_bytes: 1 << 20, max_request_bytes: 4 << 20, authenticated: true };
 
@@ -26,16 +26,6 @@ fn parse_in_chunks(input: &[u8], chunk_bytes: usize) -> (Vec<Vec<Vec<u8>>>, Opti
     (requests, None)
 }
 
-fn encode(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 /// Bugs: the parser's result depends on how the bytes were split into reads (beyond an error
 /// found earlier or later in a stream cut short), a request re-encoded as multibulk parses to
 /// other arguments, or a panic anywhere in the parser or a command (the fuzzer's crash).
@@ -46,7 +36,7 @@ pub fn server_requests(data: &[u8]) {
     assert_eq!(whole.0, split.0, "requests differ when read in pieces");
     assert_eq!(whole.1, split.1, "protocol errors differ when read in pieces");
     for args in &whole.0 {
-        let (again, error) = parse_in_chunks(&encode(args), usize::MAX);
+        let (again, error) = parse_in_chunks(&encode_request(args), usize::MAX);
         assert_eq!((again, error), (vec![args.clone()], None), "a request does not survive re-encoding");
     }
     let kind = if split.0.len().is_multiple_of(2) { EngineKind::Memory } else { EngineKind::F2 };

@@ -1,48 +1,36 @@
 //! `strata serve --durability sync` killed with SIGKILL while clients write: after a restart
 //! every SET the server acknowledged is there, on every engine.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::ServerProcess;
+
 const WRITERS: usize = 4;
 
-/// A server process, killed if a failed assertion drops it (so no orphan keeps the test's
-/// output open).
-struct ServerProcess(Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `strata serve` on a free port; returns the process and its address.
+/// `strata serve` on a fresh or existing store under `--durability sync`.
 fn serve(dir: &std::path::Path, engine: &str) -> (ServerProcess, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["serve", dir.to_str().unwrap(), "--engine", engine, "--port", "0", "--durability", "sync"])
-        .args(["--memory-budget", "32MiB"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr =
-        line.split(" on ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_else(|| panic!("{line}"));
-    (ServerProcess(child), addr.to_string())
+    let dir = dir.to_str().unwrap();
+    common::serve(&[
+        dir,
+        "--engine",
+        engine,
+        "--port",
+        "0",
+        "--durability",
+        "sync",
+        "--memory-budget",
+        "32MiB",
+    ])
 }
 
 fn send(stream: &mut TcpStream, args: &[&str]) -> std::io::Result<Vec<u8>> {
-    let mut request = format!("*{}\r\n", args.len());
-    for arg in args {
-        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    stream.write_all(request.as_bytes())?;
+    stream.write_all(&strata_server::resp::encode_request(args))?;
     let mut reply = Vec::new();
     let mut reader = BufReader::new(stream.try_clone()?);
     reader.read_until(b'\n', &mut reply)?;

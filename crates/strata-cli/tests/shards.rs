@@ -2,15 +2,12 @@
 //! proxy, one shard killed with SIGKILL and restarted, every acknowledged key read back through
 //! the proxy.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/server-shards.sh");
-
-fn tools_present() -> bool {
-    let works = |cmd: &str| Command::new(cmd).arg("--version").output().is_ok_and(|o| o.status.success());
-    works("nutcracker") && works("redis-cli")
-}
 
 /// A free loopback port (the kernel's choice, released at once).
 fn free_port() -> u16 {
@@ -38,12 +35,7 @@ impl Drop for Shards {
 
 #[test]
 fn a_killed_shard_comes_back_with_every_acknowledged_key() {
-    if !tools_present() {
-        assert!(
-            std::env::var_os("STRATA_REQUIRE_REDIS_TOOLS").is_none(),
-            "nutcracker or redis-cli is missing (bash scripts/server-tools.sh installs them)"
-        );
-        eprintln!("skipped: nutcracker or redis-cli is not installed (bash scripts/server-tools.sh)");
+    if !common::tools_present(&["nutcracker", "redis-cli"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

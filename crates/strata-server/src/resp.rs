@@ -188,6 +188,18 @@ fn inline_request(buf: &[u8], at: &mut usize) -> Result<Option<Vec<Vec<u8>>>, Pr
     Ok(Some(args))
 }
 
+/// A request as a client sends one: a multibulk of `args` (what every client library writes).
+pub fn encode_request<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        let arg = arg.as_ref();
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 /// The line starting at `from` and the offset after its `\r\n`.
 fn line_at(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
     let rest = buf.get(from..)?;

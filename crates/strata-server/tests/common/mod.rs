@@ -102,13 +102,7 @@ impl Client {
     }
 
     pub fn encode(args: &[&[u8]]) -> Vec<u8> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            out.extend_from_slice(arg);
-            out.extend_from_slice(b"\r\n");
-        }
-        out
+        strata_server::resp::encode_request(args)
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
