@@ -12,17 +12,22 @@ use crate::keyspace::{
 };
 use crate::reply::{Reply, OK};
 
+/// DEL / UNLINK: every key in one write batch (all gone or none, also across a crash).
 pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (ks, now) = (ctx.ks(), now_ms());
     let keys: Vec<&[u8]> = args[1..].iter().map(Vec::as_slice).collect();
     let _locks = ks.lock(&keys);
-    let mut removed = 0;
+    let (mut removed, mut batch, mut stale) = (0, WriteBatch::new(), Vec::new());
     let mut seen = std::collections::HashSet::new();
     for key in keys.into_iter().filter(|k| seen.insert(*k)) {
         if let Some(old) = ks.raw_entry(key)? {
             removed += i64::from(!is_expired(old.expire_at_ms(), now));
-            ks.replace(key, Some(&old), None)?;
+            stale.push((key, ks.stage(&mut batch, key, Some(&old), None)));
         }
+    }
+    ks.commit(batch)?;
+    for (key, generation) in stale {
+        ks.drop_stale(key, generation)?;
     }
     Ok(Reply::Int(removed))
 }
