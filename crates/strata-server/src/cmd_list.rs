@@ -168,7 +168,18 @@ fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], from_head: bool) -> CmdResult {
         if expired || ctx.session.in_exec || ctx.server.is_shutting_down() {
             return Ok(Reply::NilArray);
         }
-        std::thread::sleep(Duration::from_millis(5));
+        wait_without_permit(ctx, Duration::from_millis(5));
+    }
+}
+
+/// Sleeps with the client's engine permit given back, so a waiting pop holds no other client
+/// up; takes a permit again before returning.
+fn wait_without_permit(ctx: &mut Ctx, pause: Duration) {
+    let had_permit = ctx.session.permit.take().is_some();
+    std::thread::sleep(pause);
+    if let (true, Ok(runtime)) = (had_permit, tokio::runtime::Handle::try_current()) {
+        let permits = ctx.server.engine_permits.clone();
+        ctx.session.permit = runtime.block_on(permits.acquire_owned()).ok();
     }
 }
 

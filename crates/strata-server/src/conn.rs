@@ -39,9 +39,15 @@ pub async fn serve_client(stream: TcpStream, state: Arc<ServerState>) {
             Some(Ok(n)) if n > 0 => {}
             _ => break,
         }
+        // Clients run commands one per core at a time: more threads in the engine at once only
+        // park and wake each other in its write path (docs/benchmarks.md, "`strata serve`
+        // against redis-server"); a client waiting here is a parked task, not a thread.
+        let Ok(permit) = state.engine_permits.clone().acquire_owned().await else { break };
+        session.permit = Some(permit);
         tokio::task::block_in_place(|| {
             run_requests(&state, &mut session, &mut parser, &mut input, &mut output)
         });
+        session.permit = None;
         if !output.is_empty() {
             if writer.write_all(&output).await.is_err() {
                 break;

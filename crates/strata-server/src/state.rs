@@ -111,6 +111,8 @@ pub struct ServerState {
     pub started: Instant,
     pub port: u16,
     next_client_id: AtomicU64,
+    /// Clients running commands at once: one per core (conn.rs says why).
+    pub engine_permits: std::sync::Arc<tokio::sync::Semaphore>,
     /// Set by SHUTDOWN or a signal: the accept loop and every connection stop.
     shutting_down: AtomicBool,
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -127,6 +129,9 @@ impl ServerState {
             started: Instant::now(),
             port,
             next_client_id: AtomicU64::new(1),
+            engine_permits: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            )),
             shutting_down: AtomicBool::new(false),
             shutdown: tokio::sync::watch::Sender::new(false),
         }
@@ -144,6 +149,7 @@ impl ServerState {
             queued: None,
             queue_failed: false,
             in_exec: false,
+            permit: None,
         }
     }
 
@@ -179,6 +185,9 @@ pub struct Session {
     pub queue_failed: bool,
     /// EXEC is running the queue (blocking commands do not wait).
     pub in_exec: bool,
+    /// The engine permit this client holds while its commands run (a blocking pop gives it back
+    /// while it waits).
+    pub permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 #[cfg(test)]

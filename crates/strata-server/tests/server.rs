@@ -291,3 +291,28 @@ fn ycsbs_redis_binding_shape_works_insert_read_update_scan_delete() {
     assert_eq!(c.cmd("ZRANGE _indices 0 1"), Value::Array(vec![bulk("user00"), bulk("user06")]));
     assert_eq!(c.cmd("ZSCORE _indices user06"), bulk("5"));
 }
+
+/// More clients waiting in BLPOP than the server has engine permits (one per core) must not hold
+/// up anyone else, and a push wakes them.
+#[test]
+fn clients_waiting_in_blpop_do_not_hold_up_other_clients() {
+    let server = Running::start(EngineKind::Memory);
+    let waiters: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = server.client();
+            c.send_raw(&Client::encode(&[b"BLPOP", format!("queue{i}").as_bytes(), b"10"]));
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut other = server.client();
+    let started = Instant::now();
+    assert_eq!(other.cmd("SET k v"), Value::ok());
+    assert_eq!(other.cmd("GET k"), bulk("v"));
+    assert!(started.elapsed() < Duration::from_secs(2), "served while others wait");
+    for (i, mut waiter) in waiters.into_iter().enumerate() {
+        assert_eq!(other.cmd(&format!("RPUSH queue{i} item{i}")), Value::Int(1));
+        let expected = Value::Array(vec![bulk(&format!("queue{i}")), bulk(&format!("item{i}"))]);
+        assert_eq!(waiter.read(), expected);
+    }
+}
