@@ -316,3 +316,13 @@ fn clients_waiting_in_blpop_do_not_hold_up_other_clients() {
         assert_eq!(waiter.read(), expected);
     }
 }
+
+/// Found by the `server_requests` fuzz target: the expiry sweep read the expiry index with a
+/// range scan, which `f2` (hash-indexed) refuses; it must do nothing there instead.
+#[test]
+fn the_expiry_sweep_on_an_unordered_engine_does_nothing() {
+    let storage = std::sync::Arc::new(strata::storage::MemStorage::new());
+    let db = Db::open("mem", Options::new(EngineKind::F2).storage(storage)).unwrap();
+    let replies = strata_server::fuzzing::serve_bytes(db, b"SET k v PX 1\r\nGET k\r\n").unwrap();
+    assert!(replies.starts_with(b"+OK\r\n"), "{}", String::from_utf8_lossy(&replies));
+}
