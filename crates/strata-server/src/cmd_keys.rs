@@ -3,12 +3,12 @@
 
 use std::sync::atomic::Ordering;
 
-use strata::{Db, WriteBatch};
+use strata::WriteBatch;
 
 use crate::command::{int_arg, syntax_error, CmdResult, Ctx};
 use crate::glob;
 use crate::keyspace::{
-    is_expired, key_record, member_prefix, member_record, now_ms, Collection, Entry, Keyspace, KEY_PREFIX,
+    is_expired, member_prefix, member_record, now_ms, Collection, Entry, Keyspace, KEY_PREFIX,
 };
 use crate::reply::{Reply, OK};
 
@@ -140,47 +140,13 @@ fn copy_members(
     ks.commit(batch)
 }
 
-fn require_ordered(ks: &Keyspace, command: &str) -> Result<(), Reply> {
-    if ks.ordered() {
-        return Ok(());
-    }
-    Err(Reply::err(format!(
-        "{command} needs an ordered engine; '{}' is hash-indexed and cannot enumerate its keys",
-        ks.db().kind()
-    )))
-}
-
-/// Calls `visit` with each live key at or after `start` (exclusive of `start` itself when
-/// `after`), in key order, until it returns false.
-fn each_live_key(
-    db: &Db,
-    start: &[u8],
-    after: bool,
-    now: u64,
-    mut visit: impl FnMut(&[u8], &Entry) -> bool,
-) -> Result<(), Reply> {
-    let from = key_record(start);
-    let upper = vec![KEY_PREFIX + 1];
-    for item in db.range(from.clone()..upper)? {
-        let (record, bytes) = item?;
-        if after && record == from {
-            continue;
-        }
-        let Some(entry) = Entry::decode(&bytes) else { continue };
-        if !is_expired(entry.expire_at_ms(), now) && !visit(&record[1..], &entry) {
-            break;
-        }
-    }
-    Ok(())
-}
-
 pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let ks = ctx.ks();
-    require_ordered(ks, "KEYS")?;
+    ks.require_ordered("KEYS")?;
     let pattern = &args[1];
     let prefix = glob::literal_prefix(pattern);
     let mut found = Vec::new();
-    each_live_key(ks.db(), &prefix, false, now_ms(), |key, _| {
+    ks.each_live_key(&prefix, false, now_ms(), |key, _| {
         if !key.starts_with(&prefix) {
             return false;
         }
@@ -195,7 +161,7 @@ pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]
 pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let ks = ctx.ks();
-    require_ordered(ks, "SCAN")?;
+    ks.require_ordered("SCAN")?;
     let cursor: u64 = std::str::from_utf8(&args[1])
         .ok()
         .and_then(|s| s.parse().ok())
@@ -218,7 +184,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     };
     let (mut found, mut visited, mut last) = (Vec::new(), 0, None);
     let start = resume.clone().unwrap_or_default();
-    each_live_key(ks.db(), &start, resume.is_some(), now_ms(), |key, entry| {
+    ks.each_live_key(&start, resume.is_some(), now_ms(), |key, entry| {
         visited += 1;
         let wanted = pattern.as_ref().is_none_or(|p| glob::matches(p, key))
             && type_name.as_ref().is_none_or(|t| t == entry.type_name());
@@ -248,7 +214,7 @@ pub fn dbsize(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
         };
     }
     let mut count = 0;
-    each_live_key(ks.db(), b"", false, now_ms(), |_, _| {
+    ks.each_live_key(b"", false, now_ms(), |_, _| {
         count += 1;
         true
     })?;
@@ -264,7 +230,7 @@ pub fn flushall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         _ => return Err(syntax_error()),
     }
     let ks = ctx.ks();
-    require_ordered(ks, "FLUSHALL")?;
+    ks.require_ordered("FLUSHALL")?;
     ks.with_everything_locked(|| delete_everything(ks))?;
     Ok(OK)
 }
@@ -411,12 +377,12 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// first key): every key can come up, though not with equal chances.
 pub fn randomkey(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
     let ks = ctx.ks();
-    require_ordered(ks, "RANDOMKEY")?;
+    ks.require_ordered("RANDOMKEY")?;
     let point: [u8; 8] = rand::random();
     let now = now_ms();
     for start in [&point[..], b""] {
         let mut found = None;
-        each_live_key(ks.db(), start, false, now, |key, _| {
+        ks.each_live_key(start, false, now, |key, _| {
             found = Some(key.to_vec());
             false
         })?;

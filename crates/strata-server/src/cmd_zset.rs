@@ -147,8 +147,12 @@ fn walk_by_score(
     end.push(BY_SCORE + 1);
     for item in ks.db().range(start..end)? {
         let (record, _) = item?;
-        let score = score_from_bytes(record[prefix_len..prefix_len + 8].try_into().expect("8 score bytes"));
-        if !visit(&record[prefix_len + 8..], score) {
+        // A record too short for its score bytes is not one this server wrote: skipped.
+        let Some(score) = record.get(prefix_len..prefix_len + 8).and_then(|b| <[u8; 8]>::try_from(b).ok())
+        else {
+            continue;
+        };
+        if !visit(&record[prefix_len + 8..], score_from_bytes(score)) {
             break;
         }
     }

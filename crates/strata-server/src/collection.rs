@@ -10,20 +10,9 @@ use crate::keyspace::{
 };
 use crate::reply::Reply;
 
-fn require_ordered(ks: &Keyspace, kind: CollectionKind) -> Result<(), Reply> {
-    if ks.ordered() {
-        return Ok(());
-    }
-    Err(Reply::err(format!(
-        "{} values need an ordered engine; '{}' is hash-indexed (strings only)",
-        kind.name(),
-        ks.db().kind()
-    )))
-}
-
 /// The live collection of `kind` at `key`, `None` if absent; WRONGTYPE if it holds another type.
 pub fn live(ks: &Keyspace, key: &[u8], kind: CollectionKind) -> Result<Option<Collection>, Reply> {
-    require_ordered(ks, kind)?;
+    ks.require_ordered(&format!("{} values", kind.name()))?;
     match ks.entry(key, now_ms())? {
         None => Ok(None),
         Some(Entry::Collection(c)) if c.kind == kind => Ok(Some(c)),
@@ -69,7 +58,7 @@ pub fn modify(
     absent: Reply,
     change: impl FnOnce(&Collection, &mut WriteBatch) -> Result<Changed, Reply>,
 ) -> Result<Reply, Reply> {
-    require_ordered(ks, kind)?;
+    ks.require_ordered(&format!("{} values", kind.name()))?;
     let now = now_ms();
     let _locks = ks.lock(&[key]);
     let old = ks.raw_entry(key)?;

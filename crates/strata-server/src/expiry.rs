@@ -48,7 +48,14 @@ pub fn sweep_once(state: &ServerState, now: u64) -> strata::Result<usize> {
         .map(|item| item.map(|(record, _)| record))
         .collect::<strata::Result<_>>()?;
     for record in &due {
-        let at = u64::from_be_bytes(record[1..9].try_into().expect("an index key holds 8 time bytes"));
+        // An index key shorter than its 8 time bytes is not one this server wrote: dropped.
+        let Some(at) = record.get(1..9).and_then(|t| <[u8; 8]>::try_from(t).ok()).map(u64::from_be_bytes)
+        else {
+            let mut batch = WriteBatch::new();
+            batch.delete(record.clone());
+            ks.commit(batch)?;
+            continue;
+        };
         let key = &record[9..];
         let _locks = ks.lock(&[key]);
         match ks.raw_entry(key)? {

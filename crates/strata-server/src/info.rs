@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use crate::keyspace::{key_record, now_ms, Entry, KEY_PREFIX};
+use crate::keyspace::now_ms;
 use crate::state::ServerState;
 
 /// Sections in print order; the last ones are printed only when asked for, or for `all` and
@@ -107,15 +107,11 @@ fn keyspace_line(server: &ServerState, out: &mut String) -> strata::Result<()> {
     let db = server.keyspace.db();
     let (mut keys, mut expires) = (0u64, 0u64);
     if server.keyspace.ordered() {
-        let now = now_ms();
-        for item in db.range(key_record(b"")..vec![KEY_PREFIX + 1])? {
-            let Some(entry) = Entry::decode(&item?.1) else { continue };
-            let at = entry.expire_at_ms();
-            if at == 0 || at > now {
-                keys += 1;
-                expires += u64::from(at != 0);
-            }
-        }
+        server.keyspace.each_live_key(b"", false, now_ms(), |_, entry| {
+            keys += 1;
+            expires += u64::from(entry.expire_at_ms() != 0);
+            true
+        })?;
     } else {
         keys = db.stats()?.live_keys.unwrap_or(0).saturating_sub(1);
     }

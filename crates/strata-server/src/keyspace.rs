@@ -330,6 +330,40 @@ impl Keyspace {
         }
     }
 
+    /// `Err(Unsupported)` naming `what` unless the engine keeps keys in order.
+    pub fn require_ordered(&self, what: &str) -> Result<()> {
+        if self.ordered {
+            return Ok(());
+        }
+        Err(strata::Error::unsupported(format!(
+            "{what} needs an ordered engine; '{}' is hash-indexed and keeps no key order",
+            self.db.kind()
+        )))
+    }
+
+    /// Calls `visit` with each live key at or after `start` (exclusive of `start` itself when
+    /// `after`), in key order, until it returns false. Ordered engines only.
+    pub fn each_live_key(
+        &self,
+        start: &[u8],
+        after: bool,
+        now: u64,
+        mut visit: impl FnMut(&[u8], &Entry) -> bool,
+    ) -> Result<()> {
+        let from = key_record(start);
+        for item in self.db.range(from.clone()..vec![KEY_PREFIX + 1])? {
+            let (record, bytes) = item?;
+            if after && record == from {
+                continue;
+            }
+            let Some(entry) = Entry::decode(&bytes) else { continue };
+            if !is_expired(entry.expire_at_ms(), now) && !visit(&record[1..], &entry) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     pub fn commit(&self, batch: WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
