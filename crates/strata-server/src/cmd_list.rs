@@ -8,6 +8,7 @@ use crate::collection::{live, modify, Changed};
 use crate::command::{float_arg, int_arg, CmdResult, Ctx};
 use crate::keyspace::{member_prefix, member_record, Collection, CollectionKind::List};
 use crate::reply::Reply;
+use crate::state::{BlockedPop, ServerState, Session};
 
 /// A position as member bytes: sign bit flipped, big-endian, so byte order is number order.
 fn position_bytes(position: i64) -> [u8; 8] {
@@ -20,7 +21,7 @@ fn element_record(key: &[u8], list: &Collection, index: u64) -> Vec<u8> {
 
 fn push(ctx: &mut Ctx, args: &[Vec<u8>], at_head: bool, create: bool) -> CmdResult {
     let (ks, key) = (ctx.ks(), &args[1]);
-    modify(ks, key, List, create, Reply::Int(0), |list, batch| {
+    let pushed = modify(ks, key, List, create, Reply::Int(0), |list, batch| {
         let (mut head, mut len) = (list.head, list.len);
         for element in &args[2..] {
             let position = if at_head {
@@ -33,7 +34,12 @@ fn push(ctx: &mut Ctx, args: &[Vec<u8>], at_head: bool, create: bool) -> CmdResu
             len += 1;
         }
         Ok(Changed { reply: Reply::Int(len as i64), len, head })
-    })
+    })?;
+    // The key's lock is released: a woken client's pop can take the element.
+    if pushed != Reply::Int(0) {
+        ctx.server.list_pushes.pushed();
+    }
+    Ok(pushed)
 }
 
 pub fn rpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -147,9 +153,10 @@ pub fn lrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-/// BLPOP/BRPOP key [key ...] timeout: pops from the first non-empty list, else waits for one
-/// (polling every few milliseconds) up to `timeout` seconds (0: forever) or until shutdown.
-/// Inside MULTI it does not wait, as in Redis.
+/// BLPOP/BRPOP key [key ...] timeout: pops from the first non-empty list; else the client
+/// blocks (`Session::blocked`; conn.rs waits for a push, the timeout or shutdown and then
+/// `retry_blocked_pop`), `timeout` seconds at most (0: for ever). Inside MULTI it does not
+/// wait, as in Redis.
 fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], from_head: bool) -> CmdResult {
     let timeout =
         float_arg(&args[args.len() - 1]).map_err(|_| Reply::err("timeout is not a float or out of range"))?;
@@ -158,29 +165,42 @@ fn blocking_pop(ctx: &mut Ctx, args: &[Vec<u8>], from_head: bool) -> CmdResult {
     }
     let deadline = (timeout > 0.0).then(|| Instant::now() + Duration::from_secs_f64(timeout.min(1e9)));
     let keys = &args[1..args.len() - 1];
-    loop {
-        for key in keys {
-            if let Reply::Bulk(value) = pop(ctx, key, from_head, None)? {
-                return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)]));
-            }
-        }
-        let expired = deadline.is_some_and(|d| Instant::now() >= d);
-        if expired || ctx.session.in_exec || ctx.server.is_shutting_down() {
-            return Ok(Reply::NilArray);
-        }
-        wait_without_permit(ctx, Duration::from_millis(5));
+    if let Some(popped) = pop_first(ctx, keys, from_head)? {
+        return Ok(popped);
     }
+    if ctx.session.in_exec || ctx.server.is_shutting_down() {
+        return Ok(Reply::NilArray);
+    }
+    ctx.session.blocked = Some(BlockedPop { keys: keys.to_vec(), from_head, deadline });
+    // Not sent: the connection answers once the pop is served or times out.
+    Ok(Reply::NilArray)
 }
 
-/// Sleeps with the client's engine permit given back, so a waiting pop holds no other client
-/// up; takes a permit again before returning.
-fn wait_without_permit(ctx: &mut Ctx, pause: Duration) {
-    let had_permit = ctx.session.permit.take().is_some();
-    std::thread::sleep(pause);
-    if let (true, Ok(runtime)) = (had_permit, tokio::runtime::Handle::try_current()) {
-        let permits = ctx.server.engine_permits.clone();
-        ctx.session.permit = runtime.block_on(permits.acquire_owned()).ok();
+/// `[key, element]` from the first of `keys` whose list is not empty.
+fn pop_first(ctx: &Ctx, keys: &[Vec<u8>], from_head: bool) -> Result<Option<Reply>, Reply> {
+    for key in keys {
+        if let Reply::Bulk(value) = pop(ctx, key, from_head, None)? {
+            return Ok(Some(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)])));
+        }
     }
+    Ok(None)
+}
+
+/// Tries the session's blocked pop again: its reply once served, timed out or the server is
+/// shutting down; `None` (still blocked) otherwise.
+pub fn retry_blocked_pop(server: &ServerState, session: &mut Session) -> Option<Reply> {
+    let blocked = session.blocked.take()?;
+    let ctx = Ctx { server, session };
+    match pop_first(&ctx, &blocked.keys, blocked.from_head) {
+        Ok(Some(reply)) | Err(reply) => return Some(reply),
+        Ok(None) => {}
+    }
+    let expired = blocked.deadline.is_some_and(|d| Instant::now() >= d);
+    if expired || server.is_shutting_down() {
+        return Some(Reply::NilArray);
+    }
+    ctx.session.blocked = Some(blocked);
+    None
 }
 
 pub fn blpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {

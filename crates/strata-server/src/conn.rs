@@ -1,14 +1,19 @@
-//! One client connection: read what has arrived, run every complete request in it (a pipeline
-//! runs as one blocking section, so the engine is called off the async workers' hot path), write
-//! the replies, repeat.
+//! One client connection: read what has arrived, run every complete request in it, write the
+//! replies, repeat. Commands run on the runtime's worker (one per core), not in blocking
+//! sections: more threads in the engine than cores only park and wake each other in its write
+//! path, and a hand-off to a blocking thread per pipeline costs more than most commands
+//! (docs/benchmarks.md, "`strata serve` against redis-server"). A blocking pop that must wait
+//! leaves the worker and waits here as a task.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
+use crate::cmd_list::retry_blocked_pop;
 use crate::command::execute;
 use crate::reply::Reply;
 use crate::resp::{ParseLimits, RequestParser};
@@ -16,6 +21,10 @@ use crate::state::{ServerState, Session};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// A blocked pop tries again at least this often, for the ways a list can appear that do not
+/// notify (RENAME or COPY onto a waited key).
+const BLOCKED_RETRY: Duration = Duration::from_millis(100);
 
 /// Serves one client until it leaves, is idle past `timeout`, breaks the protocol, or the
 /// server shuts down.
@@ -28,26 +37,23 @@ pub async fn serve_client(stream: TcpStream, state: Arc<ServerState>) {
     let (mut input, mut output) = (Vec::with_capacity(READ_CHUNK_BYTES), Vec::new());
     let mut shutdown = state.shutdown_signal();
     loop {
-        input.reserve(READ_CHUNK_BYTES);
-        let idle_secs = state.settings.read().timeout_secs;
-        let read = reader.read_buf(&mut input);
-        let outcome = tokio::select! {
-            r = with_idle_limit(read, idle_secs) => r,
-            _ = shutdown.wait_for(|stopping| *stopping) => None,
+        let more_to_run = if session.blocked.is_some() {
+            wait_while_blocked(&state, &mut session, &mut reader, &mut input, &mut output).await
+        } else {
+            input.reserve(READ_CHUNK_BYTES);
+            let idle_secs = state.settings.read().timeout_secs;
+            let read = reader.read_buf(&mut input);
+            let outcome = tokio::select! {
+                r = with_idle_limit(read, idle_secs) => r,
+                _ = shutdown.wait_for(|stopping| *stopping) => None,
+            };
+            matches!(outcome, Some(Ok(n)) if n > 0).then_some(true)
         };
-        match outcome {
-            Some(Ok(n)) if n > 0 => {}
-            _ => break,
+        match more_to_run {
+            None => break,
+            Some(true) => run_requests(&state, &mut session, &mut parser, &mut input, &mut output),
+            Some(false) => {}
         }
-        // Clients run commands one per core at a time: more threads in the engine at once only
-        // park and wake each other in its write path (docs/benchmarks.md, "`strata serve`
-        // against redis-server"); a client waiting here is a parked task, not a thread.
-        let Ok(permit) = state.engine_permits.clone().acquire_owned().await else { break };
-        session.permit = Some(permit);
-        tokio::task::block_in_place(|| {
-            run_requests(&state, &mut session, &mut parser, &mut input, &mut output)
-        });
-        session.permit = None;
         if !output.is_empty() {
             if writer.write_all(&output).await.is_err() {
                 break;
@@ -60,6 +66,55 @@ pub async fn serve_client(stream: TcpStream, state: Arc<ServerState>) {
     }
     let _ = writer.shutdown().await;
     state.counters.connected_clients.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Waits for a push, the pop's deadline, shutdown or more input, then tries the blocked pop
+/// again, appending its reply once it has one. `Some(true)`: the pop is answered and the rest
+/// of the pipeline may run; `Some(false)`: still blocked; `None`: the client left.
+async fn wait_while_blocked(
+    state: &ServerState,
+    session: &mut Session,
+    reader: &mut OwnedReadHalf,
+    input: &mut Vec<u8>,
+    output: &mut Vec<u8>,
+) -> Option<bool> {
+    let _waiting = state.list_pushes.wait();
+    let pushed = state.list_pushes.notified();
+    tokio::pin!(pushed);
+    pushed.as_mut().enable();
+    // A push between the last try and `enable` notified no one: try once more first.
+    if answer_blocked_pop(state, session, output) {
+        return Some(true);
+    }
+    let deadline = session.blocked.as_ref().and_then(|b| b.deadline);
+    let pause =
+        deadline.map_or(BLOCKED_RETRY, |d| d.saturating_duration_since(Instant::now()).min(BLOCKED_RETRY));
+    let mut shutdown = state.shutdown_signal();
+    input.reserve(READ_CHUNK_BYTES);
+    tokio::select! {
+        _ = pushed => {}
+        _ = tokio::time::sleep(pause) => {}
+        _ = shutdown.wait_for(|stopping| *stopping) => {}
+        // Requests after the pop wait in `input`; an end of input is the client leaving.
+        read = reader.read_buf(input) => {
+            if !matches!(read, Ok(n) if n > 0) {
+                return None;
+            }
+        }
+    }
+    Some(answer_blocked_pop(state, session, output))
+}
+
+/// Retries the blocked pop as a pipeline of its own (one durability barrier); true once it
+/// answered.
+fn answer_blocked_pop(state: &ServerState, session: &mut Session, output: &mut Vec<u8>) -> bool {
+    let (reply, barrier) = state.keyspace.with_deferred_durability(|| retry_blocked_pop(state, session));
+    let Some(reply) = reply else { return false };
+    match barrier {
+        Ok(()) => reply.encode(session.resp, output),
+        Err(e) => Reply::err(format!("the write was not made durable: {e}")).encode(session.resp, output),
+    }
+    true
 }
 
 /// `None` when the client stayed silent for `idle_secs` (0: no limit).
@@ -103,12 +158,19 @@ fn parse_and_run(
         let settings = state.settings.read();
         (settings.proto_max_bulk_len.min(i64::MAX as u64) as i64, settings.max_request_bytes)
     };
-    let mut replies = 0;
-    while !session.close_after_reply {
+    let (mut replies, mut at) = (0, 0);
+    while !session.close_after_reply && session.blocked.is_none() {
         let limits = ParseLimits { max_bulk_bytes, max_request_bytes, authenticated: session.authenticated };
-        match parser.next(input, limits) {
-            Ok(Some(args)) => execute(state, session, &args).encode(session.resp, output),
-            Ok(None) => return replies,
+        match parser.next_at(input, &mut at, limits) {
+            Ok(Some(args)) => {
+                let reply = execute(state, session, &args);
+                if session.blocked.is_some() {
+                    // A blocking pop waits; the requests after it run once it is answered.
+                    break;
+                }
+                reply.encode(session.resp, output);
+            }
+            Ok(None) => break,
             Err(protocol) => {
                 Reply::err(protocol.0).encode(session.resp, output);
                 session.close_after_reply = true;
@@ -116,5 +178,7 @@ fn parse_and_run(
         }
         replies += 1;
     }
+    // Once per read, not per request: the unparsed rest moves to the front.
+    input.drain(..at);
     replies
 }

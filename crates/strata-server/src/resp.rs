@@ -53,12 +53,14 @@ impl RequestParser {
         limits: ParseLimits,
     ) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
         let mut at = 0;
-        let result = self.parse(buf, &mut at, limits);
+        let result = self.next_at(buf, &mut at, limits);
         buf.drain(..at);
         result
     }
 
-    fn parse(
+    /// `next` for a caller that drains `buf` itself, once for many requests: parses from `at`
+    /// and moves `at` past what it consumed.
+    pub fn next_at(
         &mut self,
         buf: &[u8],
         at: &mut usize,

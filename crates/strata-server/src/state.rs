@@ -2,7 +2,7 @@
 //! connection keeps for itself.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -111,8 +111,8 @@ pub struct ServerState {
     pub started: Instant,
     pub port: u16,
     next_client_id: AtomicU64,
-    /// Clients running commands at once: one per core (conn.rs says why).
-    pub engine_permits: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Wakes the clients blocked in BLPOP/BRPOP when a list grows.
+    pub list_pushes: ListPushes,
     /// Set by SHUTDOWN or a signal: the accept loop and every connection stop.
     shutting_down: AtomicBool,
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -129,9 +129,7 @@ impl ServerState {
             started: Instant::now(),
             port,
             next_client_id: AtomicU64::new(1),
-            engine_permits: std::sync::Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
-            )),
+            list_pushes: ListPushes::default(),
             shutting_down: AtomicBool::new(false),
             shutdown: tokio::sync::watch::Sender::new(false),
         }
@@ -149,7 +147,7 @@ impl ServerState {
             queued: None,
             queue_failed: false,
             in_exec: false,
-            permit: None,
+            blocked: None,
         }
     }
 
@@ -185,9 +183,54 @@ pub struct Session {
     pub queue_failed: bool,
     /// EXEC is running the queue (blocking commands do not wait).
     pub in_exec: bool,
-    /// The engine permit this client holds while its commands run (a blocking pop gives it back
-    /// while it waits).
-    pub permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Waiting in BLPOP/BRPOP: the connection runs nothing else until the pop is served or times
+    /// out (later requests of its pipeline wait, as in Redis).
+    pub blocked: Option<BlockedPop>,
+}
+
+/// A blocking pop that found every list empty.
+#[derive(Debug)]
+pub struct BlockedPop {
+    pub keys: Vec<Vec<u8>>,
+    pub from_head: bool,
+    /// `None`: wait for ever.
+    pub deadline: Option<Instant>,
+}
+
+/// Blocked clients and the pushes that wake them. A waiter counts itself in `waiting`, then
+/// registers with `notify`, then tries its pop again; a push writes, releases its key lock, then
+/// notifies if anyone waits. So a waiter either sees the push's element or is woken by it.
+#[derive(Default)]
+pub struct ListPushes {
+    waiting: AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl ListPushes {
+    /// After a list grew (with the key's lock released).
+    pub fn pushed(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Counts a waiting client until the returned guard drops.
+    pub fn wait(&self) -> WaitingClient<'_> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        WaitingClient(self)
+    }
+
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+pub struct WaitingClient<'a>(&'a ListPushes);
+
+impl Drop for WaitingClient<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]

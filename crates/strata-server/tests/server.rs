@@ -292,8 +292,8 @@ fn ycsbs_redis_binding_shape_works_insert_read_update_scan_delete() {
     assert_eq!(c.cmd("ZSCORE _indices user06"), bulk("5"));
 }
 
-/// More clients waiting in BLPOP than the server has engine permits (one per core) must not hold
-/// up anyone else, and a push wakes them.
+/// More clients waiting in BLPOP than the server has workers (one per core) must not hold up
+/// anyone else, and a push wakes them.
 #[test]
 fn clients_waiting_in_blpop_do_not_hold_up_other_clients() {
     let server = Running::start(EngineKind::Memory);
@@ -314,6 +314,47 @@ fn clients_waiting_in_blpop_do_not_hold_up_other_clients() {
         assert_eq!(other.cmd(&format!("RPUSH queue{i} item{i}")), Value::Int(1));
         let expected = Value::Array(vec![bulk(&format!("queue{i}")), bulk(&format!("item{i}"))]);
         assert_eq!(waiter.read(), expected);
+    }
+}
+
+/// Requests pipelined after a BLPOP that waits run after it is answered, in order, as in Redis.
+#[test]
+fn a_pipeline_after_a_waiting_blpop_runs_once_the_pop_is_served() {
+    let server = Running::start(EngineKind::Memory);
+    let mut waiter = server.client();
+    waiter.send_raw(b"BLPOP q 10\r\nSET after-pop 1\r\nGET after-pop\r\n");
+    let mut other = server.client();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(other.cmd("GET after-pop"), Value::Nil, "the SET waits behind the pop");
+    let pushed = Instant::now();
+    assert_eq!(other.cmd("RPUSH q x"), Value::Int(1));
+    assert_eq!(waiter.read(), Value::Array(vec![bulk("q"), bulk("x")]));
+    assert!(pushed.elapsed() < Duration::from_secs(5));
+    assert_eq!(waiter.read(), Value::ok());
+    assert_eq!(waiter.read(), bulk("1"));
+    assert_eq!(other.cmd("LLEN q"), Value::Int(0));
+}
+
+/// A client that leaves while blocked in BLPOP (timeout 0: for ever) is gone at once, not
+/// when a push or the timeout would have woken it.
+#[test]
+fn a_client_that_leaves_while_blocked_is_disconnected() {
+    let server = Running::start(EngineKind::Memory);
+    let mut other = server.client();
+    let clients = |c: &mut Client| -> String {
+        let Value::Bulk(info) = c.cmd("INFO clients") else { panic!("INFO clients") };
+        let text = String::from_utf8(info).unwrap();
+        text.lines().find_map(|l| l.strip_prefix("connected_clients:")).unwrap().trim().to_string()
+    };
+    let mut waiter = server.client();
+    waiter.send_raw(b"BLPOP never 0\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(clients(&mut other), "2");
+    drop(waiter);
+    let started = Instant::now();
+    while clients(&mut other) != "1" {
+        assert!(started.elapsed() < Duration::from_secs(5), "the blocked client's leaving went unnoticed");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
