@@ -19,7 +19,9 @@
 //!    [`ApplyOrder::apply_appliable`] after a round and before it wakes the round's other
 //!    writers, who then find their writes applied and return at once (RocksDB's write-group
 //!    leader inserting the group). Otherwise `finish` applies what it can, or waits — briefly
-//!    spinning while a run holding its item is applied, else parked until it is. A writer
+//!    spinning while a run holding its item is applied or while the write ahead of it, one
+//!    that waits for no fdatasync, is still between its append and its own `finish`; else
+//!    parked until it is applied. A writer
 //!    returns once its own item is applied (also when its own commit then reports an error:
 //!    the log had accepted the record before the failure).
 //! 4. A commit that failed before its item was applied, a run whose apply failed, or a ticket
@@ -277,7 +279,7 @@ impl<T> ApplyOrder<T> {
             }
             Err(_) => {}
         }
-        let mut waited_for_run = false;
+        let (mut waited_for_run, mut waited_for_front) = (false, false);
         loop {
             if state.turn > number {
                 // A writer applies only until its own item is in.
@@ -296,6 +298,14 @@ impl<T> ApplyOrder<T> {
                 // park and a wake-up; once only, since an applier that lost its CPU is not.
                 state = self.spin_while_applying(state, number);
                 waited_for_run = true;
+                continue;
+            }
+            if state.front_needs_no_sync() && !waited_for_front {
+                // The write ahead waits for no fdatasync: its writer reaches `finish` (and
+                // applies ours with its own) within microseconds, after at most a write to
+                // the OS; once only, as above.
+                state = self.spin_while_front_commits(state);
+                waited_for_front = true;
                 continue;
             }
             state = self.park(state, number);
@@ -326,6 +336,23 @@ impl<T> ApplyOrder<T> {
         drop(state);
         for round in 0..SPIN_ROUNDS {
             if self.turn.load(Acquire) > number || !self.applying.load(Acquire) {
+                break;
+            }
+            match round < SPIN_ROUNDS / 2 {
+                true => std::hint::spin_loop(),
+                false => std::thread::yield_now(),
+            }
+        }
+        self.state.lock()
+    }
+
+    /// Lets go of the state lock until a run is applied or starts (bounded: spinning, then
+    /// yielding), for a writer waiting behind a write that needs no fdatasync, still committing.
+    fn spin_while_front_commits<'a>(&'a self, state: MutexGuard<'a, State<T>>) -> MutexGuard<'a, State<T>> {
+        let turn = state.turn;
+        drop(state);
+        for round in 0..SPIN_ROUNDS {
+            if self.turn.load(Acquire) != turn || self.applying.load(Acquire) {
                 break;
             }
             match round < SPIN_ROUNDS / 2 {
@@ -435,6 +462,13 @@ impl<T> State<T> {
     fn front_appliable(&self, progress: &dyn CommitProgress) -> bool {
         let stopped_here = self.stopped.as_ref().is_some_and(|(stop, _)| *stop <= self.turn);
         !stopped_here && self.slots.front().is_some_and(|slot| slot.item.appliable(progress))
+    }
+
+    /// The front item's writer is still committing a write that waits for no fdatasync.
+    fn front_needs_no_sync(&self) -> bool {
+        self.slots.front().is_some_and(|slot| {
+            matches!(slot.item, Item::Logged { durability: Durability::None | Durability::Buffered, .. })
+        })
     }
 
     fn is_taken(&mut self, number: u64) -> bool {

@@ -2,6 +2,7 @@
 //! words them; each command's work is in the `cmd_*` modules.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use crate::reply::Reply;
 use crate::state::{ServerState, Session};
@@ -178,8 +179,10 @@ pub fn find(name: &[u8]) -> Option<&'static Spec> {
 }
 
 /// Runs one request (or, inside MULTI, queues it). `args` is never empty (the parser skips
-/// empty requests).
-pub fn execute(server: &ServerState, session: &mut Session, args: &[Vec<u8>]) -> Reply {
+/// empty requests). `tick` is when the previous request of the pipeline ended (or the pipeline
+/// began); the command's time in INFO commandstats runs from it, so one clock read per request
+/// serves both ends.
+pub fn execute(server: &ServerState, session: &mut Session, args: &[Vec<u8>], tick: &mut Instant) -> Reply {
     server.counters.commands_processed.fetch_add(1, Ordering::Relaxed);
     let (index, spec) = match checked_spec(args) {
         Ok(found) => found,
@@ -196,7 +199,7 @@ pub fn execute(server: &ServerState, session: &mut Session, args: &[Vec<u8>]) ->
         queue.push(args.to_vec());
         return Reply::Simple("QUEUED");
     }
-    run(index, server, session, args)
+    run(index, server, session, args, tick)
 }
 
 /// Commands that act at once inside MULTI instead of being queued.
@@ -216,13 +219,20 @@ fn checked_spec(args: &[Vec<u8>]) -> Result<(usize, &'static Spec), Reply> {
     Ok((index, spec))
 }
 
-fn run(index: usize, server: &ServerState, session: &mut Session, args: &[Vec<u8>]) -> Reply {
-    let started = std::time::Instant::now();
+fn run(
+    index: usize,
+    server: &ServerState,
+    session: &mut Session,
+    args: &[Vec<u8>],
+    tick: &mut Instant,
+) -> Reply {
     let mut ctx = Ctx { server, session };
     let result = (COMMANDS[index].handler)(&mut ctx, args);
+    let ended = Instant::now();
     let stats = &server.command_stats[index];
     stats.calls.fetch_add(1, Ordering::Relaxed);
-    stats.usec.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    stats.usec.fetch_add(ended.saturating_duration_since(*tick).as_micros() as u64, Ordering::Relaxed);
+    *tick = ended;
     match result {
         Ok(reply) if !reply.is_error() => reply,
         Ok(reply) | Err(reply) => {
@@ -251,9 +261,10 @@ fn exec(ctx: &mut Ctx, _args: &[Vec<u8>]) -> CmdResult {
     }
     let (server, session) = (ctx.server, &mut *ctx.session);
     session.in_exec = true;
+    let mut tick = Instant::now();
     let replies = server.keyspace.with_everything_locked(|| {
         let run_one = |args: &Vec<Vec<u8>>| match checked_spec(args) {
-            Ok((index, _)) => run(index, server, session, args),
+            Ok((index, _)) => run(index, server, session, args, &mut tick),
             Err(refused) => refused,
         };
         queue.iter().map(run_one).collect()

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::cmd_list::retry_blocked_pop;
 use crate::command::execute;
+use crate::keyspace::{with_clock_snapshot, PendingBarrier};
 use crate::reply::Reply;
 use crate::resp::{ParseLimits, RequestParser};
 use crate::state::{ServerState, Session};
@@ -51,7 +52,9 @@ pub async fn serve_client(stream: TcpStream, state: Arc<ServerState>) {
         };
         match more_to_run {
             None => break,
-            Some(true) => run_requests(&state, &mut session, &mut parser, &mut input, &mut output),
+            Some(true) => {
+                run_requests_together(&state, &mut session, &mut parser, &mut input, &mut output).await
+            }
             Some(false) => {}
         }
         if !output.is_empty() {
@@ -136,13 +139,55 @@ pub(crate) fn run_requests(
     input: &mut Vec<u8>,
     output: &mut Vec<u8>,
 ) {
+    let (ran, pending) = run_deferred(state, session, parser, input, output);
+    let barrier = pending.map_or(Ok(()), |p| state.keyspace.complete_barrier(p));
+    settle(session, output, ran, barrier);
+}
+
+/// `run_requests` for a connection task: before its own barrier it lets the other clients'
+/// tasks run theirs, so that one barrier (one write to the OS, or one fdatasync under `sync`)
+/// covers many clients' pipelines, as Redis writes its append-only file once per event loop.
+async fn run_requests_together(
+    state: &ServerState,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut Vec<u8>,
+    output: &mut Vec<u8>,
+) {
+    let (ran, pending) = run_deferred(state, session, parser, input, output);
+    let Some(pending) = pending else { return };
+    if !state.keyspace.is_covered(pending) {
+        tokio::task::yield_now().await;
+    }
+    settle(session, output, ran, state.keyspace.complete_barrier(pending));
+}
+
+/// What `run_deferred` ran: where its replies start in `output`, and how many there are.
+struct Ran {
+    start: usize,
+    replies: usize,
+}
+
+fn run_deferred(
+    state: &ServerState,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut Vec<u8>,
+    output: &mut Vec<u8>,
+) -> (Ran, Option<PendingBarrier>) {
     let start = output.len();
-    let (replies, barrier) =
-        state.keyspace.with_deferred_durability(|| parse_and_run(state, session, parser, input, output));
+    let (replies, pending) = state
+        .keyspace
+        .defer_durability(|| with_clock_snapshot(|| parse_and_run(state, session, parser, input, output)));
+    (Ran { start, replies }, pending)
+}
+
+/// A failed barrier turns every reply of its pipeline into the error.
+fn settle(session: &Session, output: &mut Vec<u8>, ran: Ran, barrier: strata::Result<()>) {
     if let Err(e) = barrier {
-        output.truncate(start);
+        output.truncate(ran.start);
         let failed = Reply::err(format!("the write was not made durable: {e}"));
-        (0..replies).for_each(|_| failed.encode(session.resp, output));
+        (0..ran.replies).for_each(|_| failed.encode(session.resp, output));
     }
 }
 
@@ -158,12 +203,12 @@ fn parse_and_run(
         let settings = state.settings.read();
         (settings.proto_max_bulk_len.min(i64::MAX as u64) as i64, settings.max_request_bytes)
     };
-    let (mut replies, mut at) = (0, 0);
+    let (mut replies, mut at, mut tick) = (0, 0, Instant::now());
     while !session.close_after_reply && session.blocked.is_none() {
         let limits = ParseLimits { max_bulk_bytes, max_request_bytes, authenticated: session.authenticated };
         match parser.next_at(input, &mut at, limits) {
             Ok(Some(args)) => {
-                let reply = execute(state, session, &args);
+                let reply = execute(state, session, &args, &mut tick);
                 if session.blocked.is_some() {
                     // A blocking pop waits; the requests after it run once it is answered.
                     break;

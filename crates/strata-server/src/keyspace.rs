@@ -135,6 +135,16 @@ impl Entry {
         }
     }
 
+    /// `decode` of a record the caller owns: a string keeps the record's buffer (no copy).
+    pub fn decode_owned(mut bytes: Vec<u8>) -> Option<Entry> {
+        if bytes.first() == Some(&KIND_STRING) && bytes.len() >= HEADER_BYTES {
+            let expire_at_ms = u64::from_le_bytes(bytes[1..HEADER_BYTES].try_into().ok()?);
+            bytes.drain(..HEADER_BYTES);
+            return Some(Entry::String { expire_at_ms, value: bytes });
+        }
+        Entry::decode(&bytes)
+    }
+
     /// `None` for bytes that are not a key record this version wrote.
     pub fn decode(bytes: &[u8]) -> Option<Entry> {
         let (&kind, rest) = bytes.split_first()?;
@@ -202,8 +212,37 @@ pub fn expiry_record(expire_at_ms: u64, key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Milliseconds since the Unix epoch: the time a pipeline started when called inside
+/// `with_clock_snapshot` (Redis, too, takes one time per command call rather than reading the
+/// clock at every expiry check), else the clock's.
 pub fn now_ms() -> u64 {
+    match CLOCK_SNAPSHOT_MS.with(std::cell::Cell::get) {
+        0 => clock_ms(),
+        snapshot => snapshot,
+    }
+}
+
+fn clock_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+thread_local! {
+    /// Inside `with_clock_snapshot`: its time; 0 outside.
+    static CLOCK_SNAPSHOT_MS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` (one read's worth of a client's requests) with `now_ms` fixed at the time it began.
+pub fn with_clock_snapshot<T>(f: impl FnOnce() -> T) -> T {
+    let outer = CLOCK_SNAPSHOT_MS.with(|c| c.replace(clock_ms()));
+    // Restored even if `f` panics.
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CLOCK_SNAPSHOT_MS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(outer);
+    f()
 }
 
 /// The store and the locks around it.
@@ -218,6 +257,10 @@ pub struct Keyspace {
     /// Commands hold it shared; `FLUSHALL` holds it alone.
     everything: RwLock<()>,
     next_generation: AtomicU64,
+    /// Deferred sections that wrote, counted as they end (`defer_durability`).
+    deferred_sections: AtomicU64,
+    /// Every section numbered up to this one is covered by a successful barrier.
+    covered_sections: AtomicU64,
 }
 
 /// Locks held by one command (none inside `with_everything_locked`, which holds them all).
@@ -259,6 +302,8 @@ impl Keyspace {
             stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             everything: RwLock::new(()),
             next_generation: AtomicU64::new(start),
+            deferred_sections: AtomicU64::new(0),
+            covered_sections: AtomicU64::new(0),
         })
     }
 
@@ -318,14 +363,14 @@ impl Keyspace {
     /// The live entry of `key`: `None` if absent or expired at `now_ms`.
     pub fn entry(&self, key: &[u8], now_ms: u64) -> Result<Option<Entry>> {
         let Some(bytes) = self.db.get(key_record(key))? else { return Ok(None) };
-        let entry = decode_or_corrupt(key, &bytes)?;
+        let entry = decode_or_corrupt(key, bytes)?;
         Ok(Some(entry).filter(|e| !is_expired(e.expire_at_ms(), now_ms)))
     }
 
     /// The entry of `key` even if expired (what a write must clean up).
     pub fn raw_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         match self.db.get(key_record(key))? {
-            Some(bytes) => Ok(Some(decode_or_corrupt(key, &bytes)?)),
+            Some(bytes) => Ok(Some(decode_or_corrupt(key, bytes)?)),
             None => Ok(None),
         }
     }
@@ -389,9 +434,18 @@ impl Keyspace {
     /// as durable as itself. The caller sends `f`'s replies only if the barrier succeeded. On other
     /// engines, or without durability, each write keeps its own.
     pub fn with_deferred_durability<T>(&self, f: impl FnOnce() -> T) -> (T, Result<()>) {
+        let (out, pending) = self.defer_durability(f);
+        let barrier = pending.map_or(Ok(()), |p| self.complete_barrier(p));
+        (out, barrier)
+    }
+
+    /// `with_deferred_durability` whose barrier the caller completes (`complete_barrier`),
+    /// possibly after other clients' pipelines ran: one barrier then covers all of them. `None`:
+    /// no barrier is owed.
+    pub fn defer_durability<T>(&self, f: impl FnOnce() -> T) -> (T, Option<PendingBarrier>) {
         let nested = DEFERRED.with(|d| d.get().is_some());
         if !self.prefix_consistent || self.durability == Durability::None || nested {
-            return (f(), Ok(()));
+            return (f(), None);
         }
         DEFERRED.with(|d| d.set(Some(false)));
         // Reset even if `f` panics, so the thread's later writes are durable again.
@@ -405,14 +459,37 @@ impl Keyspace {
         let out = f();
         let wrote = DEFERRED.with(|d| d.get()) == Some(true);
         drop(reset);
-        let barrier = match (wrote, self.durability) {
-            (false, _) => Ok(()),
-            (true, Durability::Sync) => self.db.flush(),
-            (true, durability) => self.db.put_with(FORMAT_KEY, [FORMAT_VERSION], durability),
-        };
-        (out, barrier)
+        // Numbered after its writes landed: a barrier that reads the count later follows them.
+        let pending =
+            wrote.then(|| PendingBarrier(self.deferred_sections.fetch_add(1, Ordering::SeqCst) + 1));
+        (out, pending)
+    }
+
+    /// A barrier begun after `pending`'s writes has succeeded: nothing more is owed.
+    pub fn is_covered(&self, pending: PendingBarrier) -> bool {
+        self.covered_sections.load(Ordering::SeqCst) >= pending.0
+    }
+
+    /// Makes `pending`'s writes as durable as the server's durability, unless a barrier begun
+    /// after them already did; the barrier then covers every section numbered so far.
+    pub fn complete_barrier(&self, pending: PendingBarrier) -> Result<()> {
+        if self.is_covered(pending) {
+            return Ok(());
+        }
+        let through = self.deferred_sections.load(Ordering::SeqCst);
+        match self.durability {
+            Durability::Sync => self.db.flush()?,
+            durability => self.db.put_with(FORMAT_KEY, [FORMAT_VERSION], durability)?,
+        }
+        self.covered_sections.fetch_max(through, Ordering::SeqCst);
+        Ok(())
     }
 }
+
+/// A deferred section's writes, still owed their durability barrier (its number in the order
+/// sections ended).
+#[derive(Clone, Copy, Debug)]
+pub struct PendingBarrier(u64);
 
 impl Keyspace {
     /// Writes `new` as `key`'s entry (`None` deletes it) in place of `old`, the entry the caller
@@ -482,8 +559,8 @@ pub fn is_expired(expire_at_ms: u64, now_ms: u64) -> bool {
     expire_at_ms != 0 && expire_at_ms <= now_ms
 }
 
-fn decode_or_corrupt(key: &[u8], bytes: &[u8]) -> Result<Entry> {
-    Entry::decode(bytes).ok_or_else(|| {
+fn decode_or_corrupt(key: &[u8], bytes: Vec<u8>) -> Result<Entry> {
+    Entry::decode_owned(bytes).ok_or_else(|| {
         strata::Error::invalid(format!(
             "the record of key {:?} is not a server record (written by another program?)",
             String::from_utf8_lossy(key)
@@ -504,7 +581,8 @@ mod tests {
         let s = Entry::String { expire_at_ms: 0x0102, value: b"v".to_vec() };
         let bytes = s.encode();
         assert_eq!(bytes, [1, 2, 1, 0, 0, 0, 0, 0, 0, b'v']);
-        assert_eq!(Entry::decode(&bytes), Some(s));
+        assert_eq!(Entry::decode(&bytes), Some(s.clone()));
+        assert_eq!(Entry::decode_owned(bytes), Some(s));
         let list =
             Collection { kind: CollectionKind::List, expire_at_ms: 0, generation: 7, len: 3, head: -2 };
         let bytes = Entry::Collection(list).encode();
@@ -516,6 +594,7 @@ mod tests {
         assert_eq!(Entry::decode(&bytes), Some(Entry::Collection(list)));
         assert_eq!(Entry::decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0]), None);
         assert_eq!(Entry::decode(&[1, 0]), None);
+        assert_eq!(Entry::decode_owned(vec![1, 0]), None);
     }
 
     #[test]
