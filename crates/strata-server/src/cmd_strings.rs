@@ -1,10 +1,8 @@
 //! String commands. A write locks its keys, reads the entries it replaces and writes one batch;
-//! the counters and in-place edits (INCR*, APPEND, SETRANGE) are one engine `rmw`.
-
-use strata::Value;
+//! the counters and in-place edits (INCR*, APPEND, SETRANGE, SETBIT) too (`edit_string`).
 
 use crate::command::{float_arg, int_arg, parse_float, parse_int, syntax_error, wrong_type, CmdResult, Ctx};
-use crate::keyspace::{is_expired, key_record, now_ms, Entry, Keyspace};
+use crate::keyspace::{is_expired, now_ms, Entry, Keyspace};
 use crate::reply::{Reply, OK};
 
 /// The live string of `key`: `Ok(None)` if absent, WRONGTYPE if it holds another type.
@@ -230,35 +228,30 @@ fn mset_with(ks: &Keyspace, pairs: &[Vec<u8>], only_if_none_exist: bool, name: &
     Ok(true)
 }
 
-/// Changes `key`'s string in one engine `rmw`, keeping its expiry (a missing or expired key
-/// starts empty, without one). `edit` returns the new string or an error reply; on an error the
-/// record is written back unchanged.
+/// Changes `key`'s string, keeping its expiry (a missing or expired key starts empty, without
+/// one): a read and one write batch under the key's lock, which every server write to the key
+/// holds, so nothing lands between them (the server is the store's only writer). `edit` returns
+/// the new string or an error reply; on an error nothing is written.
+///
+/// Not an engine `rmw`: that holds the engine's log lock, which every writer of every key
+/// needs, across the read and the edit (docs/benchmarks.md, "`strata serve` against
+/// redis-server").
 fn edit_string(
     ks: &Keyspace,
     key: &[u8],
-    mut edit: impl FnMut(Option<&[u8]>) -> Result<Vec<u8>, Reply>,
+    edit: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, Reply>,
 ) -> Result<Vec<u8>, Reply> {
     let now = now_ms();
     let _locks = ks.lock(&[key]);
-    let mut outcome: Result<Vec<u8>, Reply> = Err(Reply::err("not run"));
-    let mut rewrite = |old: Option<&[u8]>| -> Option<Value> {
-        let entry = old.and_then(Entry::decode).filter(|e| !is_expired(e.expire_at_ms(), now));
-        let (expire_at_ms, current) = match &entry {
-            None => (0, None),
-            Some(Entry::String { expire_at_ms, value }) => (*expire_at_ms, Some(value.as_slice())),
-            Some(_) => {
-                outcome = Err(wrong_type());
-                return old.map(<[u8]>::to_vec);
-            }
-        };
-        outcome = edit(current);
-        match &outcome {
-            Ok(value) => Some(Entry::String { expire_at_ms, value: value.clone() }.encode()),
-            Err(_) => old.map(<[u8]>::to_vec),
-        }
+    let old = ks.raw_entry(key)?;
+    let (expire_at_ms, current) = match old.as_ref().filter(|e| !is_expired(e.expire_at_ms(), now)) {
+        None => (0, None),
+        Some(Entry::String { expire_at_ms, value }) => (*expire_at_ms, Some(value.as_slice())),
+        Some(_) => return Err(wrong_type()),
     };
-    ks.db().rmw_with(key_record(key), &mut rewrite, ks.write_durability())?;
-    outcome
+    let value = edit(current)?;
+    ks.replace(key, old.as_ref(), Some(&Entry::String { expire_at_ms, value: value.clone() }))?;
+    Ok(value)
 }
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
