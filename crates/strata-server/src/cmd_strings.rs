@@ -231,7 +231,7 @@ fn mset_with(ks: &Keyspace, pairs: &[Vec<u8>], only_if_none_exist: bool, name: &
 /// Changes `key`'s string, keeping its expiry (a missing or expired key starts empty, without
 /// one): a read and one write batch under the key's lock, which every server write to the key
 /// holds, so nothing lands between them (the server is the store's only writer). `edit` returns
-/// the new string or an error reply; on an error nothing is written.
+/// the new string and the command's reply, or an error reply; on an error nothing is written.
 ///
 /// Not an engine `rmw`: that holds the engine's log lock, which every writer of every key
 /// needs, across the read and the edit (docs/benchmarks.md, "`strata serve` against
@@ -239,8 +239,8 @@ fn mset_with(ks: &Keyspace, pairs: &[Vec<u8>], only_if_none_exist: bool, name: &
 fn edit_string(
     ks: &Keyspace,
     key: &[u8],
-    edit: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, Reply>,
-) -> Result<Vec<u8>, Reply> {
+    edit: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, Reply), Reply>,
+) -> CmdResult {
     let now = now_ms();
     let _locks = ks.lock(&[key]);
     let old = ks.raw_entry(key)?;
@@ -249,13 +249,13 @@ fn edit_string(
         Some(Entry::String { expire_at_ms, value }) => (*expire_at_ms, Some(value.as_slice())),
         Some(_) => return Err(wrong_type()),
     };
-    let value = edit(current)?;
-    ks.replace(key, old.as_ref(), Some(&Entry::String { expire_at_ms, value: value.clone() }))?;
-    Ok(value)
+    let (value, reply) = edit(current)?;
+    ks.replace(key, old.as_ref(), Some(&Entry::String { expire_at_ms, value }))?;
+    Ok(reply)
 }
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
-    let value = edit_string(ctx.ks(), key, |current| {
+    edit_string(ctx.ks(), key, |current| {
         let n = match current {
             None => 0,
             Some(text) => {
@@ -263,9 +263,8 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             }
         };
         let sum = n.checked_add(delta).ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
-        Ok(sum.to_string().into_bytes())
-    })?;
-    Ok(Reply::Int(parse_int(&value).unwrap_or_default()))
+        Ok((sum.to_string().into_bytes(), Reply::Int(sum)))
+    })
 }
 
 pub fn incr(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -288,7 +287,7 @@ pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let delta = float_arg(&args[2])?;
-    let value = edit_string(ctx.ks(), &args[1], |current| {
+    edit_string(ctx.ks(), &args[1], |current| {
         let x = match current {
             None => 0.0,
             Some(text) => parse_float(text).ok_or_else(|| Reply::err("value is not a valid float"))?,
@@ -297,19 +296,19 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         if !sum.is_finite() {
             return Err(Reply::err("increment would produce NaN or Infinity"));
         }
-        Ok(crate::reply::format_double(sum).into_bytes())
-    })?;
-    Ok(Reply::Bulk(value))
+        let text = crate::reply::format_double(sum).into_bytes();
+        Ok((text.clone(), Reply::Bulk(text)))
+    })
 }
 
 pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let tail = &args[2];
-    let value = edit_string(ctx.ks(), &args[1], |current| {
+    edit_string(ctx.ks(), &args[1], |current| {
         let mut value = current.map(<[u8]>::to_vec).unwrap_or_default();
         value.extend_from_slice(tail);
-        Ok(value)
-    })?;
-    Ok(Reply::Int(value.len() as i64))
+        let len = value.len() as i64;
+        Ok((value, Reply::Int(len)))
+    })
 }
 
 pub fn strlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
@@ -349,16 +348,16 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         // Nothing to write: the length of what is there (and no key created).
         return Ok(Reply::Int(live_string(ks, key, now_ms())?.map_or(0, |v| v.len() as i64)));
     }
-    let value = edit_string(ks, key, |current| {
+    edit_string(ks, key, |current| {
         let mut value = current.map(<[u8]>::to_vec).unwrap_or_default();
         let end = offset as usize + patch.len();
         if value.len() < end {
             value.resize(end, 0);
         }
         value[offset as usize..end].copy_from_slice(patch);
-        Ok(value)
-    })?;
-    Ok(Reply::Int(value.len() as i64))
+        let len = value.len() as i64;
+        Ok((value, Reply::Int(len)))
+    })
 }
 
 /// A bit offset as SETBIT/GETBIT take it: 0 ..= 2^32 - 1 (Redis's 512 MiB string limit).
@@ -385,18 +384,16 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if byte_index >= ks.max_string_bytes() {
         return Err(Reply::err("string exceeds maximum allowed size with this engine"));
     }
-    let mut previous = 0;
     edit_string(ks, &args[1], |current| {
         let mut value = current.map(<[u8]>::to_vec).unwrap_or_default();
-        previous = bit_at(&value, offset);
+        let previous = bit_at(&value, offset);
         if value.len() <= byte_index {
             value.resize(byte_index + 1, 0);
         }
         let mask = 1u8 << (7 - offset % 8);
         value[byte_index] = if bit == 1 { value[byte_index] | mask } else { value[byte_index] & !mask };
-        Ok(value)
-    })?;
-    Ok(Reply::Int(i64::from(previous)))
+        Ok((value, Reply::Int(i64::from(previous))))
+    })
 }
 
 pub fn getbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {

@@ -94,22 +94,8 @@ fn simple(out: &mut Vec<u8>, kind: u8, text: &[u8]) {
 
 /// `kind`, `n` in decimal, CRLF: without `fmt`, which costs more than the rest of a small reply.
 fn header(out: &mut Vec<u8>, kind: u8, n: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
     out.push(kind);
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
