@@ -23,6 +23,10 @@ use crate::state::{ServerState, Session};
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
+/// Input a blocked client may send ahead of its pop's answer; past it the connection stops
+/// reading, so the client's further requests wait in its socket (TCP backpressure), not here.
+const BLOCKED_INPUT_BYTES: usize = 4 * READ_CHUNK_BYTES;
+
 /// A blocked pop tries again at least this often, for the ways a list can appear that do not
 /// notify (RENAME or COPY onto a waited key).
 const BLOCKED_RETRY: Duration = Duration::from_millis(100);
@@ -93,13 +97,14 @@ async fn wait_while_blocked(
     let pause =
         deadline.map_or(BLOCKED_RETRY, |d| d.saturating_duration_since(Instant::now()).min(BLOCKED_RETRY));
     let mut shutdown = state.shutdown_signal();
+    let room = input.len() < BLOCKED_INPUT_BYTES;
     input.reserve(READ_CHUNK_BYTES);
     tokio::select! {
         _ = pushed => {}
         _ = tokio::time::sleep(pause) => {}
         _ = shutdown.wait_for(|stopping| *stopping) => {}
         // Requests after the pop wait in `input`; an end of input is the client leaving.
-        read = reader.read_buf(input) => {
+        read = reader.read_buf(input), if room => {
             if !matches!(read, Ok(n) if n > 0) {
                 return None;
             }

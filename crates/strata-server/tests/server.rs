@@ -358,6 +358,24 @@ fn a_client_that_leaves_while_blocked_is_disconnected() {
     }
 }
 
+/// A client blocked in BLPOP that keeps sending is held back by its socket, not buffered by
+/// the server without bound; its requests run once the pop is answered.
+#[test]
+fn a_blocked_client_that_keeps_sending_is_held_back() {
+    let server = Running::start(EngineKind::Memory);
+    let mut waiter = server.client();
+    waiter.send_raw(b"BLPOP list 0\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    let pings = b"PING\r\n".repeat(128 << 20 >> 3);
+    let sent = waiter.send_until_stalled(&pings, Duration::from_secs(2));
+    // The kernel's socket buffers hold a few tens of MiB at most (tcp_rmem + tcp_wmem).
+    assert!(sent < 64 << 20, "the server took {sent} bytes from a blocked client");
+    let mut other = server.client();
+    assert_eq!(other.cmd("LPUSH list x"), Value::Int(1));
+    assert_eq!(waiter.read(), Value::Array(vec![Value::Bulk(b"list".to_vec()), Value::Bulk(b"x".to_vec())]));
+    assert_eq!(waiter.read(), Value::Status("PONG".into()));
+}
+
 /// Found by the `server_requests` fuzz target: the expiry sweep read the expiry index with a
 /// range scan, which `f2` (hash-indexed) refuses; it must do nothing there instead.
 #[test]

@@ -109,6 +109,26 @@ impl Client {
         self.writer.write_all(bytes).unwrap();
     }
 
+    /// Sends `bytes` until they are all sent or one write waits `patience`; returns how many
+    /// were sent.
+    pub fn send_until_stalled(&mut self, bytes: &[u8], patience: Duration) -> usize {
+        self.writer.set_write_timeout(Some(patience)).unwrap();
+        let mut sent = 0;
+        while sent < bytes.len() {
+            match self.writer.write(&bytes[sent..]) {
+                Ok(n) => sent += n,
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    break
+                }
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        self.writer.set_write_timeout(None).unwrap();
+        sent
+    }
+
     /// Sends one command (words split on spaces) and reads its reply.
     pub fn cmd(&mut self, line: &str) -> Value {
         let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
