@@ -193,7 +193,6 @@ pub mod fuzzing {
     use strata::{Db, Durability, Result};
 
     use crate::keyspace::{now_ms, Keyspace};
-    use crate::resp::RequestParser;
     use crate::state::{ServerState, Settings};
 
     pub fn serve_bytes(db: Db, input: &[u8]) -> Result<Vec<u8>> {
@@ -208,12 +207,12 @@ pub mod fuzzing {
         let state = ServerState::new(Keyspace::new(db, Durability::None)?, settings, 0);
         // Blocking pops see a shutting-down server and return at once.
         state.request_shutdown();
-        let mut session = state.new_session("fuzz".into());
-        let (mut parser, mut input, mut output) = (RequestParser::default(), input.to_vec(), Vec::new());
-        crate::conn::run_requests(&state, &mut session, &mut parser, &mut input, &mut output);
+        let mut conn = crate::conn::Connection::new(state.new_session("fuzz".into()));
+        conn.input = input.to_vec();
+        conn.run_requests(&state);
         // Everything set to expire is due a day from now: the sweep deletes it.
         crate::expiry::sweep_once(&state, now_ms() + 86_400_000)?;
         state.keyspace.db().close()?;
-        Ok(output)
+        Ok(conn.output)
     }
 }
