@@ -181,8 +181,9 @@ impl Connection {
 
     fn run_deferred(&mut self, state: &ServerState) -> (Ran, Option<PendingBarrier>) {
         let start = self.output.len();
-        let (replies, pending) =
-            state.keyspace.defer_durability(|| with_clock_snapshot(|| self.parse_and_run(state)));
+        let (replies, pending) = state.keyspace.defer_durability(|| {
+            with_clock_snapshot(|| state.keyspace.linger_locks(|| self.parse_and_run(state)))
+        });
         (Ran { start, replies }, pending)
     }
 

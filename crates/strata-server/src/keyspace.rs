@@ -9,8 +9,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use strata::{Db, Durability, Result, WriteBatch};
+
+use crate::key_locks::KeyLockTable;
+pub use crate::key_locks::KeyLocks;
 
 /// Record-key prefixes: one byte in front of every record the server writes.
 pub const FORMAT_PREFIX: u8 = 0x00;
@@ -33,8 +35,6 @@ pub const HEADER_BYTES: usize = 9;
 pub const COLLECTION_PAYLOAD_BYTES: usize = 24;
 /// Bytes a member key adds around the user key and member: prefix, key length, generation.
 pub const MEMBER_KEY_OVERHEAD_BYTES: usize = 1 + 4 + 8;
-
-const LOCK_STRIPES: usize = 4096;
 
 /// The types whose members live in records of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,9 +253,7 @@ pub struct Keyspace {
     /// write before it (`with_deferred_durability`).
     prefix_consistent: bool,
     durability: Durability,
-    stripes: Box<[Mutex<()>]>,
-    /// Commands hold it shared; `FLUSHALL` holds it alone.
-    everything: RwLock<()>,
+    locks: KeyLockTable,
     next_generation: AtomicU64,
     /// Deferred sections that wrote, counted as they end (`defer_durability`).
     deferred_sections: AtomicU64,
@@ -263,17 +261,9 @@ pub struct Keyspace {
     covered_sections: AtomicU64,
 }
 
-/// Locks held by one command (none inside `with_everything_locked`, which holds them all).
-pub struct KeyLocks<'a> {
-    _stripes: Vec<MutexGuard<'a, ()>>,
-    _shared: Option<RwLockReadGuard<'a, ()>>,
-}
-
 thread_local! {
     /// Inside `with_deferred_durability`: `Some(wrote)`, and writes are made without durability.
     static DEFERRED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-    /// This thread runs inside `with_everything_locked` (EXEC): key locks are already held.
-    static HOLDS_EVERYTHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl Keyspace {
@@ -299,8 +289,7 @@ impl Keyspace {
             ordered,
             prefix_consistent,
             durability,
-            stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-            everything: RwLock::new(()),
+            locks: KeyLockTable::default(),
             next_generation: AtomicU64::new(start),
             deferred_sections: AtomicU64::new(0),
             covered_sections: AtomicU64::new(0),
@@ -325,35 +314,19 @@ impl Keyspace {
         self.durability
     }
 
-    /// Locks `keys` (any order, repeats allowed) for one command.
+    /// Locks `keys` (any order, repeats allowed) for one command (key_locks.rs).
     pub fn lock(&self, keys: &[&[u8]]) -> KeyLocks<'_> {
-        if HOLDS_EVERYTHING.with(std::cell::Cell::get) {
-            return KeyLocks { _stripes: Vec::new(), _shared: None };
-        }
-        let shared = Some(self.everything.read());
-        let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(k)).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        KeyLocks { _stripes: stripes.into_iter().map(|s| self.stripes[s].lock()).collect(), _shared: shared }
+        self.locks.lock(keys)
+    }
+
+    /// Runs one pipeline's commands with their key locks lingering until it ends (key_locks.rs).
+    pub fn linger_locks<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.locks.linger(f)
     }
 
     /// Runs `f` holding every key: no other client's command runs meanwhile (FLUSHALL, EXEC).
-    /// Commands `f` runs take no locks of their own; nesting is allowed.
     pub fn with_everything_locked<T>(&self, f: impl FnOnce() -> T) -> T {
-        if HOLDS_EVERYTHING.with(std::cell::Cell::get) {
-            return f();
-        }
-        let _all = self.everything.write();
-        HOLDS_EVERYTHING.with(|h| h.set(true));
-        // Reset even if `f` panics, so the thread's later commands lock again.
-        struct Reset;
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                HOLDS_EVERYTHING.with(|h| h.set(false));
-            }
-        }
-        let _reset = Reset;
-        f()
+        self.locks.with_everything_locked(f)
     }
 
     pub fn new_generation(&self) -> u64 {
@@ -566,10 +539,6 @@ fn decode_or_corrupt(key: &[u8], bytes: Vec<u8>) -> Result<Entry> {
             String::from_utf8_lossy(key)
         ))
     })
-}
-
-fn stripe_of(key: &[u8]) -> usize {
-    (xxhash_rust::xxh3::xxh3_64(key) as usize) % LOCK_STRIPES
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod conn;
 mod expiry;
 mod glob;
 mod info;
+mod key_locks;
 pub mod keyspace;
 pub mod reply;
 pub mod resp;
