@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// Largest request, its arguments together (Redis's client-query-buffer-limit).
     #[arg(long, default_value = "1GiB", value_parser = bytes)]
     max_request_bytes: u64,
+    /// Threads that run clients' commands (0: one fewer than the cores, at least one).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 fn durability(text: &str) -> Result<Durability, String> {
@@ -77,6 +80,7 @@ pub fn run(args: ServeArgs, knobs: &[(String, String)]) -> Result<(), Error> {
         timeout_secs: args.timeout,
         proto_max_bulk_len: args.proto_max_bulk_len,
         max_request_bytes: args.max_request_bytes,
+        worker_threads: args.threads,
     };
     let durability = config.durability;
     let server = Server::bind(db, config)?;

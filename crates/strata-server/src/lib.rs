@@ -60,6 +60,19 @@ pub struct ServeConfig {
     pub proto_max_bulk_len: u64,
     /// Largest request, its arguments together (Redis's client-query-buffer-limit).
     pub max_request_bytes: u64,
+    /// Threads that run clients' commands; 0: one fewer than the cores, at least one
+    /// ([`default_worker_threads`]).
+    pub worker_threads: usize,
+}
+
+/// One worker per core but one, at least one: the spare core runs the clients on the same
+/// machine, the engine's background work (flushes, compaction, the expiry sweep) and the OS's
+/// network stack. Workers beyond the cores the server can use contend in the engine's write
+/// path: on a 2-core machine with redis-benchmark beside it, two workers spent 1.5–2× the CPU
+/// per write of one (docs/benchmarks.md, "One worker per core but one").
+pub fn default_worker_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    cores.saturating_sub(1).max(1)
 }
 
 impl Default for ServeConfig {
@@ -73,6 +86,7 @@ impl Default for ServeConfig {
             timeout_secs: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             max_request_bytes: 1024 * 1024 * 1024,
+            worker_threads: 0,
         }
     }
 }
@@ -98,7 +112,12 @@ impl Server {
     /// Takes over `db` and binds the listening socket (an address in use is an error here, not
     /// in `run`).
     pub fn bind(db: Db, config: ServeConfig) -> Result<Server> {
+        let workers = match config.worker_threads {
+            0 => default_worker_threads(),
+            n => n,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
             .enable_all()
             .thread_name("strata-serve")
             .build()
