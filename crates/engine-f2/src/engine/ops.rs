@@ -36,8 +36,9 @@ pub(crate) fn apply_op(
         let read_only = hot.read_only();
         let mut address = hot_head;
         while address >= read_only && address >= FIRST_ADDRESS {
-            let Some(rec) = hot.read(address)? else { break };
-            if rec.key == key {
+            // A probe, not a copy of the record: an update of a mutable record needs none.
+            let Some((is_key, prev_address)) = hot.probe(address, key)? else { break };
+            if is_key {
                 if hot.update_in_place(address, v) {
                     if let Some(c) = counters {
                         c.in_place_updates.fetch_add(1, Relaxed);
@@ -46,7 +47,7 @@ pub(crate) fn apply_op(
                 }
                 break;
             }
-            address = next_in_chain(hot, address, &rec)?;
+            address = chain_step(hot, address, prev_address)?;
         }
     }
     let live_prev = |a: u64| if a >= hot.begin() { a } else { 0 };
@@ -130,12 +131,17 @@ fn key_stripe(index: &HotIndex, hash: u64) -> usize {
 
 /// The previous address of a chain record, checked to go strictly backwards.
 fn next_in_chain(hot: &HybridLog, address: u64, rec: &OwnedRecord) -> Result<u64> {
-    if rec.prev_address >= address {
+    chain_step(hot, address, rec.prev_address)
+}
+
+/// `prev_address` of the record at `address`, checked to go back.
+fn chain_step(hot: &HybridLog, address: u64, prev_address: u64) -> Result<u64> {
+    if prev_address >= address {
         return Err(hot
             .file
-            .corruption(address, format!("hash chain goes forward from {address} to {}", rec.prev_address)));
+            .corruption(address, format!("hash chain goes forward from {address} to {prev_address}")));
     }
-    Ok(rec.prev_address)
+    Ok(prev_address)
 }
 
 impl Inner {
@@ -372,7 +378,8 @@ impl Inner {
             let _gate = self.batch_gate.read();
             self.lookup(key)?
         };
-        let value = rec.and_then(|r| r.value_opt().map(<[u8]>::to_vec));
+        // The lookup's copy is the caller's: no second one.
+        let value = rec.filter(|r| r.value_opt().is_some()).map(|r| r.value);
         if let Some(v) = &value {
             self.counters.user_bytes_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
         }

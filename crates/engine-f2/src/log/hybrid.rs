@@ -332,6 +332,25 @@ impl HybridLog {
         record_on_disk(&self.file, self.page_size, &self.bounds, address)
     }
 
+    /// Whether the record at `address` is `key`'s, and its previous address, without copying
+    /// it out of an in-memory page (a hash-chain step); `None` as `read` gives `None`.
+    pub fn probe(&self, address: u64, key: &[u8]) -> Result<Option<(bool, u64)>> {
+        if address >= self.begin() {
+            let in_memory = self.window.with_page(address, |page, offset| {
+                page.with_record(offset, |bytes| match RecordView::parse(bytes) {
+                    Some(view) => Ok(Some((view.key == key, view.prev_address))),
+                    None => Err(self
+                        .file
+                        .corruption(address, "no record at this address of an in-memory log page")),
+                })
+            });
+            if let Some(found) = in_memory {
+                return found;
+            }
+        }
+        Ok(self.read(address)?.map(|rec| (rec.key == key, rec.prev_address)))
+    }
+
     /// Changes the record at `address` in place if it is at or above `read_only` (`change` edits
     /// a copy, written back under the page's seqlock). The check and the change run under one
     /// guard, so a move of `read_only` past the record waits for the change before the page
