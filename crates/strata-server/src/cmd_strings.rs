@@ -79,8 +79,10 @@ fn set_with(ks: &Keyspace, key: &[u8], value: &[u8], o: &SetOptions, now: u64) -
     let _locks = ks.lock(&[key]);
     let old = ks.raw_entry(key)?;
     let live = old.as_ref().filter(|e| !is_expired(e.expire_at_ms(), now));
+    // Copied only when the reply carries it.
     let old_value = match live {
-        Some(Entry::String { value, .. }) => Some(value.clone()),
+        Some(Entry::String { value, .. }) if o.return_old => Some(value.clone()),
+        Some(Entry::String { .. }) => None,
         Some(_) if o.return_old => return Err(wrong_type()),
         _ => None,
     };
