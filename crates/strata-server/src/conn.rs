@@ -209,7 +209,7 @@ impl Connection {
                 ParseLimits { max_bulk_bytes, max_request_bytes, authenticated: session.authenticated };
             match self.parser.next_at(&self.input, &mut at, limits) {
                 Ok(Some(args)) => {
-                    let reply = execute(state, session, &args, &mut tick);
+                    let reply = execute(state, session, args, &mut tick);
                     if session.blocked.is_some() {
                         // A blocking pop waits; the requests after it run once it is answered.
                         break;

@@ -34,12 +34,20 @@ pub struct ParseLimits {
 
 /// Parses requests out of a growing buffer. State survives between calls so that a request
 /// arriving in many reads is not parsed again from its start each time.
+/// The argument buffers kept between requests are at most this many, each at most
+/// [`MAX_KEPT_ARG_BYTES`]: one large request does not hold its memory for the connection's life.
+const MAX_KEPT_ARGS: usize = 64;
+const MAX_KEPT_ARG_BYTES: usize = 64 * 1024;
+
 #[derive(Default, Debug)]
 pub struct RequestParser {
     /// Arguments still expected by the multibulk request under way, or 0 when none is.
     pending_args: usize,
+    /// The request's arguments are `args[..filled]`; the buffers after them are kept for the
+    /// next requests, so a pipeline of small requests parses without allocating.
     args: Vec<Vec<u8>>,
-    /// Bytes of `args` so far.
+    filled: usize,
+    /// Bytes of the arguments so far.
     args_bytes: u64,
 }
 
@@ -53,7 +61,7 @@ impl RequestParser {
         limits: ParseLimits,
     ) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
         let mut at = 0;
-        let result = self.next_at(buf, &mut at, limits);
+        let result = self.next_at(buf, &mut at, limits).map(|args| args.map(<[Vec<u8>]>::to_vec));
         buf.drain(..at);
         result
     }
@@ -65,7 +73,7 @@ impl RequestParser {
         buf: &[u8],
         at: &mut usize,
         limits: ParseLimits,
-    ) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+    ) -> Result<Option<&[Vec<u8>]>, ProtocolError> {
         loop {
             if self.pending_args == 0 {
                 match buf.get(*at) {
@@ -78,7 +86,10 @@ impl RequestParser {
                     Some(_) => match inline_request(buf, at)? {
                         None => return Ok(None),
                         Some(args) if args.is_empty() => continue,
-                        Some(args) => return Ok(Some(args)),
+                        Some(args) => {
+                            (self.filled, self.args) = (args.len(), args);
+                            return Ok(Some(&self.args));
+                        }
                     },
                 }
             }
@@ -87,13 +98,13 @@ impl RequestParser {
                     None => return Ok(None),
                     Some(arg) => {
                         self.args_bytes += arg.len() as u64;
-                        self.args.push(arg);
+                        self.push_arg(arg);
                         self.pending_args -= 1;
                     }
                 }
             }
             self.args_bytes = 0;
-            return Ok(Some(std::mem::take(&mut self.args)));
+            return Ok(Some(&self.args[..self.filled]));
         }
     }
 
@@ -121,9 +132,30 @@ impl RequestParser {
             return Ok(Header::Empty);
         }
         self.pending_args = count as usize;
-        // Reserve for what has arrived, not for what the header claims.
-        self.args = Vec::with_capacity((count as usize).min(1024));
+        self.begin_request();
         Ok(Header::Args)
+    }
+
+    /// Empties the argument list, letting go of what a large earlier request left.
+    fn begin_request(&mut self) {
+        self.filled = 0;
+        self.args.truncate(MAX_KEPT_ARGS);
+        for kept in &mut self.args {
+            if kept.capacity() > MAX_KEPT_ARG_BYTES {
+                *kept = Vec::new();
+            }
+        }
+    }
+
+    fn push_arg(&mut self, arg: &[u8]) {
+        match self.args.get_mut(self.filled) {
+            Some(kept) => {
+                kept.clear();
+                kept.extend_from_slice(arg);
+            }
+            None => self.args.push(arg.to_vec()),
+        }
+        self.filled += 1;
     }
 }
 
@@ -135,12 +167,12 @@ enum Header {
 
 /// One `$len\r\n<bytes>\r\n` argument, or `None` if it has not all arrived; `request_bytes`
 /// is what the request's earlier arguments hold.
-fn bulk(
-    buf: &[u8],
+fn bulk<'b>(
+    buf: &'b [u8],
     at: &mut usize,
     limits: ParseLimits,
     request_bytes: u64,
-) -> Result<Option<Vec<u8>>, ProtocolError> {
+) -> Result<Option<&'b [u8]>, ProtocolError> {
     let Some(&first) = buf.get(*at) else { return Ok(None) };
     if first != b'$' {
         return Err(ProtocolError::new(format!("expected '$', got '{}'", first as char)));
@@ -169,7 +201,7 @@ fn bulk(
         return Err(ProtocolError::new("bulk argument not followed by CRLF"));
     }
     *at = end + 2;
-    Ok(Some(buf[data_at..end].to_vec()))
+    Ok(Some(&buf[data_at..end]))
 }
 
 /// An inline command: a line split into arguments the way `redis-cli` quotes them.
@@ -322,6 +354,23 @@ mod tests {
     fn multibulk_and_inline_requests_parse_back_to_back() {
         let got = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nSET a \"b c\"\r\n\r\n*0\r\nPING\n").unwrap();
         assert_eq!(got, vec![words(&["GET", "k"]), words(&["SET", "a", "b c"]), words(&["PING"])]);
+    }
+
+    /// Argument buffers are reused from request to request, but a large one is let go of, and
+    /// a shorter request after a longer one sees only its own arguments.
+    #[test]
+    fn kept_argument_buffers_never_leak_into_a_request_or_keep_a_large_one() {
+        let big = vec![b'x'; 2 * MAX_KEPT_ARG_BYTES];
+        let mut input = encode_request(&[&b"SET"[..], b"k", &big]);
+        input.extend(encode_request(&[&b"GET"[..], b"k"]));
+        input.extend(encode_request(&[&b"DEL"[..], b"a", b"b"]));
+        let mut parser = RequestParser::default();
+        let mut at = 0;
+        assert_eq!(parser.next_at(&input, &mut at, OPEN).unwrap().unwrap()[2].len(), big.len());
+        assert_eq!(parser.next_at(&input, &mut at, OPEN).unwrap().unwrap(), words(&["GET", "k"]));
+        assert!(parser.args.iter().all(|a| a.capacity() <= MAX_KEPT_ARG_BYTES), "the large buffer is kept");
+        assert_eq!(parser.next_at(&input, &mut at, OPEN).unwrap().unwrap(), words(&["DEL", "a", "b"]));
+        assert_eq!(at, input.len());
     }
 
     #[test]
