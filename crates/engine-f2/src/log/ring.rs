@@ -381,6 +381,8 @@ impl PageRef<'_> {
             out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
         }
         let stored = record::stored_len_of_header(out).unwrap_or(0);
+        // One allocation for the whole record, not one per doubling as its words arrive.
+        out.reserve(stored.saturating_sub(out.len()));
         for w in rest.iter().take(stored.div_ceil(WORD_BYTES)).skip(header_words) {
             out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
         }
@@ -414,7 +416,7 @@ impl PageRef<'_> {
     /// CAS, so in-place writers of one frame take turns; readers retry meanwhile).
     pub fn update_record(&self, offset: usize, change: impl FnOnce(&mut [u8]) -> bool) -> bool {
         let version = self.lock_version();
-        let mut copy = Vec::new();
+        let mut copy = Vec::with_capacity(STACK_RECORD_BYTES);
         self.copy_record(offset, &mut copy);
         let words = self.word_range(offset, copy.len());
         let changed = !copy.is_empty() && words.is_some() && change(&mut copy);
