@@ -78,6 +78,39 @@ fn with_a_password_every_command_but_auth_is_refused_until_authenticated() {
     assert_eq!(c.cmd("GET k"), bulk("v"));
 }
 
+/// Valkey's unit/auth.tcl, whose every test is `external:skip` (it starts its own servers):
+/// each of its assertions that needs no replica, against `strata serve`.
+#[test]
+fn valkey_auth_tcl_assertions_hold() {
+    let open = Running::start(EngineKind::Memory);
+    let mut c = open.client();
+    let no_password = c.cmd("AUTH foo");
+    assert!(no_password.error_text().starts_with("ERR") && no_password.error_text().contains("any password"));
+    assert!(c.cmd("AUTH a b c").error_text().contains("syntax error"));
+    // Binary passwords (the `auth_binary_password` block).
+    assert_eq!(c.call(&[b"CONFIG", b"SET", b"requirepass", b"abc\x00def"]), Value::ok());
+    let mut other = open.client();
+    assert!(other.cmd("AUTH abc").error_text().starts_with("WRONGPASS"));
+    assert_eq!(other.call(&[b"AUTH", b"abc\x00def"]), Value::ok());
+
+    let config = ServeConfig { port: 0, requirepass: Some(b"foobar".to_vec()), ..ServeConfig::default() };
+    let server = Running::start_with(EngineKind::Memory, config);
+    let mut c = server.client();
+    assert!(c.cmd("AUTH wrong!").error_text().starts_with("WRONGPASS"));
+    assert!(c.cmd("SET foo bar").error_text().starts_with("NOAUTH"));
+    assert_eq!(c.cmd("AUTH foobar"), Value::ok());
+    assert_eq!(c.cmd("SET foo 100"), Value::ok());
+    assert_eq!(c.cmd("INCR foo"), Value::Int(101));
+    for (request, expected) in [
+        (&b"*100\r\n"[..], "unauthenticated multibulk length"),
+        (b"*1\r\n$100000000\r\n", "unauthenticated bulk length"),
+    ] {
+        let mut anonymous = server.client();
+        anonymous.send_raw(request);
+        assert!(anonymous.read().error_text().contains(expected), "{expected}");
+    }
+}
+
 #[test]
 fn a_malformed_request_is_answered_and_closes_only_its_connection() {
     let server = Running::start(EngineKind::Memory);
