@@ -1,5 +1,5 @@
 //! One client connection: read what has arrived, run every complete request in it, write the
-//! replies, repeat. Commands run on the runtime's worker (one per core), not in blocking
+//! replies, repeat. Commands run on the runtime's workers (`--threads`), not in blocking
 //! sections: more threads in the engine than cores only park and wake each other in its write
 //! path, and a hand-off to a blocking thread per pipeline costs more than most commands
 //! (docs/benchmarks.md, "`strata serve` against redis-server"). A blocking pop that must wait
