@@ -40,11 +40,12 @@ cleanup() {
     rm -rf "$work/store" "$work/redis"
 }
 trap cleanup EXIT
-port=$((30000 + RANDOM % 20000))
+port=""
 budget_bytes=$(python3 -c "import re,sys; t='$budget'.lower().replace('ib','').replace('b',''); m={'k':1<<10,'m':1<<20,'g':1<<30}; print(int(float(t[:-1])*m[t[-1]]) if t[-1] in m else int(t))")
 
-start() {
-    local who="$1"
+# Starts `$launching` (redis or an engine) on `port`; sets `pid`.
+launch() {
+    local who="$launching"
     rm -rf "$work/store" "$work/redis"
     if [ "$who" = redis ]; then
         mkdir -p "$work/redis"
@@ -57,7 +58,11 @@ start() {
             2>"$work/serve.log" &
     fi
     pid=$!
-    wait_for_port "$port"
+}
+
+start() {
+    launching="$1"
+    start_on_random_port 30000 launch
 }
 
 stop() {

@@ -51,14 +51,18 @@ cleanup() {
 trap cleanup EXIT
 # The suite writes under its own tests/tmp: run a copy.
 cp -r "$suite_src" "$work/suite"
-port=$((21000 + RANDOM % 20000))
+port="" pid=""
+# Starts `strata serve` on a fresh store on `port`; sets `pid` (start_on_random_port).
+launch() {
+    rm -rf "$work/store"
+    "$strata" serve "$work/store" --engine "$engine" --port "$port" 2>"$work/server.log" &
+    pid=$!
+}
 failed_whole=0
 printf '%-22s %6s %6s %8s\n' file passed failed skipped
 for file in "${files[@]}"; do
-    rm -rf "$work/store"
-    "$strata" serve "$work/store" --engine "$engine" --port "$port" 2>"$work/server.log" &
-    server_pid=$!
-    wait_for_port "$port"
+    start_on_random_port 21000 launch
+    server_pid=$pid
     log="$work/$(echo "$file" | tr / _).log"
     (cd "$work/suite" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb \
         --ignore-encoding --ignore-digest --tags -needs:debug --tags -needs:repl --durable \
