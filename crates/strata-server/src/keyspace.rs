@@ -1,6 +1,6 @@
 //! The Redis keyspace over one Strata store: how a key, its type, its expiry and a collection's
-//! members are laid out as engine records (docs/format/server-records.md), and the key locks that make
-//! each command atomic.
+//! members are laid out as engine records (docs/format/server-records.md), and the durability
+//! barrier its commands share. The key locks that make each command atomic are in key_locks.rs.
 //!
 //! Invariant: every command that writes holds the locks of all keys it touches from its first
 //! read to its last write, and `FLUSHALL` holds all of them; so commands on the same key apply in

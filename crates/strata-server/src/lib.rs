@@ -67,9 +67,8 @@ pub struct ServeConfig {
 
 /// One worker per core but one, at least one: the spare core runs the clients on the same
 /// machine, the engine's background work (flushes, compaction, the expiry sweep) and the OS's
-/// network stack. Workers beyond the cores the server can use contend in the engine's write
-/// path: on a 2-core machine with redis-benchmark beside it, two workers spent 1.5–2× the CPU
-/// per write of one (docs/benchmarks.md, "One worker per core but one").
+/// network stack. Workers beyond the cores the server can use only contend in the engine's
+/// write path (docs/benchmarks.md, "One worker per core but one").
 pub fn default_worker_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     cores.saturating_sub(1).max(1)

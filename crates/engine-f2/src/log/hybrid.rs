@@ -29,8 +29,8 @@ use super::epoch::Epoch;
 use super::released_padding::ReleasedPadding;
 use super::window::PageWindow;
 use super::{
-    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, Bounds,
-    SegmentedFile,
+    load_tail_page, read_page_from_disk, record_in_page, record_on_disk, scan_read_pages, view_in_page,
+    Bounds, SegmentedFile,
 };
 use crate::record::{self, OwnedRecord, RecordView};
 
@@ -337,11 +337,10 @@ impl HybridLog {
     pub fn probe(&self, address: u64, key: &[u8]) -> Result<Option<(bool, u64)>> {
         if address >= self.begin() {
             let in_memory = self.window.with_page(address, |page, offset| {
-                page.with_record(offset, |bytes| match RecordView::parse(bytes) {
-                    Some(view) => Ok(Some((view.key == key, view.prev_address))),
-                    None => Err(self
-                        .file
-                        .corruption(address, "no record at this address of an in-memory log page")),
+                page.with_record(offset, |bytes| {
+                    view_in_page(&self.file, bytes, address, address, |v| {
+                        Some((v.key == key, v.prev_address))
+                    })
                 })
             });
             if let Some(found) = in_memory {

@@ -108,9 +108,21 @@ fn record_in_page(
     page_start: u64,
     address: u64,
 ) -> Result<Option<OwnedRecord>> {
+    view_in_page(file, page, page_start, address, OwnedRecord::from_view).map(Some)
+}
+
+/// `see` applied to the record at `address` inside an in-memory page that starts at
+/// `page_start`, without copying it; no record there is corruption.
+fn view_in_page<R>(
+    file: &SegmentedFile,
+    page: &[u8],
+    page_start: u64,
+    address: u64,
+    see: impl FnOnce(&RecordView<'_>) -> R,
+) -> Result<R> {
     let offset = (address - page_start) as usize;
     match page.get(offset..).and_then(RecordView::parse) {
-        Some(view) => Ok(Some(OwnedRecord::from_view(&view))),
+        Some(view) => Ok(see(&view)),
         None => Err(file.corruption(address, "no record at this address of an in-memory log page")),
     }
 }

@@ -375,13 +375,15 @@ impl PageRef<'_> {
         if !offset.is_multiple_of(WORD_BYTES) {
             return;
         }
+        // Room for a small record at once, and for a larger one once its header says how
+        // large: not a reallocation per doubling as its words arrive.
+        out.reserve(STACK_RECORD_BYTES);
         let rest = self.words.get(offset / WORD_BYTES..).unwrap_or_default();
         let header_words = record::HEADER_BYTES / WORD_BYTES;
         for w in rest.iter().take(header_words) {
             out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
         }
         let stored = record::stored_len_of_header(out).unwrap_or(0);
-        // One allocation for the whole record, not one per doubling as its words arrive.
         out.reserve(stored.saturating_sub(out.len()));
         for w in rest.iter().take(stored.div_ceil(WORD_BYTES)).skip(header_words) {
             out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
@@ -416,7 +418,7 @@ impl PageRef<'_> {
     /// CAS, so in-place writers of one frame take turns; readers retry meanwhile).
     pub fn update_record(&self, offset: usize, change: impl FnOnce(&mut [u8]) -> bool) -> bool {
         let version = self.lock_version();
-        let mut copy = Vec::with_capacity(STACK_RECORD_BYTES);
+        let mut copy = Vec::new();
         self.copy_record(offset, &mut copy);
         let words = self.word_range(offset, copy.len());
         let changed = !copy.is_empty() && words.is_some() && change(&mut copy);
