@@ -1,22 +1,22 @@
 # Sourced by the server-*.sh scripts.
 
-# Waits (up to 10 s) until something listens on 127.0.0.1:$1; fails with a message otherwise.
-wait_for_port() {
+# Waits (up to 10 s) until something listens on 127.0.0.1:$1; with a process id $2, fails at
+# once if that process exits first. Silent: the caller says what did not start.
+listening() {
     for _ in $(seq 100); do
+        if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+            return 1
+        fi
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
         sleep 0.1
     done
-    echo "$(basename "$0"): nothing listens on port $1" >&2
     return 1
 }
 
-# Waits (up to 10 s) until process $2 listens on 127.0.0.1:$1; fails at once if it exits first.
-wait_for_listener() {
-    for _ in $(seq 100); do
-        kill -0 "$2" 2>/dev/null || return 1
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
+# `listening` for a port that must come up: fails with a message otherwise.
+wait_for_port() {
+    listening "$1" && return 0
+    echo "$(basename "$0"): nothing listens on port $1" >&2
     return 1
 }
 
@@ -28,7 +28,7 @@ start_on_random_port() {
     for _ in 1 2 3; do
         port=$((base + RANDOM % 20000))
         "$launch"
-        if wait_for_listener "$port" "$pid"; then
+        if listening "$port" "$pid"; then
             return 0
         fi
         kill "$pid" 2>/dev/null || true
